@@ -1,0 +1,162 @@
+"""Sizes of an ANDREA model, its presets, and exact parameter counts.
+
+Introduced in the chapters "Three matrices per head, or one big matrix" and "Parameter count".
+
+ANDREA is a GPT-style decoder: token + position embeddings, n_layer blocks of
+(LayerNorm -> multi-head attention -> residual, LayerNorm -> MLP -> residual), a final LayerNorm,
+and an output head tied to the token embedding. The linear layers carry no bias: the source counts
+attention as 4 x d_model^2 per layer (W_Q, W_K, W_V, W_O and nothing else), so biases would break
+its arithmetic. LayerNorms keep a weight and a bias (2 x d_model each).
+
+The source gives d_model, n_head, head_dim and n_layer for ANDREA-120M and head_dim for
+ANDREA-12M. Everything else below is our stated assumption, with its reason beside it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+def divisors(n: int) -> list[int]:
+    """All positive divisors of n, ascending: the n_head values that split d_model evenly."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _check_positive_int(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a positive int, got {value!r} ({type(value).__name__})")
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive int (>= 1), got {value}")
+
+
+@dataclass(frozen=True)
+class AndreaConfig:
+    """The sizes of one ANDREA model.
+
+    d_model = n_head x head_dim. Give d_model and n_head (head_dim is derived), or all three
+    (they must agree). A wrong combination raises ValueError naming d_model, n_head and head_dim
+    and listing the n_head values that work.
+    """
+
+    d_model: int = 768
+    n_head: int = 12
+    head_dim: int | None = None
+    n_layer: int = 12
+    vocab_size: int = 50257
+    block_size: int = 1024
+    mlp_ratio: int = 4
+    name: str = "custom"
+
+    def __post_init__(self):
+        for field in ("d_model", "n_head", "n_layer", "vocab_size", "block_size", "mlp_ratio"):
+            _check_positive_int(field, getattr(self, field))
+        if self.head_dim is not None:
+            _check_positive_int("head_dim", self.head_dim)
+        valid = ", ".join(str(d) for d in divisors(self.d_model))
+        if self.d_model % self.n_head != 0:
+            raise ValueError(
+                f"n_head={self.n_head} does not divide d_model={self.d_model}: head_dim = "
+                f"d_model / n_head = {self.d_model / self.n_head:g} is not a whole number. "
+                f"Valid n_head for d_model={self.d_model}: {valid}."
+            )
+        derived = self.d_model // self.n_head
+        if self.head_dim is None:
+            object.__setattr__(self, "head_dim", derived)
+        elif self.head_dim != derived:
+            raise ValueError(
+                f"head_dim={self.head_dim} with n_head={self.n_head} gives "
+                f"n_head x head_dim = {self.n_head * self.head_dim}, but d_model={self.d_model}: "
+                f"they must be equal. For d_model={self.d_model} and n_head={self.n_head}, "
+                f"head_dim must be {derived}; valid n_head values: {valid}."
+            )
+
+    def replace(self, **changes) -> "AndreaConfig":
+        """A copy with some sizes changed; head_dim is re-derived unless given."""
+        if "head_dim" not in changes and ("d_model" in changes or "n_head" in changes):
+            changes["head_dim"] = None
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def d_mlp(self) -> int:
+        """Width of the MLP's hidden layer (mlp_ratio x d_model)."""
+        return self.mlp_ratio * self.d_model
+
+
+# ANDREA-120M: d_model 768, 12 heads of 64, 12 layers are the source's numbers. Vocabulary 50257
+# and context 1024 are GPT-2 small's: the source does not give them, and ANDREA-120M has GPT-2
+# small's shape otherwise, so we assume them. MLP 4 x d_model, as in GPT-2.
+ANDREA_120M = AndreaConfig(
+    d_model=768, n_head=12, head_dim=64, n_layer=12, vocab_size=50257, block_size=1024,
+    name="ANDREA-120M",
+)
+
+# ANDREA-12M: head_dim 32 is the source's number. The rest is our assumption, chosen so the model
+# keeps twelve heads and lands near 12M parameters: d_model = 12 x 32 = 384, 6 layers, a 4096-token
+# vocabulary and a 512-token context.
+ANDREA_12M = AndreaConfig(
+    d_model=384, n_head=12, head_dim=32, n_layer=6, vocab_size=4096, block_size=512,
+    name="ANDREA-12M",
+)
+
+PRESETS = {c.name: c for c in (ANDREA_120M, ANDREA_12M)}
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Exact parameter counts of one configuration, by part (weights tied: no separate LM head)."""
+
+    attention_per_layer: int  # W_Q, W_K, W_V, W_O: 4 x d_model^2
+    mlp_per_layer: int  # W_in [d_model, d_mlp] + W_out [d_mlp, d_model]
+    layernorm_per_layer: int  # two LayerNorms, weight + bias each
+    n_layer: int
+    token_embedding: int  # vocab_size x d_model, shared with the output head
+    position_embedding: int  # block_size x d_model
+    final_layernorm: int  # weight + bias
+
+    @property
+    def attention(self) -> int:
+        return self.n_layer * self.attention_per_layer
+
+    @property
+    def mlp(self) -> int:
+        return self.n_layer * self.mlp_per_layer
+
+    @property
+    def layernorm(self) -> int:
+        return self.n_layer * self.layernorm_per_layer + self.final_layernorm
+
+    @property
+    def embeddings(self) -> int:
+        return self.token_embedding + self.position_embedding
+
+    @property
+    def total(self) -> int:
+        return self.attention + self.mlp + self.layernorm + self.embeddings
+
+    @property
+    def attention_fraction(self) -> float:
+        """Share of all parameters that sit in the attention projections."""
+        return self.attention / self.total
+
+    def by_part(self) -> dict[str, int]:
+        """The four parts that add up to the total, for tables and figures."""
+        return {
+            "attention (W_Q, W_K, W_V, W_O)": self.attention,
+            "MLP": self.mlp,
+            "embeddings (token + position)": self.embeddings,
+            "LayerNorms": self.layernorm,
+        }
+
+
+def param_counts(cfg: AndreaConfig) -> ParamCounts:
+    """Parameter counts from the formula. `model.AndreaModel` counts a real nn.Module; they agree."""
+    C = cfg.d_model
+    return ParamCounts(
+        attention_per_layer=4 * C * C,
+        mlp_per_layer=2 * C * cfg.d_mlp,
+        layernorm_per_layer=2 * 2 * C,
+        n_layer=cfg.n_layer,
+        token_embedding=cfg.vocab_size * C,
+        position_embedding=cfg.block_size * C,
+        final_layernorm=2 * C,
+    )

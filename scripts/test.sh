@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs every test: library units, notebooks (fast mode), the book build with -W, a real browser.
+# Sets up .venv and, where it can (root with apt-get), Debian's chromium for the browser tests.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+source scripts/setup_env.sh
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "[setup] installing Debian's chromium for the browser tests"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "[setup] chromium could not be installed: browser tests will skip, saying why"
+fi
+start=$(date +%s)
+python -m pytest "$@"
+echo "[tests] finished in $(( $(date +%s) - start )) s"
