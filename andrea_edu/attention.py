@@ -1,0 +1,225 @@
+"""One entry point for scaled dot-product attention over all heads at once.
+
+Introduced in the chapter "One kernel, many heads"; the dispatcher's decisions are drawn in
+"The configuration mirrors the hardware" (tile alignment, head_dim=72).
+
+    out = attention(q, k, v, causal=False, backend="auto")            # (B, nh, T, hs)
+    out, decision = attention(q, k, v, return_decision=True)
+    decision = choose_backend(head_dim=72, dtype=torch.float16, device_type="cuda")
+
+q, k, v: tensors of shape [B, nh, T, hs] (batch, n_head, seq_len, head_dim), same shape,
+dtype and device. Allowed dtypes: float32, float16, bfloat16. Output: same shape and dtype as q.
+Every backend computes in fp32 (the CUDA kernels accumulate in fp32) and rounds once at the end.
+
+Backends (BACKENDS):
+  reference   plain torch: scores = q @ k^T / sqrt(hs), causal mask, softmax, @ v, fp32 math.
+  sdpa        torch.nn.functional.scaled_dot_product_attention.
+  emulator    andrea_edu.emulator: the CUDA kernels' grid, blocks, tiles and online softmax,
+              run block by block on the CPU (v2's decomposition when head_dim % 16 == 0 and the
+              dtype is fp16/bf16, else v1's, exactly as the GPU dispatcher would choose).
+  cuda-naive  kernels/attention_v1.cu: one block per (batch, head), any head_dim <= V1_MAX_HEAD_DIM.
+  cuda-wmma   kernels/attention_v2_wmma.cu: tensor cores (WMMA 16x16x16), fp16/bf16 only,
+              head_dim in V2_HEAD_DIMS; anything else falls back to cuda-naive and says so.
+  auto        CPU tensors -> reference; CUDA tensors -> cuda-wmma when eligible, else cuda-naive,
+              else sdpa (head_dim above V1_MAX_HEAD_DIM).
+
+Layout: the CUDA kernels read contiguous [B, nh, T, hs] memory. A non-contiguous input (e.g.
+the view `q.view(B, T, nh, hs).transpose(1, 2)`) is copied with `.contiguous()` before a CUDA or
+emulator backend runs, and the decision's `notes` say so (the copy costs one read and one write
+of the tensor; the layout chapter measures it). reference and sdpa accept any strides.
+The low-level launcher `andrea_edu.cuda.launch_attention` does not copy: it raises instead.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import torch
+
+BACKENDS = ("auto", "reference", "sdpa", "emulator", "cuda-naive", "cuda-wmma")
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+V1_MAX_HEAD_DIM = 256  # v1 keeps ceil(hs/32) accumulators per lane; 8 chunks of 32 at most
+V2_HEAD_DIMS = tuple(range(16, 129, 16))  # v2 is compiled for these head_dims only (16..128)
+V2_DTYPES = (torch.float16, torch.bfloat16)  # WMMA 16x16x16 takes half or bf16 inputs
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Which backend ran and why: data the book displays (chapter "The configuration mirrors
+    the hardware").
+
+    backend: the backend that runs ("reference", "sdpa", "emulator", "cuda-naive", "cuda-wmma").
+    reason: one sentence saying why.
+    fallbacks_considered: ("cuda-wmma: head_dim=72 is not a multiple of 16", ...), the backends
+        that were preferred but could not run, each with its reason.
+    kernel: "v1" or "v2" for the CUDA and emulator backends (the kernel run or emulated), else None.
+    requested: the backend asked for.
+    notes: side remarks, e.g. a non-contiguous input that was copied.
+    """
+    backend: str
+    reason: str
+    fallbacks_considered: tuple = ()
+    kernel: str | None = None
+    requested: str = "auto"
+    notes: tuple = field(default=())
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def v2_ineligibility(head_dim: int, dtype) -> str | None:
+    """Why the tensor-core kernel v2 cannot run this (head_dim, dtype), or None when it can."""
+    if dtype not in V2_DTYPES:
+        return (f"dtype={_dtype_name(dtype)} is not supported by the tensor-core kernel "
+                f"(WMMA 16x16x16 takes float16 or bfloat16 inputs)")
+    if head_dim % 16 != 0:
+        return f"head_dim={head_dim} is not a multiple of 16"
+    if head_dim not in V2_HEAD_DIMS:
+        return (f"head_dim={head_dim} is above the largest compiled tensor-core tile "
+                f"({V2_HEAD_DIMS[-1]})")
+    return None
+
+
+def v1_ineligibility(head_dim: int) -> str | None:
+    """Why kernel v1 cannot run this head_dim, or None when it can."""
+    if head_dim > V1_MAX_HEAD_DIM:
+        return f"head_dim={head_dim} is above cuda-naive's maximum {V1_MAX_HEAD_DIM}"
+    return None
+
+
+def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto") -> Decision:
+    """The dispatcher's decision, without tensors (pure; probes no hardware).
+
+    Raises ValueError for an unknown backend, dtype, device_type or a non-positive head_dim, and
+    for a CUDA backend asked for on the CPU (with the fix: backend="emulator").
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r} is not one of {BACKENDS}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype={dtype} is not supported; allowed: "
+                         f"{[_dtype_name(d) for d in DTYPES]}")
+    if not isinstance(head_dim, int) or head_dim < 1:
+        raise ValueError(f"head_dim={head_dim!r} must be a positive int")
+    if device_type not in ("cpu", "cuda"):
+        raise ValueError(f"device_type={device_type!r} is not supported; allowed: 'cpu', 'cuda'")
+    no_v2 = v2_ineligibility(head_dim, dtype)
+    no_v1 = v1_ineligibility(head_dim)
+    kw = dict(requested=backend)
+
+    if backend in ("reference", "sdpa"):
+        return Decision(backend, f"backend={backend!r} was requested", **kw)
+    if backend == "emulator":
+        if no_v2 is None:
+            return Decision("emulator", "backend='emulator' was requested; emulating v2 "
+                            "(the kernel cuda-wmma runs for this head_dim and dtype)",
+                            kernel="v2", **kw)
+        return Decision("emulator", f"backend='emulator' was requested; emulating v1 "
+                        f"(the kernel cuda-naive runs: {no_v2})", kernel="v1", **kw)
+    if backend.startswith("cuda") and device_type != "cuda":
+        raise ValueError(f"backend={backend!r} needs CUDA tensors, got device_type="
+                         f"{device_type!r}; move the tensors with .cuda(), or use "
+                         f"backend='emulator' to run the kernels' grid on the CPU")
+    if backend == "auto" and device_type == "cpu":
+        return Decision("reference", "the tensors are on the CPU, where the CUDA kernels cannot "
+                        "run: ran the plain-torch reference (backend='emulator' runs the kernels' "
+                        "grid on the CPU instead)", **kw)
+
+    considered = []
+    if backend in ("auto", "cuda-wmma"):
+        if no_v2 is None:
+            return Decision("cuda-wmma", f"head_dim={head_dim} is a multiple of 16 and dtype="
+                            f"{_dtype_name(dtype)} feeds the tensor cores: ran cuda-wmma",
+                            kernel="v2", **kw)
+        considered.append(f"cuda-wmma: {no_v2}")
+    if no_v1 is None:
+        why = f"{no_v2}: cuda-wmma unavailable, ran cuda-naive" if considered else \
+            "backend='cuda-naive' was requested"
+        return Decision("cuda-naive", why, tuple(considered), kernel="v1", **kw)
+    considered.append(f"cuda-naive: {no_v1}")
+    if backend != "auto":
+        raise ValueError(f"backend={backend!r} cannot run head_dim={head_dim}: "
+                         f"{'; '.join(considered)}; use backend='sdpa' or 'auto'")
+    return Decision("sdpa", "; ".join(c.split(": ", 1)[1] for c in considered) +
+                    ": no andrea_edu kernel fits, ran torch's sdpa", tuple(considered), **kw)
+
+
+def validate_qkv(q, k, v) -> tuple[int, int, int, int]:
+    """Check q, k, v and return (B, nh, T, hs); raise a ValueError/TypeError that names the fix."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name} must have shape [B, n_head, seq_len, head_dim] (4 dims), "
+                             f"got shape {tuple(t.shape)}")
+        if t.dtype not in DTYPES:
+            raise TypeError(f"{name}.dtype={t.dtype} is not supported; allowed: "
+                            f"{[_dtype_name(d) for d in DTYPES]}")
+    for name, t in (("k", k), ("v", v)):
+        if t.shape != q.shape:
+            raise ValueError(f"{name}.shape={tuple(t.shape)} differs from q.shape="
+                             f"{tuple(q.shape)}; q, k, v must share [B, n_head, seq_len, head_dim]")
+        if t.dtype != q.dtype:
+            raise TypeError(f"{name}.dtype={t.dtype} differs from q.dtype={q.dtype}; "
+                            f"cast them to one dtype")
+        if t.device != q.device:
+            raise ValueError(f"{name}.device={t.device} differs from q.device={q.device}; "
+                             f"move q, k, v to one device")
+    B, nh, T, hs = q.shape
+    if min(B, nh, T, hs) < 1:
+        raise ValueError(f"q.shape={tuple(q.shape)} has an empty dimension; B, n_head, "
+                         f"seq_len and head_dim must all be >= 1")
+    return B, nh, T, hs
+
+
+def reference_attention(q, k, v, causal: bool = False):
+    """softmax(q k^T / sqrt(hs) [+ causal mask]) v in fp32, rounded to q's dtype at the end."""
+    T, hs = q.shape[-2], q.shape[-1]
+    qf, kf, vf = q.float(), k.float(), v.float()
+    att = (qf @ kf.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, nh, T, T)
+    if causal:
+        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()  # (T, T)
+        att = att.masked_fill(~mask, float("-inf"))
+    att = torch.softmax(att, dim=-1)
+    return (att @ vf).to(q.dtype)  # (B, nh, T, hs)
+
+
+def _sdpa(q, k, v, causal):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def attention(q, k, v, causal: bool = False, backend: str = "auto",
+              return_decision: bool = False):
+    """Scaled dot-product attention over [B, nh, T, hs]; see the module docstring.
+
+    Returns out (B, nh, T, hs), or (out, Decision) when return_decision=True.
+    """
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal={causal!r} must be True or False")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r} is not one of {BACKENDS}")
+    B, nh, T, hs = validate_qkv(q, k, v)
+    dev = q.device.type
+    if dev not in ("cpu", "cuda"):
+        raise ValueError(f"q.device={q.device} is not supported; allowed: cpu, cuda")
+    decision = choose_backend(hs, q.dtype, dev, backend)
+
+    if decision.backend in ("emulator", "cuda-naive", "cuda-wmma"):
+        copied = [n for n, t in (("q", q), ("k", k), ("v", v)) if not t.is_contiguous()]
+        if copied:
+            q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+            decision = replace(decision, notes=decision.notes + (
+                f"{', '.join(copied)} not contiguous: copied with .contiguous() before the "
+                f"kernel (one extra read and write of each)",))
+
+    if decision.backend == "reference":
+        out = reference_attention(q, k, v, causal)
+    elif decision.backend == "sdpa":
+        out = _sdpa(q, k, v, causal)
+    elif decision.backend == "emulator":
+        from . import emulator
+        out, _ = emulator.emulate(q, k, v, causal=causal, kernel=decision.kernel, trace=False)
+    else:
+        from . import cuda
+        out = cuda.launch_attention(q, k, v, causal=causal, version=decision.kernel)
+    return (out, decision) if return_decision else out
