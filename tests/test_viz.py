@@ -1,0 +1,251 @@
+"""Tests of andrea_edu.viz: the static and live slider, frames, latency, shared figure helpers."""
+from __future__ import annotations
+
+import html.parser
+import json
+import re
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from andrea_edu import viz
+
+N_HEAD = [1, 2, 4]
+HEAD_DIM = [8, 16]
+
+
+def plot_bars(n_head=1, head_dim=8):
+    """A figure that depends on both parameters (n_head bars of height head_dim)."""
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.bar(range(n_head), [head_dim] * n_head, color=viz.head_colors(n_head))
+    ax.set_ylim(0, 20)
+    ax.set_title(f"n_head={n_head}, head_dim={head_dim}")
+    return fig
+
+
+def plot_ignores_head_dim(n_head=1, head_dim=8):
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.bar(range(n_head), [1] * n_head)
+    return fig
+
+
+def only_small(n_head, head_dim):
+    return n_head * head_dim <= 32 or f"n_head*head_dim={n_head * head_dim} exceeds 32"
+
+
+class _Parser(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags = []  # (tag, attrs dict)
+        self.scripts = []
+        self._in_script = None
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag == "script":
+            self._in_script = dict(attrs)
+            self.scripts.append([dict(attrs), ""])
+
+    def handle_endtag(self, tag):
+        if tag == "script":
+            self._in_script = None
+
+    def handle_data(self, data):
+        if self._in_script is not None:
+            self.scripts[-1][1] += data
+
+
+def parse(text):
+    p = _Parser()
+    p.feed(text)
+    return p
+
+
+def slider_data(p):
+    blobs = [body for attrs, body in p.scripts if attrs.get("type") == "application/json"]
+    assert len(blobs) == 1
+    return json.loads(blobs[0])
+
+
+def test_static_html_one_range_per_param_one_frame_per_combination():
+    text = viz.static_html(plot_bars, alt="bars", n_head=N_HEAD, head_dim=HEAD_DIM)
+    p = parse(text)
+    ranges = [a for t, a in p.tags if t == "input" and a.get("type") == "range"]
+    assert [a["data-param"] for a in ranges] == ["n_head", "head_dim"]
+    assert [int(a["max"]) for a in ranges] == [len(N_HEAD) - 1, len(HEAD_DIM) - 1]
+    data = slider_data(p)
+    assert len(data["frames"]) == len(N_HEAD) * len(HEAD_DIM)
+    assert len(data["images"]) == len(N_HEAD) * len(HEAD_DIM)  # every frame differs here
+    assert all(src.startswith("data:image/png;base64,") for src in data["images"])
+    root = [a for t, a in p.tags if "andrea-slider" in a.get("class", "").split()]
+    assert len(root) == 1 and root[0]["data-params"] == "n_head,head_dim"
+    # Self-contained: no external resources of any kind.
+    assert not re.search(r"(src|href)=\"(https?:)?//", text)
+    assert "require" not in text
+
+
+def test_static_html_default_and_initial_frame():
+    text = viz.static_html(plot_bars, default={"n_head": 4}, n_head=N_HEAD, head_dim=HEAD_DIM)
+    p = parse(text)
+    values = {a["data-param"]: int(a["value"]) for t, a in p.tags if t == "input"}
+    assert values == {"n_head": 2, "head_dim": 0}  # n_head=4 given; head_dim: middle of 2 -> 0
+    img = [a for t, a in p.tags if t == "img"][0]
+    data = slider_data(p)
+    assert img["src"] == data["images"][data["frames"]["2,0"]["img"]]
+    assert "n_head=4" in img["alt"] and "head_dim=8" in img["alt"]
+
+
+def test_identical_frames_stored_once():
+    data = slider_data(parse(viz.static_html(plot_ignores_head_dim, n_head=N_HEAD,
+                                             head_dim=HEAD_DIM)))
+    assert len(data["frames"]) == 6 and len(data["images"]) == 3
+    assert data["frames"]["1,0"]["img"] == data["frames"]["1,1"]["img"]
+
+
+def test_unique_dom_ids_per_slider():
+    ids = [re.search(r'class="andrea-slider" id="([^"]+)"', viz.static_html(
+        plot_bars, n_head=[1, 2], head_dim=[8])).group(1) for _ in range(3)]
+    assert len(set(ids)) == 3
+
+
+def test_static_frames_differ_when_a_param_changes():
+    frames = viz.static_frames(plot_bars, n_head=N_HEAD, head_dim=HEAD_DIM)
+    assert set(frames) == {(n, d) for n in N_HEAD for d in HEAD_DIM}
+    assert all(png[:8] == b"\x89PNG\r\n\x1a\n" for png in frames.values())
+    assert frames[(1, 8)] != frames[(2, 8)]
+    assert frames[(1, 8)] != frames[(1, 16)]
+    same = viz.static_frames(plot_ignores_head_dim, n_head=[2], head_dim=HEAD_DIM)
+    assert same[(2, 8)] == same[(2, 16)]
+
+
+def test_invalid_combinations_show_the_message():
+    text = viz.static_html(plot_bars, valid=only_small, n_head=N_HEAD, head_dim=HEAD_DIM)
+    data = slider_data(parse(text))
+    assert data["frames"]["2,1"] == {"msg": "n_head=4, head_dim=16: n_head*head_dim=64 exceeds 32"}
+    assert "img" in data["frames"]["2,0"]
+    assert len(data["images"]) == 5
+    assert set(viz.static_frames(plot_bars, valid=only_small, n_head=N_HEAD,
+                                 head_dim=HEAD_DIM)) == {(n, d) for n in N_HEAD
+                                                         for d in HEAD_DIM} - {(4, 16)}
+    # Starting on an invalid combination shows the message, not an image.
+    start = parse(viz.static_html(plot_bars, valid=only_small, default={"n_head": 4,
+                                  "head_dim": 16}, n_head=N_HEAD, head_dim=HEAD_DIM))
+    assert "hidden" in [a for t, a in start.tags if t == "img"][0]
+    text = viz.static_html(plot_bars, valid=lambda n_head: n_head != 2, n_head=N_HEAD)
+    assert slider_data(parse(text))["frames"]["1"]["msg"] == "n_head=2: This combination is not valid."
+
+
+def test_message_cannot_close_the_script_element():
+    text = viz.static_html(plot_bars, valid=lambda n_head: n_head == 1 or "</script><b>x",
+                           n_head=[1, 2])
+    assert "</script><b>" not in text
+    assert "</script><b>x" in slider_data(parse(text))["frames"]["1"]["msg"]
+
+
+@pytest.mark.parametrize("kwargs, exc, words", [
+    ({}, ValueError, "at least one parameter"),
+    ({"n_head": []}, ValueError, "n_head"),
+    ({"n_head": 4}, TypeError, "n_head"),
+    ({"n_head": "124"}, TypeError, "n_head"),
+    ({"n_head": [1, 1]}, ValueError, "repeated"),
+    ({"n_head": [1, 2], "default": {"n_head": 3}}, ValueError, "n_head=3"),
+    ({"n_head": [1, 2], "default": {"head_dim": 8}}, ValueError, "head_dim"),
+    ({"n_head": [1, 2], "valid": lambda n_head: False}, ValueError, "rejected every"),
+])
+def test_bad_input_names_the_parameter(kwargs, exc, words):
+    with pytest.raises(exc, match=re.escape(words)):
+        viz.slider(plot_bars, static=True, **kwargs)
+
+
+def test_plot_fn_must_return_a_figure():
+    with pytest.raises(TypeError, match="returned list"):
+        viz.static_frames(lambda n_head: [n_head], n_head=[1])
+    with pytest.raises(TypeError, match="callable"):
+        viz.slider("plot", static=True, n_head=[1])
+
+
+def test_slider_static_returns_html_and_closes_figures():
+    from IPython.display import HTML
+
+    before = len(plt.get_fignums())
+    out = viz.slider(plot_bars, static=True, n_head=N_HEAD, head_dim=HEAD_DIM)
+    assert isinstance(out, HTML) and 'class="andrea-slider"' in out.data
+    assert len(plt.get_fignums()) == before
+
+
+def test_book_build_env_selects_static(monkeypatch):
+    from IPython.display import HTML
+
+    monkeypatch.setenv("ANDREA_BOOK_BUILD", "1")
+    assert isinstance(viz.slider(plot_bars, n_head=[1, 2]), HTML)
+    monkeypatch.setenv("ANDREA_BOOK_BUILD", "0")
+    assert not isinstance(viz.slider(plot_bars, n_head=[1, 2]), HTML)
+
+
+def test_live_mode_returns_widgets_that_redraw(monkeypatch):
+    import ipywidgets as widgets
+
+    monkeypatch.delenv("ANDREA_BOOK_BUILD", raising=False)
+    box = viz.slider(plot_bars, valid=only_small, title="bars", n_head=N_HEAD, head_dim=HEAD_DIM)
+    assert isinstance(box, widgets.VBox)
+    sliders = [c for c in box.children if isinstance(c, widgets.SelectionSlider)]
+    assert [s.description for s in sliders] == ["n_head", "head_dim"]
+    assert all(s.continuous_update is False for s in sliders)
+    assert any(isinstance(c, widgets.Output) for c in box.children)
+    first = box.current["png"]
+    assert first is not None and box.current["kw"] == {"n_head": 2, "head_dim": 8}
+    assert re.search(r"updated in \d+ ms", box.timing.value) and box.update_ms > 0
+    box.sliders["n_head"].value = 4
+    assert box.current["kw"] == {"n_head": 4, "head_dim": 8}
+    assert box.current["png"] not in (None, first)
+    box.sliders["head_dim"].value = 16
+    assert box.current["png"] is None and "exceeds 32" in box.current["message"]
+    for w in box.children:
+        w.close()
+    box.close()
+
+
+def test_measure_update_is_positive():
+    t = viz.measure_update(plot_bars, repeats=3, n_head=4, head_dim=8)
+    assert 0 < t < 10
+    with pytest.raises(ValueError, match="repeats"):
+        viz.measure_update(plot_bars, repeats=0, n_head=1)
+
+
+def test_head_colors_are_consistent_and_distinct():
+    assert viz.head_colors(4) == viz.head_colors(12)[:4]
+    many = viz.head_colors(48)
+    assert len(set(many)) == 48
+    assert all(re.fullmatch(r"#[0-9a-f]{6}", c) for c in many)
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="n_head"):
+            viz.head_colors(bad)
+
+
+def test_heatmap_draws_the_matrix_and_checks_labels():
+    m = np.arange(12.0).reshape(3, 4)  # (rows=3, cols=4)
+    fig, ax = plt.subplots()
+    try:
+        im = viz.heatmap(ax, m, xlabels=list("abcd"), ylabels=["r0", "r1", "r2"], title="t")
+        np.testing.assert_array_equal(im.get_array(), m)
+        assert [t.get_text() for t in ax.get_xticklabels()] == list("abcd")
+        assert len(ax.texts) == 12  # annotated: small matrix
+        with pytest.raises(ValueError, match="xlabels has 3 labels"):
+            viz.heatmap(ax, m, xlabels=list("abc"))
+        with pytest.raises(ValueError, match="2-D"):
+            viz.heatmap(ax, np.zeros((2, 2, 2)))
+    finally:
+        plt.close(fig)
+
+
+def test_overview_figure_and_readme_png(tmp_path):
+    fig = viz.overview_figure(n_head=12, d_model=768)
+    assert "head_dim=64" in fig.axes[0].get_title()
+    size = viz.savefig_for_readme(fig, tmp_path / "o.png")
+    data = (tmp_path / "o.png").read_bytes()
+    assert size == len(data) <= 150_000 and data[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="max_bytes"):
+        viz.savefig_for_readme(viz.overview_figure(), tmp_path / "big.png", max_bytes=1000)
+    with pytest.raises(ValueError, match="not divisible by n_head=5"):
+        viz.overview_figure(n_head=5)
