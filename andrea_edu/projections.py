@@ -58,8 +58,12 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 
 def concat_heads(heads: list[torch.Tensor]) -> torch.Tensor:
     """The source's concat(head_1, ..., head_nh): a list of [B, T, hs] -> [B, T, nh*hs]."""
+    if isinstance(heads, torch.Tensor) or not isinstance(heads, (list, tuple)):
+        raise TypeError(f"heads must be a list of [batch, seq_len, head_dim] tensors, got "
+                        f"{type(heads).__name__} (for one [B, nh, T, hs] tensor use merge_heads)")
     if not heads:
         raise ValueError("heads must be a non-empty list of [batch, seq_len, head_dim] tensors")
+    _check("heads[0]", heads[0], (None, None, None), "[batch, seq_len, head_dim]")
     for i, h in enumerate(heads):
         _check(f"heads[{i}]", h, tuple(heads[0].shape), "every head the same [batch, seq_len, head_dim]")
     return torch.cat(heads, dim=-1)  # (B, T, nh*hs)
@@ -70,7 +74,9 @@ def reshape_without_transpose(x: torch.Tensor, n_head: int) -> torch.Tensor:
 
     Shown in the book to prove that the transpose in `split_heads` is required; never use it.
     """
+    _check("x", x, (None, None, None), "[batch, seq_len, d_model]")
     B, T, C = x.shape
+    _check_n_head(n_head, C)
     return x.reshape(B, n_head, T, C // n_head)  # (B, nh, T, hs) in shape only
 
 
@@ -93,6 +99,7 @@ def per_head_to_fused(W_heads: torch.Tensor) -> torch.Tensor:
 
 def fused_to_c_attn(W_Q: torch.Tensor, W_K: torch.Tensor, W_V: torch.Tensor) -> torch.Tensor:
     """Three fused [C, C] -> one GPT-2-style c_attn [C, 3C] = [W_Q | W_K | W_V]."""
+    _check("W_Q", W_Q, (None, None), "[d_model, d_model]")
     C = W_Q.shape[0]
     for name, W in (("W_Q", W_Q), ("W_K", W_K), ("W_V", W_V)):
         _check(name, W, (C, C), "[d_model, d_model]")
@@ -166,9 +173,11 @@ def head_contributions(heads: torch.Tensor, W_O: torch.Tensor) -> torch.Tensor:
 
 def zero_head(W_O: torch.Tensor, head: int, n_head: int) -> torch.Tensor:
     """A copy of W_O with head `head`'s row block set to zero: that head no longer reaches the output."""
+    _check("W_O", W_O, (None, None), "[d_model, d_model]")
     C = W_O.shape[0]
+    _check("W_O", W_O, (C, C), "[d_model, d_model]")
     hs = _check_n_head(n_head, C)
-    if not 0 <= head < n_head:
+    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < n_head:
         raise ValueError(f"head must be in 0..{n_head - 1} (n_head={n_head}), got {head}")
     W = W_O.clone()
     W[head * hs : (head + 1) * hs, :] = 0
