@@ -1,0 +1,403 @@
+"""Run-time compilation of the attention kernels with NVRTC: PTX, CUBIN, registers, shared memory.
+
+Introduced in the chapter "One kernel, many heads" (compilation, grid) and used again in
+"The configuration mirrors the hardware" (tensor-core instructions, registers, occupancy).
+Works on a machine with no GPU and no driver: `cuda.bindings.nvrtc` compiles for a named
+architecture, and ptxas (inside NVRTC) reports each kernel's resources.
+
+Public API
+    compile_attention(version, head_dim, dtype, arch="sm_90", use_cache=True) -> CompiledKernel
+        version "v1" (kernels/attention_v1.cu) or "v2" (kernels/attention_v2_wmma.cu).
+        One specialization per (version, tile, dtype, arch), compiled once and cached in memory
+        and on disk (ANDREA_CACHE_DIR, default ~/.cache/andrea_edu/kernels; key: source hash,
+        options, NVRTC and header versions). The tile is v1's CHUNKS = ceil(head_dim/32) rounded
+        up to 1, 2, 4 or 8 (so head_dim 72 and 100 share a kernel), or v2's HD = head_dim.
+        `causal` is a kernel argument, not a specialization.
+    CompiledKernel: .ptx (str), .cubin (bytes), .resources (Resources), .compile_seconds,
+        .threads_per_block, .grid(B, nh, T), .has_tensor_core_instructions(), .sass() (str or
+        None when cuobjdump/nvdisasm are missing), .lowered_name, .log, .from_cache.
+    Resources(registers, shared_bytes, static_shared_bytes, dynamic_shared_bytes,
+        spill_stores, spill_loads, stack_bytes): shared_bytes = static + the dynamic bytes the
+        launcher asks for.
+    specializations() -> [(version, head_dim, dtype)]: every kernel the library can launch.
+    nvrtc_version() -> (major, minor); include_dirs() -> [str]; shared_bytes(version, head_dim, dtype).
+    blocks_per_sm, H200, RTX_4090, A100 (occupancy, from andrea_edu.occupancy);
+    has_gpu, device_info, launch_attention (launching, from andrea_edu.cuda_launch).
+
+Errors: NvrtcUnavailableError (cuda-bindings or the headers are missing: names the pip packages),
+CompileError (carries NVRTC's log), ValueError for a bad version/dtype/head_dim/arch.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .attention import V1_MAX_HEAD_DIM, V2_DTYPES, V2_HEAD_DIMS
+
+ARCHS = ("sm_80", "sm_89", "sm_90")            # what the tests and the book compile for
+THREADS_PER_BLOCK = 128                         # both kernels: 4 warps
+V1_CHUNK_SIZES = (1, 2, 4, 8)                   # v1 specializations: lanes' chunks of 32 dims
+V2_BQ, V2_BK = 64, 32                           # v2 query rows per block, keys per tile
+KERNEL_FILES = {"v1": "attention_v1.cu", "v2": "attention_v2_wmma.cu"}
+_CTYPE = {torch.float32: "float", torch.float16: "__half", torch.bfloat16: "__nv_bfloat16"}
+PIP_HINT = "pip install cuda-bindings 'cuda-toolkit[nvrtc,cudart,crt]'"
+
+
+class NvrtcUnavailableError(RuntimeError):
+    """NVRTC (cuda-bindings) or the CUDA headers (cuda-toolkit wheels) are not installed."""
+
+
+class CompileError(RuntimeError):
+    """NVRTC rejected a kernel; `.log` holds NVRTC's log."""
+
+    def __init__(self, msg: str, log: str = ""):
+        super().__init__(msg)
+        self.log = log
+
+
+def _import_nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as e:
+        raise NvrtcUnavailableError(
+            f"NVRTC is not available ({e}); the CUDA kernels compile at run time with NVIDIA's "
+            f"cuda-bindings. Install it with: {PIP_HINT}") from e
+    return nvrtc
+
+
+def _call(nvrtc, what: str, result):
+    """Unpack a cuda.bindings (err, *values) tuple; raise CompileError when err is not success."""
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompileError(f"NVRTC {what} failed: {nvrtc.nvrtcGetErrorString(err)[1].decode()}")
+    return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
+
+
+def _program_log(nvrtc, prog) -> str:
+    _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+    buf = b" " * n
+    nvrtc.nvrtcGetProgramLog(prog, buf)
+    return buf.rstrip(b"\x00 ").decode(errors="replace")
+
+
+def nvrtc_version() -> tuple[int, int]:
+    """NVRTC's (major, minor), e.g. (13, 0). Raises NvrtcUnavailableError when missing."""
+    nvrtc = _import_nvrtc()
+    major, minor = _call(nvrtc, "nvrtcVersion", nvrtc.nvrtcVersion())
+    return int(major), int(minor)
+
+
+def _has_headers(d: Path) -> bool:
+    return (d / "cuda_fp16.h").is_file() and (d / "mma.h").is_file() and \
+        (d / "crt" / "mma.h").is_file()
+
+
+def include_dirs() -> list[str]:
+    """Folders holding cuda_fp16.h, cuda_bf16.h, mma.h and crt/mma.h, first found first.
+
+    Looks in: the pip `nvidia` namespace package (nvidia/cu13/include, nvidia/cu12/include,
+    nvidia/cuda_runtime/include + nvidia/cuda_crt/include), cuda.pathfinder's answer,
+    then $CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include.
+    """
+    cands: list[Path] = []
+    try:
+        import nvidia
+        for root in map(Path, getattr(nvidia, "__path__", [])):
+            cands += [root / "cu13" / "include", root / "cu12" / "include"]
+            cands += [root / "cuda_runtime" / "include", root / "cuda_crt" / "include"]
+    except ImportError:
+        pass
+    try:
+        from cuda import pathfinder
+        cands.append(Path(pathfinder.find_nvidia_header_directory("cudart")))
+    except Exception:  # pathfinder missing, or it found nothing: other places remain
+        pass
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            cands.append(Path(os.environ[var]) / "include")
+    cands.append(Path("/usr/local/cuda/include"))
+    for d in cands:
+        if _has_headers(d):
+            return [str(d)]
+    # Split layouts (one wheel per component): combine the folders that hold each header.
+    found = [d for d in cands if d.is_dir()]
+    have = lambda rel: any((d / rel).is_file() for d in found)  # noqa: E731
+    if all(have(h) for h in ("cuda_fp16.h", "cuda_bf16.h", "mma.h", "crt/mma.h")):
+        return list(dict.fromkeys(str(d) for d in found))
+    raise NvrtcUnavailableError(
+        "CUDA headers (cuda_fp16.h, cuda_bf16.h, mma.h, crt/mma.h) were not found in the pip "
+        f"nvidia packages, $CUDA_HOME/include or /usr/local/cuda/include. Install: {PIP_HINT}")
+
+
+def _header_version(inc: list[str]) -> str:
+    for d in inc:
+        p = Path(d) / "cuda_runtime_api.h"
+        if p.is_file():
+            m = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", p.read_text(errors="replace"))
+            if m:
+                return m.group(1)
+    return "unknown"
+
+
+def kernel_source(version: str) -> str:
+    """The .cu text of a kernel version, read from the installed package."""
+    if version not in KERNEL_FILES:
+        raise ValueError(f"version={version!r} is not one of {tuple(KERNEL_FILES)}")
+    return importlib.resources.files("andrea_edu.kernels").joinpath(
+        KERNEL_FILES[version]).read_text()
+
+
+def _tile(version: str, head_dim: int, dtype) -> int:
+    """The template's tile parameter: v1's CHUNKS, v2's HD. Validates the arguments."""
+    if version not in KERNEL_FILES:
+        raise ValueError(f"version={version!r} is not one of {tuple(KERNEL_FILES)}")
+    if dtype not in _CTYPE:
+        raise ValueError(f"dtype={dtype} is not supported; allowed: {list(_CTYPE)}")
+    if not isinstance(head_dim, int) or head_dim < 1:
+        raise ValueError(f"head_dim={head_dim!r} must be a positive int")
+    if version == "v1":
+        if head_dim > V1_MAX_HEAD_DIM:
+            raise ValueError(f"head_dim={head_dim} is above v1's maximum {V1_MAX_HEAD_DIM}; "
+                             f"use backend='sdpa'")
+        need = math.ceil(head_dim / 32)
+        return next(c for c in V1_CHUNK_SIZES if c >= need)
+    if dtype not in V2_DTYPES:
+        raise ValueError(f"dtype={dtype} is not supported by v2 (tensor cores take "
+                         f"{list(V2_DTYPES)}); fp32 runs on v1 (backend='cuda-naive')")
+    if head_dim not in V2_HEAD_DIMS:
+        raise ValueError(f"head_dim={head_dim} is not compiled for v2; allowed: "
+                         f"{list(V2_HEAD_DIMS)} (multiples of 16); other head_dims run on v1")
+    return head_dim
+
+
+def shared_bytes(version: str, head_dim: int, dtype) -> int:
+    """Dynamic shared memory the launcher requests; mirrors the carve-up in the .cu files."""
+    tile = _tile(version, head_dim, dtype)
+    if version == "v1":
+        hdp = 32 * tile
+        return 4 * (16 * hdp + 32 * (hdp + 1) + 32 * hdp)        # sQ, sK (+1 pad), sV in fp32
+    es = torch.empty((), dtype=dtype).element_size()
+    return (2 * V2_BK * (tile + 8) * es + 4 * 16 * (V2_BK + 4) * 4   # sK, sV; sS
+            + 4 * 16 * (V2_BK + 8) * es + 4 * 16 * (tile + 4) * 4)   # sP; sO (also stages Q)
+
+
+def _arch_number(arch: str) -> int:
+    m = re.fullmatch(r"sm_(\d+)", arch or "")
+    if not m:
+        raise ValueError(f"arch={arch!r} must look like 'sm_90' (e.g. one of {ARCHS})")
+    return int(m.group(1))
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What ptxas reports for one kernel, plus the dynamic shared memory it launches with."""
+    registers: int
+    shared_bytes: int
+    static_shared_bytes: int
+    dynamic_shared_bytes: int
+    spill_stores: int
+    spill_loads: int
+    stack_bytes: int
+
+
+def parse_ptxas_log(log: str, lowered_name: str, dynamic_shared: int = 0) -> Resources:
+    """Resources of `lowered_name` from an NVRTC log made with --ptxas-options=-v."""
+    start = log.find(f"Function properties for {lowered_name}")
+    if start < 0:
+        raise CompileError(f"ptxas log has no entry for {lowered_name}", log)
+    section = log[start:]
+    nxt = section.find("Compiling entry function", 1)
+    section = section if nxt < 0 else section[:nxt]
+    num = lambda pat: int(m.group(1)) if (m := re.search(pat, section)) else 0  # noqa: E731
+    regs = num(r"Used (\d+) registers")
+    static = num(r"(\d+) bytes smem")
+    return Resources(regs, static + dynamic_shared, static, dynamic_shared,
+                     num(r"(\d+) bytes spill stores"), num(r"(\d+) bytes spill loads"),
+                     num(r"(\d+) bytes stack frame"))
+
+
+def _find_binary(name: str) -> str | None:
+    try:
+        import nvidia
+        for root in map(Path, nvidia.__path__):
+            for sub in ("cu13", "cu12"):
+                p = root / sub / "bin" / name
+                if p.is_file():
+                    return str(p)
+    except ImportError:
+        pass
+    return shutil.which(name)
+
+
+@dataclass
+class CompiledKernel:
+    """One specialization, compiled (chapter "One kernel, many heads")."""
+    version: str
+    tile: int                     # v1: CHUNKS (head_dim <= 32*CHUNKS); v2: HD
+    dtype: torch.dtype
+    arch: str
+    name_expression: str
+    lowered_name: str
+    ptx: str
+    cubin: bytes
+    log: str
+    resources: Resources
+    compile_seconds: float
+    from_cache: bool = False
+    threads_per_block: int = THREADS_PER_BLOCK
+    _sass: str | None = field(default=None, repr=False)
+
+    @property
+    def max_head_dim(self) -> int:
+        return 32 * self.tile if self.version == "v1" else self.tile
+
+    def grid(self, B: int, nh: int, T: int) -> tuple[int, int, int]:
+        """Launch grid: v1 one block per (b, h); v2 one per (b, h, 64-row query tile)."""
+        if self.version == "v1":
+            return (B * nh, 1, 1)
+        return (B * nh, math.ceil(T / V2_BQ), 1)
+
+    def tensor_core_instructions(self) -> list[str]:
+        """PTX lines that run on tensor cores (wmma.mma / mma.sync)."""
+        return [ln.strip() for ln in self.ptx.splitlines()
+                if re.search(r"\b(wmma\.mma|mma\.sync)", ln)]
+
+    def has_tensor_core_instructions(self) -> bool:
+        return bool(self.tensor_core_instructions())
+
+    def sass(self) -> str | None:
+        """The CUBIN disassembled by cuobjdump (needs nvdisasm beside it), or None."""
+        if self._sass is not None:
+            return self._sass
+        tool, disasm = _find_binary("cuobjdump"), _find_binary("nvdisasm")
+        if tool is None or disasm is None:
+            return None
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "k.cubin"
+            path.write_bytes(self.cubin)
+            env = dict(os.environ, PATH=f"{Path(disasm).parent}{os.pathsep}"
+                                        f"{os.environ.get('PATH', '')}")
+            run = subprocess.run([tool, "--dump-sass", str(path)], capture_output=True,
+                                 text=True, env=env, timeout=60)
+        if run.returncode != 0:
+            return None
+        self._sass = run.stdout
+        return self._sass
+
+
+_MEMORY: dict[tuple, CompiledKernel] = {}  # (version, tile, dtype, arch) -> kernel
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("ANDREA_CACHE_DIR") or
+                Path.home() / ".cache" / "andrea_edu" / "kernels")
+
+
+def compile_attention(version: str, head_dim: int, dtype, arch: str = "sm_90",
+                      use_cache: bool = True) -> CompiledKernel:
+    """Compile (or fetch from the caches) the kernel that runs (version, head_dim, dtype, arch)."""
+    tile = _tile(version, head_dim, dtype)
+    archnum = _arch_number(arch)
+    if version == "v2" and dtype == torch.bfloat16 and archnum < 80:
+        raise ValueError(f"arch={arch!r}: bfloat16 tensor cores need sm_80 or newer")
+    key = (version, tile, dtype, arch)
+    if use_cache and key in _MEMORY:
+        return _MEMORY[key]
+    nvrtc = _import_nvrtc()
+    inc = include_dirs()
+    fn = "attention_v1" if version == "v1" else "attention_v2_wmma"
+    name_expr = f"andrea::{fn}<{_CTYPE[dtype]}, {tile}>"
+    src = kernel_source(version)
+    opts = ["-default-device", "--std=c++17", f"--gpu-architecture={arch}",
+            "--ptxas-options=-v", "-lineinfo"] + [f"-I{d}" for d in inc]
+    digest = hashlib.sha256(json.dumps([src, name_expr, opts[:-len(inc)], nvrtc_version(),
+                                        _header_version(inc)]).encode()).hexdigest()[:24]
+    disk = cache_dir() / f"{version}_{tile}_{_CTYPE[dtype]}_{arch}_{digest}"
+    dyn = shared_bytes(version, head_dim, dtype)
+    if use_cache and (disk.with_suffix(".json")).is_file():
+        try:
+            meta = json.loads(disk.with_suffix(".json").read_text())
+            ck = CompiledKernel(version, tile, dtype, arch, name_expr, meta["lowered_name"],
+                                disk.with_suffix(".ptx").read_text(),
+                                disk.with_suffix(".cubin").read_bytes(), meta["log"],
+                                parse_ptxas_log(meta["log"], meta["lowered_name"], dyn),
+                                meta["compile_seconds"], from_cache=True)
+            _MEMORY[key] = ck
+            return ck
+        except (OSError, KeyError, ValueError, CompileError):
+            pass  # a damaged entry: compile again and overwrite it
+    t0 = time.perf_counter()
+    prog = _call(nvrtc, "nvrtcCreateProgram", nvrtc.nvrtcCreateProgram(
+        src.encode(), KERNEL_FILES[version].encode(), 0, [], []))
+    try:
+        _call(nvrtc, "nvrtcAddNameExpression",
+              nvrtc.nvrtcAddNameExpression(prog, name_expr.encode()))
+        err, = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        log = _program_log(nvrtc, prog)
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(f"NVRTC could not compile {name_expr} for {arch} "
+                               f"({KERNEL_FILES[version]}):\n{log}", log)
+        lowered = _call(nvrtc, "nvrtcGetLoweredName",
+                        nvrtc.nvrtcGetLoweredName(prog, name_expr.encode())).decode()
+        ptx = b" " * _call(nvrtc, "nvrtcGetPTXSize", nvrtc.nvrtcGetPTXSize(prog))
+        _call(nvrtc, "nvrtcGetPTX", nvrtc.nvrtcGetPTX(prog, ptx))
+        cubin = b" " * _call(nvrtc, "nvrtcGetCUBINSize", nvrtc.nvrtcGetCUBINSize(prog))
+        _call(nvrtc, "nvrtcGetCUBIN", nvrtc.nvrtcGetCUBIN(prog, cubin))
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    seconds = time.perf_counter() - t0
+    ck = CompiledKernel(version, tile, dtype, arch, name_expr, lowered,
+                        ptx.rstrip(b"\x00").decode(), cubin, log,
+                        parse_ptxas_log(log, lowered, dyn), seconds)
+    if use_cache:
+        _MEMORY[key] = ck
+        _write_disk(disk, ck)
+    return ck
+
+
+def _write_disk(disk: Path, ck: CompiledKernel) -> None:
+    """Best effort: an unwritable cache folder only costs a recompile next time."""
+    try:
+        disk.parent.mkdir(parents=True, exist_ok=True)
+        meta = json.dumps(dict(lowered_name=ck.lowered_name, log=ck.log,
+                               compile_seconds=ck.compile_seconds))
+        for suffix, data in ((".ptx", ck.ptx.encode()), (".cubin", ck.cubin),
+                             (".json", meta.encode())):  # .json last: it marks a full entry
+            tmp = disk.with_suffix(suffix + f".{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, disk.with_suffix(suffix))
+    except OSError:
+        pass
+
+
+def specializations() -> list[tuple[str, int, torch.dtype]]:
+    """Every (version, head_dim, dtype) kernel the library launches; head_dim is the largest
+    the specialization covers (v1's 32*CHUNKS)."""
+    out = [("v1", 32 * c, dt) for c in V1_CHUNK_SIZES for dt in _CTYPE]
+    out += [("v2", hd, dt) for hd in V2_HEAD_DIMS for dt in V2_DTYPES]
+    return out
+
+
+def compile_all(archs=ARCHS, workers: int = 2) -> list[CompiledKernel]:
+    """Compile every specialization for every arch (threads: NVRTC releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+    jobs = [(v, hd, dt, a) for a in archs for (v, hd, dt) in specializations()]
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return list(pool.map(lambda j: compile_attention(*j), jobs))
+
+
+from .occupancy import A100, H200, RTX_4090, blocks_per_sm  # noqa: E402,F401
+from .cuda_launch import device_info, has_gpu, launch_attention  # noqa: E402,F401
