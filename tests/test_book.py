@@ -1,0 +1,350 @@
+"""The book builds with warnings as errors, and every page works in a real, offline browser.
+
+One session-scoped build (``jupyter-book build <repo> --all -W -n --keep-going`` with
+ANDREA_BOOK_BUILD=1 ANDREA_FAST=1) into a temporary folder; then Debian's chromium, driven by
+playwright, opens every page over a local HTTP server with every non-local request blocked:
+- no console error and no script exception, except the harmless ones listed below, each with
+  the reason it is harmless; no request to the network except the listed ones;
+- every chapter (notebook) page shows at least one figure, and every image really loaded;
+- every static slider: each range input is swept over all its values (input events) and the
+  figure shown must be the frame for that combination (or the combination's message) and must
+  change at least once; one move per slider is made with the keyboard;
+- every internal link (.html on this site) answers HTTP 200 and its #fragment exists;
+- a full-page screenshot of each page goes to test-artifacts/screenshots/<page>.png.
+Build time, per-page times and page weights go to test-artifacts/book_report.json.
+
+Set ANDREA_BUILT_BOOK=<folder with index.html> to test an existing build instead of building.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from book_toc import REPO, toc_docnames
+
+pytestmark = pytest.mark.book
+
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+BUILD_TIMEOUT_S = 900
+
+# Lines of the build output that contain "WARNING" and are not Sphinx warnings (Sphinx's own
+# warnings already fail the build through -W). Each entry: (pattern, why it is harmless).
+HARMLESS_BUILD_LINES = [
+    (re.compile(r"\[IPKernelApp\] WARNING \| Kernel is running over TCP without encryption"),
+     "ipykernel >= 7 logs this on the kernel's stderr at every kernel start when no CurveZMQ "
+     "keys are provisioned; the build's kernels listen on 127.0.0.1 only and no page changes"),
+]
+
+# Console errors that are not the book's fault. Each entry: (pattern, why it is harmless).
+HARMLESS_CONSOLE = [
+    (re.compile(r"^Got invalid theme mode: \. Resetting to auto\.$"),
+     "pydata-sphinx-theme 0.17 logs this with console.error on a first visit, when the browser "
+     "has no stored light/dark choice yet; it then uses 'auto', which is the intended default"),
+]
+
+# Script exceptions that are not the book's fault. Each entry: (pattern, why it is harmless).
+HARMLESS_EXCEPTIONS = [
+    (re.compile(r"^Identifier 'THEBE_JS_URL' has already been declared$"),
+     "sphinx-thebe 0.3.1 under Sphinx 7.4 writes its one-line config <script> (four const "
+     "declarations) twice into every page; the second copy throws, the first already defined "
+     "the same values, and the Thebe launcher works as intended"),
+]
+
+# Requests that leave the local server (all are blocked: the test is offline, like a reader
+# without network). Each entry: (URL pattern, why the page still works without it).
+HARMLESS_EXTERNAL = [
+    (re.compile(r"^https://cdn\.jsdelivr\.net/npm/mathjax@"),
+     "MathJax typesets $...$ math; offline the TeX source stays readable, and no figure or "
+     "slider depends on it"),
+]
+
+
+@dataclass
+class BuiltBook:
+    html: Path
+    rc: int
+    log: str
+    seconds: float | None
+    report: dict = field(default_factory=dict)
+
+
+def _save_report(book: BuiltBook) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "book_report.json").write_text(json.dumps(book.report, indent=1) + "\n")
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory):
+    prebuilt = os.environ.get("ANDREA_BUILT_BOOK")
+    if prebuilt:
+        book = BuiltBook(html=Path(prebuilt), rc=0, log="", seconds=None)
+        book.report["build"] = {"prebuilt": prebuilt}
+        yield book
+        _save_report(book)
+        return
+    out = tmp_path_factory.mktemp("book")
+    env = dict(os.environ, ANDREA_BOOK_BUILD="1", ANDREA_FAST="1")
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(REPO), "--all",
+           "-W", "-n", "--keep-going", "--path-output", str(out)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=BUILD_TIMEOUT_S)
+    seconds = time.perf_counter() - t0
+    log = proc.stdout + proc.stderr
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "book_build.log").write_text(log)
+    book = BuiltBook(html=out / "_build" / "html", rc=proc.returncode, log=log, seconds=seconds)
+    book.report["build"] = {"seconds": round(seconds, 1), "rc": proc.returncode,
+                            "command": " ".join(cmd[1:])}
+    print(f"[book] built in {seconds:.1f} s (rc={proc.returncode})")
+    yield book
+    _save_report(book)
+
+
+def test_book_builds_without_warnings(built_book):
+    if built_book.seconds is None:
+        pytest.skip("ANDREA_BUILT_BOOK is set: testing an existing build, not building")
+    tail = "\n".join(built_book.log.splitlines()[-40:])
+    assert built_book.rc == 0, f"jupyter-book build failed (rc={built_book.rc}):\n{tail}"
+    warnings = [line for line in built_book.log.splitlines() if "WARNING" in line
+                and not any(p.search(line) for p, _ in HARMLESS_BUILD_LINES)]
+    assert not warnings, "the build printed warnings:\n" + "\n".join(warnings)
+    assert (built_book.html / "index.html").exists()
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep the test output quiet
+        pass
+
+
+@pytest.fixture(scope="session")
+def site(built_book):
+    """Base URL of the built HTML, served on 127.0.0.1 at a free port."""
+    if built_book.rc != 0 or not (built_book.html / "index.html").exists():
+        pytest.fail("the book did not build (see test_book_builds_without_warnings)")
+    handler = functools.partial(_Handler, directory=str(built_book.html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (scripts/test.sh does, "
+                    f"as root: apt-get install -y chromium) to run the browser tests")
+    from playwright.sync_api import sync_playwright
+
+    pw = sync_playwright().start()
+    b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    yield b
+    b.close()
+    pw.stop()
+
+
+# Sweeps range input `i` of slider `id` over all its values; checks each shown state against
+# the slider's own frame table and returns what was shown.
+_SWEEP_JS = """([id, i]) => {
+  const root = document.getElementById(id);
+  const data = JSON.parse(document.getElementById(id + "-data").textContent);
+  const inputs = [...root.querySelectorAll("input.andrea-slider-input")];
+  const img = root.querySelector("img.andrea-slider-img");
+  const msg = root.querySelector(".andrea-slider-msg");
+  const inp = inputs[i], start = inp.value, p = data.params[i], states = [], problems = [];
+  for (let v = 0; v <= +inp.max; v++) {
+    inp.value = String(v);
+    inp.dispatchEvent(new Event("input", {bubbles: true}));
+    const key = inputs.map(x => x.value).join(","), f = data.frames[key];
+    const label = root.querySelector('output[data-param="' + p.name + '"]').textContent;
+    if (root.getAttribute("data-key") !== key) problems.push(`${p.name}[${v}]: data-key not updated`);
+    if (label !== p.values[v]) problems.push(`${p.name}[${v}]: label shows ${label}`);
+    if (f.img !== undefined) {
+      if (img.hidden || img.getAttribute("src") !== data.images[f.img])
+        problems.push(`${p.name}=${p.values[v]}: the image shown is not this combination's frame`);
+      states.push(img.getAttribute("src"));
+    } else {
+      if (!img.hidden || msg.hidden || msg.textContent !== f.msg)
+        problems.push(`${p.name}=${p.values[v]}: the message is not shown`);
+      states.push("msg:" + msg.textContent);
+    }
+  }
+  inp.value = start;
+  inp.dispatchEvent(new Event("change", {bubbles: true}));
+  return {name: p.name, n: p.values.length, distinct: new Set(states).size, problems};
+}"""
+
+_STATE_JS = """(id) => { const r = document.getElementById(id);
+  const img = r.querySelector("img.andrea-slider-img"), msg = r.querySelector(".andrea-slider-msg");
+  return [r.getAttribute("data-key"), img.hidden ? "msg:" + msg.textContent : img.getAttribute("src")]; }"""
+
+_FIGURES_JS = """() => {
+  const main = document.querySelector("main") || document.body;
+  const imgs = [...main.querySelectorAll("img")].filter(i => i.getAttribute("src"));
+  return {images: imgs.map(i => ({src: i.getAttribute("src").slice(0, 60),
+                                  loaded: i.complete && i.naturalWidth > 0})),
+          sliders: [...main.querySelectorAll("div.andrea-slider")].map(d => d.id),
+          slider_messages: [...main.querySelectorAll("div.andrea-slider img.andrea-slider-img[hidden]")].length,
+          links: [...document.querySelectorAll("a[href]")].map(a => a.href)};
+}"""
+
+
+def _open(browser, url):
+    """A new page at `url`, with console errors, exceptions and external requests recorded."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    seen = {"console": [], "exceptions": [], "external": []}
+    page.on("console", lambda m: seen["console"].append((m.text, m.location.get("url", "")))
+            if m.type == "error" else None)
+    page.on("pageerror", lambda e: seen["exceptions"].append(str(e)))
+    local = url.split("/", 3)[:3]
+
+    def route(r):
+        if r.request.url.split("/", 3)[:3] == local:
+            r.continue_()
+        else:
+            seen["external"].append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    response = page.goto(url, wait_until="load")
+    assert response is not None and response.status == 200, f"{url}: HTTP " \
+        f"{response.status if response else 'no response'}"
+    page.wait_for_timeout(200)  # let deferred theme scripts run and log
+    return context, page, seen
+
+
+def _problems_with_requests_and_console(seen) -> list[str]:
+    problems = [f"script exception: {e}" for e in seen["exceptions"]
+                if not any(p.search(e) for p, _ in HARMLESS_EXCEPTIONS)]
+    blocked = set(seen["external"])
+    for url in sorted(blocked):
+        if not any(p.search(url) for p, _ in HARMLESS_EXTERNAL):
+            problems.append(f"asks the network for {url} (the book must work offline)")
+    for text, where in seen["console"]:
+        if text.startswith("Failed to load resource") and where in blocked:
+            continue  # a blocked external request, judged just above
+        if not any(p.search(text) for p, _ in HARMLESS_CONSOLE):
+            problems.append(f"console error: {text} ({where})")
+    return problems
+
+
+def _check_links(context, links, checked: dict) -> list[str]:
+    problems = []
+    for href in links:
+        parts = urllib.parse.urlsplit(href)
+        base = urllib.parse.urlunsplit(parts._replace(fragment="", query=""))
+        if not base.startswith("http://127.0.0.1:") or not (
+                base.endswith(".html") or base.endswith("/")):
+            continue
+        if base not in checked:
+            r = context.request.get(base)
+            checked[base] = (r.status, r.text() if r.status == 200 else "")
+        status, text = checked[base]
+        if status != 200:
+            problems.append(f"link {href} -> HTTP {status}")
+            continue
+        frag = urllib.parse.unquote(parts.fragment)
+        if frag and f'id="{frag}"' not in text and f'name="{frag}"' not in text:
+            problems.append(f"link {href}: no element with id {frag!r} on that page")
+    return problems
+
+
+def _screenshot(page, name: str) -> None:
+    shots = ARTIFACTS / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+
+
+_LINKS_CHECKED: dict = {}
+
+
+@pytest.mark.parametrize("docname", toc_docnames())
+def test_page_in_browser(docname, browser, site, built_book):
+    t0 = time.perf_counter()
+    rel = f"{docname}.html"
+    page_file = built_book.html / rel
+    assert page_file.exists(), f"{rel} is missing from the built book"
+    html = page_file.read_text(encoding="utf-8")
+    context, page, seen = _open(browser, site + rel)
+    try:
+        problems = _problems_with_requests_and_console(seen)
+        if "application/vnd.jupyter.widget-view+json" in html:
+            problems.append("embeds a live ipywidget, which is dead without a kernel: use "
+                            "andrea_edu.viz.slider (static frames in the book build)")
+        _screenshot(page, docname.replace("/", "__"))  # before any slider moves: as loaded
+        figs = page.evaluate(_FIGURES_JS)
+        problems += [f"image did not load: {i['src']}..." for i in figs["images"]
+                     if not i["loaded"]]
+        n_figures = len(figs["images"]) + figs["slider_messages"]
+        is_chapter = (REPO / f"{docname}.ipynb").exists()
+        if is_chapter and n_figures == 0:
+            problems.append("a chapter page with no figure")
+        moves = 0
+        for sid in figs["sliders"]:
+            n_inputs = page.locator(f"#{sid} input.andrea-slider-input").count()
+            for i in range(n_inputs):
+                res = page.evaluate(_SWEEP_JS, [sid, i])
+                moves += res["n"]
+                problems += [f"slider {sid}: {p}" for p in res["problems"]]
+                if res["n"] > 1 and res["distinct"] < 2:
+                    problems.append(f"slider {sid}: moving {res['name']} over {res['n']} values "
+                                    f"never changes the figure")
+            # One real keyboard move: the first input, one step.
+            before = page.evaluate(_STATE_JS, sid)
+            first = page.locator(f"#{sid} input.andrea-slider-input").first
+            at_max = first.get_attribute("value") == first.get_attribute("max")
+            first.focus()
+            page.keyboard.press("ArrowLeft" if at_max else "ArrowRight")
+            after = page.evaluate(_STATE_JS, sid)
+            if after[0] == before[0]:
+                problems.append(f"slider {sid}: the arrow key did not move the slider")
+        problems += _check_links(context, figs["links"], _LINKS_CHECKED)
+    finally:
+        context.close()
+    seconds = time.perf_counter() - t0
+    built_book.report.setdefault("pages", {})[docname] = {
+        "seconds": round(seconds, 2), "html_bytes": len(html.encode()),
+        "figures": n_figures, "sliders": len(figs["sliders"]), "slider_positions": moves,
+        "blocked_external": sorted(set(seen["external"]))}
+    print(f"[browser] {docname}: {seconds:.1f} s, {n_figures} figures, "
+          f"{len(figs['sliders'])} sliders, {len(html.encode()) / 1024:.0f} KiB")
+    problems = list(dict.fromkeys(problems))  # a broken link in the sidebar shows up once
+    assert not problems, f"{rel}:\n" + "\n".join(problems)
+
+
+def test_other_pages_in_browser(browser, site, built_book):
+    """index (the redirect), search and the general index load cleanly too."""
+    toc = {f"{d}.html" for d in toc_docnames()}
+    others = sorted(str(p.relative_to(built_book.html)) for p in built_book.html.glob("*.html")
+                    if str(p.relative_to(built_book.html)) not in toc)
+    assert "index.html" in others
+    problems = []
+    for rel in others:
+        context, page, seen = _open(browser, site + rel)
+        try:
+            problems += [f"{rel}: {p}" for p in _problems_with_requests_and_console(seen)]
+            _screenshot(page, Path(rel).stem)
+        finally:
+            context.close()
+    assert not problems, "\n".join(problems)
