@@ -131,13 +131,13 @@ def overview_figure(n_head: int = 12, d_model: int = 768):
     hd = d_model // n_head
     colors = head_colors(n_head)
     lw = 0.6 if n_head <= 16 else 0.0  # thin stripes: no edges, or they turn black
-    fig, ax = plt.subplots(figsize=(11, 3.4))
+    fig, ax = plt.subplots(figsize=(11, 3.2))
     ax.set_xlim(0, 31.6)
     ax.set_ylim(-0.4, 5.7)
     ax.axis("off")
     H, y0 = 4.0, 1.0  # height of the (T, .) matrices, baseline
-    _box(ax, 0.1, y0, 1.7, H, "#dddddd", f"X\n(T, {d_model})", fontsize=9)
-    _arrow(ax, 1.9, 4.6, y0 + H / 2, f"x W_QKV\n({d_model}, {3 * d_model})\none matmul")
+    _box(ax, 0.0, y0, 1.9, H, "#dddddd", f"X\n(B, T, {d_model})", fontsize=8)
+    _arrow(ax, 1.9, 4.6, y0 + H / 2, f"× W_QKV\n({d_model}, {3 * d_model})\none matmul")
     # Fused Q|K|V: (T, 3*d_model), each third striped by head.
     x, w = 4.8, 2.4
     for name_i, name in enumerate("QKV"):
@@ -145,7 +145,7 @@ def overview_figure(n_head: int = 12, d_model: int = 768):
             _box(ax, x + name_i * w + h * w / n_head, y0, w / n_head, H, colors[h], lw=lw)
         ax.text(x + name_i * w + w / 2, y0 + H + 0.15, name, ha="center", va="bottom",
                 fontsize=10, fontweight="bold")
-    ax.text(x + 1.5 * w, y0 - 0.25, f"(T, {3 * d_model}): head h = columns "
+    ax.text(x + 1.5 * w, y0 - 0.25, f"(B, T, {3 * d_model}): head h = columns "
             f"h*{hd}..(h+1)*{hd}", ha="center", va="top", fontsize=8)
     _arrow(ax, 12.2, 15.5, y0 + H / 2, f"view + transpose\n(B, {n_head}, T, {hd})")
     # One small attention tile per head (all heads run in one kernel launch).
@@ -157,16 +157,16 @@ def overview_figure(n_head: int = 12, d_model: int = 768):
         r, c = divmod(h, cols_n)
         _box(ax, 15.7 + c * cw + 0.06, y0 + H - (r + 1) * ch + 0.06, cw - 0.12, ch - 0.12,
              colors[h], f"h{h}", fontsize=7 if show > 8 else 9)
-    ax.text(17.5, y0 + H + 0.15, f"softmax(QK^T/sqrt({hd}))V per head", ha="center",
+    ax.text(17.5, y0 + H + 0.15, rf"$\mathrm{{softmax}}(QK^\top/\sqrt{{{hd}}})\,V$ per head", ha="center",
             va="bottom", fontsize=9)
     if show < n_head:
         ax.text(17.5, y0 - 0.25, f"(first {show} of {n_head} heads shown)", ha="center",
                 va="top", fontsize=8)
-    _arrow(ax, 19.5, 22.4, y0 + H / 2, f"concat\n(T, {n_head}x{hd}={d_model})")
+    _arrow(ax, 19.5, 22.4, y0 + H / 2, f"concat\n(B, T, {n_head}×{hd}={d_model})")
     for h in range(n_head):
         _box(ax, 22.6 + h * 2.4 / n_head, y0, 2.4 / n_head, H, colors[h], lw=lw)
-    _arrow(ax, 25.2, 29.6, y0 + H / 2, f"x W_O ({d_model}, {d_model})\nmixes the heads")
-    _box(ax, 29.7, y0, 1.7, H, "#dddddd", f"out\n(T, {d_model})", fontsize=9)
+    _arrow(ax, 25.2, 29.6, y0 + H / 2, f"× W_O ({d_model}, {d_model})\nmixes the heads")
+    _box(ax, 29.6, y0, 1.9, H, "#dddddd", f"out\n(B, T, {d_model})", fontsize=8)
     ax.set_title(f"Multi-head attention, fused: d_model={d_model}, n_head={n_head}, "
                  f"head_dim={hd}", fontsize=11)
     fig.text(0.5, 0.02, "Colours: one per head. The fused matmul computes every head's Q, K, V "
