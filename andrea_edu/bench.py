@@ -5,7 +5,7 @@ chapters "Three matrices per head, or one big matrix" and "How CUDA stores the h
 `projections` and `layout` results. The suites themselves live in `andrea_edu.bench_cases`.
 
     python -m andrea_edu.bench head-dim            # sweep head_dim, per backend -> book/data/
-    python -m andrea_edu.bench projections         # per-head (36 matmuls) vs fused (3) vs c_attn (1)
+    python -m andrea_edu.bench projections         # per-head (36 matmuls), fused (3), c_attn (1)
     python -m andrea_edu.bench layout              # strided vs contiguous matmul, .contiguous()
     python -m andrea_edu.bench all                 # the three above, on this machine
     python -m andrea_edu.bench gpu-check --out D   # andrea_edu.gpucheck.main
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import os
 import platform
 import re
@@ -36,8 +35,12 @@ from pathlib import Path
 
 import torch
 
-SCHEMA_VERSION = 1
-SUITES = ("headdim", "projections", "layout")
+from .bench_results import (SCHEMA, SCHEMA_VERSION, SUITES, data_dir, load_results,
+                            validate_result, write_results)
+
+__all__ = ["attention_flops", "matmul_flops", "time_fn", "check_close", "tolerance",
+           "provenance", "pick_device", "ValidationError", "SCHEMA", "SCHEMA_VERSION", "SUITES",
+           "validate_result", "write_results", "load_results", "data_dir", "main"]
 _REPO = Path(__file__).resolve().parents[1]
 
 
@@ -187,147 +190,6 @@ def check_close(out, ref, dtype, what: str) -> float:
         raise ValidationError(f"{what}: max |out - reference| = {err:.3g} exceeds the tolerance "
                               f"{allowed:.3g} for {dtype}: not timed")
     return err
-
-
-# ------------------------------------------------------------------------- schema + I/O
-_NUM = {"type": ["number", "null"]}
-RECORD_SCHEMA = {
-    "type": "object",
-    "required": ["case", "backend", "status", "params"],
-    "properties": {
-        "case": {"type": "string"}, "backend": {"type": "string"},
-        "status": {"enum": ["ok", "unavailable", "invalid", "failed", "skipped"]},
-        "reason": {"type": ["string", "null"]}, "params": {"type": "object"},
-        "min_ms": _NUM, "median_ms": _NUM, "max_ms": _NUM, "tflops": _NUM,
-        "time_ratio_to_sdpa": _NUM, "max_abs_err": _NUM, "flops": _NUM,
-        "repeats": {"type": ["integer", "null"], "minimum": 1},
-    },
-}
-SCHEMA = {
-    "$schema": "http://json-schema.org/draft-07/schema#",
-    "title": "andrea_edu benchmark results",
-    "type": "object",
-    "required": ["schema_version", "suite", "provenance", "settings", "flop_formula", "records"],
-    "properties": {
-        "schema_version": {"enum": [SCHEMA_VERSION]},
-        "suite": {"enum": list(SUITES)},
-        "provenance": {
-            "type": "object",
-            "required": ["device_kind", "device", "device_slug", "driver", "cuda", "torch",
-                         "andrea_edu", "git_commit", "date"],
-            "properties": {"device_kind": {"enum": ["cpu", "gpu"]},
-                           "device": {"type": "string"}, "device_slug": {"type": "string"},
-                           "driver": {"type": ["string", "null"]},
-                           "cuda": {"type": ["string", "null"]}, "torch": {"type": "string"},
-                           "andrea_edu": {"type": "string"}, "git_commit": {"type": "string"},
-                           "date": {"type": "string"}}},
-        "settings": {"type": "object", "required": ["dtype", "repeats", "warmup", "timer"],
-                     "properties": {"repeats": {"type": "integer", "minimum": 1},
-                                    "warmup": {"type": "integer", "minimum": 0},
-                                    "timer": {"enum": ["cuda-events", "perf_counter"]}}},
-        "flop_formula": {"type": "string"},
-        "records": {"type": "array", "items": RECORD_SCHEMA},
-    },
-}
-
-
-def _mini_validate(obj, schema: dict, path: str = "$") -> None:
-    """The subset of JSON Schema used above, for machines without jsonschema (the GPU image)."""
-    types = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
-             "null": type(None)}
-    if "type" in schema:
-        allowed = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        ok = any(isinstance(obj, types[t]) and not (t in ("integer", "number") and
-                                                   isinstance(obj, bool)) for t in allowed)
-        if not ok:
-            raise ValueError(f"{path}: {obj!r} is not of type {allowed}")
-    if "enum" in schema and obj not in schema["enum"]:
-        raise ValueError(f"{path}: {obj!r} is not one of {schema['enum']}")
-    if "minimum" in schema and isinstance(obj, (int, float)) and obj < schema["minimum"]:
-        raise ValueError(f"{path}: {obj!r} is less than the minimum {schema['minimum']}")
-    if isinstance(obj, dict):
-        for key in schema.get("required", []):
-            if key not in obj:
-                raise ValueError(f"{path}: {key!r} is a required property")
-        for key, sub in schema.get("properties", {}).items():
-            if key in obj:
-                _mini_validate(obj[key], sub, f"{path}.{key}")
-    if isinstance(obj, list) and "items" in schema:
-        for i, item in enumerate(obj):
-            _mini_validate(item, schema["items"], f"{path}[{i}]")
-
-
-def validate_result(obj) -> None:
-    """Raise ValueError unless obj is a valid results object (SCHEMA, plus: an "ok" record has
-    min <= median <= max timings and a CPU file is labelled "CPU: ...")."""
-    try:
-        import jsonschema
-    except ImportError:
-        _mini_validate(obj, SCHEMA)
-    else:
-        try:
-            jsonschema.validate(obj, SCHEMA)
-        except jsonschema.ValidationError as e:
-            raise ValueError(f"results do not match the schema at "
-                             f"{'/'.join(map(str, e.absolute_path)) or '$'}: {e.message}") from None
-    prov = obj["provenance"]
-    if prov["device_kind"] == "cpu" and not prov["device"].startswith("CPU"):
-        raise ValueError(f"provenance.device={prov['device']!r}: CPU results must be labelled "
-                         f"'CPU: <model>'")
-    for i, r in enumerate(obj["records"]):
-        if r["status"] == "ok":
-            t = [r.get(k) for k in ("min_ms", "median_ms", "max_ms")]
-            if any(x is None for x in t) or not (0 <= t[0] <= t[1] <= t[2]):
-                raise ValueError(f"records[{i}] ({r['case']}, {r['backend']}) is 'ok' but its "
-                                 f"timings {t} are not 0 <= min <= median <= max")
-
-
-def data_dir() -> Path:
-    """Where committed results live: $ANDREA_DATA_DIR, else the repository's book/data."""
-    if os.environ.get("ANDREA_DATA_DIR"):
-        return Path(os.environ["ANDREA_DATA_DIR"])
-    for cand in (_REPO / "book" / "data", Path.cwd() / "data", Path.cwd() / "book" / "data"):
-        if cand.is_dir():
-            return cand
-    return _REPO / "book" / "data"
-
-
-def write_results(obj: dict, out_dir=None) -> Path:
-    """Validate obj and write it to <out_dir>/bench_<suite>_<device_slug>.json."""
-    validate_result(obj)
-    out = Path(out_dir) if out_dir is not None else data_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"bench_{obj['suite']}_{obj['provenance']['device_slug']}.json"
-    path.write_text(json.dumps(obj, indent=1, sort_keys=False) + "\n")
-    return path
-
-
-def load_results(suite: str, device: str = "any", data_dir_=None) -> dict | None:
-    """The committed results of one suite ("headdim", "projections", "layout"), or None.
-
-    device: "gpu" (any GPU file), "cpu", or "any" (a GPU file when one exists, else the CPU one).
-    Files that fail validation are skipped (with a warning), never shown.
-    """
-    if suite not in SUITES:
-        raise ValueError(f"suite={suite!r} is not one of {SUITES}")
-    if device not in ("any", "gpu", "cpu"):
-        raise ValueError(f"device={device!r} is not one of 'any', 'gpu', 'cpu'")
-    folder = Path(data_dir_) if data_dir_ is not None else data_dir()
-    files = sorted(folder.glob(f"bench_{suite}_*.json"))
-    gpu = [f for f in files if not f.name.endswith("_cpu.json")]
-    cpu = [f for f in files if f.name.endswith("_cpu.json")]
-    order = {"gpu": gpu, "cpu": cpu, "any": gpu + cpu}[device]
-    for f in order:
-        try:
-            obj = json.loads(f.read_text())
-            validate_result(obj)
-        except (OSError, ValueError) as e:
-            import warnings
-            warnings.warn(f"{f}: skipped, not a valid results file ({e})", RuntimeWarning)
-            continue
-        obj["_path"] = str(f)
-        return obj
-    return None
 
 
 # ------------------------------------------------------------------------- CLI

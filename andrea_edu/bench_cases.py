@@ -1,8 +1,8 @@
-"""The benchmark suites: head_dim sweep, Q/K/V projections three ways, strided vs contiguous.
+"""The benchmark runner, the backends, the head_dim sweep, and run_suite for every suite.
 
-Introduced in the chapter "The configuration mirrors the hardware" (headdim); "Three matrices per
-head, or one big matrix" reads `projections`, "How CUDA stores the heads" reads `layout`.
-Timing, FLOP formulas, provenance and the JSON schema are in `andrea_edu.bench`.
+Introduced in the chapter "The configuration mirrors the hardware" (the head_dim sweep). The
+`projections` and `layout` suites live in andrea_edu.bench_matmuls; timing, FLOP formulas and
+provenance in andrea_edu.bench; the JSON schema and loading in andrea_edu.bench_results.
 
 Every case builds its inputs once, computes the fp32 reference, runs the backend once and checks
 it (andrea_edu.bench.check_close) and only then times it. Names: B batch, T seq_len, C d_model,
@@ -10,11 +10,9 @@ nh n_head, hs head_dim.
 """
 from __future__ import annotations
 
-import math
 import sys
 import time
 import warnings
-from collections import Counter
 
 import torch
 
@@ -25,9 +23,12 @@ from .attention import attention, reference_attention
 # CPU: reduced so a 2-core machine finishes in about a minute; fast mode: seconds. The JSON
 # records the shapes actually used.
 SHAPES = {
-    "cuda": {"ANDREA-120M": dict(B=8, T=1024, d_model=768), "ANDREA-12M": dict(B=8, T=512, d_model=384)},
-    "cpu": {"ANDREA-120M": dict(B=1, T=512, d_model=768), "ANDREA-12M": dict(B=1, T=256, d_model=384)},
-    "fast": {"ANDREA-120M": dict(B=1, T=64, d_model=768), "ANDREA-12M": dict(B=1, T=32, d_model=384)},
+    "cuda": {"ANDREA-120M": dict(B=8, T=1024, d_model=768),
+             "ANDREA-12M": dict(B=8, T=512, d_model=384)},
+    "cpu": {"ANDREA-120M": dict(B=1, T=512, d_model=768),
+            "ANDREA-12M": dict(B=1, T=256, d_model=384)},
+    "fast": {"ANDREA-120M": dict(B=1, T=64, d_model=768),
+             "ANDREA-12M": dict(B=1, T=32, d_model=384)},
 }
 HEAD_DIMS = tuple(sorted(set(range(8, 129, 8)) | {70, 72}))  # 8..128 step 8, plus 70 (not /8)
 HEAD_DIMS_FAST = (16, 32, 64, 70, 72)
@@ -41,7 +42,8 @@ FLOP_FORMULA = {
     "headdim": "attention_flops = 4*B*nh*T*T*hs (QK^T and PV, 2 FLOPs per multiply-add), "
                "halved when causal; softmax not counted",
     "projections": "matmul_flops = 2*B*T*C*(3*C): X[B*T, C] @ [C, 3C], however it is split",
-    "layout": "scores: 2*B*nh*T*T*hs (Q K^T); copy: bytes = 2 * numel * element size (read + write)",
+    "layout": "scores: 2*B*nh*T*T*hs (Q K^T); copy: bytes = 2 * numel * element size "
+              "(read + write)",
 }
 
 
@@ -85,27 +87,6 @@ def _run_sdpa(q, k, v, causal):
 BACKEND_FNS = {"sdpa": _run_sdpa, "reference": _run_attention("reference"),
                "cuda-naive": _run_attention("cuda-naive"), "cuda-wmma": _run_attention("cuda-wmma"),
                **{f"sdpa:{k}": _run_sdpa_kind(k) for k in SDPA_KINDS}}
-
-
-def count_aten_ops(fn) -> dict:
-    """{aten op name: calls} that fn() dispatches (e.g. {'mm': 36, ...}): BLAS calls, copies."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class _Count(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = Counter()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops[func.overloadpacket.__name__] += 1
-            return func(*args, **(kwargs or {}))
-
-    with _Count() as c:
-        fn()
-    return dict(sorted(c.ops.items()))
-
-
-BLAS_OPS = ("mm", "addmm", "bmm", "baddbmm")
 
 
 def _why(e, caught) -> str:
@@ -160,13 +141,15 @@ def _shape_table(device, fast):
     return SHAPES["fast" if fast else device]
 
 
-def _headdim_configs(device, fast):
+def _headdim_configs(device, fast, head_dims=None, shapes=None, series=("n_head", "d_model")):
     """(shape name, series, B, T, nh, hs, d_model) for every point of the sweep."""
-    hds = HEAD_DIMS_FAST if fast else HEAD_DIMS
+    hds = head_dims or (HEAD_DIMS_FAST if fast else HEAD_DIMS)
     for shape, s in _shape_table(device, fast).items():
-        for hs in hds:
+        if shapes is not None and shape not in shapes:
+            continue
+        for hs in hds if "n_head" in series else ():
             yield shape, f"n_head={N_HEAD}", s["B"], s["T"], N_HEAD, hs, N_HEAD * hs
-        for hs in hds:
+        for hs in hds if "d_model" in series else ():
             if s["d_model"] % hs == 0:
                 yield shape, f"d_model={s['d_model']}", s["B"], s["T"], s["d_model"] // hs, hs, \
                     s["d_model"]
@@ -177,10 +160,18 @@ def _params(**kw):
     return kw
 
 
-def headdim_suite(r: _Runner, fast: bool, progress: bool, causal: bool = True):
-    configs = list(_headdim_configs(r.device, fast))
+def headdim_suite(r: _Runner, fast: bool, progress: bool, causal: bool = True, head_dims=None,
+                  shapes=None, series=("n_head", "d_model"), backends=HEADDIM_BACKENDS):
+    """head_dim sweep. Options (the chapter's live re-measurement uses them): head_dims, shapes
+    (names in SHAPES), series ("n_head": n_head fixed at 12; "d_model": the preset's d_model
+    fixed), backends (a subset of HEADDIM_BACKENDS; "sdpa" is always run, as the baseline)."""
+    unknown = set(backends) - set(HEADDIM_BACKENDS)
+    if unknown:
+        raise ValueError(f"backends {sorted(unknown)} are not in {HEADDIM_BACKENDS}")
+    backends = ("sdpa",) + tuple(b for b in backends if b != "sdpa")
+    configs = list(_headdim_configs(r.device, fast, head_dims, shapes, series))
     gen = torch.Generator(device="cpu").manual_seed(0)
-    with _progress(len(configs) * len(HEADDIM_BACKENDS), progress, "head_dim") as bar:
+    with _progress(len(configs) * len(backends), progress, "head_dim") as bar:
         for shape, series, B, T, nh, hs, C in configs:
             case = f"{shape}/{series}/head_dim={hs}"
             params = _params(shape=shape, series=series, B=B, T=T, n_head=nh, head_dim=hs,
@@ -190,7 +181,7 @@ def headdim_suite(r: _Runner, fast: bool, progress: bool, causal: bool = True):
             ref = reference_attention(q, k, v, causal)  # (B, nh, T, hs), fp32 math
             flops = bench.attention_flops(B, nh, T, hs, causal)
             recs = {}
-            for backend in HEADDIM_BACKENDS:
+            for backend in backends:
                 fn = BACKEND_FNS[backend]
                 unavailable = (ValueError, ImportError, NotImplementedError) + (
                     (RuntimeError,) if backend.startswith("sdpa:") else ())
@@ -200,105 +191,11 @@ def headdim_suite(r: _Runner, fast: bool, progress: bool, causal: bool = True):
             base = recs["sdpa"].get("median_ms")
             recs["sdpa"]["sdpa_choice"] = sdpa_choice(q, k, v, causal)  # what "sdpa" ran
             recs["sdpa"]["sdpa_eligible"] = {k: recs[f"sdpa:{k}"]["status"] == "ok"
-                                             for k in SDPA_KINDS}
+                                             for k in SDPA_KINDS if f"sdpa:{k}" in recs}
             for rec in recs.values():
                 if rec["status"] == "ok" and base:
                     rec["time_ratio_to_sdpa"] = rec["median_ms"] / base
             del q, k, v, ref
-
-
-def projections_suite(r: _Runner, fast: bool, progress: bool):
-    from . import projections as P
-
-    shape = "ANDREA-120M"
-    s = _shape_table(r.device, fast)[shape]
-    B, T, C = s["B"], s["T"], s["d_model"]
-    n_heads = (12,) if fast else (1, 4, 12, 48)
-    gen = torch.Generator(device="cpu").manual_seed(1)
-    with _progress(4 * len(n_heads), progress, "projections") as bar:
-        for nh in n_heads:
-            X = torch.randn(B, T, C, generator=gen).to(r.device, DTYPE)  # (B, T, C)
-            Ws = [(torch.randn(C, C, generator=gen) / math.sqrt(C)).to(r.device, DTYPE)
-                  for _ in range(3)]  # W_Q, W_K, W_V: 3 x (C, C)
-            heads = [P.fused_to_per_head(W, nh) for W in Ws]  # 3 x (nh, C, hs)
-            c_attn = P.fused_to_c_attn(*Ws)  # (C, 3C)
-            refs = P.project_fused(X.float(), *(W.float() for W in Ws), n_head=nh)  # fp32
-            variants = {
-                "per-head": lambda: P.project_per_head(X, *heads),
-                "per-head-matmuls": lambda: tuple([X @ Wh[h] for h in range(nh)] for Wh in heads),
-                "fused": lambda: P.project_fused(X, *Ws, n_head=nh),
-                "c-attn": lambda: P.project_c_attn(X, c_attn, n_head=nh),
-            }
-            params = _params(shape=shape, B=B, T=T, d_model=C, n_head=nh, head_dim=C // nh,
-                             dtype_t=DTYPE)
-            recs = {}
-            for name, fn in variants.items():
-                ops = count_aten_ops(fn)
-                ref = torch.cat([x.flatten() for x in refs]) if name != "per-head-matmuls" else \
-                    torch.cat([x.transpose(0, 1).flatten() for x in refs])
-                recs[name] = r.run(
-                    f"{shape}/n_head={nh}", name, params,
-                    lambda fn=fn: (_flat(fn()), {}), ref, bench.matmul_flops(B * T, 3 * C, C),
-                    extra={"blas_calls": sum(ops.get(o, 0) for o in BLAS_OPS), "aten_ops": ops})
-                bar.update(1)
-            base = recs["fused"].get("median_ms")
-            for rec in recs.values():
-                if rec["status"] == "ok" and base:
-                    rec["time_ratio_to_fused"] = rec["median_ms"] / base
-
-
-def _flat(out):
-    """Projection outputs of any structure -> one flat tensor, in (q, k, v) x head order."""
-    parts = []
-    for x in out:
-        if isinstance(x, (list, tuple)):  # per-head matmuls: nh x (B, T, hs)
-            parts.append(torch.stack(list(x), dim=0).flatten())  # (nh*B*T*hs,)
-        else:
-            parts.append(x.flatten())  # (B, nh, T, hs) -> (B*nh*T*hs,)
-    return torch.cat(parts)
-
-
-def layout_suite(r: _Runner, fast: bool, progress: bool):
-    shape = "ANDREA-120M"
-    s = _shape_table(r.device, fast)[shape]
-    B, T, C, nh = s["B"], s["T"], s["d_model"], N_HEAD
-    hs = C // nh
-    gen = torch.Generator(device="cpu").manual_seed(2)
-    X = torch.randn(B, T, C, generator=gen).to(r.device, DTYPE)  # (B, T, C)
-    W_Q, W_K = ((torch.randn(C, C, generator=gen) / math.sqrt(C)).to(r.device, DTYPE)
-                for _ in range(2))
-    q_view = (X @ W_Q).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs), strided view
-    k_view = (X @ W_K).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs), strided view
-    q_c, k_c = q_view.contiguous(), k_view.contiguous()  # (B, nh, T, hs), contiguous copies
-    scores_ref = q_c.float() @ k_c.float().transpose(-2, -1)  # (B, nh, T, T)
-    attn_ref = reference_attention(q_c, k_c, k_c, True)  # (B, nh, T, hs)
-    elem = q_view.element_size()
-    params = _params(shape=shape, B=B, T=T, d_model=C, n_head=nh, head_dim=hs, dtype_t=DTYPE,
-                     q_strides=list(q_view.stride()), contiguous_strides=list(q_c.stride()))
-    score_flops = 2.0 * B * nh * T * T * hs
-    cases = [
-        ("scores-contiguous", lambda: q_c @ k_c.transpose(-2, -1), scores_ref, score_flops),
-        ("scores-strided", lambda: q_view @ k_view.transpose(-2, -1), scores_ref, score_flops),
-        ("copy-contiguous", lambda: q_view.contiguous(), q_c, None),
-        ("sdpa-contiguous", lambda: torch.nn.functional.scaled_dot_product_attention(
-            q_c, k_c, k_c, is_causal=True), attn_ref, bench.attention_flops(B, nh, T, hs, True)),
-        ("sdpa-strided", lambda: torch.nn.functional.scaled_dot_product_attention(
-            q_view, k_view, k_view, is_causal=True), attn_ref,
-         bench.attention_flops(B, nh, T, hs, True)),
-    ]
-    with _progress(len(cases), progress, "layout") as bar:
-        for name, fn, ref, flops in cases:
-            rec = r.run(f"{shape}/n_head={nh}", name, params, lambda fn=fn: (fn(), {}), ref,
-                        flops, extra={"aten_ops": count_aten_ops(fn)})
-            if name == "copy-contiguous" and rec["status"] == "ok":
-                rec["bytes_moved"] = 2 * q_view.numel() * elem
-                rec["gb_per_s"] = rec["bytes_moved"] / (rec["median_ms"] * 1e-3) / 1e9
-            bar.update(1)
-    by = {x["backend"]: x for x in r.records}
-    base = by["scores-contiguous"].get("median_ms")
-    for rec in r.records:
-        if rec["status"] == "ok" and base and rec["backend"].startswith("scores"):
-            rec["time_ratio_to_contiguous"] = rec["median_ms"] / base
 
 
 class _progress:
@@ -322,23 +219,27 @@ class _progress:
             self.bar.close()
 
 
-_SUITES = {"headdim": headdim_suite, "projections": projections_suite, "layout": layout_suite}
+def _suites():
+    from .bench_matmuls import layout_suite, projections_suite
+    return {"headdim": headdim_suite, "projections": projections_suite, "layout": layout_suite}
 
 
 def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None, warmup=None,
               deadline=None, progress: bool = True, strict: bool = True,
-              command: str = "") -> dict:
+              command: str = "", **options) -> dict:
     """Run one suite ("headdim", "projections", "layout") and return the results object
-    (valid against andrea_edu.bench.SCHEMA); write it with andrea_edu.bench.write_results."""
-    if suite not in _SUITES:
-        raise ValueError(f"suite={suite!r} is not one of {tuple(_SUITES)}")
+    (valid against andrea_edu.bench.SCHEMA); write it with andrea_edu.bench.write_results.
+    options go to the suite (headdim_suite: head_dims, shapes, series, backends)."""
+    suites = _suites()
+    if suite not in suites:
+        raise ValueError(f"suite={suite!r} is not one of {tuple(suites)}")
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device={device!r} is not one of 'cpu', 'cuda'")
     repeats = repeats or (3 if fast else (20 if device == "cuda" else 5))
     warmup = 1 if fast and warmup is None else (warmup if warmup is not None else 3)
     r = _Runner(device, repeats, warmup, deadline, strict)
     with torch.no_grad():  # not inference_mode: under it aten.matmul is not decomposed, and
-        _SUITES[suite](r, fast, progress)  # count_aten_ops would not see the mm/bmm calls
+        suites[suite](r, fast, progress, **options)  # count_aten_ops would miss mm/bmm
     for rec in r.records:
         rec["params"].pop("dtype_t", None)
     return {"schema_version": bench.SCHEMA_VERSION, "suite": suite,
@@ -347,4 +248,5 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
                          "warmup": warmup, "fast": fast,
                          "timer": "cuda-events" if device == "cuda" else "perf_counter",
                          "shapes": _shape_table(device, fast)},
-            "flop_formula": FLOP_FORMULA[suite], "records": r.records}
+            "flop_formula": FLOP_FORMULA[suite], "options": {k: list(v) if isinstance(
+                v, (tuple, list)) else v for k, v in options.items()}, "records": r.records}
