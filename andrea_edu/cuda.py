@@ -29,6 +29,7 @@ CompileError (carries NVRTC's log), ValueError for a bad version/dtype/head_dim/
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.resources
 import json
@@ -48,9 +49,7 @@ import torch
 from .attention import V1_MAX_HEAD_DIM, V2_DTYPES, V2_HEAD_DIMS
 
 ARCHS = ("sm_80", "sm_89", "sm_90")            # what the tests and the book compile for
-THREADS_PER_BLOCK = 128                         # both kernels: 4 warps
 V1_CHUNK_SIZES = (1, 2, 4, 8)                   # v1 specializations: lanes' chunks of 32 dims
-V2_BQ, V2_BK = 64, 32                           # v2 query rows per block, keys per tile
 KERNEL_FILES = {"v1": "attention_v1.cu", "v2": "attention_v2_wmma.cu"}
 _CTYPE = {torch.float32: "float", torch.float16: "__half", torch.bfloat16: "__nv_bfloat16"}
 PIP_HINT = "pip install cuda-bindings 'cuda-toolkit[nvrtc,cudart,crt]'"
@@ -160,6 +159,20 @@ def kernel_source(version: str) -> str:
         KERNEL_FILES[version]).read_text()
 
 
+@functools.lru_cache(maxsize=None)
+def kernel_constants(version: str) -> dict:
+    """The file-level `constexpr int NAME = ...;` tile sizes of a kernel, read from its source,
+    e.g. kernel_constants("v2")["V2_BQ"] == 64. The emulator and the launcher use these, so the
+    CPU mirror cannot drift from the .cu file."""
+    consts: dict = {}
+    for name, expr in re.findall(r"^constexpr int (\w+) = ([^;]+);", kernel_source(version),
+                                 flags=re.M):
+        if not re.fullmatch(r"[\w\s*+()-]+", expr):
+            raise ValueError(f"cannot read constexpr {name} = {expr} in {KERNEL_FILES[version]}")
+        consts[name] = int(eval(expr, {"__builtins__": {}}, dict(consts)))  # ints and names only
+    return consts
+
+
 def _tile(version: str, head_dim: int, dtype) -> int:
     """The template's tile parameter: v1's CHUNKS, v2's HD. Validates the arguments."""
     if version not in KERNEL_FILES:
@@ -186,12 +199,14 @@ def _tile(version: str, head_dim: int, dtype) -> int:
 def shared_bytes(version: str, head_dim: int, dtype) -> int:
     """Dynamic shared memory the launcher requests; mirrors the carve-up in the .cu files."""
     tile = _tile(version, head_dim, dtype)
+    c = kernel_constants(version)
     if version == "v1":
         hdp = 32 * tile
-        return 4 * (16 * hdp + 32 * (hdp + 1) + 32 * hdp)        # sQ, sK (+1 pad), sV in fp32
+        return 4 * (c["V1_BR"] * hdp + c["V1_BC"] * (hdp + 1) + c["V1_BC"] * hdp)  # sQ, sK, sV
     es = torch.empty((), dtype=dtype).element_size()
-    return (2 * V2_BK * (tile + 8) * es + 4 * 16 * (V2_BK + 4) * 4   # sK, sV; sS
-            + 4 * 16 * (V2_BK + 8) * es + 4 * 16 * (tile + 4) * 4)   # sP; sO (also stages Q)
+    rows = 16 * c["V2_WARPS"]                                     # 16 query rows per warp
+    return (2 * c["V2_BK"] * (tile + 8) * es + rows * c["V2_LDS"] * 4   # sK, sV; sS (fp32)
+            + rows * c["V2_LDP"] * es + rows * (tile + 4) * 4)         # sP; sO (also stages Q)
 
 
 def _arch_number(arch: str) -> int:
@@ -257,8 +272,12 @@ class CompiledKernel:
     resources: Resources
     compile_seconds: float
     from_cache: bool = False
-    threads_per_block: int = THREADS_PER_BLOCK
     _sass: str | None = field(default=None, repr=False)
+
+    @property
+    def threads_per_block(self) -> int:
+        return kernel_constants(self.version)["V1_THREADS" if self.version == "v1" else
+                                              "V2_THREADS"]
 
     @property
     def max_head_dim(self) -> int:
@@ -268,7 +287,7 @@ class CompiledKernel:
         """Launch grid: v1 one block per (b, h); v2 one per (b, h, 64-row query tile)."""
         if self.version == "v1":
             return (B * nh, 1, 1)
-        return (B * nh, math.ceil(T / V2_BQ), 1)
+        return (B * nh, math.ceil(T / kernel_constants("v2")["V2_BQ"]), 1)
 
     def tensor_core_instructions(self) -> list[str]:
         """PTX lines that run on tensor cores (wmma.mma / mma.sync)."""

@@ -175,7 +175,7 @@ def check_launch_inputs(q, k, v, version: str) -> tuple[int, int, int, int]:
     if hs > V1_MAX_HEAD_DIM:
         raise ValueError(f"head_dim={hs} is above the kernels' maximum {V1_MAX_HEAD_DIM}: "
                          f"use backend='sdpa'")
-    if B * nh > 2**31 - 1 or math.ceil(T / _cu.V2_BQ) > 65535:
+    if B * nh > 2**31 - 1 or math.ceil(T / _cu.kernel_constants('v2')['V2_BQ']) > 65535:
         raise ValueError(f"grid too large for B*nh={B * nh}, T={T}")
     return B, nh, T, hs
 
