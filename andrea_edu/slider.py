@@ -107,8 +107,12 @@ def render_png(plot_fn, dpi: int = DPI, **kw) -> bytes:
         plt.close(fig)
 
 
-def _palette_png(png: bytes, colors: int | None = PALETTE) -> bytes:
-    """Re-encode a PNG with an adaptive palette (no dithering, so flat areas stay flat)."""
+def _palette_png(png: bytes, colors: int | None = None) -> bytes:
+    """Re-encode a PNG with an adaptive palette (no dithering, so flat areas stay flat).
+
+    colors: palette size, default ``PALETTE`` (read at call time); 0 keeps the PNG as drawn.
+    """
+    colors = PALETTE if colors is None else colors
     if not colors:
         return png
     from PIL import Image
@@ -179,7 +183,7 @@ inputs.forEach(function(inp){inp.addEventListener("input",show);inp.addEventList
 show();
 })();"""
 
-_CSS = (".andrea-slider{margin:0.5em 0 1em 0}"
+_CSS = (".andrea-slider{margin:0.5em 0 1em 0}.andrea-slider [hidden]{display:none!important}"
         ".andrea-slider-title{font-weight:600;margin-bottom:0.3em}"
         ".andrea-slider-row{display:flex;align-items:center;gap:0.6em;margin:0.15em 0}"
         ".andrea-slider-row label{min-width:7em;font-family:monospace}"

@@ -172,6 +172,7 @@ _SWEEP_JS = """([id, i]) => {
   const img = root.querySelector("img.andrea-slider-img");
   const msg = root.querySelector(".andrea-slider-msg");
   const inp = inputs[i], start = inp.value, p = data.params[i], states = [], problems = [];
+  const shown = el => getComputedStyle(el).display !== "none";
   for (let v = 0; v <= +inp.max; v++) {
     inp.value = String(v);
     inp.dispatchEvent(new Event("input", {bubbles: true}));
@@ -180,11 +181,11 @@ _SWEEP_JS = """([id, i]) => {
     if (root.getAttribute("data-key") !== key) problems.push(`${p.name}[${v}]: data-key not updated`);
     if (label !== p.values[v]) problems.push(`${p.name}[${v}]: label shows ${label}`);
     if (f.img !== undefined) {
-      if (img.hidden || img.getAttribute("src") !== data.images[f.img])
+      if (!shown(img) || shown(msg) || img.getAttribute("src") !== data.images[f.img])
         problems.push(`${p.name}=${p.values[v]}: the image shown is not this combination's frame`);
       states.push(img.getAttribute("src"));
     } else {
-      if (!img.hidden || msg.hidden || msg.textContent !== f.msg)
+      if (shown(img) || !shown(msg) || msg.textContent !== f.msg)
         problems.push(`${p.name}=${p.values[v]}: the message is not shown`);
       states.push("msg:" + msg.textContent);
     }
