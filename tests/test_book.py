@@ -334,6 +334,39 @@ def test_page_in_browser(docname, browser, site, built_book):
     assert not problems, f"{rel}:\n" + "\n".join(problems)
 
 
+def test_static_slider_alone_in_a_bare_page(browser):
+    """The slider HTML by itself (no theme CSS, as in Jupyter): the JS swaps frames and hides
+    the image for an invalid combination."""
+    import matplotlib.pyplot as plt
+
+    from andrea_edu.viz import static_html
+
+    def plot(a, b):
+        fig, ax = plt.subplots(figsize=(2, 1.5))
+        ax.bar([0, 1], [a, b])
+        return fig
+
+    text = static_html(plot, valid=lambda a, b: a != b or "a equals b", a=[1, 2], b=[1, 3])
+    context = browser.new_context()
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    try:
+        page.set_content(f"<!doctype html><html><body>{text}</body></html>")
+        sid = page.locator("div.andrea-slider").get_attribute("id")
+        for i in range(2):
+            res = page.evaluate(_SWEEP_JS, [sid, i])
+            assert not res["problems"] and res["distinct"] == 2, res
+        page.locator(f"#{sid} input").first.fill("0")  # a=1, b=1: invalid
+        page.locator(f"#{sid} input").first.dispatch_event("input")
+        assert not page.locator(f"#{sid} img").is_visible()
+        assert page.locator(f"#{sid} .andrea-slider-msg").inner_text() == "a=1, b=1: a equals b"
+    finally:
+        context.close()
+    assert not errors
+
+
 def test_other_pages_in_browser(browser, site, built_book):
     """index (the redirect), search and the general index load cleanly too."""
     toc = {f"{d}.html" for d in toc_docnames()}
