@@ -185,7 +185,7 @@ show();
 
 _CSS = (".andrea-slider{margin:0.5em 0 1em 0}.andrea-slider [hidden]{display:none!important}"
         ".andrea-slider-title{font-weight:600;margin-bottom:0.3em}"
-        ".andrea-slider-row{display:flex;align-items:center;gap:0.6em;margin:0.15em 0}"
+        ".andrea-slider-row{display:flex;align-items:center;gap:0.6em;margin:0.15em 0;font-size:0.9em}"
         ".andrea-slider-row label{min-width:7em;font-family:monospace}"
         ".andrea-slider-row input{flex:0 1 18em}"
         ".andrea-slider-row output{font-family:monospace;min-width:4em}"
