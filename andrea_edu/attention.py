@@ -43,6 +43,25 @@ V2_HEAD_DIMS = tuple(range(16, 129, 16))  # v2 is compiled for these head_dims o
 V2_DTYPES = (torch.float16, torch.bfloat16)  # WMMA 16x16x16 takes half or bf16 inputs
 
 
+# Agreement with the fp32 reference, by input dtype: |out - ref| <= atol + rtol * |ref|.
+# fp32: the kernels' dot products and exp() round differently from torch's matmul (~1e-6 seen;
+#   1e-4 leaves room for long rows). fp16: the output is rounded to 11 significant bits
+#   (unit roundoff 4.9e-4) and v2 also rounds P to fp16: 2e-3 is about 4 roundoffs.
+# bf16: 8 significant bits (unit roundoff 3.9e-3) for the output and for v2's P: 2e-2 is about
+#   5 roundoffs. The reference gets the same (already rounded) inputs, so input rounding cancels.
+TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.float16: (2e-3, 2e-3),
+             torch.bfloat16: (2e-2, 2e-2)}  # dtype -> (atol, rtol)
+
+
+def compare_to_reference(out, q, k, v, causal: bool) -> dict:
+    """max abs error of `out` against the fp32 reference, and whether it is within TOLERANCE."""
+    ref = reference_attention(q.float(), k.float(), v.float(), causal)  # fp32, not rounded
+    atol, rtol = TOLERANCE[q.dtype]
+    diff = (out.float() - ref).abs()
+    ok = bool(torch.isfinite(out.float()).all() and (diff <= atol + rtol * ref.abs()).all())
+    return dict(max_abs_err=float(diff.max()), atol=atol, rtol=rtol, passed=ok)
+
+
 @dataclass(frozen=True)
 class Decision:
     """Which backend ran and why: data the book displays (chapter "The configuration mirrors
@@ -68,8 +87,8 @@ def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def v2_ineligibility(head_dim: int, dtype) -> str | None:
-    """Why the tensor-core kernel v2 cannot run this (head_dim, dtype), or None when it can."""
+def v2_ineligibility(head_dim: int, dtype, sm: int | None = None) -> str | None:
+    """Why the tensor-core kernel v2 cannot run this (head_dim, dtype[, GPU sm]), or None."""
     if dtype not in V2_DTYPES:
         return (f"dtype={_dtype_name(dtype)} is not supported by the tensor-core kernel "
                 f"(WMMA 16x16x16 takes float16 or bfloat16 inputs)")
@@ -78,6 +97,8 @@ def v2_ineligibility(head_dim: int, dtype) -> str | None:
     if head_dim not in V2_HEAD_DIMS:
         return (f"head_dim={head_dim} is above the largest compiled tensor-core tile "
                 f"({V2_HEAD_DIMS[-1]})")
+    if sm is not None and dtype == torch.bfloat16 and sm < 80:
+        return f"bfloat16 tensor cores need sm_80 or newer; this GPU is sm_{sm}"
     return None
 
 
@@ -88,8 +109,12 @@ def v1_ineligibility(head_dim: int) -> str | None:
     return None
 
 
-def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto") -> Decision:
+def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto",
+                   sm: int | None = None) -> Decision:
     """The dispatcher's decision, without tensors (pure; probes no hardware).
+
+    sm: the GPU's compute capability as 10*major + minor (e.g. 90), when known; it only
+    matters below 80 (no bfloat16 tensor cores). attention() passes the tensors' GPU.
 
     Raises ValueError for an unknown backend, dtype, device_type or a non-positive head_dim, and
     for a CUDA backend asked for on the CPU (with the fix: backend="emulator").
@@ -103,7 +128,7 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
         raise ValueError(f"head_dim={head_dim!r} must be a positive int")
     if device_type not in ("cpu", "cuda"):
         raise ValueError(f"device_type={device_type!r} is not supported; allowed: 'cpu', 'cuda'")
-    no_v2 = v2_ineligibility(head_dim, dtype)
+    no_v2 = v2_ineligibility(head_dim, dtype, sm if device_type == "cuda" else None)
     no_v1 = v1_ineligibility(head_dim)
     kw = dict(requested=backend)
 
@@ -202,7 +227,11 @@ def attention(q, k, v, causal: bool = False, backend: str = "auto",
     dev = q.device.type
     if dev not in ("cpu", "cuda"):
         raise ValueError(f"q.device={q.device} is not supported; allowed: cpu, cuda")
-    decision = choose_backend(hs, q.dtype, dev, backend)
+    sm = None
+    if dev == "cuda":
+        major, minor = torch.cuda.get_device_capability(q.device)
+        sm = 10 * major + minor
+    decision = choose_backend(hs, q.dtype, dev, backend, sm)
 
     if decision.backend in ("emulator", "cuda-naive", "cuda-wmma"):
         copied = [n for n, t in (("q", q), ("k", k), ("v", v)) if not t.is_contiguous()]

@@ -29,14 +29,11 @@ CompileError (carries NVRTC's log), ValueError for a bad version/dtype/head_dim/
 """
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib.resources
 import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -46,131 +43,14 @@ from pathlib import Path
 
 import torch
 
+from . import cuda_toolkit as _tk
 from .attention import V1_MAX_HEAD_DIM, V2_DTYPES, V2_HEAD_DIMS
+from .cuda_toolkit import (KERNEL_FILES, PIP_HINT, CompileError, NvrtcUnavailableError,  # noqa: F401
+                           include_dirs, kernel_constants, kernel_source, nvrtc_version)
 
 ARCHS = ("sm_80", "sm_89", "sm_90")            # what the tests and the book compile for
 V1_CHUNK_SIZES = (1, 2, 4, 8)                   # v1 specializations: lanes' chunks of 32 dims
-KERNEL_FILES = {"v1": "attention_v1.cu", "v2": "attention_v2_wmma.cu"}
 _CTYPE = {torch.float32: "float", torch.float16: "__half", torch.bfloat16: "__nv_bfloat16"}
-PIP_HINT = "pip install cuda-bindings 'cuda-toolkit[nvrtc,cudart,crt]'"
-
-
-class NvrtcUnavailableError(RuntimeError):
-    """NVRTC (cuda-bindings) or the CUDA headers (cuda-toolkit wheels) are not installed."""
-
-
-class CompileError(RuntimeError):
-    """NVRTC rejected a kernel; `.log` holds NVRTC's log."""
-
-    def __init__(self, msg: str, log: str = ""):
-        super().__init__(msg)
-        self.log = log
-
-
-def _import_nvrtc():
-    try:
-        from cuda.bindings import nvrtc
-    except ImportError as e:
-        raise NvrtcUnavailableError(
-            f"NVRTC is not available ({e}); the CUDA kernels compile at run time with NVIDIA's "
-            f"cuda-bindings. Install it with: {PIP_HINT}") from e
-    return nvrtc
-
-
-def _call(nvrtc, what: str, result):
-    """Unpack a cuda.bindings (err, *values) tuple; raise CompileError when err is not success."""
-    err, *rest = result if isinstance(result, tuple) else (result,)
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-        raise CompileError(f"NVRTC {what} failed: {nvrtc.nvrtcGetErrorString(err)[1].decode()}")
-    return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
-
-
-def _program_log(nvrtc, prog) -> str:
-    _, n = nvrtc.nvrtcGetProgramLogSize(prog)
-    buf = b" " * n
-    nvrtc.nvrtcGetProgramLog(prog, buf)
-    return buf.rstrip(b"\x00 ").decode(errors="replace")
-
-
-def nvrtc_version() -> tuple[int, int]:
-    """NVRTC's (major, minor), e.g. (13, 0). Raises NvrtcUnavailableError when missing."""
-    nvrtc = _import_nvrtc()
-    major, minor = _call(nvrtc, "nvrtcVersion", nvrtc.nvrtcVersion())
-    return int(major), int(minor)
-
-
-def _has_headers(d: Path) -> bool:
-    return (d / "cuda_fp16.h").is_file() and (d / "mma.h").is_file() and \
-        (d / "crt" / "mma.h").is_file()
-
-
-def include_dirs() -> list[str]:
-    """Folders holding cuda_fp16.h, cuda_bf16.h, mma.h and crt/mma.h, first found first.
-
-    Looks in: the pip `nvidia` namespace package (nvidia/cu13/include, nvidia/cu12/include,
-    nvidia/cuda_runtime/include + nvidia/cuda_crt/include), cuda.pathfinder's answer,
-    then $CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include.
-    """
-    cands: list[Path] = []
-    try:
-        import nvidia
-        for root in map(Path, getattr(nvidia, "__path__", [])):
-            cands += [root / "cu13" / "include", root / "cu12" / "include"]
-            cands += [root / "cuda_runtime" / "include", root / "cuda_crt" / "include"]
-    except ImportError:
-        pass
-    try:
-        from cuda import pathfinder
-        cands.append(Path(pathfinder.find_nvidia_header_directory("cudart")))
-    except Exception:  # pathfinder missing, or it found nothing: other places remain
-        pass
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            cands.append(Path(os.environ[var]) / "include")
-    cands.append(Path("/usr/local/cuda/include"))
-    for d in cands:
-        if _has_headers(d):
-            return [str(d)]
-    # Split layouts (one wheel per component): combine the folders that hold each header.
-    found = [d for d in cands if d.is_dir()]
-    have = lambda rel: any((d / rel).is_file() for d in found)  # noqa: E731
-    if all(have(h) for h in ("cuda_fp16.h", "cuda_bf16.h", "mma.h", "crt/mma.h")):
-        return list(dict.fromkeys(str(d) for d in found))
-    raise NvrtcUnavailableError(
-        "CUDA headers (cuda_fp16.h, cuda_bf16.h, mma.h, crt/mma.h) were not found in the pip "
-        f"nvidia packages, $CUDA_HOME/include or /usr/local/cuda/include. Install: {PIP_HINT}")
-
-
-def _header_version(inc: list[str]) -> str:
-    for d in inc:
-        p = Path(d) / "cuda_runtime_api.h"
-        if p.is_file():
-            m = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", p.read_text(errors="replace"))
-            if m:
-                return m.group(1)
-    return "unknown"
-
-
-def kernel_source(version: str) -> str:
-    """The .cu text of a kernel version, read from the installed package."""
-    if version not in KERNEL_FILES:
-        raise ValueError(f"version={version!r} is not one of {tuple(KERNEL_FILES)}")
-    return importlib.resources.files("andrea_edu.kernels").joinpath(
-        KERNEL_FILES[version]).read_text()
-
-
-@functools.lru_cache(maxsize=None)
-def kernel_constants(version: str) -> dict:
-    """The file-level `constexpr int NAME = ...;` tile sizes of a kernel, read from its source,
-    e.g. kernel_constants("v2")["V2_BQ"] == 64. The emulator and the launcher use these, so the
-    CPU mirror cannot drift from the .cu file."""
-    consts: dict = {}
-    for name, expr in re.findall(r"^constexpr int (\w+) = ([^;]+);", kernel_source(version),
-                                 flags=re.M):
-        if not re.fullmatch(r"[\w\s*+()-]+", expr):
-            raise ValueError(f"cannot read constexpr {name} = {expr} in {KERNEL_FILES[version]}")
-        consts[name] = int(eval(expr, {"__builtins__": {}}, dict(consts)))  # ints and names only
-    return consts
 
 
 def _tile(version: str, head_dim: int, dtype) -> int:
@@ -244,19 +124,6 @@ def parse_ptxas_log(log: str, lowered_name: str, dynamic_shared: int = 0) -> Res
                      num(r"(\d+) bytes stack frame"))
 
 
-def _find_binary(name: str) -> str | None:
-    try:
-        import nvidia
-        for root in map(Path, nvidia.__path__):
-            for sub in ("cu13", "cu12"):
-                p = root / sub / "bin" / name
-                if p.is_file():
-                    return str(p)
-    except ImportError:
-        pass
-    return shutil.which(name)
-
-
 @dataclass
 class CompiledKernel:
     """One specialization, compiled (chapter "One kernel, many heads")."""
@@ -301,7 +168,7 @@ class CompiledKernel:
         """The CUBIN disassembled by cuobjdump (needs nvdisasm beside it), or None."""
         if self._sass is not None:
             return self._sass
-        tool, disasm = _find_binary("cuobjdump"), _find_binary("nvdisasm")
+        tool, disasm = _tk.find_binary("cuobjdump"), _tk.find_binary("nvdisasm")
         if tool is None or disasm is None:
             return None
         with tempfile.TemporaryDirectory() as tmp:
@@ -335,15 +202,15 @@ def compile_attention(version: str, head_dim: int, dtype, arch: str = "sm_90",
     key = (version, tile, dtype, arch)
     if use_cache and key in _MEMORY:
         return _MEMORY[key]
-    nvrtc = _import_nvrtc()
-    inc = include_dirs()
+    nvrtc = _tk._import_nvrtc()
+    inc = _tk.include_dirs()
     fn = "attention_v1" if version == "v1" else "attention_v2_wmma"
     name_expr = f"andrea::{fn}<{_CTYPE[dtype]}, {tile}>"
-    src = kernel_source(version)
+    src = _tk.kernel_source(version)
     opts = ["-default-device", "--std=c++17", f"--gpu-architecture={arch}",
             "--ptxas-options=-v", "-lineinfo"] + [f"-I{d}" for d in inc]
-    digest = hashlib.sha256(json.dumps([src, name_expr, opts[:-len(inc)], nvrtc_version(),
-                                        _header_version(inc)]).encode()).hexdigest()[:24]
+    digest = hashlib.sha256(json.dumps([src, name_expr, opts[:-len(inc)], _tk.nvrtc_version(),
+                                        _tk.header_version(inc)]).encode()).hexdigest()[:24]
     disk = cache_dir() / f"{version}_{tile}_{_CTYPE[dtype]}_{arch}_{digest}"
     dyn = shared_bytes(version, head_dim, dtype)
     if use_cache and (disk.with_suffix(".json")).is_file():
@@ -359,22 +226,22 @@ def compile_attention(version: str, head_dim: int, dtype, arch: str = "sm_90",
         except (OSError, KeyError, ValueError, CompileError):
             pass  # a damaged entry: compile again and overwrite it
     t0 = time.perf_counter()
-    prog = _call(nvrtc, "nvrtcCreateProgram", nvrtc.nvrtcCreateProgram(
+    prog = _tk._call(nvrtc, "nvrtcCreateProgram", nvrtc.nvrtcCreateProgram(
         src.encode(), KERNEL_FILES[version].encode(), 0, [], []))
     try:
-        _call(nvrtc, "nvrtcAddNameExpression",
+        _tk._call(nvrtc, "nvrtcAddNameExpression",
               nvrtc.nvrtcAddNameExpression(prog, name_expr.encode()))
         err, = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
-        log = _program_log(nvrtc, prog)
+        log = _tk._program_log(nvrtc, prog)
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise CompileError(f"NVRTC could not compile {name_expr} for {arch} "
                                f"({KERNEL_FILES[version]}):\n{log}", log)
-        lowered = _call(nvrtc, "nvrtcGetLoweredName",
+        lowered = _tk._call(nvrtc, "nvrtcGetLoweredName",
                         nvrtc.nvrtcGetLoweredName(prog, name_expr.encode())).decode()
-        ptx = b" " * _call(nvrtc, "nvrtcGetPTXSize", nvrtc.nvrtcGetPTXSize(prog))
-        _call(nvrtc, "nvrtcGetPTX", nvrtc.nvrtcGetPTX(prog, ptx))
-        cubin = b" " * _call(nvrtc, "nvrtcGetCUBINSize", nvrtc.nvrtcGetCUBINSize(prog))
-        _call(nvrtc, "nvrtcGetCUBIN", nvrtc.nvrtcGetCUBIN(prog, cubin))
+        ptx = b" " * _tk._call(nvrtc, "nvrtcGetPTXSize", nvrtc.nvrtcGetPTXSize(prog))
+        _tk._call(nvrtc, "nvrtcGetPTX", nvrtc.nvrtcGetPTX(prog, ptx))
+        cubin = b" " * _tk._call(nvrtc, "nvrtcGetCUBINSize", nvrtc.nvrtcGetCUBINSize(prog))
+        _tk._call(nvrtc, "nvrtcGetCUBIN", nvrtc.nvrtcGetCUBIN(prog, cubin))
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     seconds = time.perf_counter() - t0

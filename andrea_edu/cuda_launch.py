@@ -23,7 +23,7 @@ import math
 import torch
 
 from . import cuda as _cu
-from .attention import DTYPES, V1_MAX_HEAD_DIM, V2_DTYPES, V2_HEAD_DIMS, validate_qkv
+from .attention import V1_MAX_HEAD_DIM, V2_DTYPES, V2_HEAD_DIMS, validate_qkv
 
 
 class GpuUnavailableError(RuntimeError):
@@ -159,15 +159,10 @@ def check_launch_inputs(q, k, v, version: str) -> tuple[int, int, int, int]:
     if version not in ("v1", "v2"):
         raise ValueError(f"version={version!r} is not one of ('v1', 'v2')")
     B, nh, T, hs = validate_qkv(q, k, v)
-    if q.device.type != "cuda":
-        raise ValueError(f"q is on device {q.device}, but the CUDA kernel {version} needs CUDA "
-                         f"tensors: move them with .cuda(), or use backend='emulator' (CPU)")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not t.is_contiguous():
             raise ValueError(f"{name} is not contiguous (strides {t.stride()}); the kernels "
                              f"read [B, nh, T, hs] memory in order: pass {name}.contiguous()")
-    if q.dtype not in DTYPES:
-        raise TypeError(f"dtype={q.dtype} is not supported; allowed: {list(DTYPES)}")
     if version == "v2" and (q.dtype not in V2_DTYPES or hs not in V2_HEAD_DIMS):
         raise ValueError(f"v2 runs dtype in {list(V2_DTYPES)} and head_dim in "
                          f"{list(V2_HEAD_DIMS)}; got dtype={q.dtype}, head_dim={hs}: "
@@ -175,6 +170,9 @@ def check_launch_inputs(q, k, v, version: str) -> tuple[int, int, int, int]:
     if hs > V1_MAX_HEAD_DIM:
         raise ValueError(f"head_dim={hs} is above the kernels' maximum {V1_MAX_HEAD_DIM}: "
                          f"use backend='sdpa'")
+    if q.device.type != "cuda":
+        raise ValueError(f"q is on device {q.device}, but the CUDA kernel {version} needs CUDA "
+                         f"tensors: move them with .cuda(), or use backend='emulator' (CPU)")
     if B * nh > 2**31 - 1 or math.ceil(T / _cu.kernel_constants('v2')['V2_BQ']) > 65535:
         raise ValueError(f"grid too large for B*nh={B * nh}, T={T}")
     return B, nh, T, hs
@@ -182,6 +180,8 @@ def check_launch_inputs(q, k, v, version: str) -> tuple[int, int, int, int]:
 
 def launch_attention(q, k, v, causal: bool = False, version: str = "v1"):
     """Run kernel `version` on contiguous CUDA tensors [B, nh, T, hs]; returns a new tensor."""
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal={causal!r} must be True or False")
     B, nh, T, hs = check_launch_inputs(q, k, v, version)
     require_gpu()
     check_driver()
