@@ -14,6 +14,12 @@ the values each parameter may take::
 
 ``valid(**kw)`` may return False, or a string saying why a combination is impossible (e.g.
 "n_head * head_dim must be 768"); that message is shown instead of a figure.
+
+The returned object shows itself when it is a cell's last expression; elsewhere (a loop, two
+sliders in one cell) pass it to ``IPython.display.display``. In fast mode pass shorter lists
+(``andrea_edu.env.pick(full, fast)``): the static slider renders every combination.
+Measured on the 2-core build machine: ~12 KiB per frame for a 7x3.2 in figure at 90 dpi
+(palette PNG, base64), i.e. ~280 KiB for a 6 x 4 slider; ~0.1-0.2 s per frame to render.
 """
 from __future__ import annotations
 
