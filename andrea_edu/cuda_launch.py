@@ -22,7 +22,7 @@ import math
 
 import torch
 
-from . import cuda as _cu
+from . import cuda_toolkit as _tk
 from .attention import V1_MAX_HEAD_DIM, V2_DTYPES, V2_HEAD_DIMS, validate_qkv
 
 
@@ -77,7 +77,7 @@ def check_driver(driver_version: int | None = None, nvrtc: tuple | None = None) 
     NVRTC load; across major versions it does not.
     """
     driver_version = _driver_version() if driver_version is None else driver_version
-    major, minor = _cu.nvrtc_version() if nvrtc is None else nvrtc
+    major, minor = _tk.nvrtc_version() if nvrtc is None else nvrtc
     if driver_version // 1000 < major:
         raise DriverTooOldError(
             f"the NVIDIA driver supports CUDA {_fmt(driver_version)} but NVRTC is {major}.{minor}: "
@@ -98,8 +98,8 @@ def device_info(device=None) -> dict:
     """What the book prints about the machine: GPU, architecture, versions (works with no GPU)."""
     info = dict(gpu=has_gpu(), torch=torch.__version__, torch_cuda=torch.version.cuda)
     try:
-        info["nvrtc"] = "%d.%d" % _cu.nvrtc_version()
-    except _cu.NvrtcUnavailableError as e:
+        info["nvrtc"] = "%d.%d" % _tk.nvrtc_version()
+    except _tk.NvrtcUnavailableError as e:
         info["nvrtc"] = None
         info["nvrtc_error"] = str(e)
     if not info["gpu"]:
@@ -173,7 +173,7 @@ def check_launch_inputs(q, k, v, version: str) -> tuple[int, int, int, int]:
     if q.device.type != "cuda":
         raise ValueError(f"q is on device {q.device}, but the CUDA kernel {version} needs CUDA "
                          f"tensors: move them with .cuda(), or use backend='emulator' (CPU)")
-    if B * nh > 2**31 - 1 or math.ceil(T / _cu.kernel_constants('v2')['V2_BQ']) > 65535:
+    if B * nh > 2**31 - 1 or math.ceil(T / _tk.kernel_constants('v2')['V2_BQ']) > 65535:
         raise ValueError(f"grid too large for B*nh={B * nh}, T={T}")
     return B, nh, T, hs
 
@@ -194,7 +194,8 @@ def launch_attention(q, k, v, causal: bool = False, version: str = "v1"):
     if version == "v2" and q.dtype == torch.bfloat16 and major < 8:
         raise RuntimeError(f"bfloat16 tensor cores need sm_80 or newer; this GPU is {arch}: "
                            f"use backend='cuda-naive'")
-    ck = _cu.compile_attention(version, hs, q.dtype, arch)
+    from .cuda import compile_attention  # imported here: andrea_edu.cuda re-exports this module
+    ck = compile_attention(version, hs, q.dtype, arch)
     out = torch.empty_like(q)                                       # (B, nh, T, hs)
     with torch.cuda.device(index):
         _, func = _function(ck, index)
