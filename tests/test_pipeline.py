@@ -1,0 +1,242 @@
+"""pipeline (steps, formulas), pipeline_timing (per-step times), tracer (one token), figures."""
+from __future__ import annotations
+
+import json
+import math
+
+import matplotlib
+import pytest
+import torch
+
+from andrea_edu import pipeline as P
+from andrea_edu import pipeline_timing as PT
+from andrea_edu.bench import attention_flops, matmul_flops
+from andrea_edu.config import ANDREA_120M, AndreaConfig, param_counts
+from andrea_edu.model import AndreaModel
+from andrea_edu.projections import project_c_attn
+from andrea_edu.tracer import trace_token
+
+TINY = AndreaConfig(d_model=32, n_head=4, n_layer=3, vocab_size=64, block_size=16, name="tiny")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return AndreaModel(TINY, backend="auto", seed=1)
+
+
+def ids(B=2, T=7, seed=0, V=TINY.vocab_size):
+    return torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+# ---------------------------------------------------------------- formulas by hand
+def test_formulas_on_hand_computed_cases():
+    assert matmul_flops(2, 3, 4) == 48  # 2 * 2 * 3 * 4
+    assert attention_flops(1, 1, 2, 1, causal=False) == 16  # 4 * 1 * 1 * 2^2 * 1
+    assert attention_flops(1, 1, 2, 1, causal=True) == 8
+    assert attention_flops(2, 3, 5, 7, causal=False) == 4 * 2 * 3 * 25 * 7
+    assert P.matmul_bytes(2, 3, 4, torch.float32) == (2 * 4 + 4 * 3 + 2 * 3) * 4
+    assert P.matmul_bytes(2, 3, 4, torch.bfloat16) == 26 * 2
+    assert P.attention_bytes(1, 2, 3, 4, torch.float16) == 4 * 1 * 2 * 3 * 4 * 2
+    assert P.attention_bytes(1, 2, 3, 4, torch.float16, scores_in_memory=True) == (96 + 36) * 2
+    assert P.itemsize(torch.float32) == 4 and P.itemsize(torch.bfloat16) == 2
+    with pytest.raises(TypeError, match="dtype"):
+        P.itemsize("float32")
+
+
+def test_one_layer_costs_against_independent_arithmetic(model):
+    B, T, C, nh = 2, 8, TINY.d_model, TINY.n_head
+    st = {s.name: s for s in P.layer_steps(model, B, T, layer=1)}
+    N = B * T
+    assert st["qkv"].flops == 2 * N * C * 3 * C
+    assert st["qkv"].bytes == (N * C + C * 3 * C + N * 3 * C) * 4
+    assert st["W_O"].flops == 2 * N * C * C
+    assert st["mlp_up"].flops == st["mlp_down"].flops == 2 * N * C * 4 * C
+    assert st["attention"].flops == 4 * B * nh * T * T * (C // nh) / 2  # the model is causal
+    assert st["qkv"].intensity == st["qkv"].flops / st["qkv"].bytes
+    assert all(s.flops == 0 and s.bytes == 0 and math.isnan(s.intensity)
+               for s in st.values() if s.kind == "view")
+    assert st["concat"].bytes == 2 * N * C * 4 and st["concat"].flops == 0
+
+
+# ---------------------------------------------------------------- steps read off the model
+def test_model_steps_match_the_modules(model):
+    B, T = 2, 8
+    steps = P.model_steps(model, B, T)
+    assert len(steps) == 1 + len(P.LAYER_STEP_INFO) * TINY.n_layer + 2
+    assert [s.layer for s in steps if s.name == "attention"] == list(range(TINY.n_layer))
+    params = dict(model.named_parameters())
+    weights = {}
+    for s in steps:
+        if s.kind == "matmul" and s.name != "lm_head":
+            w = params[s.module]  # every weight a step names is a parameter of the model
+            assert tuple(w.shape) == s.inputs[1][1]
+            weights[s.module] = w
+    # the matmul steps read every attention and MLP weight exactly once
+    pc = param_counts(TINY)
+    assert sum(w.numel() for w in weights.values()) == pc.attention + pc.mlp
+    # so their FLOPs are 2 x tokens x those parameters, plus the LM head's 2 x N x V x C
+    mm = sum(s.flops for s in steps if s.kind == "matmul")
+    assert mm == 2 * B * T * (pc.attention + pc.mlp + TINY.vocab_size * TINY.d_model)
+
+
+def test_meta_model_of_andrea_120m_and_the_five_steps():
+    m = AndreaModel(ANDREA_120M, device="meta")
+    assert P.qkv_is_fused(m)
+    five = P.five_steps(m, 1, 128)
+    layer = {s.name: s for s in P.layer_steps(m, 1, 128)}
+    assert [s.name for s in five] == ["q_proj", "k_proj", "v_proj", "attention", "W_O"]
+    assert sum(s.flops for s in five[:3]) == layer["qkv"].flops  # one fused matmul = three
+    assert sum(s.bytes for s in five[:3]) > layer["qkv"].bytes  # ... that each re-read x
+    assert len(P.model_steps(m, 1, 128)) == 3 + 14 * 12
+    assert sum(P.totals(P.model_steps(m, 1, 128)).values()) == pytest.approx(
+        sum(s.flops for s in P.model_steps(m, 1, 128)))
+
+
+def test_run_shapes_equal_the_steps_shapes(model):
+    B, T = 2, 7
+    seen = []
+
+    def mark(layer, name, out, **info):
+        for o in (out if isinstance(out, tuple) else (out,)):
+            seen.append((layer, name, tuple(o.shape)))
+        return out
+
+    with torch.no_grad():
+        P.model_in_steps(model, ids(B, T), mark)
+    expected = [(s.layer, s.name, s.output) for s in P.model_steps(model, B, T)
+                for _ in range(3 if s.name in ("split_qkv", "view_heads", "transpose") else 1)]
+    assert seen == expected
+
+
+def test_model_in_steps_is_the_models_forward(model):
+    idx = ids(3, 9)
+    with torch.no_grad():
+        assert torch.equal(P.model_in_steps(model, idx, P.no_mark), model(idx)[0])
+
+
+def test_the_model_is_causal_as_the_steps_assume(model):
+    a, b = ids(1, 9, seed=3), ids(1, 9, seed=3)
+    b[0, -1] = (b[0, -1] + 1) % TINY.vocab_size
+    with torch.no_grad():
+        la, lb = model(a)[0], model(b)[0]
+    assert P.CAUSAL and torch.equal(la[:, :-1], lb[:, :-1])
+    assert not torch.equal(la[:, -1], lb[:, -1])
+
+
+@pytest.mark.parametrize("kw, match", [(dict(B=0, T=4), "B must"), (dict(B=1, T=17), "block_size"),
+                                       (dict(B=1, T=True), "T must")])
+def test_bad_sizes_are_refused(model, kw, match):
+    with pytest.raises(ValueError, match=match):
+        P.model_steps(model, **kw)
+
+
+def test_other_bad_input(model):
+    with pytest.raises(ValueError, match="layer must"):
+        P.layer_steps(model, 1, 4, layer=3)
+    with pytest.raises(ValueError, match="by must"):
+        P.totals([], by="kind")
+    with pytest.raises(ValueError, match="idx must"):
+        P.model_in_steps(model, ids().float(), P.no_mark)
+    with pytest.raises(ValueError, match="token ids"):
+        P.model_in_steps(model, ids() + TINY.vocab_size, P.no_mark)
+    with pytest.raises(TypeError, match="AndreaModel"):
+        P.model_steps(torch.nn.Linear(2, 2), 1, 1)
+
+
+# ---------------------------------------------------------------- the tracer
+def test_tracer_equals_a_plain_forwards_intermediates(model):
+    idx, layer, b, t = ids(2, 9, seed=5), 1, 1, 6
+    blk = model.blocks[layer]
+    got = {}
+    hooks = [mod.register_forward_hook(lambda m, i, o, key=key: got.__setitem__(key, o))
+             for key, mod in (("ln_1", blk.ln_1), ("attn", blk.attn), ("ln_2", blk.ln_2),
+                              ("mlp", blk.mlp), ("block", blk),
+                              ("input", model.blocks[layer - 1]))]
+    try:
+        with torch.no_grad():
+            model(idx)
+    finally:
+        for h in hooks:
+            h.remove()
+    tr = trace_token(model, idx, layer=layer, b=b, t=t, keep=True)
+    ten = tr.tensors
+    assert [r.step for r in tr.rows] == ["input", *P.LAYER_STEP_INFO]
+    for mine, theirs in (("input", "input"), ("ln_1", "ln_1"), ("W_O", "attn"), ("ln_2", "ln_2"),
+                         ("mlp_down", "mlp"), ("residual_2", "block"), ("output", "block")):
+        assert torch.equal(ten[mine], got[theirs]), mine
+    q, k, v = project_c_attn(got["ln_1"], blk.attn.c_attn, TINY.n_head)
+    for mine, ref in zip(ten["transpose"], (q, k, v)):
+        assert torch.equal(mine, ref) and mine.stride() == ref.stride()
+    for r in tr.rows:
+        full = ten[r.step]
+        full = full[0] if isinstance(full, tuple) else full
+        assert r.shape == tuple(full.shape) and r.strides == tuple(full.stride())
+        pos = tuple(i for i in r.index if not isinstance(i, str))
+        assert r.values == tuple(float(x) for x in full[pos][:4])
+    views = {r.step for r in tr.rows if r.view_of_previous}
+    assert views == {"split_qkv", "view_heads", "transpose"}  # every other step writes memory
+    assert not [r for r in tr.rows if r.step == "transpose"][0].contiguous
+    assert tr.token_id == int(idx[b, t]) and "|" in tr.table()
+
+
+def test_tracer_refuses_bad_positions(model):
+    with pytest.raises(ValueError, match="t must"):
+        trace_token(model, ids(1, 5), t=5)
+    with pytest.raises(ValueError, match="layer must"):
+        trace_token(model, ids(1, 5), layer=-1)
+    with pytest.raises(ValueError, match="n_values"):
+        trace_token(model, ids(1, 5), n_values=TINY.head_dim + 1)
+
+
+# ---------------------------------------------------------------- timing
+def test_time_steps_shares_sum_to_one_with_every_step(model, tmp_path):
+    t = PT.time_steps(model, B=1, T=8, repeats=2, warmup=1)
+    assert {(s["layer"], s["name"]) for s in t.steps} == \
+        {(s.layer, s.name) for s in P.model_steps(model, 1, 8)}
+    for by in ("group", "name"):
+        sh = t.shares(by)
+        assert sum(sh.values()) == pytest.approx(1.0) and all(v >= 0 for v in sh.values())
+    assert set(t.shares("group")) == set(P.totals(P.model_steps(model, 1, 8)))
+    assert t.decision["backend"] == "reference" and t.device.startswith("CPU")
+    assert any("mm" in op for op in t.ops["qkv"]) and t.kernels == {}
+    assert t.forward_ms > 0 and t.marked_forward_ms > 0
+    path = t.save(tmp_path)
+    assert path.name == "pipeline_cpu.json"
+    back = PT.load_pipeline_timing("cpu", data_dir_=tmp_path)
+    assert back.shares() == pytest.approx(t.shares())
+    assert PT.load_pipeline_timing("gpu", data_dir_=tmp_path) is None
+    bad = json.loads(path.read_text())
+    bad["device"] = "NVIDIA H200"  # a CPU file must say CPU
+    (tmp_path / "pipeline_cpu.json").write_text(json.dumps(bad))
+    with pytest.warns(RuntimeWarning, match="skipped"):
+        assert PT.load_pipeline_timing("cpu", data_dir_=tmp_path) is None
+
+
+def test_time_steps_refuses_bad_arguments(model):
+    with pytest.raises(ValueError, match="repeats"):
+        PT.time_steps(model, repeats=0)
+    with pytest.raises(ValueError, match="device"):
+        PT.load_pipeline_timing("tpu")
+
+
+def test_cli_writes_a_file(tmp_path, capsys):
+    assert PT.main(["--config", "ANDREA-12M", "-T", "8", "--repeats", "1", "--device", "cpu",
+                    "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "pipeline_cpu.json").exists() and "%" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- figures
+def test_figures_are_drawn_from_the_model(model):
+    import matplotlib.pyplot as plt
+
+    from andrea_edu import pipeline_figures as F
+
+    matplotlib.use("Agg")
+    fig = F.pipeline_diagram(model, 1, 8)
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert [f"layer {i}" for i in range(TINY.n_layer)] == [x for x in texts if x.startswith("layer ")]
+    assert any("[1, 8, 96]" in x for x in texts)  # c_attn's output, 3 x d_model
+    for f in (fig, F.cost_figure(P.model_steps(model, 1, 8)), F.flop_share_figure(model, 8),
+              F.journey_figure(trace_token(model, ids(1, 5)))):
+        assert f.axes[0].get_title()
+        plt.close(f)
