@@ -204,14 +204,17 @@ def static_html(plot_fn, *, alt="", title=None, valid=None, default=None, dpi: i
     """The self-contained HTML of a static slider (what ``slider(..., static=True)`` shows)."""
     params = _check_params(params)
     start = _check_default(params, default)
-    images, seen, frames = [], {}, {}
+    images, seen, frames, draw_s = [], {}, {}, []
     for idx, kw in _combinations(params):
         key = ",".join(map(str, idx))
         why = _verdict(valid, kw)
         if why is not None:
             frames[key] = {"msg": f"{_label(kw)}: {why}"}
             continue
-        png = _palette_png(render_png(plot_fn, dpi=dpi, **kw))
+        t0 = time.perf_counter()
+        png = render_png(plot_fn, dpi=dpi, **kw)
+        draw_s.append(time.perf_counter() - t0)  # what one live update costs (compute + draw)
+        png = _palette_png(png)
         digest = hashlib.sha1(png).hexdigest()
         if digest not in seen:  # identical frames are stored once
             seen[digest] = len(images)
@@ -245,7 +248,8 @@ def static_html(plot_fn, *, alt="", title=None, valid=None, default=None, dpi: i
         msg = f'<div class="andrea-slider-msg">{html.escape(first["msg"])}</div>'
     head = f'<div class="andrea-slider-title">{html.escape(title)}</div>' if title else ""
     return (f'<div class="andrea-slider" id="{uid}" data-params="{html.escape(",".join(params))}"'
-            f' data-frames="{len(images)}" data-combinations="{len(frames)}">'
+            f' data-frames="{len(images)}" data-combinations="{len(frames)}"'
+            f' data-frame-ms="{statistics.median(draw_s) * 1e3:.0f}">'
             f'<style>{_CSS}</style>{head}{"".join(rows)}{img}{msg}'
             f'<script type="application/json" id="{uid}-data">{blob}</script>'
             f'<script>{_JS % {"id": uid}}</script></div>')

@@ -11,7 +11,8 @@ playwright, opens every page over a local HTTP server with every non-local reque
   change at least once; one move per slider is made with the keyboard;
 - every internal link (.html on this site) answers HTTP 200 and its #fragment exists;
 - a full-page screenshot of each page goes to test-artifacts/screenshots/<page>.png.
-Build time, per-page times and page weights go to test-artifacts/book_report.json.
+Build time, per-page times, page weights and each slider's median compute+draw time per frame
+(measured during the build: what a live update costs) go to test-artifacts/book_report.json.
 
 Set ANDREA_BUILT_BOOK=<folder with index.html> to test an existing build instead of building.
 """
@@ -205,6 +206,7 @@ _FIGURES_JS = """() => {
   return {images: imgs.map(i => ({src: i.getAttribute("src").slice(0, 60),
                                   loaded: i.complete && i.naturalWidth > 0})),
           sliders: [...main.querySelectorAll("div.andrea-slider")].map(d => d.id),
+          frame_ms: [...main.querySelectorAll("div.andrea-slider")].map(d => +d.dataset.frameMs),
           slider_messages: [...main.querySelectorAll("div.andrea-slider img.andrea-slider-img[hidden]")].length,
           links: [...document.querySelectorAll("a[href]")].map(a => a.href)};
 }"""
@@ -327,6 +329,7 @@ def test_page_in_browser(docname, browser, site, built_book):
     built_book.report.setdefault("pages", {})[docname] = {
         "seconds": round(seconds, 2), "html_bytes": len(html.encode()),
         "figures": n_figures, "sliders": len(figs["sliders"]), "slider_positions": moves,
+        "slider_frame_ms_at_build": figs["frame_ms"],
         "blocked_external": sorted(set(seen["external"]))}
     print(f"[browser] {docname}: {seconds:.1f} s, {n_figures} figures, "
           f"{len(figs['sliders'])} sliders, {len(html.encode()) / 1024:.0f} KiB")

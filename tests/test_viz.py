@@ -80,6 +80,7 @@ def test_static_html_one_range_per_param_one_frame_per_combination():
     assert all(src.startswith("data:image/png;base64,") for src in data["images"])
     root = [a for t, a in p.tags if "andrea-slider" in a.get("class", "").split()]
     assert len(root) == 1 and root[0]["data-params"] == "n_head,head_dim"
+    assert int(root[0]["data-frame-ms"]) >= 0  # median compute+draw time of one frame
     # Self-contained: no external resources of any kind.
     assert not re.search(r"(src|href)=\"(https?:)?//", text)
     assert "require" not in text
