@@ -21,7 +21,9 @@ Backends (BACKENDS):
   cuda-wmma   kernels/attention_v2_wmma.cu: tensor cores (WMMA 16x16x16), fp16/bf16 only,
               head_dim in V2_HEAD_DIMS; anything else falls back to cuda-naive and says so.
   auto        CPU tensors -> reference; CUDA tensors -> cuda-wmma when eligible, else cuda-naive,
-              else sdpa (head_dim above V1_MAX_HEAD_DIM).
+              else sdpa (head_dim above V1_MAX_HEAD_DIM). The kernels and the emulator are
+              forward-only: when autograd needs the result, auto runs sdpa (GPU) or reference
+              (CPU), and asking for a kernel or the emulator raises.
 
 Layout: the CUDA kernels read contiguous [B, nh, T, hs] memory. A non-contiguous input (e.g.
 the view `q.view(B, T, nh, hs).transpose(1, 2)`) is copied with `.contiguous()` before a CUDA or
@@ -102,19 +104,23 @@ def v2_ineligibility(head_dim: int, dtype, sm: int | None = None) -> str | None:
     return None
 
 
-def v1_ineligibility(head_dim: int) -> str | None:
-    """Why kernel v1 cannot run this head_dim, or None when it can."""
+def v1_ineligibility(head_dim: int, sm: int | None = None) -> str | None:
+    """Why kernel v1 cannot run this head_dim (on a GPU of compute capability sm), or None."""
     if head_dim > V1_MAX_HEAD_DIM:
         return f"head_dim={head_dim} is above cuda-naive's maximum {V1_MAX_HEAD_DIM}"
+    if sm is not None and sm < 80 and head_dim > 128:  # v1 above 128 stages 82 KB (cuda.shared_bytes)
+        return f"head_dim={head_dim} needs more than the 64 KB of shared memory sm_{sm} allows"
     return None
 
 
 def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto",
-                   sm: int | None = None) -> Decision:
+                   sm: int | None = None, requires_grad: bool = False) -> Decision:
     """The dispatcher's decision, without tensors (pure; probes no hardware).
 
     sm: the GPU's compute capability as 10*major + minor (e.g. 90), when known; it only
     matters below 80 (no bfloat16 tensor cores). attention() passes the tensors' GPU.
+    requires_grad: autograd must flow through the result. The kernels and the emulator are
+    forward-only: auto then picks sdpa (GPU) or reference (CPU), and asking for them raises.
 
     Raises ValueError for an unknown backend, dtype, device_type or a non-positive head_dim, and
     for a CUDA backend asked for on the CPU (with the fix: backend="emulator").
@@ -129,11 +135,20 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
     if device_type not in ("cpu", "cuda"):
         raise ValueError(f"device_type={device_type!r} is not supported; allowed: 'cpu', 'cuda'")
     no_v2 = v2_ineligibility(head_dim, dtype, sm if device_type == "cuda" else None)
-    no_v1 = v1_ineligibility(head_dim)
+    no_v1 = v1_ineligibility(head_dim, sm if device_type == "cuda" else None)
     kw = dict(requested=backend)
 
     if backend in ("reference", "sdpa"):
         return Decision(backend, f"backend={backend!r} was requested", **kw)
+    if requires_grad:
+        if backend != "auto":
+            raise ValueError(f"backend={backend!r} is forward-only (no autograd), but the inputs "
+                             f"require grad: call it under torch.no_grad(), or use "
+                             f"backend='reference' or 'sdpa' to train")
+        if device_type == "cuda":
+            return Decision("sdpa", "the inputs require grad and andrea_edu's kernels are "
+                            "forward-only: ran torch's sdpa (differentiable)",
+                            ("cuda-wmma: forward-only", "cuda-naive: forward-only"), **kw)
     if backend == "emulator":
         if no_v2 is None:
             return Decision("emulator", "backend='emulator' was requested; emulating v2 "
@@ -231,7 +246,8 @@ def attention(q, k, v, causal: bool = False, backend: str = "auto",
     if dev == "cuda":
         major, minor = torch.cuda.get_device_capability(q.device)
         sm = 10 * major + minor
-    decision = choose_backend(hs, q.dtype, dev, backend, sm)
+    grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    decision = choose_backend(hs, q.dtype, dev, backend, sm, grad)
 
     if decision.backend in ("emulator", "cuda-naive", "cuda-wmma"):
         copied = [n for n, t in (("q", q), ("k", k), ("v", v)) if not t.is_contiguous()]

@@ -118,40 +118,49 @@ def device_info(device=None) -> dict:
     return info
 
 
-_CONTEXTS: dict[int, object] = {}
-_FUNCS: dict[tuple, object] = {}   # (device index, version, tile, dtype, arch) -> CUfunction
+_CONTEXTS: dict[int, tuple] = {}   # device index -> (CUdevice, its primary CUcontext)
+_FUNCS: dict[tuple, tuple] = {}    # (device index, version, tile, dtype, arch) -> (module, func)
+_DRIVER_CHECKED: list = []         # non-empty once check_driver() passed in this process
 
 
-def _function(ck, index: int):
-    """Load ck's CUBIN into device `index`'s primary context once; return its CUfunction."""
-    key = (index, ck.version, ck.tile, ck.dtype, ck.arch)
-    if key in _FUNCS:
-        return _FUNCS[key]
+def _make_current(index: int):
+    """Make device `index`'s primary context (the one torch's runtime uses) current here."""
     drv = _driver()
     if index not in _CONTEXTS:
         err, dev = drv.cuDeviceGet(index)
         _ok(drv, err, "cuDeviceGet")
-        err, ctx = drv.cuDevicePrimaryCtxRetain(dev)   # the context torch's runtime uses
+        err, ctx = drv.cuDevicePrimaryCtxRetain(dev)
         _ok(drv, err, "cuDevicePrimaryCtxRetain")
-        _CONTEXTS[index] = ctx
-    _ok(drv, drv.cuCtxSetCurrent(_CONTEXTS[index])[0], "cuCtxSetCurrent")
-    err, module = drv.cuModuleLoadData(ck.cubin)
-    _ok(drv, err, f"cuModuleLoadData({ck.name_expression}, {ck.arch})")
-    err, func = drv.cuModuleGetFunction(module, ck.lowered_name.encode())
-    _ok(drv, err, "cuModuleGetFunction")
+        _CONTEXTS[index] = (dev, ctx)
+    dev, ctx = _CONTEXTS[index]
+    _ok(drv, drv.cuCtxSetCurrent(ctx)[0], "cuCtxSetCurrent")
+    return dev
+
+
+def _function(ck, index: int):
+    """Load ck's CUBIN into device `index` once; return its CUfunction (context made current)."""
+    dev = _make_current(index)
+    key = (index, ck.version, ck.tile, ck.dtype, ck.arch)
+    if key in _FUNCS:
+        return _FUNCS[key][1]
+    drv = _driver()
     dyn = ck.resources.dynamic_shared_bytes
     err, optin = drv.cuDeviceGetAttribute(
-        drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, index)
+        drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev)
     _ok(drv, err, "cuDeviceGetAttribute")
     if dyn > optin:
         raise ValueError(f"{ck.name_expression} needs {dyn} bytes of shared memory per block; "
                          f"this GPU allows {optin}: use backend='sdpa' for this head_dim")
+    err, module = drv.cuModuleLoadData(ck.cubin)
+    _ok(drv, err, f"cuModuleLoadData({ck.name_expression}, {ck.arch})")
+    err, func = drv.cuModuleGetFunction(module, ck.lowered_name.encode())
+    _ok(drv, err, "cuModuleGetFunction")
     if dyn > 48 * 1024:  # above 48 KB a kernel must opt in to dynamic shared memory
         err, = drv.cuFuncSetAttribute(
             func, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dyn)
         _ok(drv, err, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
     _FUNCS[key] = (module, func)
-    return _FUNCS[key]
+    return func
 
 
 def check_launch_inputs(q, k, v, version: str) -> tuple[int, int, int, int]:
@@ -184,13 +193,20 @@ def launch_attention(q, k, v, causal: bool = False, version: str = "v1"):
         raise TypeError(f"causal={causal!r} must be True or False")
     B, nh, T, hs = check_launch_inputs(q, k, v, version)
     require_gpu()
-    check_driver()
+    if not _DRIVER_CHECKED:
+        check_driver()
+        _DRIVER_CHECKED.append(True)
     index = q.device.index if q.device.index is not None else torch.cuda.current_device()
     major, minor = torch.cuda.get_device_capability(index)
     arch = f"sm_{major}{minor}"
     if major * 10 + minor < 75:
         raise RuntimeError(f"this GPU is {arch}; andrea_edu's kernels need sm_75 or newer: "
                            f"use backend='sdpa'")
+    if major * 10 + minor not in _tk.supported_archs():
+        raise RuntimeError(f"NVRTC {'%d.%d' % _tk.nvrtc_version()} cannot compile for this GPU "
+                           f"({arch}; it knows sm_{_tk.supported_archs()}): install a newer "
+                           f"NVRTC (pip install -U cuda-bindings 'cuda-toolkit[nvrtc,cudart,crt]')"
+                           f", or use backend='sdpa'")
     if version == "v2" and q.dtype == torch.bfloat16 and major < 8:
         raise RuntimeError(f"bfloat16 tensor cores need sm_80 or newer; this GPU is {arch}: "
                            f"use backend='cuda-naive'")
@@ -198,7 +214,7 @@ def launch_attention(q, k, v, causal: bool = False, version: str = "v1"):
     ck = compile_attention(version, hs, q.dtype, arch)
     out = torch.empty_like(q)                                       # (B, nh, T, hs)
     with torch.cuda.device(index):
-        _, func = _function(ck, index)
+        func = _function(ck, index)
         drv = _driver()
         stream = torch.cuda.current_stream(index).cuda_stream
         args = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, out)]

@@ -4,7 +4,8 @@ Part of the compilation path of the chapter "One kernel, many heads" (andrea_edu
 Everything comes from pip wheels (cuda-bindings, cuda-toolkit[nvrtc,cudart,crt], and for SASS
 nvidia-cuda-cuobjdump + nvidia-cuda-nvdisasm), with $CUDA_HOME as a fallback; no nvcc needed.
 
-    nvrtc_version() -> (major, minor)      include_dirs() -> [str]      header_version() -> str
+    nvrtc_version() -> (major, minor)      supported_archs() -> [int]
+    include_dirs() -> [str]      header_version() -> str
     kernel_source(version) -> str           kernel_constants(version) -> {name: int}
     find_binary(name) -> path or None
 Errors: NvrtcUnavailableError (names the pip packages), CompileError (carries NVRTC's log).
@@ -65,6 +66,12 @@ def nvrtc_version() -> tuple[int, int]:
     nvrtc = _import_nvrtc()
     major, minor = _call(nvrtc, "nvrtcVersion", nvrtc.nvrtcVersion())
     return int(major), int(minor)
+
+
+def supported_archs() -> list[int]:
+    """The sm_XY numbers this NVRTC compiles for, e.g. [75, 80, 86, 87, 89, 90, 100, 120]."""
+    nvrtc = _import_nvrtc()
+    return [int(a) for a in _call(nvrtc, "nvrtcGetSupportedArchs", nvrtc.nvrtcGetSupportedArchs())]
 
 
 def _has_headers(d: Path) -> bool:

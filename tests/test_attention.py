@@ -218,3 +218,29 @@ def test_every_v2_head_dim_on_gpu():
             out, d = attention(q, k, v, causal=causal, return_decision=True)
             assert d.backend == "cuda-wmma"
             assert compare_to_reference(out, q, k, v, causal)["passed"], hs
+
+
+def test_forward_only_backends_and_autograd():
+    d = choose_backend(64, torch.float16, "cuda", requires_grad=True)
+    assert d.backend == "sdpa" and "forward-only" in d.reason
+    assert choose_backend(64, torch.float16, "cpu", requires_grad=True).backend == "reference"
+    for backend in ("emulator", "cuda-wmma", "cuda-naive"):
+        with pytest.raises(ValueError, match=r"forward-only.*torch.no_grad\(\)"):
+            choose_backend(64, torch.float16, "cuda", backend, requires_grad=True)
+    q = torch.randn(1, 2, 5, 8, requires_grad=True)
+    with pytest.raises(ValueError, match="forward-only"):
+        attention(q, q, q, backend="emulator")
+    with torch.no_grad():
+        assert attention(q, q, q, backend="emulator").shape == q.shape
+    out = attention(q, q, q, causal=True)                         # auto: reference on the CPU
+    out.sum().backward()
+    assert q.grad is not None and torch.isfinite(q.grad).all()
+
+
+def test_old_gpu_limits_follow_the_kernels_shared_memory():
+    from andrea_edu import cuda
+    assert choose_backend(160, torch.float32, "cuda", sm=75).backend == "sdpa"
+    assert choose_backend(160, torch.float32, "cuda", sm=80).backend == "cuda-naive"
+    assert choose_backend(128, torch.float32, "cuda", sm=75).backend == "cuda-naive"
+    assert cuda.shared_bytes("v1", 128, torch.float32) <= 64 * 1024 < cuda.shared_bytes(
+        "v1", 129, torch.float32)                                 # sm_75 allows 64 KB a block
