@@ -6,6 +6,11 @@ Introduced in the chapter "One kernel, many heads"; the dispatcher's decisions a
     out = attention(q, k, v, causal=False, backend="auto")            # (B, nh, T, hs)
     out, decision = attention(q, k, v, return_decision=True)
     decision = choose_backend(head_dim=72, dtype=torch.float16, device_type="cuda")
+        choose_backend(head_dim, dtype, device_type, backend="auto", sm=None, requires_grad=False)
+        -> Decision(backend, reason, fallbacks_considered, kernel, requested, notes)
+    reference_attention(q, k, v, causal=False)      the fp32 reference every backend is checked on
+    compare_to_reference(out, q, k, v, causal) -> dict(max_abs_err, atol, rtol, passed)
+    TOLERANCE[dtype] -> (atol, rtol);  validate_qkv(q, k, v) -> (B, nh, T, hs)
 
 q, k, v: tensors of shape [B, nh, T, hs] (batch, n_head, seq_len, head_dim), same shape,
 dtype and device. Allowed dtypes: float32, float16, bfloat16. Output: same shape and dtype as q.

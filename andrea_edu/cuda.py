@@ -15,14 +15,22 @@ Public API
         `causal` is a kernel argument, not a specialization.
     CompiledKernel: .ptx (str), .cubin (bytes), .resources (Resources), .compile_seconds,
         .threads_per_block, .grid(B, nh, T), .has_tensor_core_instructions(), .sass() (str or
-        None when cuobjdump/nvdisasm are missing), .lowered_name, .log, .from_cache.
+        None when cuobjdump/nvdisasm are missing), .tensor_core_instructions() (PTX lines),
+        .name_expression ("andrea::attention_v2_wmma<__half, 64>"), .lowered_name, .tile,
+        .max_head_dim, .version, .dtype, .arch, .log (NVRTC/ptxas), .from_cache.
     Resources(registers, shared_bytes, static_shared_bytes, dynamic_shared_bytes,
         spill_stores, spill_loads, stack_bytes): shared_bytes = static + the dynamic bytes the
         launcher asks for.
-    specializations() -> [(version, head_dim, dtype)]: every kernel the library can launch.
-    nvrtc_version() -> (major, minor); include_dirs() -> [str]; shared_bytes(version, head_dim, dtype).
-    blocks_per_sm, H200, RTX_4090, A100 (occupancy, from andrea_edu.occupancy);
-    has_gpu, device_info, launch_attention (launching, from andrea_edu.cuda_launch).
+    specializations() -> [(version, head_dim, dtype)]: every kernel the library can launch
+        (12 for v1, 16 for v2, per arch); compile_all(archs=ARCHS, workers=2) compiles them all.
+    shared_bytes(version, head_dim, dtype): the dynamic shared memory a launch requests.
+    parse_ptxas_log(log, lowered_name, dynamic_shared=0) -> Resources.
+    From andrea_edu.cuda_toolkit: nvrtc_version() -> (major, minor), include_dirs() -> [str],
+        kernel_source(version), kernel_constants(version) (the .cu's tile sizes).
+    From andrea_edu.occupancy: blocks_per_sm(resources, threads_per_block, sm=H200), H200,
+        RTX_4090, A100 (occupancy.occupancy and occupancy.grid_fill give the details).
+    From andrea_edu.cuda_launch: has_gpu(), device_info(device=None),
+        launch_attention(q, k, v, causal=False, version="v1").
 
 Errors: NvrtcUnavailableError (cuda-bindings or the headers are missing: names the pip packages),
 CompileError (carries NVRTC's log), ValueError for a bad version/dtype/head_dim/arch.
