@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -41,6 +42,33 @@ def _median_seconds(fns: dict, repeats: int, warmup: int, device: str) -> dict:
                 fn()
                 times[name].append(time.perf_counter() - t0)
     return {name: (statistics.median(v), min(v)) for name, v in times.items()}
+
+
+COPY_OPS = ("clone", "copy_", "contiguous")  # aten ops that write a tensor to new memory
+
+
+def dispatched_ops(fn) -> dict[str, int]:
+    """{aten op: calls} that fn() dispatches, e.g. {'clone': 2, 'bmm': 1}: shows hidden copies."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops[func.overloadpacket.__name__] += 1
+            return func(*args, **(kwargs or {}))
+
+    with _Count() as counter:
+        fn()
+    return dict(sorted(counter.ops.items()))
+
+
+def count_copies(fn) -> int:
+    """How many tensor copies (COPY_OPS) fn() makes, including those inside torch's own ops."""
+    ops = dispatched_ops(fn)
+    return sum(ops.get(name, 0) for name in COPY_OPS)
 
 
 @dataclass(frozen=True)
@@ -89,6 +117,7 @@ class MatmulTiming:
     contiguous_s: float  # median: the same on contiguous copies made beforehand
     copy_then_matmul_s: float  # median: .contiguous() of q and k, then the matmul
     min_s: dict  # {"strided", "contiguous", "copy_then_matmul"}: fastest run of each
+    copies: dict  # {"strided", "contiguous"}: tensor copies torch's matmul made (count_copies)
     max_abs_diff: float  # strided vs contiguous result (validated before timing)
     repeats: int
 
@@ -121,4 +150,7 @@ def matmul_strided_vs_contiguous(B, T, n_head, head_dim, dtype=torch.float32, de
     return MatmulTiming((B, T, nh, hs), str(dtype).replace("torch.", ""), device,
                         t["strided"][0], t["contiguous"][0], t["copy"][0],
                         {"strided": t["strided"][1], "contiguous": t["contiguous"][1],
-                         "copy_then_matmul": t["copy"][1]}, diff, repeats)
+                         "copy_then_matmul": t["copy"][1]},
+                        {"strided": count_copies(lambda: q @ k.transpose(-2, -1)),
+                         "contiguous": count_copies(lambda: qc @ kc.transpose(-2, -1))},
+                        diff, repeats)

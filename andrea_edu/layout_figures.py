@@ -1,4 +1,4 @@
-"""Figures of the chapter "How CUDA stores the heads": memory maps, offsets, the reshape trap.
+"""Figures of the chapter "How CUDA stores the heads": memory maps, offsets, the trap, timings.
 
 Every figure is drawn from `andrea_edu.layout` (memory_map, element_offset, head_offsets, runs,
 reshape_trap): the pictures show what those functions compute, nothing drawn by hand.
@@ -120,4 +120,40 @@ def trap_figure(T: int = 6, n_head: int = 3, head_dim: int = 4):
     fig.text(0.5, 0.01, "Each cell is one row of head_dim elements; its colour and label say "
              "which token and head it really holds.", ha="center", fontsize=8, color="#444444")
     fig.subplots_adjust(left=0.1, right=0.98, top=0.85, bottom=0.12, wspace=0.3)
+    return fig
+
+
+def matmul_timing_figure(timings: list, device_label: str):
+    """Bars per seq_len: q @ k^T on the transposed view, on contiguous copies, and copy + matmul.
+
+    timings: `layout_cost.MatmulTiming` results (one per T); device_label names the machine.
+    """
+    import matplotlib.pyplot as plt
+
+    Ts = [m.shape[1] for m in timings]
+    series = (("strided view", "strided_s", "#d62728"), ("contiguous (copied before)",
+              "contiguous_s", "#2ca02c"), ("copy + matmul", "copy_then_matmul_s", "#7f7f7f"))
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    x = np.arange(len(Ts))
+    for i, (label, attr, color) in enumerate(series):
+        ax.bar(x + (i - 1) * 0.27, [getattr(m, attr) * 1e3 for m in timings], 0.27,
+               label=label, color=color)
+    for xi, m in zip(x, timings):
+        ax.text(xi, max(m.strided_s, m.contiguous_s, m.copy_then_matmul_s) * 1e3,
+                f"{m.ratio:.2f}x", ha="center", va="bottom", fontsize=8)
+    B, _, nh, hs = timings[0].shape
+    ax.set_xticks(x, [f"T={T}" for T in Ts])
+    from matplotlib.ticker import ScalarFormatter
+
+    ax.set_ylabel("median time (ms)")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.margins(y=0.25)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(f"q @ k^T for all heads (B={B}, n_head={nh}, head_dim={hs}, "
+                 f"{timings[0].dtype}) on {device_label}", fontsize=10)
+    fig.text(0.5, 0.01, "Label above each group: strided / contiguous time (above 1: the "
+             "contiguous matmul is faster). Median of interleaved repeats.", ha="center",
+             fontsize=8, color="#444444")
+    fig.subplots_adjust(left=0.09, right=0.98, top=0.88, bottom=0.2)
     return fig

@@ -127,6 +127,17 @@ def test_copy_cost_and_matmul_timing():
     assert m.max_abs_diff <= 1e-5
     assert m.strided_s > 0 and m.contiguous_s > 0 and m.ratio == m.strided_s / m.contiguous_s
     assert set(m.min_s) == {"strided", "contiguous", "copy_then_matmul"}
+    # B=2: the transposed view cannot fold (B, nh) into one batch axis, so matmul copies q and k
+    assert m.copies == {"strided": 2, "contiguous": 0}
+    one = layout_cost.matmul_strided_vs_contiguous(1, 16, 4, 8, repeats=1, warmup=0)
+    assert one.copies["strided"] == 0  # B=1: (1, nh) folds into a batch axis with stride hs
+
+
+def test_count_copies():
+    x = torch.randn(2, 3, 4)
+    assert layout_cost.count_copies(lambda: x.transpose(0, 1).contiguous()) == 1
+    assert layout_cost.count_copies(lambda: x.view(6, 4)) == 0
+    assert layout_cost.dispatched_ops(lambda: x @ x.transpose(1, 2)).get("bmm") == 1
 
 
 @pytest.mark.parametrize("call, message", [
