@@ -73,6 +73,12 @@ class Trace:
     def n_blocks(self) -> int:
         return len(self.blocks)
 
+    def summary(self) -> dict:
+        """kernel, grid, blocks, threads per block and K/V tile loads, for a caption."""
+        return dict(kernel=self.kernel, grid=self.grid, n_blocks=self.n_blocks,
+                    threads_per_block=self.threads_per_block, shape=self.shape,
+                    causal=self.causal, kv_tiles_loaded=self.kv_tiles_loaded())
+
     def kv_tiles_loaded(self) -> int:
         """K/V tile loads over the whole launch (each is one trip to global memory)."""
         return sum(len(t.steps) for blk in self.blocks for t in blk.q_tiles)

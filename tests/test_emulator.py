@@ -80,6 +80,7 @@ def test_v1_trace_one_block_per_batch_head(B, nh, T, causal):
             assert all(s.k_stop == min(s.k_start + BC, T) for s in t.steps)
     expected = B * nh * sum(len(_kv_starts(q0, BR, BC, T, causal)) for q0 in range(0, T, BR))
     assert tr.kv_tiles_loaded() == expected == len(tr.to_rows())
+    assert tr.summary()["kv_tiles_loaded"] == expected and tr.summary()["n_blocks"] == B * nh
 
 
 @pytest.mark.parametrize("causal", [False, True])

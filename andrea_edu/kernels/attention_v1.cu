@@ -14,7 +14,8 @@
 //           For B=8, nh=12 that is 96 blocks: fewer than an H200's 132 SMs (see v2).
 //   limits: contiguous [B, nh, T, hs] inputs; fp32, fp16 or bf16 in, fp32 math, output in the
 //           input dtype; any seq_len >= 1; head_dim 1..256 (runtime argument; the template
-//           parameter CHUNKS = ceil(head_dim / 32) sizes each lane's accumulators);
+//           parameter CHUNKS >= ceil(head_dim / 32) sizes each lane's accumulators, and
+//           andrea_edu compiles CHUNKS = 1, 2, 4, 8);
 //           causal or not (runtime argument). Dynamic shared memory
 //           4 * (BR*HDP + BC*(HDP+1) + BC*HDP) bytes with HDP = 32*CHUNKS: 41 KB at
 //           head_dim 128, 82 KB at 256 (above 48 KB the launcher opts in).
