@@ -1,0 +1,114 @@
+"""Tests of andrea_edu.grid (blocks <-> (b, h), the kernels' signatures, SM fill, launches)."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from andrea_edu import grid, grid_figures, occupancy
+from andrea_edu.emulator import emulate
+
+
+@settings(max_examples=50, deadline=None)
+@given(B=st.integers(1, 40), nh=st.integers(1, 40), data=st.data())
+def test_block_pair_round_trip(B, nh, data):
+    b, h = data.draw(st.integers(0, B - 1)), data.draw(st.integers(0, nh - 1))
+    x = grid.block_of(b, h, nh)
+    assert 0 <= x < B * nh and grid.pair_of(x, nh) == (b, h)
+
+
+@pytest.mark.parametrize("version, dtype", [("v1", torch.float32), ("v2", torch.float16)])
+@pytest.mark.parametrize("B, nh, T", [(1, 1, 1), (8, 12, 1024), (3, 5, 65)])
+def test_grid_shape_matches_compiled_kernel(version, dtype, B, nh, T):
+    cuda = pytest.importorskip("andrea_edu.cuda")
+    try:
+        ck = cuda.compile_attention(version, 64, dtype, "sm_90")
+    except cuda.NvrtcUnavailableError as e:
+        pytest.skip(f"NVRTC is not installed here: {e}")
+    assert grid.grid_shape(version, B, nh, T) == ck.grid(B, nh, T)
+
+
+def test_kernels_are_told_nothing_about_heads():
+    for version in ("v1", "v2"):
+        sig = grid.kernel_signature(version)
+        assert sig.param_names == ("q", "k", "v", "out", "seq_len", "head_dim", "scale", "causal")
+        joined = " ".join(sig.params + sig.template_params).lower()
+        assert "head" not in joined.replace("head_dim", "") and "batch" not in joined
+        lines = grid.index_lines(version)
+        assert lines and all("blockIdx" in code for _, code in lines)
+    # v1 uses only blockIdx.x; v2 also blockIdx.y (its query tile)
+    assert all("blockIdx.y" not in code for _, code in grid.index_lines("v1"))
+    assert any("blockIdx.y" in code for _, code in grid.index_lines("v2"))
+    # the line numbers point into the .cu file
+    from andrea_edu.cuda_toolkit import kernel_source
+    src = kernel_source("v1").splitlines()
+    for n, code in grid.index_lines("v1"):
+        assert src[n - 1] == code
+
+
+@pytest.mark.parametrize("kernel, dtype", [("v1", torch.float32), ("v2", torch.float16)])
+def test_emulated_blocks_cover_every_pair_once(kernel, dtype):
+    B, nh, T = 2, 3, 70
+    q, k, v = (torch.randn(B, nh, T, 16).to(dtype) for _ in range(3))
+    _, tr = emulate(q, k, v, causal=True, kernel=kernel)
+    assert tr.grid == grid.grid_shape(kernel, B, nh, T)
+    pairs = [(blk.b, blk.h) for blk in tr.blocks]
+    for blk in tr.blocks:
+        assert (blk.b, blk.h) == grid.pair_of(blk.grid_index[0], nh)
+    per_pair = tr.grid[1]  # v2: one block per query tile of each pair
+    assert sorted(set(pairs)) == [(b, h) for b in range(B) for h in range(nh)]
+    assert all(pairs.count(p) == per_pair for p in set(pairs))
+    steps = grid_figures.trace_steps(tr, 0)
+    assert steps and all(st_.k_stop <= T for _, _, st_ in steps)
+
+
+def test_sm_fill_andrea_120m():
+    f = grid.sm_fill(8, 12, 1024, "v1", occupancy.H200)
+    assert (f["n_blocks"], f["idle_sms"], f["sms"]) == (96, 36, 132)
+    assert f["idle_fraction"] == pytest.approx(36 / 132)
+    f4090 = grid.sm_fill(8, 12, 1024, "v1", occupancy.RTX_4090)
+    assert f4090["idle_sms"] == 128 - 96
+    v2 = grid.sm_fill(8, 12, 1024, "v2", occupancy.H200)
+    assert v2["n_blocks"] == 96 * 16 and v2["idle_sms"] == 0
+    assert grid.sm_fill(16, 12, 1024, "v1", occupancy.H200, blocks_per_sm=2)["waves"] == 1
+
+
+@pytest.mark.parametrize("backend", ["reference", "emulator"])
+def test_batched_vs_looped(backend):
+    c = grid.batched_vs_looped(2, 3, 20, 8, backend=backend, repeats=2, warmup=0)
+    assert (c.calls_batched, c.calls_looped) == (1, 6)
+    assert c.max_abs_diff <= 1e-5 and c.batched_s > 0 and c.looped_s > 0
+    assert c.ratio == c.looped_s / c.batched_s
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: grid.block_of(0, 3, 3), "h in 0..2"),
+    (lambda: grid.pair_of(-1, 3), "block_x must be >= 0"),
+    (lambda: grid.pair_of(1, 0), "n_head must be a positive int"),
+    (lambda: grid.grid_shape("v3", 1, 1, 1), "version must be one of"),
+    (lambda: grid.grid_shape("v1", 0, 1, 1), "B must be a positive int"),
+    (lambda: grid.kernel_signature("v9"), "version must be one of"),
+    (lambda: grid.batched_vs_looped(1, 1, 4, 4, device="tpu"), "device must be"),
+    (lambda: grid.batched_vs_looped(1, 1, 4, 4, repeats=0), "repeats must be"),
+])
+def test_validation_messages(call, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        call()
+
+
+def test_figures_draw():
+    q, k, v = (torch.randn(1, 2, 40, 16) for _ in range(3))
+    _, tr = emulate(q, k, v, causal=True, kernel="v1")
+    rows = [dict(gpu="G", sms=10, version="v1", B=b, n_blocks=b * 12, slots=40, T=64, n_head=12)
+            for b in (1, 2)]
+    comps = [grid.batched_vs_looped(1, 2, 8, 4, repeats=1, warmup=0)]
+    figs = [grid_figures.grid_figure(2, 3), grid_figures.grid_figure(16, 12),
+            grid_figures.trace_figure(tr, 1, 0), grid_figures.occupancy_figure(rows),
+            grid_figures.launches_figure(comps, "CPU")]
+    for fig in figs:
+        assert fig._suptitle is not None or fig.axes[0].get_title()
+        plt.close(fig)
+    with pytest.raises(ValueError, match="step must be in"):
+        grid_figures.trace_figure(tr, 0, 99)
