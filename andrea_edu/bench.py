@@ -14,8 +14,8 @@ chapters "Three matrices per head, or one big matrix" and "How CUDA stores the h
 Rules every suite follows (as llm.c's dev/cuda and Triton's tutorials do):
   1. validate each backend's output against the fp32 reference BEFORE timing it; a wrong
      result is never timed (strict: raise ValidationError; otherwise status "invalid");
-  2. warm up, then time `repeats` calls: CUDA events on a GPU, time.perf_counter on a CPU;
-     report min / median / max in milliseconds;
+  2. warm up, then time `repeats` calls, the backends of one case taking turns: CUDA events
+     on a GPU, time.perf_counter on a CPU; report min / median / max in milliseconds;
   3. TFLOP/s from a FLOP formula written below, and the time ratio to torch's SDPA;
   4. every file carries its provenance; CPU figures are labelled CPU, never passed off as GPU.
 Results go to `book/data/bench_<suite>_<device>.json` (device: "cpu" or e.g. "nvidia-h200").
@@ -38,7 +38,7 @@ import torch
 from .bench_results import (SCHEMA, SCHEMA_VERSION, SUITES, data_dir, load_results,
                             validate_result, write_results)
 
-__all__ = ["attention_flops", "matmul_flops", "time_fn", "check_close", "tolerance",
+__all__ = ["attention_flops", "matmul_flops", "time_fn", "time_fns", "check_close", "tolerance",
            "provenance", "pick_device", "ValidationError", "SCHEMA", "SCHEMA_VERSION", "SUITES",
            "validate_result", "write_results", "load_results", "data_dir", "main"]
 _REPO = Path(__file__).resolve().parents[1]
@@ -142,33 +142,42 @@ def pick_device(device: str = "auto") -> str:
     return "cuda" if (device == "cuda" or (device == "auto" and has)) else "cpu"
 
 
-def time_fn(fn, device: str, repeats: int = 10, warmup: int = 3) -> dict:
-    """Run fn() `warmup` times untimed, then `repeats` timed calls; {min,median,max}_ms.
+def time_fns(fns: dict, device: str, repeats: int = 10, warmup: int = 3) -> dict:
+    """Time several callables that take turns: {name: {min_ms, median_ms, max_ms, repeats}}.
 
+    `warmup` untimed rounds, then `repeats` rounds in which every fn() runs once, so that a
+    drift of the machine (clocks, other load on a shared CPU) hits all of them alike.
     GPU: one pair of CUDA events around each call (device time, launch included).
     CPU: time.perf_counter around each call.
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"repeats={repeats} must be >= 1 and warmup={warmup} >= 0")
     for _ in range(warmup):
-        fn()
-    times = []
+        for fn in fns.values():
+            fn()
+    times = {name: [] for name in fns}
     if device == "cuda":
         torch.cuda.synchronize()
-        for _ in range(repeats):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-    else:
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-    return {"min_ms": min(times), "median_ms": statistics.median(times), "max_ms": max(times),
-            "repeats": repeats}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            if device == "cuda":
+                start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                times[name].append(start.elapsed_time(end))
+            else:
+                t0 = time.perf_counter()
+                fn()
+                times[name].append((time.perf_counter() - t0) * 1e3)
+    return {name: {"min_ms": min(t), "median_ms": statistics.median(t), "max_ms": max(t),
+                   "repeats": repeats} for name, t in times.items()}
+
+
+def time_fn(fn, device: str, repeats: int = 10, warmup: int = 3) -> dict:
+    """time_fns for one callable: {min_ms, median_ms, max_ms, repeats}."""
+    return time_fns({"fn": fn}, device, repeats, warmup)["fn"]
 
 
 def tolerance(dtype) -> float:

@@ -96,15 +96,19 @@ def _why(e, caught) -> str:
 
 
 class _Runner:
-    """Validate-then-time one case after another, honouring a deadline; collects records."""
+    """Validate-then-time, honouring a deadline; collects records.
+
+    check() validates one backend and queues it; time_queued() times every queued backend of
+    the case together (they take turns, see andrea_edu.bench.time_fns)."""
 
     def __init__(self, device, repeats, warmup, deadline, strict):
         self.device, self.repeats, self.warmup = device, repeats, warmup
-        self.deadline, self.strict, self.records = deadline, strict, []
+        self.deadline, self.strict, self.records, self._queue = deadline, strict, [], {}
 
-    def run(self, case, backend, params, fn, ref, flops=None, extra=None, unavailable=(
+    def check(self, case, backend, params, fn, ref, flops=None, extra=None, unavailable=(
             ValueError, ImportError, NotImplementedError)):
-        """fn() -> (out, info). Appends and returns the record."""
+        """fn() -> (out, info). Runs it once, checks out against ref, queues it for timing.
+        Appends and returns the record (status "ok" = validated; timings come later)."""
         rec = {"case": case, "backend": backend, "params": params, "status": "ok", "reason": None,
                "flops": flops, **(extra or {})}
         self.records.append(rec)
@@ -130,10 +134,25 @@ class _Runner:
         except RuntimeError as e:
             rec.update(status="failed", reason=_why(e, caught))
             return rec
-        del out
-        rec.update(bench.time_fn(fn, self.device, self.repeats, self.warmup))
-        if flops:
-            rec["tflops"] = flops / (rec["median_ms"] * 1e-3) / 1e12
+        self._queue[id(rec)] = (rec, fn)
+        return rec
+
+    def time_queued(self):
+        """Time the queued (validated) backends together; fill in their timings and TFLOP/s."""
+        queue, self._queue = self._queue, {}
+        if not queue:
+            return
+        timings = bench.time_fns({k: fn for k, (_, fn) in queue.items()}, self.device,
+                                 self.repeats, self.warmup)
+        for k, (rec, _) in queue.items():
+            rec.update(timings[k])
+            if rec["flops"]:
+                rec["tflops"] = rec["flops"] / (rec["median_ms"] * 1e-3) / 1e12
+
+    def run(self, *args, **kw):
+        """check() then time_queued(): one backend on its own."""
+        rec = self.check(*args, **kw)
+        self.time_queued()
         return rec
 
 
@@ -185,9 +204,10 @@ def headdim_suite(r: _Runner, fast: bool, progress: bool, causal: bool = True, h
                 fn = BACKEND_FNS[backend]
                 unavailable = (ValueError, ImportError, NotImplementedError) + (
                     (RuntimeError,) if backend.startswith("sdpa:") else ())
-                recs[backend] = r.run(case, backend, params, lambda: fn(q, k, v, causal), ref,
-                                      flops, unavailable=unavailable)
+                recs[backend] = r.check(case, backend, params, lambda fn=fn: fn(q, k, v, causal),
+                                        ref, flops, unavailable=unavailable)
                 bar.update(1)
+            r.time_queued()
             base = recs["sdpa"].get("median_ms")
             recs["sdpa"]["sdpa_choice"] = sdpa_choice(q, k, v, causal)  # what "sdpa" ran
             recs["sdpa"]["sdpa_eligible"] = {k: recs[f"sdpa:{k}"]["status"] == "ok"

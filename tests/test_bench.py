@@ -1,0 +1,269 @@
+"""andrea_edu.bench: FLOP formulas, validate-before-timing, JSON schema, the CLI, and the chapter
+"The configuration mirrors the hardware" with and without committed measurements."""
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from andrea_edu import bench, bench_cases, bench_results
+
+REPO = Path(__file__).resolve().parents[1]
+CHAPTER = REPO / "book" / "config_mirrors_hardware.ipynb"
+
+
+# ---------------------------------------------------------------- FLOP formulas
+def test_attention_flops_hand_computed():
+    # B=1, nh=1, T=2, hs=3: Q K^T is (2x3)@(3x2): 2*2*3 multiply-adds = 24 FLOPs; P V is
+    # (2x2)@(2x3): 2*3*2 multiply-adds = 24 FLOPs; 48 in all, half of it when causal.
+    assert bench.attention_flops(1, 1, 2, 3, causal=False) == 48
+    assert bench.attention_flops(1, 1, 2, 3, causal=True) == 24
+    assert bench.matmul_flops(2, 2, 3) + bench.matmul_flops(2, 3, 2) == 48
+    # scales linearly in B, nh and hs, quadratically in T
+    assert bench.attention_flops(8, 12, 1024, 64, False) == 8 * 12 * 64 * 4 * 1024 ** 2
+
+
+@pytest.mark.parametrize("bad", [dict(B=0), dict(T=-1), dict(hs=2.5), dict(nh="12")])
+def test_attention_flops_rejects_bad_sizes(bad):
+    kw = dict(B=1, nh=1, T=2, hs=3) | bad
+    with pytest.raises(ValueError, match=list(bad)[0]):
+        bench.attention_flops(causal=False, **kw)
+
+
+def test_time_fns_orders_min_median_max():
+    calls = []
+    out = bench.time_fns({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
+                         "cpu", repeats=4, warmup=1)
+    assert calls == ["a", "b"] * 5  # warm-up round, then 4 rounds taking turns
+    for t in out.values():
+        assert 0 <= t["min_ms"] <= t["median_ms"] <= t["max_ms"] and t["repeats"] == 4
+    with pytest.raises(ValueError, match="repeats"):
+        bench.time_fn(lambda: None, "cpu", repeats=0)
+
+
+# ---------------------------------------------------------------- the CPU run and its JSON
+@pytest.fixture(scope="module")
+def cpu_results(tmp_path_factory):
+    """`python -m andrea_edu.bench all --fast` on this CPU, into a fresh folder."""
+    out = tmp_path_factory.mktemp("bench")
+    code = bench.main(["all", "--fast", "--no-progress", "--out", str(out)])
+    return code, out
+
+
+def test_cpu_run_writes_valid_labelled_json(cpu_results):
+    code, out = cpu_results
+    assert code == 0
+    names = sorted(p.name for p in out.glob("*.json"))
+    assert names == [f"bench_{s}_cpu.json" for s in sorted(bench.SUITES)]
+    for name in names:
+        obj = json.loads((out / name).read_text())
+        bench.validate_result(obj)
+        prov = obj["provenance"]
+        assert prov["device_kind"] == "cpu" and prov["device"].startswith("CPU: ")
+        assert prov["torch"] == torch.__version__ and prov["date"] and prov["git_commit"]
+        assert obj["settings"]["timer"] == "perf_counter"
+        ok = [r for r in obj["records"] if r["status"] == "ok"]
+        assert ok and all(r["median_ms"] > 0 and r["max_abs_err"] is not None for r in ok)
+
+
+def test_cpu_headdim_marks_cuda_unavailable_and_records_sdpa(cpu_results):
+    _, out = cpu_results
+    obj = bench.load_results("headdim", device="cpu", data_dir_=out)
+    by = {}
+    for r in obj["records"]:
+        by.setdefault(r["backend"], []).append(r)
+    for backend in ("cuda-naive", "cuda-wmma"):
+        assert {r["status"] for r in by[backend]} == {"unavailable"}
+        assert all("CUDA" in r["reason"] for r in by[backend])
+    sdpa = [r for r in by["sdpa"] if r["status"] == "ok"]
+    assert sdpa and all(r["time_ratio_to_sdpa"] == 1.0 for r in sdpa)
+    assert all(r["sdpa_choice"] and r["sdpa_eligible"]["math"] for r in sdpa)
+    ref = [r for r in by["reference"] if r["status"] == "ok"]
+    assert all(r["tflops"] == pytest.approx(r["flops"] / (r["median_ms"] * 1e-3) / 1e12)
+               for r in ref)
+
+
+def test_cpu_projections_count_blas_calls(cpu_results):
+    _, out = cpu_results
+    obj = bench.load_results("projections", device="cpu", data_dir_=out)
+    calls = {r["backend"]: r["blas_calls"] for r in obj["records"]}
+    nh = obj["records"][0]["params"]["n_head"]
+    assert calls == {"per-head": 3 * nh, "per-head-matmuls": 3 * nh, "fused": 3, "c-attn": 1}
+
+
+def test_load_results_prefers_gpu_and_handles_missing(cpu_results, tmp_path):
+    _, out = cpu_results
+    assert bench.load_results("headdim", data_dir_=tmp_path) is None
+    shutil.copy(out / "bench_layout_cpu.json", tmp_path)
+    assert bench.load_results("layout", device="gpu", data_dir_=tmp_path) is None
+    assert bench.load_results("layout", data_dir_=tmp_path)["provenance"]["device_kind"] == "cpu"
+    fake = json.loads((out / "bench_layout_cpu.json").read_text())
+    fake["provenance"].update(device_kind="gpu", device="NVIDIA H200", device_slug="nvidia-h200")
+    (tmp_path / "bench_layout_nvidia-h200.json").write_text(json.dumps(fake))
+    assert bench.load_results("layout", data_dir_=tmp_path)["provenance"]["device"] == "NVIDIA H200"
+    (tmp_path / "bench_layout_nvidia-h200.json").write_text("{not json")
+    with pytest.warns(RuntimeWarning, match="not a valid results file"):
+        got = bench.load_results("layout", data_dir_=tmp_path)
+    assert got["provenance"]["device_kind"] == "cpu"
+    with pytest.raises(ValueError, match="suite"):
+        bench.load_results("nope")
+
+
+# ---------------------------------------------------------------- the schema rejects bad files
+def _mutations():
+    def drop(o):
+        del o["provenance"]
+
+    def status(o):
+        o["records"][0]["status"] = "fine"
+
+    def order(o):
+        r = next(r for r in o["records"] if r["status"] == "ok")
+        r["min_ms"], r["max_ms"] = r["max_ms"] + 1, r["min_ms"]
+
+    def cpu_label(o):
+        o["provenance"]["device"] = "NVIDIA H200"  # a CPU run passed off as a GPU
+
+    def tflops(o):
+        o["records"][0]["tflops"] = "fast"
+
+    def repeats(o):
+        o["settings"]["repeats"] = 0
+
+    return [drop, status, order, cpu_label, tflops, repeats]
+
+
+@pytest.mark.parametrize("mutate", _mutations(), ids=lambda f: f.__name__)
+@pytest.mark.parametrize("validator", ["jsonschema", "builtin"])
+def test_invalid_results_are_rejected(cpu_results, mutate, validator, monkeypatch):
+    _, out = cpu_results
+    good = json.loads((out / "bench_layout_cpu.json").read_text())
+    if validator == "builtin":  # as on the GPU image, which has no jsonschema
+        monkeypatch.setitem(sys.modules, "jsonschema", None)
+    bench.validate_result(copy.deepcopy(good))
+    bad = copy.deepcopy(good)
+    mutate(bad)
+    with pytest.raises(ValueError):
+        bench.validate_result(bad)
+    with pytest.raises(ValueError):
+        bench.write_results(bad, out / "never")
+    assert not (out / "never").exists() or not list((out / "never").iterdir())
+
+
+# ---------------------------------------------------------------- validate before timing
+def _garbage(q, k, v, causal):
+    return torch.zeros_like(q), {}
+
+
+def test_wrong_backend_is_caught_before_timing(monkeypatch):
+    monkeypatch.setitem(bench_cases.BACKEND_FNS, "sdpa:math", _garbage)
+    timed = []
+    real = bench.time_fns
+    monkeypatch.setattr(bench, "time_fns", lambda fns, *a, **k: (timed.append(len(fns)),
+                                                                 real(fns, *a, **k))[1])
+    with pytest.raises(bench.ValidationError, match=r"sdpa:math.*not timed"):
+        bench_cases.run_suite("headdim", fast=True, progress=False, head_dims=[16],
+                              shapes=["ANDREA-12M"], series=["n_head"],
+                              backends=("sdpa", "sdpa:math"))
+    assert timed == []  # nothing of that case was timed
+    res = bench_cases.run_suite("headdim", fast=True, progress=False, strict=False,
+                                head_dims=[16], shapes=["ANDREA-12M"], series=["n_head"],
+                                backends=("sdpa", "sdpa:math"))
+    bad = next(r for r in res["records"] if r["backend"] == "sdpa:math")
+    assert bad["status"] == "invalid" and "median_ms" not in bad
+    assert timed == [1]  # only the valid backend, sdpa, was timed
+
+
+def test_cli_exit_status_reports_invalid_backend(monkeypatch, tmp_path):
+    monkeypatch.setitem(bench_cases.BACKEND_FNS, "reference", _garbage)
+    monkeypatch.setattr(bench_cases, "HEAD_DIMS_FAST", (16,))
+    assert bench.main(["head-dim", "--fast", "--no-progress", "--keep-going",
+                       "--out", str(tmp_path)]) == 1
+    obj = bench.load_results("headdim", data_dir_=tmp_path)
+    assert {r["status"] for r in obj["records"] if r["backend"] == "reference"} == {"invalid"}
+
+
+def test_deadline_skips_cases_instead_of_timing(tmp_path):
+    res = bench_cases.run_suite("layout", fast=True, progress=False, deadline=0.0)
+    assert {r["status"] for r in res["records"]} == {"skipped"}
+    bench.validate_result(res)
+
+
+# ---------------------------------------------------------------- CLI plumbing
+def test_gpu_check_delegates_to_gpucheck(monkeypatch):
+    seen = []
+    fake = types.ModuleType("andrea_edu.gpucheck")
+    fake.main = lambda argv: seen.append(argv) or 3
+    monkeypatch.setitem(sys.modules, "andrea_edu.gpucheck", fake)
+    import andrea_edu
+    monkeypatch.setattr(andrea_edu, "gpucheck", fake, raising=False)
+    assert bench.main(["gpu-check", "--out", "x"]) == 3
+    assert seen == [["--out", "x"]]
+
+
+def test_gpu_suite_refuses_without_gpu(tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: gpu-suite would run")
+    assert bench.main(["gpu-suite", "--out", str(tmp_path)]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_bad_arguments_name_the_parameter():
+    with pytest.raises(ValueError, match="suite="):
+        bench_cases.run_suite("everything")
+    with pytest.raises(ValueError, match="backends"):
+        bench_cases.run_suite("headdim", fast=True, progress=False, backends=("cuda-magic",))
+    with pytest.raises(ValueError, match="device="):
+        bench.pick_device("tpu")
+
+
+@pytest.mark.gpu
+def test_gpu_headdim_sweep_validates_and_times():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU: torch.cuda.is_available() is False")
+    res = bench_cases.run_suite("headdim", device="cuda", fast=True, progress=False,
+                                head_dims=[64, 72], shapes=["ANDREA-120M"], series=["n_head"],
+                                backends=("sdpa", "cuda-naive", "cuda-wmma"))
+    bench.validate_result(res)
+    by = {(r["params"]["head_dim"], r["backend"]): r for r in res["records"]}
+    assert by[(64, "cuda-wmma")]["ran"] == "cuda-wmma"
+    assert by[(72, "cuda-wmma")]["ran"] == "cuda-naive"  # the dispatcher's fallback
+    assert all(r["status"] == "ok" for r in res["records"])
+
+
+# ---------------------------------------------------------------- the chapter
+def _run_chapter(data_dir: Path, monkeypatch) -> str:
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("ANDREA_FAST", "1")
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(data_dir))
+    monkeypatch.delenv("ANDREA_BOOK_BUILD", raising=False)
+    nb = nbformat.read(CHAPTER, as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(CHAPTER.parent)}}).execute()
+    errors = [f"{o.get('ename')}: {o.get('evalue')}" for c in nb.cells
+              for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, errors
+    return json.dumps([c.get("outputs", []) for c in nb.cells])
+
+
+def test_chapter_runs_with_no_data(tmp_path, monkeypatch):
+    text = _run_chapter(tmp_path, monkeypatch)
+    assert "No GPU measurement exists yet" in text
+    assert "CPU measurement: **none exists yet**" in text
+
+
+def test_chapter_runs_with_a_cpu_data_file(cpu_results, tmp_path, monkeypatch):
+    _, out = cpu_results
+    shutil.copy(out / "bench_headdim_cpu.json", tmp_path)
+    text = _run_chapter(tmp_path, monkeypatch)
+    assert "No GPU measurement exists yet" in text
+    assert "CPU measurement: CPU: " in text and "(CPU, reduced shapes)" in text
