@@ -44,28 +44,42 @@ def projection_ways(X: torch.Tensor, proj: P.Projections) -> dict:
 
 
 def projection_sweep(n_heads, d_model: int = 768, B: int = 1, T: int = 256, device: str = "cpu",
-                     dtype=None, repeats: int = 5, seed: int = 0) -> dict:
+                     dtype=None, repeats: int = 5, seed: int = 0, threads: int | None = None) -> dict:
     """Per n_head: {way: {"blas_calls", "min_ms", "median_ms", "max_rel_err"}}.
 
     Each way is validated against the fused fp32 result (relative error <= 1e-5 in fp32,
     1e-2 in half precision) before it is timed; a wrong result raises RuntimeError. The three
-    ways are then timed in turns (one call each, `repeats` rounds, after one warm-up round), so
-    that a burst of load from other processes hits all three alike; the fastest call is the
-    robust figure on a shared machine. dtype: float32 on a CPU, bfloat16 on a GPU by default.
+    ways are then timed taking turns (``bench.time_fns``: one call each per round, `repeats`
+    rounds after a warm-up round), so that load from other processes hits all three alike; the
+    fastest call is the robust figure on a shared machine. dtype: float32 on a CPU, bfloat16 on a GPU by default.
+    threads: CPU threads torch may use while timing (restored afterwards); None leaves torch's
+    setting. One thread is steadier on a busy machine, where idle-waiting BLAS threads of one
+    program and the work of another compete for the same cores.
     """
-    import statistics
-
-    from .bench import time_fn
-
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise ValueError(f"threads must be None or an int >= 1, got {threads!r}")
     dtype = dtype or (torch.float32 if device == "cpu" else torch.bfloat16)
     tol = 1e-5 if dtype == torch.float32 else 1e-2
     g = torch.Generator().manual_seed(seed)
     X32 = torch.randn(B, T, d_model, generator=g)  # (B, T, C)
-    X = X32.to(device, dtype)
+    saved_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _sweep(n_heads, d_model, X32, X32.to(device, dtype), device, dtype, tol, repeats,
+                      seed)
+    finally:
+        torch.set_num_threads(saved_threads)
+
+
+def _sweep(n_heads, d_model, X32, X, device, dtype, tol, repeats, seed) -> dict:
+    from .bench import time_fns
+
     out = {}
     with torch.no_grad():
         for nh in n_heads:
@@ -76,18 +90,14 @@ def projection_sweep(n_heads, d_model: int = 768, B: int = 1, T: int = 256, devi
             ways = projection_ways(X, proj)
             res = {}
             for way, fn in ways.items():
-                got = fn()  # also the warm-up call
+                got = fn()
                 err = max(((a.float().cpu() - b).norm() / b.norm()).item() for a, b in zip(got, ref))
                 if not err <= tol:
                     raise RuntimeError(f"{way} at n_head={nh}: relative error {err:.2e} > {tol:g}; "
                                        f"not timed")
-                res[way] = {"blas_calls": blas_calls(fn), "max_rel_err": err, "_ms": []}
-            for _ in range(repeats):
-                for way, fn in ways.items():
-                    res[way]["_ms"].append(time_fn(fn, device, repeats=1, warmup=0)["min_ms"])
-            for r in res.values():
-                ms = r.pop("_ms")
-                r.update(min_ms=min(ms), median_ms=statistics.median(ms), repeats=repeats)
+                res[way] = {"blas_calls": blas_calls(fn), "max_rel_err": err}
+            for way, t in time_fns(ways, device, repeats=repeats, warmup=1).items():
+                res[way].update(min_ms=t["min_ms"], median_ms=t["median_ms"], repeats=repeats)
             out[nh] = res
     return out
 

@@ -63,10 +63,17 @@ def test_projection_sweep_refuses_a_wrong_result(monkeypatch):
 
 
 @pytest.mark.parametrize("kw, word", [({"device": "tpu"}, "device"), ({"repeats": 0}, "repeats"),
-                                      ({"repeats": True}, "repeats")])
+                                      ({"repeats": True}, "repeats"), ({"threads": 0}, "threads")])
 def test_projection_sweep_validates_arguments(kw, word):
     with pytest.raises(ValueError, match=word):
         pf.projection_sweep([1], d_model=8, T=2, **kw)
+
+
+def test_projection_sweep_restores_the_thread_count():
+    before = torch.get_num_threads()
+    sweep = pf.projection_sweep([2], d_model=8, T=2, repeats=1, threads=1)
+    assert torch.get_num_threads() == before
+    assert sweep[2]["fused"]["blas_calls"] == 3
 
 
 def test_valid_head_pairs():
