@@ -101,9 +101,10 @@ class _Runner:
     check() validates one backend and queues it; time_queued() times every queued backend of
     the case together (they take turns, see andrea_edu.bench.time_fns)."""
 
-    def __init__(self, device, repeats, warmup, deadline, strict):
+    def __init__(self, device, repeats, warmup, deadline, strict, case_budget_s=None):
         self.device, self.repeats, self.warmup = device, repeats, warmup
         self.deadline, self.strict, self.records, self._queue = deadline, strict, [], {}
+        self.case_budget_s = case_budget_s
 
     def check(self, case, backend, params, fn, ref, flops=None, extra=None, unavailable=(
             ValueError, ImportError, NotImplementedError)):
@@ -143,7 +144,7 @@ class _Runner:
         if not queue:
             return
         timings = bench.time_fns({k: fn for k, (_, fn) in queue.items()}, self.device,
-                                 self.repeats, self.warmup)
+                                 self.repeats, self.warmup, self.case_budget_s)
         for k, (rec, _) in queue.items():
             rec.update(timings[k])
             if rec["flops"]:
@@ -189,13 +190,13 @@ def headdim_suite(r: _Runner, fast: bool, progress: bool, causal: bool = True, h
         raise ValueError(f"backends {sorted(unknown)} are not in {HEADDIM_BACKENDS}")
     backends = ("sdpa",) + tuple(b for b in backends if b != "sdpa")
     configs = list(_headdim_configs(r.device, fast, head_dims, shapes, series))
-    gen = torch.Generator(device="cpu").manual_seed(0)
+    gen = torch.Generator(device=r.device).manual_seed(0)
     with _progress(len(configs) * len(backends), progress, "head_dim") as bar:
         for shape, series, B, T, nh, hs, C in configs:
             case = f"{shape}/{series}/head_dim={hs}"
             params = _params(shape=shape, series=series, B=B, T=T, n_head=nh, head_dim=hs,
                              d_model=C, causal=causal, dtype_t=DTYPE)
-            q, k, v = (torch.randn(B, nh, T, hs, generator=gen).to(r.device, DTYPE)
+            q, k, v = (torch.randn(B, nh, T, hs, generator=gen, device=r.device).to(DTYPE)
                        for _ in range(3))  # 3 x (B, nh, T, hs)
             ref = reference_attention(q, k, v, causal)  # (B, nh, T, hs), fp32 math
             flops = bench.attention_flops(B, nh, T, hs, causal)
@@ -246,10 +247,12 @@ def _suites():
 
 def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None, warmup=None,
               deadline=None, progress: bool = True, strict: bool = True,
-              command: str = "", **options) -> dict:
+              command: str = "", case_budget_s=None, **options) -> dict:
     """Run one suite ("headdim", "projections", "layout") and return the results object
     (valid against andrea_edu.bench.SCHEMA); write it with andrea_edu.bench.write_results.
-    options go to the suite (headdim_suite: head_dims, shapes, series, backends)."""
+    case_budget_s: seconds of timed rounds per case (fewer repeats for slow backends, at
+    least 3; default 2 on a GPU, 10 on a CPU). options go to the suite (headdim_suite:
+    head_dims, shapes, series, backends)."""
     suites = _suites()
     if suite not in suites:
         raise ValueError(f"suite={suite!r} is not one of {tuple(suites)}")
@@ -257,7 +260,9 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
         raise ValueError(f"device={device!r} is not one of 'cpu', 'cuda'")
     repeats = repeats or (3 if fast else (20 if device == "cuda" else 5))
     warmup = 1 if fast and warmup is None else (warmup if warmup is not None else 3)
-    r = _Runner(device, repeats, warmup, deadline, strict)
+    if case_budget_s is None:
+        case_budget_s = 2.0 if device == "cuda" else 10.0
+    r = _Runner(device, repeats, warmup, deadline, strict, case_budget_s)
     with torch.no_grad():  # not inference_mode: under it aten.matmul is not decomposed, and
         suites[suite](r, fast, progress, **options)  # count_aten_ops would miss mm/bmm
     for rec in r.records:
@@ -265,7 +270,7 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
     return {"schema_version": bench.SCHEMA_VERSION, "suite": suite,
             "provenance": bench.provenance(device, command),
             "settings": {"dtype": str(DTYPE).replace("torch.", ""), "repeats": repeats,
-                         "warmup": warmup, "fast": fast,
+                         "warmup": warmup, "fast": fast, "case_budget_s": case_budget_s,
                          "timer": "cuda-events" if device == "cuda" else "perf_counter",
                          "shapes": _shape_table(device, fast)},
             "flop_formula": FLOP_FORMULA[suite], "options": {k: list(v) if isinstance(
