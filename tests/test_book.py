@@ -60,12 +60,9 @@ HARMLESS_CONSOLE = [
 ]
 
 # Script exceptions that are not the book's fault. Each entry: (pattern, why it is harmless).
-HARMLESS_EXCEPTIONS = [
-    (re.compile(r"^Identifier 'THEBE_JS_URL' has already been declared$"),
-     "sphinx-thebe 0.3.1 under Sphinx 7.4 writes its one-line config <script> (four const "
-     "declarations) twice into every page; the second copy throws, the first already defined "
-     "the same values, and the Thebe launcher works as intended"),
-]
+# (Empty: the sphinx-thebe script that sphinx-thebe 0.3.1 doubled under Sphinx 7.4, throwing
+# "Identifier 'THEBE_JS_URL' has already been declared", is dropped by book/_ext/andrea_dedupe_js.)
+HARMLESS_EXCEPTIONS: list = []
 
 # Requests that leave the local server (all are blocked: the test is offline, like a reader
 # without network). Each entry: (URL pattern, why the page still works without it).
