@@ -230,6 +230,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--warmup", type=int, default=None, help="untimed calls per case")
         p.add_argument("--budget-s", type=float, default=None,
                        help="stop timing new cases after this many seconds (left: 'skipped')")
+        p.add_argument("--threads", type=int, default=None,
+                       help="torch CPU threads while measuring (default on a CPU: 1)")
         p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
         p.add_argument("--keep-going", action="store_true",
                        help="record an invalid backend and go on (exit status 1 at the end)")
@@ -273,7 +275,7 @@ def main(argv=None) -> int:
                                     warmup=args.warmup, deadline=deadline,
                                     progress=not args.no_progress,
                                     strict=not (args.keep_going or args.cmd == "gpu-suite"),
-                                    command=command)
+                                    command=command, threads=args.threads)
         path = write_results(obj, args.out)
         n = {s: sum(r["status"] == s for r in obj["records"]) for s in
              ("ok", "unavailable", "invalid", "failed", "skipped")}

@@ -247,28 +247,39 @@ def _suites():
 
 def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None, warmup=None,
               deadline=None, progress: bool = True, strict: bool = True,
-              command: str = "", case_budget_s=None, **options) -> dict:
+              command: str = "", case_budget_s=None, threads=None, **options) -> dict:
     """Run one suite ("headdim", "projections", "layout") and return the results object
     (valid against andrea_edu.bench.SCHEMA); write it with andrea_edu.bench.write_results.
     case_budget_s: seconds of timed rounds per case (fewer repeats for slow backends, at
-    least 3; default 2 on a GPU, 10 on a CPU). options go to the suite (headdim_suite:
-    head_dims, shapes, series, backends)."""
+    least 3; default 2 on a GPU, 10 on a CPU). threads: torch's CPU threads during the run
+    (default on a CPU: 1, restored afterwards; on a shared or small machine several threads
+    wait for each other and the timings scatter by 10x, one thread measures the arithmetic).
+    options go to the suite (headdim_suite: head_dims, shapes, series, backends)."""
     suites = _suites()
     if suite not in suites:
         raise ValueError(f"suite={suite!r} is not one of {tuple(suites)}")
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device={device!r} is not one of 'cpu', 'cuda'")
-    repeats = repeats or (3 if fast else (20 if device == "cuda" else 5))
+    repeats = repeats or (3 if fast else (20 if device == "cuda" else 7))
     warmup = 1 if fast and warmup is None else (warmup if warmup is not None else 3)
     if case_budget_s is None:
         case_budget_s = 2.0 if device == "cuda" else 10.0
     r = _Runner(device, repeats, warmup, deadline, strict, case_budget_s)
-    with torch.no_grad():  # not inference_mode: under it aten.matmul is not decomposed, and
-        suites[suite](r, fast, progress, **options)  # count_aten_ops would miss mm/bmm
+    before = torch.get_num_threads()
+    if threads is None and device == "cpu":
+        threads = 1
+    try:
+        if threads:
+            torch.set_num_threads(threads)
+        prov = bench.provenance(device, command)  # records the thread count in use
+        with torch.no_grad():  # not inference_mode: under it aten.matmul is not decomposed,
+            suites[suite](r, fast, progress, **options)  # and count_aten_ops would miss mm/bmm
+    finally:
+        torch.set_num_threads(before)
     for rec in r.records:
         rec["params"].pop("dtype_t", None)
     return {"schema_version": bench.SCHEMA_VERSION, "suite": suite,
-            "provenance": bench.provenance(device, command),
+            "provenance": prov,
             "settings": {"dtype": str(DTYPE).replace("torch.", ""), "repeats": repeats,
                          "warmup": warmup, "fast": fast, "case_budget_s": case_budget_s,
                          "timer": "cuda-events" if device == "cuda" else "perf_counter",

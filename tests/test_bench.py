@@ -189,6 +189,13 @@ def test_cli_exit_status_reports_invalid_backend(monkeypatch, tmp_path):
     assert {r["status"] for r in obj["records"] if r["backend"] == "reference"} == {"invalid"}
 
 
+def test_cpu_runs_on_one_thread_and_restores_it():
+    before = torch.get_num_threads()
+    res = bench_cases.run_suite("layout", fast=True, progress=False, repeats=1, warmup=0)
+    assert res["provenance"]["cpu_threads"] == 1
+    assert torch.get_num_threads() == before
+
+
 def test_deadline_skips_cases_instead_of_timing(tmp_path):
     res = bench_cases.run_suite("layout", fast=True, progress=False, deadline=0.0)
     assert {r["status"] for r in res["records"]} == {"skipped"}
