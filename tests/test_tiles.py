@@ -1,0 +1,141 @@
+"""andrea_edu.tiles and andrea_edu.tile_figures: tile arithmetic against brute force, torch's SDPA
+head_dim rules, the compiled kernels' facts, and the chapter's figures with and without data."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from andrea_edu import tile_figures, tiles
+
+
+@settings(max_examples=60, deadline=None)
+@given(seq_len=st.integers(1, 300), head_dim=st.integers(1, 300), tile=st.sampled_from([8, 16, 32]))
+def test_tile_coverage_matches_counting_cells(seq_len, head_dim, tile):
+    cov = tiles.tile_coverage(seq_len, head_dim, tile)
+    grid = torch.zeros(cov.padded_rows, cov.padded_cols)  # the tiles, cell by cell
+    grid[:seq_len, :head_dim] = 1
+    assert cov.padded_rows % tile == 0 and cov.padded_cols % tile == 0
+    assert cov.padded_rows - seq_len < tile and cov.padded_cols - head_dim < tile
+    assert cov.useful == int(grid.sum()) and cov.computed == grid.numel()
+    assert cov.utilization == pytest.approx(grid.mean().item())
+    assert (cov.col_utilization == 1.0) == (head_dim % tile == 0)
+
+
+def test_the_sources_three_head_dims():
+    assert tiles.tile_coverage(1024, 64).col_tiles == 4
+    assert tiles.tile_coverage(1024, 64).utilization == 1.0
+    assert tiles.tile_coverage(1024, 32).utilization == 1.0
+    c72 = tiles.tile_coverage(1024, 72)
+    assert (c72.col_tiles, c72.padded_cols, c72.utilization) == (5, 80, 0.9)
+
+
+@pytest.mark.parametrize("bad", [dict(seq_len=0), dict(head_dim=-3), dict(tile=1.5),
+                                 dict(head_dim=True)])
+def test_tile_coverage_rejects_bad_sizes(bad):
+    kw = dict(seq_len=8, head_dim=8, tile=16) | bad
+    with pytest.raises(ValueError, match=list(bad)[0]):
+        tiles.tile_coverage(**kw)
+
+
+@pytest.mark.parametrize("hd, padded, kernel", [(32, 32, 32), (33, 40, 64), (64, 64, 64),
+                                                (70, 72, 96), (72, 72, 96), (96, 96, 96),
+                                                (130, 136, 160), (256, 256, 256), (257, 264, None)])
+def test_torch_flash_head_dim(hd, padded, kernel):
+    fl = tiles.torch_flash_head_dim(hd)
+    assert (fl["padded_in_memory"], fl["kernel_head_dim"]) == (padded, kernel)
+    if kernel:
+        assert fl["kernel_utilization"] == pytest.approx(hd / kernel)
+
+
+def test_sdpa_rules_follow_the_multiples_of_8():
+    for hd in range(1, 300):
+        r = tiles.sdpa_head_dim_rules(hd)
+        assert r["math"][0]
+        assert r["flash"][0] == (hd <= 256)
+        assert r["efficient"][0] == (hd % 8 == 0)
+        assert r["cudnn"][0] == (hd % 8 == 0 and hd <= 256)
+    assert tiles.sdpa_head_dim_rules(70, torch.float32)["efficient"] == (False, "head_dim=70 is "
+                                                                         "not a multiple of 4")
+    assert not tiles.sdpa_head_dim_rules(64, torch.float32)["flash"][0]
+
+
+def test_mma_work_per_score_is_four_head_dims():
+    bq, bk = tiles.v2_block_shape()
+    for hd in (16, 32, 64, 128):
+        w = tiles.mma_work(hd)
+        assert w["tensor_flops_per_score"] == 4 * hd == w["useful_flops_per_score"]
+        assert w["wmma_ops_per_kv_tile"] == 2 * (bq // 16) * (bk // 16) * (hd // 16)
+    assert tiles.mma_work(72)["tensor_flops_per_score"] == 4 * 80  # the padded tile's work
+    assert tiles.mma_work(32, bq=16, bk=16)["wmma_ops_per_kv_tile"] == 4
+
+
+def _nvrtc_or_skip():
+    try:
+        from cuda.bindings import nvrtc  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"NVRTC (cuda-bindings) is not installed: {e}")
+
+
+def test_kernel_facts_tensor_cores_only_for_multiples_of_16():
+    _nvrtc_or_skip()
+    f64, f72 = tiles.kernel_facts(64), tiles.kernel_facts(72)
+    assert f64["error"] is None and f72["error"] is None, (f64["error"], f72["error"])
+    assert (f64["backend"], f64["kernel"]) == ("cuda-wmma", "v2")
+    assert f64["tensor_core_instructions"] > 0
+    assert (f72["backend"], f72["kernel"]) == ("cuda-naive", "v1")
+    assert f72["tensor_core_instructions"] == 0 and f72["fallbacks"]
+    assert f64["resources"]["registers"] > 0 and f64["occupancy"]["blocks_per_sm"] >= 1
+    B, nh, T = 8, 12, 1024
+    assert f72["grid_fill"]["n_blocks"] == B * nh  # v1: one block per (batch, head)
+    bq, _ = tiles.v2_block_shape()
+    assert f64["grid_fill"]["n_blocks"] == B * nh * math.ceil(T / bq)
+    assert tiles.kernel_facts(300)["kernel"] is None  # above every kernel: sdpa, nothing compiled
+
+
+def _fake_results(device_kind="gpu"):
+    recs = []
+    for hd in (32, 64, 72):
+        for backend, ms in (("sdpa", 1.0), ("cuda-wmma", 2.0)):
+            recs.append(dict(case=f"x/{hd}", backend=backend, status="ok", reason=None,
+                             params=dict(shape="ANDREA-120M", series="n_head=12", head_dim=hd),
+                             median_ms=ms, min_ms=ms, max_ms=ms, tflops=hd / ms,
+                             sdpa_choice="flash_attention"))
+    dev = "NVIDIA H200" if device_kind == "gpu" else "CPU: test"
+    return dict(provenance=dict(device_kind=device_kind, device=dev),
+                settings=dict(dtype="bfloat16", shapes={"ANDREA-120M": dict(B=8, T=1024)}),
+                records=recs)
+
+
+def test_curves_and_device_label():
+    res = _fake_results()
+    cs = tile_figures.curves(res)
+    assert [h for h, _ in cs["cuda-wmma"]] == [32, 64, 72]
+    assert tile_figures.curves(res, series="d_model=768") == {}
+    assert tile_figures.device_label(res) == "NVIDIA H200"
+    assert "CPU" in tile_figures.device_label(_fake_results("cpu"))
+
+
+@pytest.mark.parametrize("results", [None, "gpu", "cpu"])
+def test_head_dim_figure_draws_with_or_without_data(results):
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    res = None if results is None else _fake_results(results)
+    facts = dict(backend="cuda-naive", kernel=None, reason="test", error=None)
+    fig = tile_figures.head_dim_figure(72, results=res, facts=facts)
+    try:
+        assert isinstance(fig, Figure)
+        texts = " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
+        titles = " ".join(ax.get_title() for ax in fig.axes)
+        if res is None:
+            assert "No measurement exists yet" in texts
+        else:
+            assert tile_figures.device_label(res) in titles
+        assert "90.0% useful" in titles
+    finally:
+        plt.close(fig)
+    plt.close(tile_figures.mma_shapes_figure())
