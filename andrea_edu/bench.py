@@ -191,21 +191,24 @@ def time_fn(fn, device: str, repeats: int = 10, warmup: int = 3) -> dict:
     return time_fns({"fn": fn}, device, repeats, warmup)["fn"]
 
 
-def tolerance(dtype) -> float:
-    """Max |out - reference| allowed: bf16 keeps 8 bits of mantissa, fp16 11, fp32 24."""
-    return {torch.bfloat16: 3e-2, torch.float16: 5e-3, torch.float32: 1e-4}[dtype]
+def tolerance(dtype) -> tuple[float, float]:
+    """(atol, rtol) of andrea_edu.attention.TOLERANCE: one set of tolerances for the library,
+    gpucheck and the benchmarks (bf16 keeps 8 bits of mantissa, fp16 11, fp32 24)."""
+    from .attention import TOLERANCE
+    return TOLERANCE[dtype]
 
 
 def check_close(out, ref, dtype, what: str) -> float:
-    """Max abs error of out vs ref; raises ValidationError (or on NaN) when it exceeds
-    tolerance(dtype) * max(1, max |ref|): relative to the largest value, since a bf16 result of
-    size 30 carries rounding errors of about 0.1."""
+    """Max abs error of out vs ref; raises ValidationError (also on NaN) when it exceeds
+    atol + rtol * max|ref| (tolerance(dtype)): scaled by the largest value, since a bf16 result
+    of size 30 carries rounding errors of about 0.1."""
     if tuple(out.shape) != tuple(ref.shape):
         raise ValidationError(f"{what}: output shape {tuple(out.shape)} differs from the "
                               f"reference's {tuple(ref.shape)}")
     ref = ref.float()
     err = (out.float() - ref).abs().max().item()
-    allowed = tolerance(dtype) * max(1.0, ref.abs().max().item())
+    atol, rtol = tolerance(dtype)
+    allowed = atol + rtol * ref.abs().max().item()
     if not err <= allowed:  # NaN fails this too
         raise ValidationError(f"{what}: max |out - reference| = {err:.3g} exceeds the tolerance "
                               f"{allowed:.3g} for {dtype}: not timed")
