@@ -268,9 +268,31 @@ def test_chapter_runs_with_no_data(tmp_path, monkeypatch):
     assert "CPU measurement: **none exists yet**" in text
 
 
-def test_chapter_runs_with_a_cpu_data_file(cpu_results, tmp_path, monkeypatch):
+def _fake_gpu_results(cpu_obj: dict) -> dict:
+    """A CPU results file relabelled as a GPU's, with the CUDA backends filled in from SDPA's
+    timings: it exercises the chapter's GPU code paths before a real GPU file exists."""
+    obj = copy.deepcopy(cpu_obj)
+    obj["provenance"].update(device_kind="gpu", device="Fake GPU (test)", device_slug="fake-gpu",
+                             driver="0.0")
+    obj["settings"]["timer"] = "cuda-events"
+    sdpa = {r["case"]: r for r in obj["records"] if r["backend"] == "sdpa"}
+    for r in obj["records"]:
+        if r["backend"] in ("cuda-naive", "cuda-wmma"):
+            s = sdpa[r["case"]]
+            hd = r["params"]["head_dim"]
+            ran = "cuda-wmma" if r["backend"] == "cuda-wmma" and hd % 16 == 0 else "cuda-naive"
+            r.update({k: s[k] for k in ("min_ms", "median_ms", "max_ms", "repeats", "tflops")},
+                     status="ok", reason=None, ran=ran, max_abs_err=0.0)
+    return obj
+
+
+def test_chapter_runs_with_gpu_and_cpu_data_files(cpu_results, tmp_path, monkeypatch):
+    # (the committed CPU file alone is the repository's state: test_notebooks.py runs that)
     _, out = cpu_results
     shutil.copy(out / "bench_headdim_cpu.json", tmp_path)
+    gpu = _fake_gpu_results(json.loads((out / "bench_headdim_cpu.json").read_text()))
+    bench.write_results(gpu, tmp_path)
     text = _run_chapter(tmp_path, monkeypatch)
-    assert "No GPU measurement exists yet" in text
-    assert "CPU measurement: CPU: " in text and "(CPU, reduced shapes)" in text
+    assert "No GPU measurement exists yet" not in text
+    assert "GPU measurement: Fake GPU (test)" in text and "CPU measurement: CPU: " in text
+    assert "Fake GPU (test), cuda-wmma" in text  # the 32 vs 64 comparison used the GPU file
