@@ -74,6 +74,29 @@ MODEL_STEP_INFO = {
 SOURCE_STEP_INFO = {f"{n.lower()}_proj": (f"x · W_{n}", "Q, K, V projections", "matmul",
                                           "three_matrices") for n in "QKV"}
 STEP_INFO = {**LAYER_STEP_INFO, **MODEL_STEP_INFO, **SOURCE_STEP_INFO}
+# The book's chapters that explain the steps (notebook name -> title), for links.
+CHAPTER_TITLES = {
+    "three_matrices": "Three matrices per head, or one big matrix",
+    "parameter_count": "Parameter count",
+    "twelve_vectors_become_one": "Twelve vectors become one",
+    "output_projection": "The output projection W_O",
+    "why_heads_specialize": "Why heads specialize",
+    "why_twelve_heads": "Why twelve heads, not one wider head",
+    "cuda_stores_heads": "How CUDA stores the heads",
+    "one_kernel_many_heads": "One kernel, many heads",
+    "config_mirrors_hardware": "The configuration mirrors the hardware",
+    "final_picture": "The final picture",
+    "reading_the_pipeline": "Reading the pipeline",
+}
+
+
+def chapter_link(chapter: str) -> str:
+    """A MyST/Markdown link to a chapter notebook, titled: [title](name.ipynb)."""
+    if chapter not in CHAPTER_TITLES:
+        raise ValueError(f"chapter={chapter!r} is not one of {list(CHAPTER_TITLES)}")
+    return f"[{CHAPTER_TITLES[chapter]}]({chapter}.ipynb)"
+
+
 # The groups of a time-share or cost chart, the source's three attention groups first.
 GROUPS = ("Q, K, V projections", "attention kernel", "W_O (concat + matmul)", "MLP",
           "LayerNorms", "residual adds", "embeddings", "LM head")

@@ -127,7 +127,7 @@ def share_figure(timings, steps=None):
         tot = sum(fl.values())
         series.append(("share of FLOPs (formula)", {g: v / tot for g, v in fl.items()}, "//"))
     groups = [g for g in GROUPS if any(g in s for _, s, _ in series)]
-    fig, ax = plt.subplots(figsize=(11, 0.55 * len(groups) * len(series) / 2 + 2.2))
+    fig, ax = plt.subplots(figsize=(11, 0.55 * len(groups) * len(series) / 2 + 2.8))
     h = 0.8 / len(series)
     y = np.arange(len(groups))
     for k, (label, sh, hatch) in enumerate(series):
@@ -140,7 +140,7 @@ def share_figure(timings, steps=None):
     ax.set_yticks(y + h * (len(series) - 1) / 2, groups)
     ax.invert_yaxis()
     ax.set_xlabel("share of the forward pass (%)")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1, frameon=False)
     ax.set_title("Where one forward pass spends its time, measured step by step", fontsize=11)
     fig.tight_layout()
     return fig

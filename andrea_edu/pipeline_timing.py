@@ -39,6 +39,9 @@ try:  # records the aten ops each step runs; a private but long-stable torch API
 except ImportError:  # pragma: no cover - an older or newer torch without it
     TorchDispatchMode = None
 
+# aten ops that move no data or only check it: hidden by StepTiming.main_ops
+_BOOKKEEPING = {"view", "_unsafe_view", "expand", "t", "transpose", "slice", "split", "min",
+                "max", "lt", "ge", "_local_scalar_dense", "alias", "detach", "unsqueeze"}
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -78,9 +81,17 @@ class _Clock:
         return out
 
 
+def main_ops(ops) -> list[str]:
+    """Aten op names ("aten.mm.default") shortened ("mm") and without the bookkeeping (views,
+    reshapes, the token-id range check); a step made only of views keeps them ("transpose")."""
+    short = list(dict.fromkeys(o.removeprefix("aten.").split(".")[0] for o in ops))
+    return [o for o in short if o not in _BOOKKEEPING] or short
+
+
 if TorchDispatchMode is not None:
-    class _OpRecorder(TorchDispatchMode):
-        """Every aten op that runs, attributed to the step whose mark comes next."""
+    class OpRecorder(TorchDispatchMode):
+        """Every aten op that runs, attributed to the step whose mark comes next:
+        `with OpRecorder() as rec: model_in_steps(model, idx, rec.mark)`, then rec.ops[name]."""
 
         def __init__(self):
             super().__init__()
@@ -150,30 +161,38 @@ class StepTiming:
     kernels: dict  # {step name: [CUDA kernel names]}; {} on a CPU
     provenance: dict
 
-    def ms(self, by: str = "group") -> dict:
-        """Median milliseconds summed by "group" (GROUPS order) or by step "name"."""
+    def ms(self, by: str = "group", stat: str = "min") -> dict:
+        """Milliseconds summed by "group" (GROUPS order) or by step "name". stat: each step's
+        "min" over the repeats (default: other work on the machine only ever adds time, so the
+        fastest run is the least disturbed) or its "median"."""
         if by not in ("group", "name"):
             raise ValueError(f"by must be 'group' or 'name', got {by!r}")
+        if stat not in ("min", "median"):
+            raise ValueError(f"stat must be 'min' or 'median', got {stat!r}")
         keys = GROUPS if by == "group" else tuple(STEP_INFO)
         out = dict.fromkeys(keys, 0.0)
         for s in self.steps:
             info = STEP_INFO[s["name"]]
-            out[info[1] if by == "group" else s["name"]] += s["median_ms"]
+            out[info[1] if by == "group" else s["name"]] += s[f"{stat}_ms"]
         present = {STEP_INFO[s["name"]][1] if by == "group" else s["name"] for s in self.steps}
         return {k: v for k, v in out.items() if k in present}
 
-    def shares(self, by: str = "group") -> dict:
+    def shares(self, by: str = "group", stat: str = "min") -> dict:
         """Each group's (or step name's) share of the summed step times; they sum to 1."""
-        ms = self.ms(by)
+        ms = self.ms(by, stat)
         total = sum(ms.values())
         if not total > 0:
             raise RuntimeError(f"the steps' times sum to {total} ms: nothing was measured")
         return {k: v / total for k, v in ms.items()}
 
+    def main_ops(self, name: str) -> list[str]:
+        """`main_ops` of the step called `name` (see the module-level function)."""
+        return main_ops(self.ops.get(name, []))
+
     def label(self) -> str:
         """Where and how it was measured, for a figure's title."""
         return (f"{self.device}, {self.config}, B={self.B}, T={self.T}, {self.dtype}, "
-                f"median of {self.repeats}")
+                f"each step's fastest of {self.repeats}")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -236,10 +255,10 @@ def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 
                 for layer, name, ms in durations:
                     per_step.setdefault((layer, name), []).append(ms)
                 marked.append(sum(ms for *_, ms in durations))
-            whole.append(_time_forward(model, idx, dev))
+                whole.append(_time_forward(model, idx, dev))
         ops = {}
         if TorchDispatchMode is not None:
-            with _OpRecorder() as rec:
+            with OpRecorder() as rec:
                 model_in_steps(model, idx, rec.mark)
             ops = rec.ops
         kern = _kernel_names(model, idx) if (kernels and dev == "cuda") else {}
@@ -251,9 +270,27 @@ def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 
         config=getattr(model.cfg, "name", "custom"), B=B, T=T,
         dtype=str(model.wte.dtype).replace("torch.", ""), backend=model.blocks[0].attn.backend,
         device=prov["device"], device_kind=prov["device_kind"], repeats=repeats, steps=steps,
-        forward_ms=statistics.median(whole[warmup:] or whole), marked_forward_ms=statistics.median(marked),
+        forward_ms=statistics.median(whole), marked_forward_ms=statistics.median(marked),
         decision=dataclasses.asdict(decision) if decision is not None else {},
         ops=ops, kernels=kern, provenance=prov)
+
+
+def time_block(block, x, layer: int = 0, repeats: int = 5, warmup: int = 1) -> dict:
+    """{step name: ms} of one block's 14 steps on input x (B, T, C), marked as in `time_steps`;
+    each step's fastest of `repeats` runs (chapter "Reading the pipeline")."""
+    from .pipeline import block_in_steps
+
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    clock, per_step = _Clock(x.device.type), {}
+    with torch.no_grad():
+        for i in range(warmup + repeats):
+            clock.start()
+            block_in_steps(block, x, clock, layer)
+            for _, name, ms in clock.durations_ms():
+                if i >= warmup:
+                    per_step.setdefault(name, []).append(ms)
+    return {name: min(v) for name, v in per_step.items()}
 
 
 def _time_forward(model, idx, dev) -> float:

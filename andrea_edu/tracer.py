@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .pipeline import STEP_INFO, block_in_steps
+from .pipeline import STEP_INFO, block_in_steps, chapter_link
 
 INPUT_STEP = ("residual stream entering the layer", "final_picture")
 
@@ -40,7 +40,13 @@ class TraceRow:
     index: tuple  # the token's position in this tensor, its features as a slice ":n"
     offset: int  # element offset of the token's first shown feature in the storage
     values: tuple  # the token's first n features (head 0's, for per-head tensors)
+    bytes_written: int  # bytes of new memory the step wrote (0 for a view and for the input)
     note: str = ""
+
+    @property
+    def index_text(self) -> str:
+        """The token's index as code reads it, e.g. "[1, 0, 4, :4]"."""
+        return _idx_text(self.index)
 
 
 @dataclass
@@ -57,14 +63,15 @@ class Trace:
 
     def table(self) -> str:
         """A Markdown table of the rows (for a chapter; numbers rounded to 4 digits)."""
-        head = ("| step | chapter | shape | strides | contiguous | memory | token at | "
+        head = ("| step | explained in | shape | strides | contiguous | memory | token at | "
                 "first values |\n|---|---|---|---|---|---|---|---|")
         lines = [head]
         for r in self.rows:
             vals = ", ".join(f"{v:+.4f}" for v in r.values)
-            mem = "view" if r.view_of_previous else "new"
-            lines.append(f"| {r.label} | [{r.chapter}]({r.chapter}.ipynb) | {list(r.shape)} | "
-                         f"{list(r.strides)} | {r.contiguous} | {mem} | {_idx_text(r.index)} | "
+            mem = "input" if r.step == "input" else "view" if r.view_of_previous else \
+                f"new, {r.bytes_written:,} B"
+            lines.append(f"| {r.label} | {chapter_link(r.chapter)} | {list(r.shape)} | "
+                         f"{list(r.strides)} | {r.contiguous} | {mem} | {r.index_text} | "
                          f"{vals} |")
         return "\n".join(lines)
 
@@ -105,7 +112,9 @@ class _Tracer:
         self.rows.append(TraceRow(
             name, label, chapter, layer, tuple(tensor.shape), tuple(tensor.stride()),
             str(tensor.dtype).replace("torch.", ""), tensor.is_contiguous(), same, index,
-            int(offset), tuple(float(v) for v in values.float().cpu()), note))
+            int(offset), tuple(float(v) for v in values.float().cpu()),
+            0 if same else sum(o.numel() * o.element_size() for o in
+                               (out if isinstance(out, tuple) else (out,))), note))
         if self.keep:
             self.tensors[name] = out
         self.prev = tensor
@@ -140,7 +149,7 @@ def trace_token(model, idx, layer: int = 0, b: int = 0, t: int | None = None,
                      tuple(x.stride()), str(x.dtype).replace("torch.", ""), x.is_contiguous(),
                      False, (b, t, f":{n_values}"),
                      int(x.storage_offset() + b * x.stride(0) + t * x.stride(1)),
-                     tuple(float(v) for v in x[b, t, :n_values].float().cpu()))
+                     tuple(float(v) for v in x[b, t, :n_values].float().cpu()), 0)
     tracer = _Tracer(b, t, n_values, keep, first, x)
     out = block_in_steps(model.blocks[layer], x, tracer.mark, layer)  # (B, T, C)
     if keep:

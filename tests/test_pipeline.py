@@ -141,6 +141,9 @@ def test_other_bad_input(model):
         P.model_in_steps(model, ids() + TINY.vocab_size, P.no_mark)
     with pytest.raises(TypeError, match="AndreaModel"):
         P.model_steps(torch.nn.Linear(2, 2), 1, 1)
+    with pytest.raises(ValueError, match="chapter"):
+        P.chapter_link("no_such_chapter")
+    assert all(P.chapter_link(info[3]).endswith(f"({info[3]}.ipynb)") for info in P.STEP_INFO.values())
 
 
 # ---------------------------------------------------------------- the tracer
@@ -175,6 +178,10 @@ def test_tracer_equals_a_plain_forwards_intermediates(model):
         assert r.values == tuple(float(x) for x in full[pos][:4])
     views = {r.step for r in tr.rows if r.view_of_previous}
     assert views == {"split_qkv", "view_heads", "transpose"}  # every other step writes memory
+    for r in tr.rows[1:]:
+        full = ten[r.step]
+        want = 0 if r.view_of_previous else full.numel() * full.element_size()
+        assert r.bytes_written == want, r.step
     assert not [r for r in tr.rows if r.step == "transpose"][0].contiguous
     assert tr.token_id == int(idx[b, t]) and "|" in tr.table()
 
@@ -199,6 +206,10 @@ def test_time_steps_shares_sum_to_one_with_every_step(model, tmp_path):
     assert set(t.shares("group")) == set(P.totals(P.model_steps(model, 1, 8)))
     assert t.decision["backend"] == "reference" and t.device.startswith("CPU")
     assert any("mm" in op for op in t.ops["qkv"]) and t.kernels == {}
+    assert t.main_ops("qkv") == ["mm"] and t.main_ops("transpose") == ["transpose"]
+    assert sum(t.shares(stat="median").values()) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="stat"):
+        t.shares(stat="mean")
     assert t.forward_ms > 0 and t.marked_forward_ms > 0
     path = t.save(tmp_path)
     assert path.name == "pipeline_cpu.json"
@@ -210,6 +221,12 @@ def test_time_steps_shares_sum_to_one_with_every_step(model, tmp_path):
     (tmp_path / "pipeline_cpu.json").write_text(json.dumps(bad))
     with pytest.warns(RuntimeWarning, match="skipped"):
         assert PT.load_pipeline_timing("cpu", data_dir_=tmp_path) is None
+
+
+def test_time_block_times_every_step_of_one_layer(model):
+    x = torch.randn(1, 6, TINY.d_model)
+    ms = PT.time_block(model.blocks[0], x, repeats=2)
+    assert list(ms) == list(P.LAYER_STEP_INFO) and all(v >= 0 for v in ms.values())
 
 
 def test_time_steps_refuses_bad_arguments(model):
