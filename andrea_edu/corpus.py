@@ -1,0 +1,183 @@
+"""A seeded synthetic corpus whose next tokens are decided by three kinds of pattern.
+
+Introduced in the chapter "Why heads specialize": the source names positional, syntactic and
+semantic heads; this corpus holds one pattern of each kind, and labels every position with the
+pattern (if any) that decides its next token and the earlier position that holds the answer.
+Nothing is downloaded: a sequence is a run of segments drawn with Python's `random.Random(seed)`.
+
+Segments (drawn with SEGMENT_WEIGHTS; the first token of a segment says which kind it is):
+
+positional, "previous token"  two interleaved counters, a digit and a letter:
+        3 c 4 d 5 e 6 f 7 g
+    The digits run up from a random start (3, 4 or 5) to 7, then the segment ends; the letters
+    run a..h cyclically from a random start. The token after position t is the successor of the token at
+    t-1 (SUCC), so it is decided by the *previous* token, not the current one: a model must look
+    one position back. Key position: t-1.
+syntactic, "matching bracket"  nested brackets of four types with content tokens x y z:
+        ( x [ y z ] { x y } ) < z [ x y z ] >
+    Every pair holds 2 or 3 items (an item: a content token, or a nested pair while the depth is
+    below MAX_DEPTH). A closing bracket has the type of the innermost open bracket, which is not
+    the most recent opener whenever a nested pair came in between. Key position: that opener. Its *type* is certain; *when* it comes is not (after
+    2 items it is a coin flip whether a third item follows), so the closing positions carry an
+    irreducible loss of ln 2 at worst, recorded in `floor`.
+semantic, "recent entity"  named entities, filler words, then a reference:
+        Anna met Bo saw and REF Bo
+    REF is always followed by the most recent named entity of the whole sequence so far. A segment
+    is 1-3 rounds; a round names 1-2 entities (1-3 fillers after each) and then refers, or, with
+    probability P_BACKREF, is a bare "REF <entity>" that refers back to the latest entity named,
+    across whatever segments lie in between. Key position: that entity. With 12 names, copying
+    *some* entity of the context already helps, and copying the *latest* one solves it.
+
+Every label sits on the query position t whose target (the token at t+1) the pattern decides.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+import torch
+
+DIGITS = [str(i) for i in range(8)]  # the digit counter runs up to "7"
+LETTERS = list("abcdefgh")  # the letter counter wraps around: h -> a
+OPENERS = ["(", "[", "{", "<"]
+CLOSERS = [")", "]", "}", ">"]
+CONTENT = ["x", "y", "z"]
+ENTITIES = ["Anna", "Bo", "Cleo", "Dan", "Eva", "Finn", "Gus", "Hana", "Ivo", "Jon", "Kim", "Lea"]
+FILLERS = ["met", "saw", "and"]
+REF = "REF"
+VOCAB = DIGITS + LETTERS + OPENERS + CLOSERS + CONTENT + ENTITIES + FILLERS + [REF]
+STOI = {s: i for i, s in enumerate(VOCAB)}
+VOCAB_SIZE = len(VOCAB)
+
+# Pattern labels. NONE: the next token is free (a content token, a filler, a new segment...).
+NONE, POSITIONAL, SYNTACTIC, SEMANTIC = 0, 1, 2, 3
+PATTERNS = {POSITIONAL: "previous token", SYNTACTIC: "matching bracket", SEMANTIC: "recent entity"}
+PATTERN_KIND = {POSITIONAL: "positional", SYNTACTIC: "syntactic", SEMANTIC: "semantic"}
+
+MAX_DEPTH = 2  # brackets nest at most two deep (three learns too slowly for a CPU budget)
+P_NEST = 0.4  # an item inside a pair is a nested pair with this probability (below MAX_DEPTH)
+P_BACKREF = 0.25  # a semantic round is a bare "REF <entity>" with this probability
+FIRST_DIGIT_MIN = 3  # the digit counter starts at 3, 4 or 5: segments of 10, 8 or 6 tokens
+SEGMENT_WEIGHTS = (0.2, 0.4, 0.4)  # positional, syntactic, semantic
+
+
+def decode(ids) -> list[str]:
+    """Token ids -> token strings."""
+    return [VOCAB[int(i)] for i in ids]
+
+
+def encode(tokens) -> list[int]:
+    """Token strings -> ids; an unknown token raises ValueError naming it and the vocabulary."""
+    out = []
+    for s in tokens:
+        if s not in STOI:
+            raise ValueError(f"token {s!r} is not in the vocabulary: {VOCAB}")
+        out.append(STOI[s])
+    return out
+
+
+class _Stream:
+    """A growing token stream; each token carries the label of the position that predicts it."""
+
+    def __init__(self):
+        self.tok: list[int] = []
+        self.pat: list[int] = []  # pattern that decides this token (NONE if free)
+        self.src: list[int] = []  # position of the token that holds the answer, or -1
+        self.nll: list[float] = []  # -ln P(this token | everything before), for decided tokens
+        self.last_entity = -1  # position of the most recent named entity
+
+    def add(self, s: str, pat: int = NONE, src: int = -1, nll: float = 0.0) -> int:
+        self.tok.append(STOI[s])
+        self.pat.append(pat)
+        self.src.append(src)
+        self.nll.append(nll)
+        if s in ENTITIES:
+            self.last_entity = len(self.tok) - 1
+        return len(self.tok) - 1
+
+
+def _positional(rng: random.Random, st: _Stream) -> None:
+    d, l = rng.randrange(FIRST_DIGIT_MIN, len(DIGITS) - 2), rng.randrange(len(LETTERS))
+    st.add(DIGITS[d])
+    st.add(LETTERS[l])
+    while d < len(DIGITS) - 1:
+        d, l = d + 1, (l + 1) % len(LETTERS)
+        for s in (DIGITS[d], LETTERS[l]):
+            n = len(st.tok)
+            st.add(s, POSITIONAL, src=n - 2)  # decided by the token before the query
+
+
+def _pair(rng: random.Random, st: _Stream, depth: int) -> None:
+    kind = rng.randrange(len(OPENERS))
+    opener = st.add(OPENERS[kind])
+    n_items = rng.choice((2, 3))
+    for _ in range(n_items):
+        if depth < MAX_DEPTH and rng.random() < P_NEST:
+            _pair(rng, st, depth + 1)
+        else:
+            st.add(rng.choice(CONTENT))
+    # P(close now | history): after 2 items a coin flip (n_items was 2 or 3), after 3 certain.
+    p_close = 0.5 if n_items == 2 else 1.0
+    st.add(CLOSERS[kind], SYNTACTIC, src=opener, nll=-math.log(p_close))
+
+
+def _semantic(rng: random.Random, st: _Stream) -> None:
+    for _ in range(rng.randint(1, 3)):
+        if st.last_entity < 0 or rng.random() >= P_BACKREF:
+            for name in rng.sample(ENTITIES, rng.randint(1, 2)):
+                st.add(name)
+                for _ in range(rng.randint(1, 3)):
+                    st.add(rng.choice(FILLERS))
+        st.add(REF)
+        target = st.last_entity
+        st.add(VOCAB[st.tok[target]], SEMANTIC, src=target)
+
+
+_SEGMENTS = (_positional, lambda rng, st: _pair(rng, st, 1), _semantic)
+
+
+def generate_stream(rng: random.Random, length: int) -> _Stream:
+    """At least `length` tokens of whole segments, drawn with weights SEGMENT_WEIGHTS."""
+    st = _Stream()
+    while len(st.tok) < length:
+        rng.choices(_SEGMENTS, SEGMENT_WEIGHTS)[0](rng, st)
+    return st
+
+
+@dataclass
+class Batch:
+    """B sequences of T positions. At position t: idx[t] the input token, targets[t] the next
+    token, pattern[t] the pattern that decides targets[t] (NONE, POSITIONAL, SYNTACTIC, SEMANTIC),
+    key[t] the position (< t+1) that holds the answer (-1 where pattern is NONE), floor[t] the
+    irreducible loss -ln P(targets[t] | idx[:t+1]) of a decided target (0 except at closers)."""
+
+    idx: torch.Tensor  # (B, T) long
+    targets: torch.Tensor  # (B, T) long
+    pattern: torch.Tensor  # (B, T) long
+    key: torch.Tensor  # (B, T) long
+    floor: torch.Tensor  # (B, T) float
+
+    def tokens(self, b: int = 0) -> list[str]:
+        """The input tokens of sequence b, as strings (figure labels)."""
+        return decode(self.idx[b])
+
+
+def make_batch(batch_size: int, seq_len: int, seed: int | None = None,
+               rng: random.Random | None = None) -> Batch:
+    """A labelled batch: give `seed` (the batch is a function of it) or a running `rng`."""
+    for name, v in (("batch_size", batch_size), ("seq_len", seq_len)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if (seed is None) == (rng is None):
+        raise ValueError(f"give exactly one of seed or rng, got seed={seed!r}, rng={rng!r}")
+    rng = random.Random(seed) if rng is None else rng
+    rows = []
+    for _ in range(batch_size):
+        st = generate_stream(rng, seq_len + 1)
+        rows.append([x[: seq_len + 1] for x in (st.tok, st.pat, st.src, st.nll)])
+    tok = torch.tensor([r[0] for r in rows], dtype=torch.long)  # (B, T+1)
+    pat = torch.tensor([r[1][1:] for r in rows], dtype=torch.long)  # (B, T): label of t+1 on t
+    src = torch.tensor([r[2][1:] for r in rows], dtype=torch.long)  # (B, T)
+    nll = torch.tensor([r[3][1:] for r in rows], dtype=torch.float32)  # (B, T)
+    return Batch(idx=tok[:, :-1], targets=tok[:, 1:], pattern=pat, key=src, floor=nll)

@@ -1,0 +1,263 @@
+"""A small ANDREA in torch, built from the library's own pieces, that trains on a CPU.
+
+Introduced in the chapters "Parameter count" (the module's parameters, counted by part, equal the
+formula of `config.param_counts`) and "Why heads specialize" (trained on a synthetic corpus, with
+its attention probabilities captured and its heads ablated one at a time).
+
+The same code serves every configuration, from a 2-layer toy to `AndreaModel(ANDREA_120M)`:
+
+    token ids (B, T) -> wte[idx] + wpe[pos]                                  (B, T, C)
+    n_layer x  x = x + attn(ln_1(x));  x = x + mlp(ln_2(x))                  (B, T, C)
+    ln_f, logits = x . wte^T  (the output head is the token embedding, tied) (B, T, vocab)
+
+attn is the library's path, with weights stored [in_features, out_features] so X . W reads as code:
+  q, k, v = projections.project_c_attn(x, c_attn, nh)   c_attn [C, 3C] = [W_Q | W_K | W_V]
+  y = attention.attention(q, k, v, causal=True, backend=...)               (B, nh, T, hs)
+  out = projections.output_projection(y, W_O)           W_O [C, C]; rows h*hs:(h+1)*hs read head h
+mlp: GELU(x . W_in) . W_out with W_in [C, 4C], W_out [4C, C]. No linear layer has a bias (the
+source counts attention as exactly 4 x d_model^2); each LayerNorm has a weight and a bias.
+Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim, L n_layer.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .attention import attention
+from .config import AndreaConfig, param_counts
+from .projections import output_projection, project_c_attn, zero_head
+
+# The keys of `ParamCounts.by_part()`, and which parameter names belong to each.
+PART_ATTENTION = "attention (W_Q, W_K, W_V, W_O)"
+PART_MLP = "MLP"
+PART_EMBEDDINGS = "embeddings (token + position)"
+PART_LAYERNORM = "LayerNorms"
+
+
+def part_of(name: str) -> str:
+    """The part (a key of `ParamCounts.by_part()`) that the parameter called `name` belongs to."""
+    if ".attn." in name:
+        return PART_ATTENTION
+    if ".mlp." in name:
+        return PART_MLP
+    if name in ("wte", "wpe"):
+        return PART_EMBEDDINGS
+    if name.startswith("ln_f.") or ".ln_" in name:
+        return PART_LAYERNORM
+    raise ValueError(f"parameter name={name!r} belongs to no part; known parts: attention "
+                     f"('.attn.'), MLP ('.mlp.'), embeddings ('wte', 'wpe'), LayerNorms ('ln_')")
+
+
+def attention_probabilities(q: torch.Tensor, k: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    """softmax(q k^T / sqrt(hs)) with the causal mask: the weights every head puts on every key.
+
+    q, k: (B, nh, T, hs) -> (B, nh, T, T); row t (a query) sums to 1 over keys 0..t.
+    The same arithmetic as `attention.reference_attention`, stopped before `@ v` (the test suite
+    checks that probabilities @ v equals the attention output).
+    """
+    T, hs = q.shape[-2], q.shape[-1]
+    att = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, T)
+    if causal:
+        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()  # (T, T)
+        att = att.masked_fill(~mask, float("-inf"))
+    return torch.softmax(att, dim=-1)  # (B, nh, T, T)
+
+
+class SelfAttention(nn.Module):
+    """Causal multi-head self-attention: fused c_attn [C, 3C], one attention call, W_O [C, C]."""
+
+    def __init__(self, cfg: AndreaConfig, backend: str = "reference"):
+        super().__init__()
+        C = cfg.d_model
+        self.n_head, self.head_dim, self.backend = cfg.n_head, cfg.head_dim, backend
+        self.c_attn = nn.Parameter(torch.empty(C, 3 * C))  # [W_Q | W_K | W_V], X . W
+        self.W_O = nn.Parameter(torch.empty(C, C))  # concat(heads) . W_O
+        self.captured: tuple | None = None  # (list, layer index), set by capture_attention
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = project_c_attn(x, self.c_attn, self.n_head)  # 3 x (B, nh, T, hs)
+        y = attention(q, k, v, causal=True, backend=self.backend)  # (B, nh, T, hs)
+        if self.captured is not None:
+            store, layer = self.captured
+            store[layer] = attention_probabilities(q.detach(), k.detach())  # (B, nh, T, T)
+        return output_projection(y, self.W_O)  # (B, T, C)
+
+
+class MLP(nn.Module):
+    """GELU(x . W_in) . W_out, hidden width mlp_ratio x d_model, no biases."""
+
+    def __init__(self, cfg: AndreaConfig):
+        super().__init__()
+        self.W_in = nn.Parameter(torch.empty(cfg.d_model, cfg.d_mlp))
+        self.W_out = nn.Parameter(torch.empty(cfg.d_mlp, cfg.d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(x @ self.W_in) @ self.W_out  # (B, T, 4C) -> (B, T, C)
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
+
+    def __init__(self, cfg: AndreaConfig, backend: str = "reference"):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(cfg.d_model)
+        self.attn = SelfAttention(cfg, backend)
+        self.ln_2 = nn.LayerNorm(cfg.d_model)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class AndreaModel(nn.Module):
+    """A GPT-style ANDREA: see the module docstring. `AndreaModel(ANDREA_120M)` has exactly
+    `param_counts(ANDREA_120M).total` parameters.
+
+    backend: the `attention()` backend every layer uses. "reference" (plain torch, the default)
+        supports backward; the CUDA backends are forward-only and need CUDA tensors.
+    seed: initialisation is reproducible from it (GPT-2's: normal std 0.02, the two projections
+        that write into the residual stream, W_O and W_out, scaled by 1/sqrt(2 n_layer)).
+    device: where the parameters live. device="meta" allocates nothing and skips the
+        initialisation: the shapes, hence the parameter counts, of ANDREA-120M in milliseconds
+        (on the CPU, ANDREA-120M takes about 2 s, mostly allocating and filling 0.5 GB).
+    """
+
+    def __init__(self, cfg: AndreaConfig, backend: str = "reference", seed: int = 0,
+                 device: str | torch.device = "cpu"):
+        super().__init__()
+        if not isinstance(cfg, AndreaConfig):
+            raise TypeError(f"cfg must be an AndreaConfig, got {type(cfg).__name__}")
+        self.cfg = cfg
+        C = cfg.d_model
+        with torch.device(device):
+            self.wte = nn.Parameter(torch.empty(cfg.vocab_size, C))  # token embedding = head
+            self.wpe = nn.Parameter(torch.empty(cfg.block_size, C))  # learned positions
+            self.blocks = nn.ModuleList(Block(cfg, backend) for _ in range(cfg.n_layer))
+            self.ln_f = nn.LayerNorm(C)
+        if torch.device(device).type != "meta":
+            self.reset_parameters(seed)
+
+    @torch.no_grad()
+    def reset_parameters(self, seed: int = 0) -> None:
+        """GPT-2 initialisation, in place, from a private generator (global RNG untouched)."""
+        g = torch.Generator().manual_seed(seed)
+        residual_std = 0.02 / math.sqrt(2 * self.cfg.n_layer)
+        for name, p in self.named_parameters():
+            if ".ln_" in name or name.startswith("ln_f"):
+                p.fill_(1.0 if name.endswith("weight") else 0.0)
+            else:
+                std = residual_std if name.endswith(("W_O", "W_out")) else 0.02
+                p.normal_(0.0, std, generator=g)
+
+    @property
+    def backend(self) -> str:
+        return self.blocks[0].attn.backend
+
+    def set_backend(self, backend: str) -> None:
+        """Switch every layer's attention backend (validated by `attention()` at the next call)."""
+        for b in self.blocks:
+            b.attn.backend = backend
+
+    # ------------------------------------------------------------------ forward
+    def hidden(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token ids (B, T) -> final hidden states after ln_f, (B, T, C)."""
+        if not isinstance(idx, torch.Tensor) or idx.dtype != torch.long or idx.dim() != 2:
+            raise ValueError(f"idx must be a (batch, seq_len) torch.long tensor of token ids, got "
+                             f"{type(idx).__name__} {getattr(idx, 'dtype', '')} "
+                             f"{tuple(getattr(idx, 'shape', ()))}")
+        B, T = idx.shape
+        if T > self.cfg.block_size:
+            raise ValueError(f"seq_len={T} exceeds block_size={self.cfg.block_size}")
+        if idx.numel() and (idx.min() < 0 or idx.max() >= self.cfg.vocab_size):
+            raise ValueError(f"token ids must lie in 0..{self.cfg.vocab_size - 1} (vocab_size), "
+                             f"got min {int(idx.min())}, max {int(idx.max())}")
+        x = self.wte[idx] + self.wpe[:T]  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)  # (B, T, C)
+        return self.ln_f(x)  # (B, T, C)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        """(logits (B, T, vocab), mean cross-entropy over all positions or None)."""
+        logits = self.hidden(idx) @ self.wte.t()  # (B, T, vocab): tied output head
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+    def per_position_loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy of each next-token prediction, (B, T), in nats (for per-pattern losses)."""
+        logits, _ = self(idx)  # (B, T, vocab)
+        if targets.shape != idx.shape:
+            raise ValueError(f"targets.shape={tuple(targets.shape)} must equal idx.shape="
+                             f"{tuple(idx.shape)}")
+        B, T = idx.shape
+        return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(B, T)
+
+    # ------------------------------------------------------------------ inspection
+    @contextlib.contextmanager
+    def capture_attention(self):
+        """Within the block, every forward records each layer's attention probabilities.
+
+        Yields a list with one entry per layer, None until a forward has run, then that layer's
+        (B, nh, T, T) detached probabilities from the latest forward. They are recomputed beside
+        the `attention()` call (a backend such as a CUDA kernel never materialises them).
+        """
+        store: list = [None] * len(self.blocks)
+        for i, b in enumerate(self.blocks):
+            b.attn.captured = (store, i)
+        try:
+            yield store
+        finally:
+            for b in self.blocks:
+                b.attn.captured = None
+
+    def attention_maps(self, idx: torch.Tensor) -> torch.Tensor:
+        """Attention probabilities of every layer and head for `idx`: (L, B, nh, T, T)."""
+        with torch.no_grad(), self.capture_attention() as maps:
+            self(idx)
+        return torch.stack(maps)  # (L, B, nh, T, T)
+
+    @contextlib.contextmanager
+    def ablate(self, heads):
+        """Temporarily zero W_O's row block of each (layer, head) in `heads`: those heads no longer
+        reach the residual stream. The weights are restored on exit, even after an exception."""
+        heads = [tuple(h) for h in heads]
+        L, nh = self.cfg.n_layer, self.cfg.n_head
+        for layer, head in heads:
+            if not (isinstance(layer, int) and 0 <= layer < L):
+                raise ValueError(f"layer={layer!r} must be an int in 0..{L - 1} (n_layer={L})")
+            if not (isinstance(head, int) and 0 <= head < nh):
+                raise ValueError(f"head={head!r} must be an int in 0..{nh - 1} (n_head={nh})")
+        saved = {layer: self.blocks[layer].attn.W_O.detach().clone() for layer, _ in heads}
+        try:
+            with torch.no_grad():
+                for layer, head in heads:
+                    W_O = self.blocks[layer].attn.W_O
+                    W_O.copy_(zero_head(W_O.detach(), head, nh))
+            yield self
+        finally:
+            with torch.no_grad():
+                for layer, W in saved.items():
+                    self.blocks[layer].attn.W_O.copy_(W)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of distinct parameters (a tied weight counts once)."""
+    return sum(p.numel() for p in model.parameters())
+
+
+def count_parameters_by_part(model: AndreaModel) -> dict[str, int]:
+    """The module's parameters summed by part, with the keys (and order) of
+    `param_counts(cfg).by_part()`; the "Parameter count" chapter sets the two side by side."""
+    counts = dict.fromkeys(param_counts(model.cfg).by_part(), 0)
+    for name, p in model.named_parameters():
+        part = part_of(name)
+        if part not in counts:
+            raise RuntimeError(f"part {part!r} of parameter {name!r} is not a key of "
+                               f"ParamCounts.by_part(): {list(counts)}")
+        counts[part] += p.numel()
+    return counts
