@@ -1,0 +1,129 @@
+"""Do heads that contribute redundantly receive smaller gradients? The source's claim, measured.
+
+Introduced in the chapter "Why heads specialize". The source says: "heads that contribute
+redundantly receive smaller gradients than heads that contribute uniquely". `specialization.train`
+probes the model at steps 0, steps/10, ...; at each probe, for every head (layer l, head h), on the
+total loss of a fixed probe batch:
+
+  Δ  unique contribution: the loss increase when only this head is ablated (W_O rows zeroed);
+  V  solo value: the loss it recovers when it is the only head of its layer left;
+  ρ  the largest correlation between its output (head . W_O rows) and another head's of its layer;
+  G  the mean norm of the gradient on its own parameters (its W_Q, W_K, W_V columns and W_O rows)
+     over the training steps from this probe to the next: the gradient it receives in that state.
+
+Classes, per probe and head (the operational meaning of the source's words):
+  inactive   V < MIN_SOLO: on its own the head recovers almost nothing; it contributes nothing,
+             redundantly or not, so it is left out of the comparison.
+  redundant  V >= MIN_SOLO and Δ < V / 2: the other heads already cover more than half of what
+             this head can do (removing it costs less than half of what it achieves alone).
+  unique     V >= MIN_SOLO and Δ >= V / 2.
+A second, independent definition uses the outputs instead of the loss: among active heads,
+redundant when ρ >= CORR_REDUNDANT, unique otherwise.
+
+Comparison: in every (run, probe, layer) cell holding both a unique and a redundant head,
+ratio = mean G(unique) / mean G(redundant) (same layer and moment, so the layers' and the
+schedule's different gradient scales cancel). Pooled: the geometric mean of the ratios.
+Verdict rule: "holds" when the pooled ratio >= 1.25 and ratio > 1 in >= 75 % of cells;
+"holds with a caveat" when the pooled ratio > 1 otherwise; "does not hold" when <= 1;
+"not measurable" with fewer than MIN_CELLS cells.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_SOLO = 0.05  # nats: a head that recovers less than this on its own is inactive
+CORR_REDUNDANT = 0.5
+MIN_CELLS = 3
+VERDICT_RATIO = 1.25
+VERDICT_CONSISTENCY = 0.75
+
+
+def classify(delta: float, solo: float, corr: float | None = None, by: str = "ablation") -> str:
+    """"inactive", "redundant" or "unique" for one head at one probe (see the module docstring)."""
+    if by not in ("ablation", "correlation"):
+        raise ValueError(f"by={by!r} must be 'ablation' or 'correlation'")
+    if solo < MIN_SOLO:
+        return "inactive"
+    if by == "ablation":
+        return "redundant" if delta < solo / 2 else "unique"
+    if corr is None:
+        raise ValueError("by='correlation' needs corr, the head's largest output correlation")
+    return "redundant" if corr >= CORR_REDUNDANT else "unique"
+
+
+@dataclass
+class Pressure:
+    """The measurement: one row per (run, probe, head), one ratio per comparable cell."""
+
+    by: str
+    rows: list  # dicts: run, step, layer, head, delta, solo, corr, grad, cls
+    ratios: list  # dicts: run, step, layer, ratio, n_unique, n_redundant
+    pooled_ratio: float
+    fraction_above_1: float
+    verdict: str
+
+    def mean_grad(self, cls: str) -> float:
+        g = [r["grad"] for r in self.rows if r["cls"] == cls]
+        return float(np.mean(g)) if g else float("nan")
+
+    def count(self, cls: str) -> int:
+        return sum(r["cls"] == cls for r in self.rows)
+
+    def summary(self) -> str:
+        if self.verdict == "not measurable":
+            return (f"{len(self.ratios)} comparable cells (fewer than {MIN_CELLS}): "
+                    f"not measurable")
+        return (f"{len(self.ratios)} cells with both kinds of head: unique heads received "
+                f"{self.pooled_ratio:.2f}x the gradient of redundant ones (geometric mean); "
+                f"more in {100 * self.fraction_above_1:.0f}% of cells")
+
+
+def _rows(run, name) -> list[dict]:
+    rows = []
+    for p in run.probes:
+        delta, solo = np.asarray(p["delta"])[..., 0], np.asarray(p["solo"])[..., 0]  # (L, nh)
+        rho, grad = np.asarray(p["corr_max"]), np.asarray(p["grad"])  # (L, nh) each
+        L, nh = delta.shape
+        for l in range(L):
+            for h in range(nh):
+                rows.append({"run": name, "step": int(p["step"]), "layer": l, "head": h,
+                             "delta": float(delta[l, h]), "solo": float(solo[l, h]),
+                             "corr": float(rho[l, h]), "grad": float(grad[l, h])})
+    return rows
+
+
+def gradient_pressure(runs, by: str = "ablation") -> Pressure:
+    """Classify every head at every probe of `runs` (a Run, or {name: Run}) and compare gradients."""
+    if not isinstance(runs, dict):
+        runs = {"run": runs}
+    rows = []
+    for name, run in runs.items():
+        for r in _rows(run, name):
+            r["cls"] = classify(r["delta"], r["solo"], r["corr"], by=by)
+            rows.append(r)
+    cells: dict = {}
+    for r in rows:
+        cells.setdefault((r["run"], r["step"], r["layer"]), []).append(r)
+    ratios = []
+    for (name, step, layer), members in cells.items():
+        u = [m["grad"] for m in members if m["cls"] == "unique"]
+        d = [m["grad"] for m in members if m["cls"] == "redundant"]
+        if u and d and np.mean(d) > 0:
+            ratios.append({"run": name, "step": step, "layer": layer,
+                           "ratio": float(np.mean(u) / np.mean(d)),
+                           "n_unique": len(u), "n_redundant": len(d)})
+    if len(ratios) < MIN_CELLS:
+        return Pressure(by, rows, ratios, float("nan"), float("nan"), "not measurable")
+    logs = [math.log(r["ratio"]) for r in ratios]
+    pooled = math.exp(sum(logs) / len(logs))
+    above = sum(r["ratio"] > 1 for r in ratios) / len(ratios)
+    if pooled >= VERDICT_RATIO and above >= VERDICT_CONSISTENCY:
+        verdict = "holds"
+    elif pooled > 1:
+        verdict = "holds with a caveat"
+    else:
+        verdict = "does not hold"
+    return Pressure(by, rows, ratios, pooled, above, verdict)
