@@ -105,9 +105,12 @@ def kernel_signature(version: str) -> KernelSignature:
 
 
 def kernel_lines(version: str) -> list[tuple[int, str]]:
-    """(line number in the .cu file, line) for the kernel function, template line to the end."""
+    """(line number in the .cu file, line) for the kernel function: its template line to its
+    closing brace (the first line that is exactly "}")."""
     text, first = _kernel_text(version)
-    return [(first + i, line) for i, line in enumerate(text.splitlines())]
+    lines = text.splitlines()
+    end = lines.index("}") if "}" in lines else len(lines) - 1
+    return [(first + i, line) for i, line in enumerate(lines[:end + 1])]
 
 
 def index_lines(version: str, pattern: str = r"\b(blockIdx|gridDim)\b") -> list[tuple[int, str]]:
