@@ -206,3 +206,21 @@ def test_replace_with_explicit_head_dim_is_validated():
         ANDREA_120M.replace(n_head=10)
     with pytest.raises(TypeError, match="n_layer"):
         ANDREA_120M.replace(n_layer=1.0)
+
+
+# ------------------------------------------------------------------ formula vs a real module
+# tests/test_model.py compares count_parameters_by_part with the formula; this test adds the
+# third, independent witness: the shape tally above against every tensor the module holds.
+@pytest.mark.parametrize("cfg", [ANDREA_120M, ANDREA_12M, ANDREA_12M.replace(n_head=1, n_layer=2)],
+                         ids=lambda c: f"{c.name}-nh{c.n_head}-L{c.n_layer}")
+def test_module_tensors_match_the_independent_tally(cfg):
+    from andrea_edu.model import AndreaModel
+
+    model = AndreaModel(cfg, device="meta")  # every parameter's shape, nothing allocated
+    tally = tally_shapes(cfg)
+    total = sum(p.numel() for p in model.parameters())
+    assert total == sum(tally.values()) == param_counts(cfg).total
+    per_layer = [sum(p.numel() for n, p in model.named_parameters()
+                     if n.startswith(f"blocks.{i}.attn.")) for i in range(cfg.n_layer)]
+    assert per_layer == [4 * cfg.d_model**2] * cfg.n_layer
+    assert sum(per_layer) == tally["attention"] == param_counts(cfg).attention
