@@ -44,14 +44,16 @@ def projection_ways(X: torch.Tensor, proj: P.Projections) -> dict:
 
 
 def projection_sweep(n_heads, d_model: int = 768, B: int = 1, T: int = 256, device: str = "cpu",
-                     dtype=None, repeats: int = 5, seed: int = 0, threads: int | None = None) -> dict:
+                     dtype=None, repeats: int = 5, seed: int = 0,
+                     threads: int | None = None) -> dict:
     """Per n_head: {way: {"blas_calls", "min_ms", "median_ms", "max_rel_err"}}.
 
     Each way is validated against the fused fp32 result (relative error <= 1e-5 in fp32,
     1e-2 in half precision) before it is timed; a wrong result raises RuntimeError. The three
     ways are then timed taking turns (``bench.time_fns``: one call each per round, `repeats`
     rounds after a warm-up round), so that load from other processes hits all three alike; the
-    fastest call is the robust figure on a shared machine. dtype: float32 on a CPU, bfloat16 on a GPU by default.
+    fastest call is the robust figure on a shared machine.
+    dtype: float32 on a CPU, bfloat16 on a GPU by default.
     threads: CPU threads torch may use while timing (restored afterwards); None leaves torch's
     setting. One thread is steadier on a busy machine, where idle-waiting BLAS threads of one
     program and the work of another compete for the same cores.
@@ -91,7 +93,8 @@ def _sweep(n_heads, d_model, X32, X, device, dtype, tol, repeats, seed) -> dict:
             res = {}
             for way, fn in ways.items():
                 got = fn()
-                err = max(((a.float().cpu() - b).norm() / b.norm()).item() for a, b in zip(got, ref))
+                err = max(((a.float().cpu() - b).norm() / b.norm()).item()
+                          for a, b in zip(got, ref))
                 if not err <= tol:
                     raise RuntimeError(f"{way} at n_head={nh}: relative error {err:.2e} > {tol:g}; "
                                        f"not timed")
@@ -108,13 +111,14 @@ def valid_head_pairs(d_model: int = 768, max_n_head: int = 96) -> list[tuple[int
 
 
 # ------------------------------------------------------------------ figures
-def _overlay_blocks(ax, n_head: int, C: int, axis: str, alpha: float = 0.38):
+def _tint_column_blocks(ax, n_head: int, C: int, alpha: float = 0.38):
+    """Tint column block h (head h's columns) of a [C, C] image in head h's colour."""
     from matplotlib.patches import Rectangle
 
     hs = C // n_head
     for h, color in enumerate(head_colors(n_head)):
-        xy, w, hgt = ((h * hs - 0.5, -0.5), hs, C) if axis == "cols" else ((-0.5, h * hs - 0.5), C, hs)
-        ax.add_patch(Rectangle(xy, w, hgt, facecolor=color, alpha=alpha, edgecolor=color, lw=0.8))
+        ax.add_patch(Rectangle((h * hs - 0.5, -0.5), hs, C, facecolor=color, alpha=alpha,
+                               edgecolor=color, lw=0.8))
 
 
 def fig_fused_matrix(W: torch.Tensor, n_head: int, name: str = "W_Q"):
@@ -128,7 +132,7 @@ def fig_fused_matrix(W: torch.Tensor, n_head: int, name: str = "W_Q"):
     lim = float(W.abs().max())
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.6), gridspec_kw={"width_ratios": [1, 1.5]})
     a.imshow(W.float().cpu().numpy(), cmap="gray", vmin=-lim, vmax=lim, interpolation="nearest")
-    _overlay_blocks(a, n_head, C, "cols")
+    _tint_column_blocks(a, n_head, C)
     step = max(1, n_head // 6)
     a.set_xticks([h * hs + hs / 2 for h in range(0, n_head, step)])
     a.set_xticklabels([f"h{h}" for h in range(0, n_head, step)])

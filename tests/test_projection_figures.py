@@ -63,7 +63,8 @@ def test_projection_sweep_refuses_a_wrong_result(monkeypatch):
 
 
 @pytest.mark.parametrize("kw, word", [({"device": "tpu"}, "device"), ({"repeats": 0}, "repeats"),
-                                      ({"repeats": True}, "repeats"), ({"threads": 0}, "threads")])
+                                      ({"repeats": True}, "repeats"),
+                                      ({"threads": 0}, "threads")])
 def test_projection_sweep_validates_arguments(kw, word):
     with pytest.raises(ValueError, match=word):
         pf.projection_sweep([1], d_model=8, T=2, **kw)
