@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .pipeline import STEP_INFO, block_in_steps, chapter_link
+from .pipeline import CHAPTER_TITLES, STEP_INFO, block_in_steps, chapter_link
 
 INPUT_STEP = ("residual stream entering the layer", "final_picture")
 
@@ -62,18 +62,23 @@ class Trace:
     tensors: dict = field(default_factory=dict)
 
     def table(self) -> str:
-        """A Markdown table of the rows (for a chapter; numbers rounded to 4 digits)."""
-        head = ("| step | explained in | shape | strides | contiguous | memory | token at | "
-                "first values |\n|---|---|---|---|---|---|---|---|")
-        lines = [head]
+        """A Markdown table of the rows; each step's name links to the chapter explaining it."""
+        lines = ["| step (→ its chapter) | shape | strides | memory | token at | first values |",
+                 "|---|---|---|---|---|---|"]
         for r in self.rows:
-            vals = ", ".join(f"{v:+.4f}" for v in r.values)
+            vals = " ".join(f"{v:+.3f}" for v in r.values)
             mem = "input" if r.step == "input" else "view" if r.view_of_previous else \
-                f"new, {r.bytes_written:,} B"
-            lines.append(f"| {r.label} | {chapter_link(r.chapter)} | {list(r.shape)} | "
-                         f"{list(r.strides)} | {r.contiguous} | {mem} | {r.index_text} | "
+                f"new {r.bytes_written:,} B"
+            label = r.label.replace("[", "\\[").replace("]", "\\]")  # brackets inside a link
+            link = chapter_link(r.chapter).replace(CHAPTER_TITLES[r.chapter], label, 1)
+            strides = _compact(r.strides) + ("" if r.contiguous else " (not contiguous)")
+            lines.append(f"| {link} | {_compact(r.shape)} | {strides} | {mem} | {r.index_text} | "
                          f"{vals} |")
         return "\n".join(lines)
+
+
+def _compact(t) -> str:
+    return "[" + ",".join(str(v) for v in t) + "]"
 
 
 def _idx_text(index) -> str:
