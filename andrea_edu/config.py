@@ -74,6 +74,8 @@ class AndreaConfig:
         """A copy with some sizes changed; head_dim is re-derived unless given."""
         if "head_dim" not in changes and ("d_model" in changes or "n_head" in changes):
             changes["head_dim"] = None
+        if "name" not in changes and any(getattr(self, k) != v for k, v in changes.items() if k != "head_dim"):
+            changes["name"] = "custom"  # a changed preset is no longer that preset
         return dataclasses.replace(self, **changes)
 
     @property

@@ -224,3 +224,9 @@ def test_module_tensors_match_the_independent_tally(cfg):
                      if n.startswith(f"blocks.{i}.attn.")) for i in range(cfg.n_layer)]
     assert per_layer == [4 * cfg.d_model**2] * cfg.n_layer
     assert sum(per_layer) == tally["attention"] == param_counts(cfg).attention
+
+
+def test_replace_that_changes_a_size_drops_the_preset_name():
+    assert ANDREA_120M.replace(n_head=8).name == "custom"  # no longer ANDREA-120M
+    assert ANDREA_120M.replace(n_head=12).name == "ANDREA-120M"  # nothing changed
+    assert ANDREA_120M.replace(n_layer=2, name="tiny").name == "tiny"
