@@ -16,7 +16,8 @@ step. On the CPU a mark reads time.perf_counter; on a GPU it records a CUDA even
 stream (no synchronisation between steps, one at the end of the pass), and a step's time is the
 gap between its mark and the one before. The forward is timed whole too (`forward_ms`), so the
 marks' own overhead shows. Op names come from a separate untimed pass under a TorchDispatchMode
-that records every aten op; CUDA kernel names from a separate torch.profiler pass on a GPU.
+that records every aten op, CUDA kernel names from a torch.profiler pass on a GPU
+(`pipeline_ops`).
 
 CLI (writes the JSON the chapter reads; run it on a GPU machine to commit a GPU measurement):
     python -m andrea_edu.pipeline_timing --config ANDREA-120M -B 8 -T 1024 --dtype bfloat16
@@ -33,15 +34,8 @@ from pathlib import Path
 import torch
 
 from .pipeline import GROUPS, STEP_INFO, model_in_steps
+from .pipeline_ops import OpRecorder, main_ops, profile_steps
 
-try:  # records the aten ops each step runs; a private but long-stable torch API
-    from torch.utils._python_dispatch import TorchDispatchMode
-except ImportError:  # pragma: no cover - an older or newer torch without it
-    TorchDispatchMode = None
-
-# aten ops that move no data or only check it: hidden by StepTiming.main_ops
-_BOOKKEEPING = {"view", "_unsafe_view", "expand", "t", "transpose", "slice", "split", "min",
-                "max", "lt", "ge", "_local_scalar_dense", "alias", "detach", "unsqueeze"}
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -79,66 +73,6 @@ class _Clock:
             out.append((layer, name, gap(prev, t)))
             prev = t
         return out
-
-
-def main_ops(ops) -> list[str]:
-    """Aten op names ("aten.mm.default") shortened ("mm") and without the bookkeeping (views,
-    reshapes, the token-id range check); a step made only of views keeps them ("transpose")."""
-    short = list(dict.fromkeys(o.removeprefix("aten.").split(".")[0] for o in ops))
-    return [o for o in short if o not in _BOOKKEEPING] or short
-
-
-if TorchDispatchMode is not None:
-    class OpRecorder(TorchDispatchMode):
-        """Every aten op that runs, attributed to the step whose mark comes next:
-        `with OpRecorder() as rec: model_in_steps(model, idx, rec.mark)`, then rec.ops[name]."""
-
-        def __init__(self):
-            super().__init__()
-            self.pending, self.ops = [], {}
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.pending.append(str(func))
-            return func(*args, **(kwargs or {}))
-
-        def mark(self, layer, name, out, **info):
-            seen = self.ops.setdefault(name, [])
-            seen += [op for op in self.pending if op not in seen]
-            self.pending = []
-            return out
-
-
-def _kernel_names(model, idx) -> dict:
-    """{step name: CUDA kernel names} from one torch.profiler pass (GPU only)."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
-    names, ranges = [], []
-
-    def mark(layer, name, out, **info):
-        ranges[-1].__exit__(None, None, None)
-        names.append(name)
-        ranges.append(record_function(f"andrea#{len(names)}"))
-        ranges[-1].__enter__()
-        return out
-
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        ranges.append(record_function("andrea#0"))
-        ranges[-1].__enter__()
-        model_in_steps(model, idx, mark)
-        ranges[-1].__exit__(None, None, None)
-        torch.cuda.synchronize()
-    kernels: dict = {}
-
-    def walk(e, acc):
-        acc += [k.name for k in getattr(e, "kernels", []) if k.name not in acc]
-        for c in e.cpu_children:
-            walk(c, acc)
-
-    for e in prof.events():
-        if e.name.startswith("andrea#") and e.name != "andrea#0":
-            step = names[int(e.name[7:]) - 1]  # range k holds the ops of the step marked k
-            walk(e, kernels.setdefault(step, []))
-    return kernels
 
 
 @dataclasses.dataclass
@@ -257,11 +191,11 @@ def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 
                 marked.append(sum(ms for *_, ms in durations))
                 whole.append(_time_forward(model, idx, dev))
         ops = {}
-        if TorchDispatchMode is not None:
+        if OpRecorder is not None:
             with OpRecorder() as rec:
                 model_in_steps(model, idx, rec.mark)
             ops = rec.ops
-        kern = _kernel_names(model, idx) if (kernels and dev == "cuda") else {}
+        kern = profile_steps(model, idx)[1] if (kernels and dev == "cuda") else {}
     steps = [{"layer": layer, "name": name, "median_ms": statistics.median(v), "min_ms": min(v)}
              for (layer, name), v in per_step.items()]
     prov = provenance("cuda" if dev == "cuda" else "cpu", command="pipeline_timing.time_steps")

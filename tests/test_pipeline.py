@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from andrea_edu import pipeline as P
+from andrea_edu import pipeline_ops as PO
 from andrea_edu import pipeline_timing as PT
 from andrea_edu.bench import attention_flops, matmul_flops
 from andrea_edu.config import ANDREA_120M, AndreaConfig, param_counts
@@ -221,6 +222,16 @@ def test_time_steps_shares_sum_to_one_with_every_step(model, tmp_path):
     (tmp_path / "pipeline_cpu.json").write_text(json.dumps(bad))
     with pytest.warns(RuntimeWarning, match="skipped"):
         assert PT.load_pipeline_timing("cpu", data_dir_=tmp_path) is None
+
+
+def test_profiler_ranges_are_attributed_to_the_right_steps(model):
+    ops, kernels = PO.profile_steps(model, ids(1, 6), cuda=False)
+    assert set(ops) == set(P.STEP_INFO) - set(P.SOURCE_STEP_INFO)
+    assert "aten::layer_norm" in ops["ln_1"] and "aten::matmul" not in ops["ln_1"]
+    assert "aten::matmul" in ops["qkv"] and "aten::gelu" in ops["gelu"]
+    assert "aten::softmax" in ops["attention"] and kernels == {}
+    assert PO.main_ops(["aten.view.default", "aten.mm.default"]) == ["mm"]
+    assert PO.main_ops(["aten.transpose.int"]) == ["transpose"]
 
 
 def test_time_block_times_every_step_of_one_layer(model):
