@@ -116,16 +116,16 @@ def cost_figure(steps, title: str = ""):
     return fig
 
 
-def share_figure(timings, steps=None):
+def share_figure(timings, steps=None, flop_label: str = "share of FLOPs (formula)"):
     """Measured time share per group, one bar per StepTiming (its device in the legend), and the
-    FLOP share of `steps` beside them (hatched) when given."""
+    FLOP share of `steps` beside them (hatched, labelled `flop_label`) when given."""
     import matplotlib.pyplot as plt
 
     series = [(t.label(), t.shares(), None) for t in timings]
     if steps is not None:
         fl = totals(steps, "group", "flops")
         tot = sum(fl.values())
-        series.append(("share of FLOPs (formula)", {g: v / tot for g, v in fl.items()}, "//"))
+        series.append((flop_label, {g: v / tot for g, v in fl.items()}, "//"))
     groups = [g for g in GROUPS if any(g in s for _, s, _ in series)]
     fig, ax = plt.subplots(figsize=(11, 0.55 * len(groups) * len(series) / 2 + 2.8))
     h = 0.8 / len(series)

@@ -283,7 +283,8 @@ def main(argv=None) -> int:
     from .bench import pick_device
 
     dev = pick_device(a.device)
-    model = AndreaModel(PRESETS[a.config], backend=a.backend, device=dev).to(DTYPES[a.dtype])
+    # built on the CPU (its seeded initialisation uses a CPU generator), then moved
+    model = AndreaModel(PRESETS[a.config], backend=a.backend).to(device=dev, dtype=DTYPES[a.dtype])
     t = time_steps(model, a.B, a.T, repeats=a.repeats, warmup=2)
     print(t.label())
     for k, v in t.shares().items():

@@ -268,3 +268,31 @@ def test_figures_are_drawn_from_the_model(model):
               F.journey_figure(trace_token(model, ids(1, 5)))):
         assert f.axes[0].get_title()
         plt.close(f)
+
+
+# ---------------------------------------------------------------- the chapter's GPU branch
+def test_final_picture_shows_a_committed_gpu_file(model, tmp_path, monkeypatch):
+    """The chapter's GPU paths run before a real GPU file exists: a CPU timing relabelled as a
+    fake GPU (never committed) must appear in the page, labelled with its device."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from book_toc import REPO
+
+    t = PT.time_steps(model, 1, 8, repeats=1, warmup=0)
+    t.device, t.device_kind = "Fake GPU (test)", "gpu"
+    t.provenance["device_slug"] = "fake-gpu"
+    t.kernels = {"qkv": ["fake_gemm"], "attention": ["fake_attention"]}
+    t.save(tmp_path)
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("ANDREA_FAST", "1")
+    monkeypatch.delenv("ANDREA_BOOK_BUILD", raising=False)
+    path = REPO / "book" / "final_picture.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    outs = [o for c in nb.cells for o in c.get("outputs", [])]
+    assert not [o for o in outs if o.get("output_type") == "error"]
+    text = "\n".join(str(o.get("data", {}).get("text/markdown", "")) for o in outs)
+    assert "Fake GPU (test)" in text and "`fake_attention`" in text
+    assert "no GPU measurement committed yet" not in text
