@@ -23,7 +23,34 @@ import numpy as np
 from .slider import measure_update, render_png, slider, static_frames, static_html
 
 __all__ = ["slider", "static_frames", "static_html", "measure_update", "render_png",
-           "head_colors", "head_color", "heatmap", "overview_figure", "savefig_for_readme"]
+           "head_colors", "head_color", "heatmap", "overview_figure", "savefig_for_readme",
+           "show_source", "source_markdown"]
+
+
+def show_source(*objs) -> None:
+    """Display library code in a chapter, read from the library itself (one copy of it)."""
+    from IPython.display import display
+
+    display(source_markdown(*objs))
+
+
+def source_markdown(*objs):
+    """A Markdown display object with one Python code block per object (function, class or
+    module), as `inspect.getsource` gives it."""
+    import inspect
+
+    from IPython.display import Markdown
+
+    if not objs:
+        raise ValueError("show_source needs at least one function, class or module")
+    blocks = []
+    for obj in objs:
+        try:
+            src = inspect.getsource(obj)
+        except (TypeError, OSError) as e:
+            raise TypeError(f"show_source cannot read the source of {obj!r}: {e}") from None
+        blocks.append(f"```python\n{src.rstrip()}\n```")
+    return Markdown("\n\n".join(blocks))
 
 # tab20 reordered: the 10 saturated colours first, then their 10 light partners, so that the
 # first heads are the most distinct. Head 20 and beyond: golden-ratio hue steps.

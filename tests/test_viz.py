@@ -250,3 +250,15 @@ def test_overview_figure_and_readme_png(tmp_path):
         viz.savefig_for_readme(viz.overview_figure(), tmp_path / "big.png", max_bytes=1000)
     with pytest.raises(ValueError, match="not divisible by n_head=5"):
         viz.overview_figure(n_head=5)
+
+
+def test_show_source_reads_the_library_and_refuses_what_has_no_source():
+    from andrea_edu import projections, viz
+
+    md = viz.source_markdown(projections.split_heads, projections.merge_heads).data
+    assert md.count("```python") == 2
+    assert "def split_heads" in md and "def merge_heads" in md
+    with pytest.raises(TypeError, match="cannot read the source"):
+        viz.source_markdown(len)
+    with pytest.raises(ValueError, match="at least one"):
+        viz.show_source()
