@@ -23,9 +23,12 @@ redundant when ρ >= CORR_REDUNDANT, unique otherwise.
 Comparison: in every (run, probe, layer) cell holding both a unique and a redundant head,
 ratio = mean G(unique) / mean G(redundant) (same layer and moment, so the layers' and the
 schedule's different gradient scales cancel). Pooled: the geometric mean of the ratios.
+A two-sided sign test asks whether ratio > 1 happens more often than a coin would (the cells are
+not independent, probes of one run follow each other, so read its p-value as a guide).
 Verdict rule: "holds" when the pooled ratio >= 1.25 and ratio > 1 in >= 75 % of cells;
-"holds with a caveat" when the pooled ratio > 1 otherwise; "does not hold" when <= 1;
-"not measurable" with fewer than MIN_CELLS cells.
+"holds with a caveat" when the pooled ratio >= 1.1 and ratio > 1 in more than half of them (a
+weak or inconsistent effect in the claimed direction); "does not hold" otherwise (no difference,
+or the opposite); "not measurable" with fewer than MIN_CELLS cells.
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ CORR_REDUNDANT = 0.5
 MIN_CELLS = 3
 VERDICT_RATIO = 1.25
 VERDICT_CONSISTENCY = 0.75
+CAVEAT_RATIO = 1.1
 
 
 def classify(delta: float, solo: float, corr: float | None = None, by: str = "ablation") -> str:
@@ -63,6 +67,7 @@ class Pressure:
     ratios: list  # dicts: run, step, layer, ratio, n_unique, n_redundant
     pooled_ratio: float
     fraction_above_1: float
+    sign_test_p: float
     verdict: str
 
     def mean_grad(self, cls: str) -> float:
@@ -78,13 +83,14 @@ class Pressure:
                     f"not measurable")
         return (f"{len(self.ratios)} cells with both kinds of head: unique heads received "
                 f"{self.pooled_ratio:.2f}x the gradient of redundant ones (geometric mean); "
-                f"more in {100 * self.fraction_above_1:.0f}% of cells")
+                f"more in {100 * self.fraction_above_1:.0f}% of cells (sign test "
+                f"p = {self.sign_test_p:.2g})")
 
 
 def _rows(run, name) -> list[dict]:
     rows = []
     for p in run.probes:
-        delta, solo = np.asarray(p["delta"])[..., 0], np.asarray(p["solo"])[..., 0]  # (L, nh)
+        delta, solo = np.asarray(p["delta"]), np.asarray(p["solo"])  # (L, nh) each
         rho, grad = np.asarray(p["corr_max"]), np.asarray(p["grad"])  # (L, nh) each
         L, nh = delta.shape
         for l in range(L):
@@ -116,14 +122,24 @@ def gradient_pressure(runs, by: str = "ablation") -> Pressure:
                            "ratio": float(np.mean(u) / np.mean(d)),
                            "n_unique": len(u), "n_redundant": len(d)})
     if len(ratios) < MIN_CELLS:
-        return Pressure(by, rows, ratios, float("nan"), float("nan"), "not measurable")
+        nan = float("nan")
+        return Pressure(by, rows, ratios, nan, nan, nan, "not measurable")
     logs = [math.log(r["ratio"]) for r in ratios]
     pooled = math.exp(sum(logs) / len(logs))
-    above = sum(r["ratio"] > 1 for r in ratios) / len(ratios)
+    k = sum(r["ratio"] > 1 for r in ratios)
+    above = k / len(ratios)
     if pooled >= VERDICT_RATIO and above >= VERDICT_CONSISTENCY:
         verdict = "holds"
-    elif pooled > 1:
+    elif pooled >= CAVEAT_RATIO and above > 0.5:
         verdict = "holds with a caveat"
     else:
         verdict = "does not hold"
-    return Pressure(by, rows, ratios, pooled, above, verdict)
+    return Pressure(by, rows, ratios, pooled, above, sign_test(k, len(ratios)), verdict)
+
+
+def sign_test(k: int, n: int) -> float:
+    """Two-sided exact binomial p-value of k successes in n fair coin flips."""
+    if not 0 <= k <= n or n < 1:
+        raise ValueError(f"need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    tail = sum(math.comb(n, i) for i in range(min(k, n - k) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
