@@ -335,3 +335,37 @@ def fig_grid_fill(rows: list[dict], sms: int, gpu: str):
              "GPU was used.")
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
+
+
+def fig_scores_over_training(run, threshold: float = DETECT_THRESHOLD):
+    """Every head's score for each pattern through training, beside that pattern's loss."""
+    sc = np.asarray(run.scores)  # (n_eval, 3, L, nh)
+    steps = np.asarray(run.eval_steps)
+    L, nh = sc.shape[2:]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), sharey=True)
+    for i, (ax, name) in enumerate(zip(axes, PATTERN_NAMES)):
+        for l in range(L):
+            for h in range(nh):
+                ax.plot(steps, sc[:, i, l, h], color=head_color(h), ls="-" if l == 0 else "--",
+                        lw=1.3, label=f"L{l}H{h}")
+        ax.axhline(threshold, color="#888888", lw=0.8, ls=":")
+        ax2 = ax.twinx()
+        j = LOSS_KEYS.index(name)
+        above = np.maximum(run.eval_loss[:, j] - run.floors[name], 1e-3)  # noise can dip below 0
+        ax2.plot(steps, above, color="black", lw=2.2, alpha=0.25)
+        ax2.set_yscale("log")
+        ax2.tick_params(labelsize=7)
+        if i == 2:
+            ax2.set_ylabel("loss above the floor (grey, log)", fontsize=8)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("training step")
+        ax.set_ylim(0, 1)
+    axes[0].set_ylabel("score (probability on the designated key)")
+    axes[0].legend(fontsize=6, ncol=2, loc="center right")
+    fig.suptitle("Each head's score through training (solid: layer 0, dashed: layer 1), with the "
+                 "pattern's loss", fontsize=10)
+    _caption(fig, f"Dotted: the detection threshold {threshold}. Grey, right axis: the pattern's "
+             f"evaluation loss above its floor (drawn at 1e-3 when sampling noise puts it at or "
+             f"below the floor).")
+    fig.tight_layout(rect=(0, 0.05, 1, 0.93))
+    return fig
