@@ -325,7 +325,7 @@ def fig_grid_fill(rows: list[dict], sms: int, gpu: str):
     ax.text(-0.4, sms + 2, f"{sms} SMs ({gpu})", ha="left", va="bottom", fontsize=8,
             color="#d62728")
     ax.set_xticks(x, [f"{r['n_head']} x {r['head_dim']}" for r in rows], fontsize=8)
-    ax.set_xlabel("n_head x head_dim (d_model 768)")
+    ax.set_xlabel(f"n_head x head_dim (d_model {rows[0]['n_head'] * rows[0]['head_dim']})")
     ax.set_ylabel("SMs with a block")
     ax.set_ylim(0, sms * 1.22)
     ax.set_title("One block per (batch, head): how much of the GPU one launch can use",
