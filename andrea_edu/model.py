@@ -190,10 +190,10 @@ class AndreaModel(nn.Module):
 
     def per_position_loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Cross-entropy of each next-token prediction, (B, T), in nats (for per-pattern losses)."""
-        logits, _ = self(idx)  # (B, T, vocab)
         if targets.shape != idx.shape:
             raise ValueError(f"targets.shape={tuple(targets.shape)} must equal idx.shape="
                              f"{tuple(idx.shape)}")
+        logits, _ = self(idx)  # (B, T, vocab)
         B, T = idx.shape
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(B, T)
 

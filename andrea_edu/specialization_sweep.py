@@ -41,9 +41,11 @@ DATA_NAME = "specialization_sweep.json"
 
 def code_hash() -> str:
     """sha256 of the source of every module whose code decides the sweep's numbers."""
-    from . import attention, config, corpus, gradient_pressure, model, projections, specialization
+    from . import (attention, config, corpus, gradient_pressure, head_measures, model, projections,
+                   specialization)
     h = hashlib.sha256()
-    for mod in (attention, config, corpus, model, projections, specialization, gradient_pressure):
+    for mod in (attention, config, corpus, model, projections, head_measures, specialization,
+                gradient_pressure):
         h.update(inspect.getsource(mod).encode())
     return h.hexdigest()[:16]
 
