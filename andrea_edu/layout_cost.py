@@ -8,9 +8,6 @@ Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
 """
 from __future__ import annotations
 
-import statistics
-import time
-from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -20,28 +17,14 @@ from .projections import split_heads
 
 
 def _median_seconds(fns: dict, repeats: int, warmup: int, device: str) -> dict:
-    """{name: (median, min) seconds} of each fn(); the fns take turns in every repeat, so that a
-    drift of the machine (clock, other load) hits them all alike. CUDA events on a GPU."""
+    """{name: (median, min) seconds} of each fn(), timed by `bench.time_fns` (the fns take turns
+    in every repeat, so that a drift of the machine hits them all alike; CUDA events on a GPU)."""
+    from .bench import time_fns
+
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
-    for _ in range(warmup):
-        for fn in fns.values():
-            fn()
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            if device == "cuda":
-                start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-                start.record()
-                fn()
-                end.record()
-                torch.cuda.synchronize()
-                times[name].append(start.elapsed_time(end) / 1e3)
-            else:
-                t0 = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - t0)
-    return {name: (statistics.median(v), min(v)) for name, v in times.items()}
+    timed = time_fns(fns, device, repeats=repeats, warmup=warmup)
+    return {name: (t["median_ms"] / 1e3, t["min_ms"] / 1e3) for name, t in timed.items()}
 
 
 COPY_OPS = ("clone", "copy_", "contiguous")  # aten ops that write a tensor to new memory
@@ -49,20 +32,9 @@ COPY_OPS = ("clone", "copy_", "contiguous")  # aten ops that write a tensor to n
 
 def dispatched_ops(fn) -> dict[str, int]:
     """{aten op: calls} that fn() dispatches, e.g. {'clone': 2, 'bmm': 1}: shows hidden copies."""
-    from torch.utils._python_dispatch import TorchDispatchMode
+    from .bench_matmuls import count_aten_ops
 
-    class _Count(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = Counter()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops[func.overloadpacket.__name__] += 1
-            return func(*args, **(kwargs or {}))
-
-    with _Count() as counter:
-        fn()
-    return dict(sorted(counter.ops.items()))
+    return count_aten_ops(fn)
 
 
 def count_copies(fn) -> int:
