@@ -1,0 +1,103 @@
+"""heads.circuits: QK and OV per head agree with the model's own computation, and read
+constructed heads (a previous-token head, a copier) correctly."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from andrea_edu.attention import attention
+from andrea_edu.config import AndreaConfig
+from andrea_edu.heads import circuits as K
+from andrea_edu.model import AndreaModel
+from andrea_edu.projections import head_contributions, project_c_attn
+
+
+def _model(C=32, nh=4, L=2, V=20, T=12, seed=0):
+    return AndreaModel(AndreaConfig(d_model=C, n_head=nh, n_layer=L, vocab_size=V, block_size=T),
+                       seed=seed)
+
+
+def test_qk_gives_the_models_own_scores():
+    m = _model()
+    x = torch.randn(2, 12, 32, generator=torch.Generator().manual_seed(1))
+    q, k, _ = project_c_attn(m.blocks[1].ln_1(x), m.blocks[1].attn.c_attn, 4)  # 3 x (B, nh, T, hs)
+    for h in range(4):
+        ref = q[:, h] @ k[:, h].transpose(1, 2) / math.sqrt(8)  # (B, T, T)
+        torch.testing.assert_close(K.scores_via_qk(m, 1, h, x), ref, rtol=1e-4, atol=1e-5)
+    assert K.qk(m, 0, 0).shape == (32, 32) and torch.linalg.matrix_rank(K.qk(m, 0, 0)) <= 8
+
+
+def test_ov_gives_the_heads_term_of_the_output():
+    m = _model()
+    x = torch.randn(2, 12, 32, generator=torch.Generator().manual_seed(2))
+    X = m.blocks[0].ln_1(x)
+    q, k, v = project_c_attn(X, m.blocks[0].attn.c_attn, 4)
+    y = attention(q, k, v, causal=True, backend="reference")  # (B, nh, T, hs)
+    parts = head_contributions(y, m.blocks[0].attn.W_O)  # (nh, B, T, C)
+    A = K.causal_softmax(q @ k.transpose(-2, -1) / math.sqrt(8))  # (B, nh, T, T)
+    for h in range(4):
+        torch.testing.assert_close(A[:, h] @ X @ K.ov(m, 0, h), parts[h].detach(),
+                                   rtol=1e-4, atol=1e-5)
+
+
+def test_bad_layer_or_head_is_refused():
+    m = _model()
+    with pytest.raises(ValueError, match="layer"):
+        K.qk(m, 2, 0)
+    with pytest.raises(ValueError, match="head"):
+        K.ov(m, 0, 4)
+
+
+def _previous_token_model(T=10):
+    """One layer, one head of 32: wpe[t] one-hot on coordinate t, W_Q reads coordinate t into
+    slot t, W_K reads coordinate s into slot s+1: q_t . k_s is large only for s = t-1."""
+    C = 32
+    m = _model(C=C, nh=1, L=1, V=5, T=T)
+    with torch.no_grad():
+        m.wte.zero_()
+        m.wpe.zero_()
+        m.wpe[torch.arange(T), torch.arange(T)] = 1.0
+        W = torch.zeros(C, 3 * C)
+        W[torch.arange(T), torch.arange(T)] = 8.0  # W_Q
+        W[torch.arange(T - 1), C + torch.arange(1, T)] = 8.0  # W_K: key s -> slot s+1
+        m.blocks[0].attn.c_attn.copy_(W)
+    return m
+
+
+def test_constructed_previous_token_head_is_read_as_one():
+    P = K.positional_pattern(_previous_token_model(), 0, 0)
+    assert K.previous_token_share(P) == 1.0 and K.mean_previous_weight(P) > 0.9
+    P_random = K.positional_pattern(_model(T=12, seed=3), 0, 0)
+    assert K.previous_token_share(P_random) < 0.5 and K.mean_previous_weight(P_random) < 0.5
+    assert torch.allclose(P_random.sum(-1), torch.ones(12)) and (P_random.triu(1) == 0).all()
+
+
+def _copier(sign=1.0, V=16):
+    C = 32
+    m = _model(C=C, nh=1, L=1, V=V, T=4)
+    with torch.no_grad():
+        m.wte.zero_()
+        m.wte[torch.arange(V), torch.arange(V)] = 3.0
+        m.wpe.zero_()
+        W = torch.zeros(C, 3 * C)
+        W[:, 2 * C:] = torch.eye(C)  # W_V = I
+        m.blocks[0].attn.c_attn.copy_(W)
+        m.blocks[0].attn.W_O.copy_(sign * torch.eye(C))  # OV = +-I
+    return m
+
+
+def test_constructed_copier_and_suppressor():
+    M = K.token_ov(_copier(+1.0), 0, 0)
+    assert K.copy_rates(M) == 1.0 and K.eigen_copying(M) > 0.9
+    M = K.token_ov(_copier(-1.0), 0, 0)
+    assert K.copy_rates(M) == 0.0 and K.eigen_copying(M) < -0.9
+    rand = K.ov_table(_model(V=20, seed=5))  # (L, nh, 2)
+    assert rand.shape == (2, 4, 2) and rand[..., 0].max() <= 0.3  # chance is 1/20
+
+
+def test_tables_cover_every_head_of_the_toy_laboratory_shape():
+    m = _model(C=64, nh=4, L=2, V=42, T=48)  # the toy laboratory's model shape
+    assert K.positional_table(m, T=16).shape == (2, 4, 2)
+    assert K.ov_table(m, tokens=range(10), k=3).shape == (2, 4, 2)
