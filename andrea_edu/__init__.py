@@ -1,9 +1,29 @@
 """andrea_edu: multi-head attention as ANDREA-120M computes it, on a CPU and on a real GPU.
 
-The library behind the ANDREA Attention book. One concept per module:
-config (sizes, presets, parameter counts), projections (per-head vs fused Q/K/V, W_O),
-layout (how the heads are stored), attention (one entry point, several backends),
-cuda (NVRTC compilation and launch), emulator (the kernels' grid on a CPU), model,
-specialization, bench, viz.
+The library behind the ANDREA Attention book. Its folders follow the book's parts; imports point
+one way only: figures -> (heads, pipeline, bench) -> attention -> kernels -> core.
+
+    core (this folder)  config       AndreaConfig, the presets, exact parameter counts
+                        projections  per-head vs fused Q/K/V vs c_attn, split/merge heads, W_O
+                        layout       how the heads sit in memory: views, strides, contiguity
+                        model        a small GPT-style ANDREA (nn.Module)
+                        attention    the one entry point: which backend ran, and why
+                        env          run-time switches (fast mode, book build)
+    kernels/   the .cu sources, their limits, NVRTC, launch, occupancy, grid, tiles, emulator
+    heads/     the toy laboratory: corpus, training, head measures, gradient pressure, sweeps
+    pipeline/  the forward pass as steps, its timing, op attribution, the token tracer
+    bench/     timing, FLOP formulas, provenance, suites, results schema, the CLI
+    figures/   one module per chapter, the slider, the "Checking the source" box
+
+The names below are what a reader calls first; everything else is one import away, e.g.
+`from andrea_edu.kernels import compile_attention`.
 """
-__version__ = "0.1.0"
+from andrea_edu.attention import Decision, attention, choose_backend, reference_attention
+from andrea_edu.config import ANDREA_12M, ANDREA_120M, AndreaConfig, param_counts
+from andrea_edu.env import __version__
+from andrea_edu.model import AndreaModel
+from andrea_edu.projections import merge_heads, split_heads
+
+__all__ = ["ANDREA_120M", "ANDREA_12M", "AndreaConfig", "AndreaModel", "Decision", "attention",
+           "choose_backend", "merge_heads", "param_counts", "reference_attention",
+           "split_heads", "__version__"]

@@ -19,7 +19,7 @@ Every backend computes in fp32 (the CUDA kernels accumulate in fp32) and rounds 
 Backends (BACKENDS):
   reference   plain torch: scores = q @ k^T / sqrt(hs), causal mask, softmax, @ v, fp32 math.
   sdpa        torch.nn.functional.scaled_dot_product_attention.
-  emulator    andrea_edu.emulator: the CUDA kernels' grid, blocks, tiles and online softmax,
+  emulator    andrea_edu.kernels.emulator: the CUDA kernels' grid, blocks, tiles and online softmax,
               run block by block on the CPU (v2's decomposition when head_dim % 16 == 0 and the
               dtype is fp16/bf16, else v1's, exactly as the GPU dispatcher would choose).
   cuda-naive  kernels/attention_v1.cu: one block per (batch, head), any head_dim <= V1_MAX_HEAD_DIM.
@@ -34,7 +34,7 @@ Layout: the CUDA kernels read contiguous [B, nh, T, hs] memory. A non-contiguous
 the view `q.view(B, T, nh, hs).transpose(1, 2)`) is copied with `.contiguous()` before a CUDA or
 emulator backend runs, and the decision's `notes` say so (the copy costs one read and one write
 of the tensor; the layout chapter measures it). reference and sdpa accept any strides.
-The low-level launcher `andrea_edu.cuda.launch_attention` does not copy: it raises instead.
+The low-level launcher `andrea_edu.kernels.nvrtc.launch_attention` does not copy: it raises instead.
 """
 from __future__ import annotations
 
@@ -43,11 +43,11 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from andrea_edu.kernels.limits import (DTYPES, V1_MAX_HEAD_DIM, V2_DTYPES,  # noqa: F401
+                                      V2_HEAD_DIMS, _dtype_name, v1_ineligibility,
+                                      v2_ineligibility, validate_qkv)
+
 BACKENDS = ("auto", "reference", "sdpa", "emulator", "cuda-naive", "cuda-wmma")
-DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-V1_MAX_HEAD_DIM = 256  # v1 keeps ceil(hs/32) accumulators per lane; 8 chunks of 32 at most
-V2_HEAD_DIMS = tuple(range(16, 129, 16))  # v2 is compiled for these head_dims only (16..128)
-V2_DTYPES = (torch.float16, torch.bfloat16)  # WMMA 16x16x16 takes half or bf16 inputs
 
 
 # Agreement with the fp32 reference, by input dtype: |out - ref| <= atol + rtol * |ref|.
@@ -88,34 +88,6 @@ class Decision:
     kernel: str | None = None
     requested: str = "auto"
     notes: tuple = field(default=())
-
-
-def _dtype_name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
-
-def v2_ineligibility(head_dim: int, dtype, sm: int | None = None) -> str | None:
-    """Why the tensor-core kernel v2 cannot run this (head_dim, dtype[, GPU sm]), or None."""
-    if dtype not in V2_DTYPES:
-        return (f"dtype={_dtype_name(dtype)} is not supported by the tensor-core kernel "
-                f"(WMMA 16x16x16 takes float16 or bfloat16 inputs)")
-    if head_dim % 16 != 0:
-        return f"head_dim={head_dim} is not a multiple of 16"
-    if head_dim not in V2_HEAD_DIMS:
-        return (f"head_dim={head_dim} is above the largest compiled tensor-core tile "
-                f"({V2_HEAD_DIMS[-1]})")
-    if sm is not None and dtype == torch.bfloat16 and sm < 80:
-        return f"bfloat16 tensor cores need sm_80 or newer; this GPU is sm_{sm}"
-    return None
-
-
-def v1_ineligibility(head_dim: int, sm: int | None = None) -> str | None:
-    """Why kernel v1 cannot run this head_dim (on a GPU of compute capability sm), or None."""
-    if head_dim > V1_MAX_HEAD_DIM:
-        return f"head_dim={head_dim} is above cuda-naive's maximum {V1_MAX_HEAD_DIM}"
-    if sm is not None and sm < 80 and head_dim > 128:  # v1 above 128 stages 82 KB (cuda.shared_bytes)
-        return f"head_dim={head_dim} needs more than the 64 KB of shared memory sm_{sm} allows"
-    return None
 
 
 def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto",
@@ -189,34 +161,6 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
                     ": no andrea_edu kernel fits, ran torch's sdpa", tuple(considered), **kw)
 
 
-def validate_qkv(q, k, v) -> tuple[int, int, int, int]:
-    """Check q, k, v and return (B, nh, T, hs); raise a ValueError/TypeError that names the fix."""
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 4:
-            raise ValueError(f"{name} must have shape [B, n_head, seq_len, head_dim] (4 dims), "
-                             f"got shape {tuple(t.shape)}")
-        if t.dtype not in DTYPES:
-            raise TypeError(f"{name}.dtype={t.dtype} is not supported; allowed: "
-                            f"{[_dtype_name(d) for d in DTYPES]}")
-    for name, t in (("k", k), ("v", v)):
-        if t.shape != q.shape:
-            raise ValueError(f"{name}.shape={tuple(t.shape)} differs from q.shape="
-                             f"{tuple(q.shape)}; q, k, v must share [B, n_head, seq_len, head_dim]")
-        if t.dtype != q.dtype:
-            raise TypeError(f"{name}.dtype={t.dtype} differs from q.dtype={q.dtype}; "
-                            f"cast them to one dtype")
-        if t.device != q.device:
-            raise ValueError(f"{name}.device={t.device} differs from q.device={q.device}; "
-                             f"move q, k, v to one device")
-    B, nh, T, hs = q.shape
-    if min(B, nh, T, hs) < 1:
-        raise ValueError(f"q.shape={tuple(q.shape)} has an empty dimension; B, n_head, "
-                         f"seq_len and head_dim must all be >= 1")
-    return B, nh, T, hs
-
-
 def reference_attention(q, k, v, causal: bool = False):
     """softmax(q k^T / sqrt(hs) [+ causal mask]) v in fp32, rounded to q's dtype at the end."""
     T, hs = q.shape[-2], q.shape[-1]
@@ -267,9 +211,9 @@ def attention(q, k, v, causal: bool = False, backend: str = "auto",
     elif decision.backend == "sdpa":
         out = _sdpa(q, k, v, causal)
     elif decision.backend == "emulator":
-        from . import emulator
+        from andrea_edu.kernels import emulator
         out, _ = emulator.emulate(q, k, v, causal=causal, kernel=decision.kernel, trace=False)
     else:
-        from . import cuda
+        from andrea_edu.kernels import nvrtc as cuda
         out = cuda.launch_attention(q, k, v, causal=causal, version=decision.kernel)
     return (out, decision) if return_decision else out

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+__version__ = "0.1.0"  # the library's version, recorded in every provenance block
+
 
 def _flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .projections import reshape_without_transpose, split_heads
+from andrea_edu.projections import reshape_without_transpose, split_heads
 
 LAYOUTS = ("BTC", "BTHD", "BHTD_view", "BHTD")
 LAYOUT_SHAPES = {"BTC": "[B, T, C]", "BTHD": "[B, T, nh, hs]",

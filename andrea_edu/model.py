@@ -27,9 +27,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .attention import attention
-from .config import AndreaConfig, param_counts
-from .projections import output_projection, project_c_attn, zero_head
+from andrea_edu.attention import attention
+from andrea_edu.config import AndreaConfig, param_counts
+from andrea_edu.projections import output_projection, project_c_attn, zero_head
 
 # The keys of `ParamCounts.by_part()`, and which parameter names belong to each.
 PART_ATTENTION = "attention (W_Q, W_K, W_V, W_O)"

@@ -2,7 +2,7 @@
 
     python scripts/readme_figure.py            # ANDREA-120M: d_model=768, n_head=12
 
-The figure is andrea_edu.viz.overview_figure (fused Q/K/V -> heads -> concat -> W_O, one colour
+The figure is andrea_edu.figures.viz.overview_figure (fused Q/K/V -> heads -> concat -> W_O, one colour
 per head); the PNG carries no timestamp, so rerunning it changes nothing unless the code did.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from andrea_edu.config import ANDREA_120M
-from andrea_edu.viz import overview_figure, savefig_for_readme
+from andrea_edu.figures.viz import overview_figure, savefig_for_readme
 
 OUT = Path(__file__).resolve().parents[1] / "book" / "images" / "andrea_overview.png"
 

@@ -20,7 +20,7 @@ from andrea_edu.attention import (
     compare_to_reference,
     reference_attention,
 )
-from andrea_edu.cuda_launch import has_gpu
+from andrea_edu.kernels.launch import has_gpu
 
 HAS_GPU = has_gpu()
 NO_GPU = "no CUDA GPU visible to torch (torch.cuda.is_available() is False)"
@@ -238,7 +238,7 @@ def test_forward_only_backends_and_autograd():
 
 
 def test_old_gpu_limits_follow_the_kernels_shared_memory():
-    from andrea_edu import cuda
+    from andrea_edu import kernels as cuda
     assert choose_backend(160, torch.float32, "cuda", sm=75).backend == "sdpa"
     assert choose_backend(160, torch.float32, "cuda", sm=80).backend == "cuda-naive"
     assert choose_backend(128, torch.float32, "cuda", sm=75).backend == "cuda-naive"

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_edu import bench, bench_cases, bench_results
+from andrea_edu import bench
+from andrea_edu.bench import cases as bench_cases, cli, suites, timing
 
 REPO = Path(__file__).resolve().parents[1]
 CHAPTER = REPO / "book" / "config_mirrors_hardware.ipynb"
@@ -52,7 +53,7 @@ def test_time_fns_orders_min_median_max():
 def cpu_results(tmp_path_factory):
     """`python -m andrea_edu.bench all --fast` on this CPU, into a fresh folder."""
     out = tmp_path_factory.mktemp("bench")
-    code = bench.main(["all", "--fast", "--no-progress", "--out", str(out)])
+    code = cli.main(["all", "--fast", "--no-progress", "--out", str(out)])
     return code, out
 
 
@@ -165,14 +166,14 @@ def test_wrong_backend_is_caught_before_timing(monkeypatch):
     monkeypatch.setitem(bench_cases.BACKEND_FNS, "sdpa:math", _garbage)
     timed = []
     real = bench.time_fns
-    monkeypatch.setattr(bench, "time_fns", lambda fns, *a, **k: (timed.append(len(fns)),
+    monkeypatch.setattr(timing, "time_fns", lambda fns, *a, **k: (timed.append(len(fns)),
                                                                  real(fns, *a, **k))[1])
     with pytest.raises(bench.ValidationError, match=r"sdpa:math.*not timed"):
-        bench_cases.run_suite("headdim", fast=True, progress=False, head_dims=[16],
+        suites.run_suite("headdim", fast=True, progress=False, head_dims=[16],
                               shapes=["ANDREA-12M"], series=["n_head"],
                               backends=("sdpa", "sdpa:math"))
     assert timed == []  # nothing of that case was timed
-    res = bench_cases.run_suite("headdim", fast=True, progress=False, strict=False,
+    res = suites.run_suite("headdim", fast=True, progress=False, strict=False,
                                 head_dims=[16], shapes=["ANDREA-12M"], series=["n_head"],
                                 backends=("sdpa", "sdpa:math"))
     bad = next(r for r in res["records"] if r["backend"] == "sdpa:math")
@@ -183,7 +184,7 @@ def test_wrong_backend_is_caught_before_timing(monkeypatch):
 def test_cli_exit_status_reports_invalid_backend(monkeypatch, tmp_path):
     monkeypatch.setitem(bench_cases.BACKEND_FNS, "reference", _garbage)
     monkeypatch.setattr(bench_cases, "HEAD_DIMS_FAST", (16,))
-    assert bench.main(["head-dim", "--fast", "--no-progress", "--keep-going",
+    assert cli.main(["head-dim", "--fast", "--no-progress", "--keep-going",
                        "--out", str(tmp_path)]) == 1
     obj = bench.load_results("headdim", data_dir_=tmp_path)
     assert {r["status"] for r in obj["records"] if r["backend"] == "reference"} == {"invalid"}
@@ -191,13 +192,13 @@ def test_cli_exit_status_reports_invalid_backend(monkeypatch, tmp_path):
 
 def test_cpu_runs_on_one_thread_and_restores_it():
     before = torch.get_num_threads()
-    res = bench_cases.run_suite("layout", fast=True, progress=False, repeats=1, warmup=0)
+    res = suites.run_suite("layout", fast=True, progress=False, repeats=1, warmup=0)
     assert res["provenance"]["cpu_threads"] == 1
     assert torch.get_num_threads() == before
 
 
 def test_deadline_skips_cases_instead_of_timing(tmp_path):
-    res = bench_cases.run_suite("layout", fast=True, progress=False, deadline=0.0)
+    res = suites.run_suite("layout", fast=True, progress=False, deadline=0.0)
     assert {r["status"] for r in res["records"]} == {"skipped"}
     bench.validate_result(res)
 
@@ -205,28 +206,27 @@ def test_deadline_skips_cases_instead_of_timing(tmp_path):
 # ---------------------------------------------------------------- CLI plumbing
 def test_gpu_check_delegates_to_gpucheck(monkeypatch):
     seen = []
-    fake = types.ModuleType("andrea_edu.gpucheck")
+    fake = types.ModuleType("andrea_edu.bench.gpucheck")
     fake.main = lambda argv: seen.append(argv) or 3
-    monkeypatch.setitem(sys.modules, "andrea_edu.gpucheck", fake)
-    import andrea_edu
-    monkeypatch.setattr(andrea_edu, "gpucheck", fake, raising=False)
-    assert bench.main(["gpu-check", "--out", "x"]) == 3
+    monkeypatch.setitem(sys.modules, "andrea_edu.bench.gpucheck", fake)
+    monkeypatch.setattr(bench, "gpucheck", fake, raising=False)
+    assert cli.main(["gpu-check", "--out", "x"]) == 3
     assert seen == [["--out", "x"]]
 
 
 def test_gpu_suite_refuses_without_gpu(tmp_path, capsys):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: gpu-suite would run")
-    assert bench.main(["gpu-suite", "--out", str(tmp_path)]) == 2
+    assert cli.main(["gpu-suite", "--out", str(tmp_path)]) == 2
     assert "no CUDA GPU" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
 
 
 def test_bad_arguments_name_the_parameter():
     with pytest.raises(ValueError, match="suite="):
-        bench_cases.run_suite("everything")
+        suites.run_suite("everything")
     with pytest.raises(ValueError, match="backends"):
-        bench_cases.run_suite("headdim", fast=True, progress=False, backends=("cuda-magic",))
+        suites.run_suite("headdim", fast=True, progress=False, backends=("cuda-magic",))
     with pytest.raises(ValueError, match="device="):
         bench.pick_device("tpu")
 
@@ -235,7 +235,7 @@ def test_bad_arguments_name_the_parameter():
 def test_gpu_headdim_sweep_validates_and_times():
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU: torch.cuda.is_available() is False")
-    res = bench_cases.run_suite("headdim", device="cuda", fast=True, progress=False,
+    res = suites.run_suite("headdim", device="cuda", fast=True, progress=False,
                                 head_dims=[64, 72], shapes=["ANDREA-120M"], series=["n_head"],
                                 backends=("sdpa", "cuda-naive", "cuda-wmma"))
     bench.validate_result(res)

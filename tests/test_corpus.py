@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from andrea_edu import corpus as C
+from andrea_edu.heads import corpus as C
 
 
 def _check_sequence(toks: list[str], pattern: list[int], key: list[int], floor: list[float],

@@ -1,4 +1,4 @@
-"""Tests of andrea_edu.cuda / cuda_toolkit / cuda_launch / occupancy.
+"""Tests of andrea_edu.kernels.nvrtc / cuda_toolkit / cuda_launch / occupancy.
 
 On any machine: NVRTC compiles every specialization to PTX and CUBIN for sm_80, sm_89 and
 sm_90 (no GPU needed); the tensor-core instructions are in v2 and not in v1; ptxas' resource
@@ -20,7 +20,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from andrea_edu import cuda, cuda_launch, cuda_toolkit, occupancy
+from andrea_edu import kernels as cuda
+from andrea_edu.kernels import nvrtc
+from andrea_edu.kernels import launch as cuda_launch, toolkit as cuda_toolkit, occupancy
 from andrea_edu.attention import TOLERANCE, V2_HEAD_DIMS, compare_to_reference, reference_attention
 
 HAS_GPU = cuda.has_gpu()
@@ -60,14 +62,14 @@ def test_every_specialization_compiles_for_each_arch(all_kernels):
 
 def test_compiles_without_cache_and_really_runs_nvrtc(tmp_path, monkeypatch):
     monkeypatch.setenv("ANDREA_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(cuda, "_MEMORY", {})
+    monkeypatch.setattr(nvrtc, "_MEMORY", {})
     ck = cuda.compile_attention("v2", 32, torch.bfloat16, "sm_80", use_cache=False)
     assert not ck.from_cache and ck.compile_seconds > 0
     assert not list(tmp_path.iterdir())  # use_cache=False writes nothing
     ck1 = cuda.compile_attention("v2", 32, torch.bfloat16, "sm_80")
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".cubin", ".json", ".ptx"]
     assert cuda.compile_attention("v2", 32, torch.bfloat16, "sm_80") is ck1  # memory cache
-    monkeypatch.setattr(cuda, "_MEMORY", {})
+    monkeypatch.setattr(nvrtc, "_MEMORY", {})
     ck2 = cuda.compile_attention("v2", 32, torch.bfloat16, "sm_80")       # disk cache
     assert ck2.from_cache and ck2.ptx == ck1.ptx and ck2.cubin == ck1.cubin
     assert ck2.resources == ck1.resources
@@ -79,7 +81,7 @@ def test_v1_head_dims_share_specializations():
     c = cuda.compile_attention("v1", 64, torch.float16)
     assert a is b and a.max_head_dim == 128 and c.max_head_dim == 64
     for hd in range(1, 257):
-        tile = cuda._tile("v1", hd, torch.float32)
+        tile = nvrtc._tile("v1", hd, torch.float32)
         assert 32 * tile >= hd and tile in cuda.V1_CHUNK_SIZES
         assert tile == 1 or 32 * (tile // 2) < hd  # the smallest chunk count that covers hd
 
@@ -187,7 +189,7 @@ def test_bad_arch(arch):
 
 def test_missing_nvrtc_names_the_packages(monkeypatch):
     monkeypatch.setitem(sys.modules, "cuda.bindings.nvrtc", None)
-    monkeypatch.setattr(cuda, "_MEMORY", {})
+    monkeypatch.setattr(nvrtc, "_MEMORY", {})
     with pytest.raises(cuda.NvrtcUnavailableError, match=r"cuda-bindings.*cuda-toolkit\[nvrtc,cudart,crt\]"):
         cuda.compile_attention("v1", 32, torch.float32)
     with pytest.raises(cuda.NvrtcUnavailableError):
@@ -198,7 +200,7 @@ def test_missing_nvrtc_names_the_packages(monkeypatch):
 
 def test_missing_headers_names_the_packages(monkeypatch, tmp_path):
     monkeypatch.setattr(cuda_toolkit, "_header_candidates", lambda: [tmp_path])
-    monkeypatch.setattr(cuda, "_MEMORY", {})
+    monkeypatch.setattr(nvrtc, "_MEMORY", {})
     with pytest.raises(cuda.NvrtcUnavailableError, match=r"cuda_fp16.h.*cuda-toolkit\[nvrtc"):
         cuda.compile_attention("v1", 32, torch.float32, use_cache=False)
 
@@ -324,7 +326,7 @@ def test_kernels_match_reference_on_gpu(version, s):
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_GPU, reason=NO_GPU)
 def test_big_shapes_and_emulator_agreement_on_gpu(hs, dtype, causal):
-    from andrea_edu.emulator import emulate
+    from andrea_edu.kernels.emulator import emulate
     q, k, v = _qkv(2, 12, 1000, hs, dtype=dtype, device="cuda")
     for version in ("v1", "v2"):
         out = cuda.launch_attention(q, k, v, causal=causal, version=version)

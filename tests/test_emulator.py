@@ -1,4 +1,4 @@
-"""Tests of andrea_edu.emulator: the kernels' grid on the CPU equals the reference, and its trace
+"""Tests of andrea_edu.kernels.emulator: the kernels' grid on the CPU equals the reference, and its trace
 says what each block did (checked against facts derived here independently)."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from andrea_edu.attention import TOLERANCE, compare_to_reference, reference_attention
-from andrea_edu.cuda import kernel_constants
-from andrea_edu.emulator import Trace, emulate
+from andrea_edu.kernels.toolkit import kernel_constants
+from andrea_edu.kernels.emulator import Trace, emulate
 
 C1, C2 = kernel_constants("v1"), kernel_constants("v2")
 BR, BC, BQ, BK = C1["V1_BR"], C1["V1_BC"], C2["V2_BQ"], C2["V2_BK"]

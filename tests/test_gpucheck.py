@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from andrea_edu import cuda_launch, gpucheck
+from andrea_edu.kernels import launch as cuda_launch
+from andrea_edu.bench import gpucheck
 from andrea_edu.attention import V2_HEAD_DIMS
 
 

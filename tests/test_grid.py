@@ -1,4 +1,4 @@
-"""Tests of andrea_edu.grid (blocks <-> (b, h), the kernels' signatures, SM fill, launches)."""
+"""Tests of andrea_edu.kernels.grid (blocks <-> (b, h), the kernels' signatures, SM fill, launches)."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -7,8 +7,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from andrea_edu import grid, grid_figures, occupancy
-from andrea_edu.emulator import emulate
+from andrea_edu.bench import launches
+from andrea_edu.kernels import grid, occupancy
+from andrea_edu.figures import one_kernel_many_heads as grid_figures
+from andrea_edu.kernels.emulator import emulate
 
 
 @settings(max_examples=50, deadline=None)
@@ -22,7 +24,7 @@ def test_block_pair_round_trip(B, nh, data):
 @pytest.mark.parametrize("version, dtype", [("v1", torch.float32), ("v2", torch.float16)])
 @pytest.mark.parametrize("B, nh, T", [(1, 1, 1), (8, 12, 1024), (3, 5, 65)])
 def test_grid_shape_matches_compiled_kernel(version, dtype, B, nh, T):
-    cuda = pytest.importorskip("andrea_edu.cuda")
+    cuda = pytest.importorskip("andrea_edu.kernels")
     try:
         ck = cuda.compile_attention(version, 64, dtype, "sm_90")
     except cuda.NvrtcUnavailableError as e:
@@ -42,7 +44,7 @@ def test_kernels_are_told_nothing_about_heads():
     assert all("blockIdx.y" not in code for _, code in grid.index_lines("v1"))
     assert any("blockIdx.y" in code for _, code in grid.index_lines("v2"))
     # the line numbers point into the .cu file
-    from andrea_edu.cuda_toolkit import kernel_source
+    from andrea_edu.kernels.toolkit import kernel_source
     src = kernel_source("v1").splitlines()
     for n, code in grid.index_lines("v1"):
         assert src[n - 1] == code
@@ -77,7 +79,7 @@ def test_sm_fill_andrea_120m():
 
 @pytest.mark.parametrize("backend", ["reference", "emulator"])
 def test_batched_vs_looped(backend):
-    c = grid.batched_vs_looped(2, 3, 20, 8, backend=backend, repeats=2, warmup=0)
+    c = launches.batched_vs_looped(2, 3, 20, 8, backend=backend, repeats=2, warmup=0)
     assert (c.calls_batched, c.calls_looped) == (1, 6)
     assert c.max_abs_diff <= 1e-5 and c.batched_s > 0 and c.looped_s > 0
     assert c.ratio == c.looped_s / c.batched_s
@@ -90,8 +92,8 @@ def test_batched_vs_looped(backend):
     (lambda: grid.grid_shape("v3", 1, 1, 1), "version must be one of"),
     (lambda: grid.grid_shape("v1", 0, 1, 1), "B must be a positive int"),
     (lambda: grid.kernel_signature("v9"), "version must be one of"),
-    (lambda: grid.batched_vs_looped(1, 1, 4, 4, device="tpu"), "device must be"),
-    (lambda: grid.batched_vs_looped(1, 1, 4, 4, repeats=0), "repeats must be"),
+    (lambda: launches.batched_vs_looped(1, 1, 4, 4, device="tpu"), "device must be"),
+    (lambda: launches.batched_vs_looped(1, 1, 4, 4, repeats=0), "repeats must be"),
 ])
 def test_validation_messages(call, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -103,7 +105,7 @@ def test_figures_draw():
     _, tr = emulate(q, k, v, causal=True, kernel="v1")
     rows = [dict(gpu="G", sms=10, version="v1", B=b, n_blocks=b * 12, slots=40, T=64, n_head=12)
             for b in (1, 2)]
-    comps = [grid.batched_vs_looped(1, 2, 8, 4, repeats=1, warmup=0)]
+    comps = [launches.batched_vs_looped(1, 2, 8, 4, repeats=1, warmup=0)]
     figs = [grid_figures.grid_figure(2, 3), grid_figures.grid_figure(16, 12),
             grid_figures.trace_figure(tr, 1, 0), grid_figures.occupancy_figure(rows),
             grid_figures.launches_figure(comps, "CPU")]

@@ -7,7 +7,7 @@ with the GPU tolerances. This exercises the kernels' own indexing, tails, masks 
 placement; reads past the end of a buffer crash on a guard page, unwritten shared memory and
 unwritten outputs are NaN, and WMMA alignment/ldm rules are checked. It does not model the real
 WMMA lane layout or GPU timing. Skipped when no C++ compiler is found.
-The grid, threads and shared-memory size come from andrea_edu.cuda, exactly what the launcher
+The grid, threads and shared-memory size come from andrea_edu.kernels.nvrtc, exactly what the launcher
 passes on a GPU, so the launcher's numbers are checked too.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_edu import cuda
+from andrea_edu import kernels as cuda
 from andrea_edu.attention import compare_to_reference
 
 HERE = Path(__file__).parent / "host_sim"

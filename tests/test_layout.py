@@ -8,7 +8,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from andrea_edu import layout, layout_cost, layout_figures
+from andrea_edu import layout
+from andrea_edu.bench import layout_cost
+from andrea_edu.figures import cuda_stores_heads as layout_figures
 from andrea_edu.projections import merge_heads, split_heads
 
 sizes = st.tuples(st.integers(1, 3), st.integers(1, 7), st.integers(1, 5), st.integers(1, 6))

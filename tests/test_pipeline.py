@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from andrea_edu import pipeline as P
-from andrea_edu import pipeline_ops as PO
-from andrea_edu import pipeline_timing as PT
-from andrea_edu.bench import attention_flops, matmul_flops
+from andrea_edu.pipeline import ops as PO
+from andrea_edu.pipeline import timing as PT
+from andrea_edu.bench.timing import attention_flops, matmul_flops
 from andrea_edu.config import ANDREA_120M, AndreaConfig, param_counts
 from andrea_edu.model import AndreaModel
 from andrea_edu.projections import project_c_attn
-from andrea_edu.tracer import trace_token
+from andrea_edu.pipeline.tracer import trace_token
 
 TINY = AndreaConfig(d_model=32, n_head=4, n_layer=3, vocab_size=64, block_size=16, name="tiny")
 
@@ -257,7 +257,8 @@ def test_cli_writes_a_file(tmp_path, capsys):
 def test_figures_are_drawn_from_the_model(model):
     import matplotlib.pyplot as plt
 
-    from andrea_edu import pipeline_figures as F
+    from andrea_edu.figures import final_picture as F
+    from andrea_edu.figures import reading_the_pipeline as R
 
     matplotlib.use("Agg")
     fig = F.pipeline_diagram(model, 1, 8)
@@ -265,7 +266,7 @@ def test_figures_are_drawn_from_the_model(model):
     assert [f"layer {i}" for i in range(TINY.n_layer)] == [x for x in texts if x.startswith("layer ")]
     assert any("[1, 8, 96]" in x for x in texts)  # c_attn's output, 3 x d_model
     for f in (fig, F.cost_figure(P.model_steps(model, 1, 8)), F.flop_share_figure(model, 8),
-              F.journey_figure(trace_token(model, ids(1, 5)))):
+              R.journey_figure(trace_token(model, ids(1, 5)))):
         assert f.axes[0].get_title()
         plt.close(f)
 

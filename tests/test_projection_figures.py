@@ -1,4 +1,4 @@
-"""Tests of andrea_edu.projection_figures: counted BLAS calls, the validated sweep, figures."""
+"""Tests of andrea_edu.figures.three_matrices: counted BLAS calls, the validated sweep, figures."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -6,7 +6,8 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from andrea_edu import projection_figures as pf
+from andrea_edu.figures import three_matrices as pf
+from andrea_edu.figures import parameter_count as pc
 from andrea_edu import projections as P
 from andrea_edu.config import AndreaConfig, divisors, param_counts
 
@@ -88,7 +89,7 @@ def test_valid_head_pairs():
 @pytest.mark.parametrize("n_head", divisors(48))
 def test_attention_blocks_sum_to_4_c_squared(n_head):
     cfg = AndreaConfig(d_model=48, n_head=n_head)
-    blocks = pf.attention_matrices_by_head(cfg)
+    blocks = pc.attention_matrices_by_head(cfg)
     assert set(blocks) == {"W_Q", "W_K", "W_V", "W_O"}
     assert all(len(v) == n_head for v in blocks.values())
     assert sum(sum(v) for v in blocks.values()) == 4 * 48 * 48 == param_counts(cfg).attention_per_layer
@@ -114,8 +115,8 @@ def test_figures_have_titles():
     figs = [
         pf.fig_fused_matrix(P.Projections.random(16, 4).W_Q, 4),
         pf.fig_projection_timings(sweep, 2, 8, "CPU: test", "B=1, T=2"),
-        pf.fig_param_breakdown(cfgs, {"tiny": param_counts(cfgs[0]).by_part()}),
-        pf.fig_attention_by_head(4, 16),
+        pc.fig_param_breakdown(cfgs, {"tiny": param_counts(cfgs[0]).by_part()}),
+        pc.fig_attention_by_head(4, 16),
     ]
     try:
         for fig in figs:
@@ -131,4 +132,4 @@ def test_figures_have_titles():
 
 def test_fig_attention_by_head_refuses_an_invalid_n_head():
     with pytest.raises(ValueError, match="n_head=5"):
-        pf.fig_attention_by_head(5, 16)
+        pc.fig_attention_by_head(5, 16)

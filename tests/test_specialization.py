@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from andrea_edu import corpus as C
-from andrea_edu import specialization as S
-from andrea_edu.gradient_pressure import MIN_SOLO, classify, gradient_pressure, sign_test
+from andrea_edu.heads import corpus as C
+from andrea_edu.heads import training as S
+from andrea_edu.heads.gradient_pressure import MIN_SOLO, classify, gradient_pressure, sign_test
 from andrea_edu.model import AndreaModel
-from andrea_edu.specialization_sweep import compare_runs, find_data, load_sweep, save_sweep
-from andrea_edu.two_places import two_places_table
+from andrea_edu.heads.sweep import compare_runs, find_data, load_sweep, save_sweep
+from andrea_edu.heads.two_places import two_places_table
 
 FAST = S.default_settings(4, fast=True)
 

@@ -1,4 +1,4 @@
-"""andrea_edu.tiles and andrea_edu.tile_figures: tile arithmetic against brute force, torch's SDPA
+"""andrea_edu.kernels.tiles and andrea_edu.figures.config_mirrors_hardware: tile arithmetic against brute force, torch's SDPA
 head_dim rules, the compiled kernels' facts, and the chapter's figures with and without data."""
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from andrea_edu import tile_figures, tiles
+from andrea_edu.figures import config_mirrors_hardware as tile_figures
+from andrea_edu.kernels import tiles
 
 
 @settings(max_examples=60, deadline=None)
@@ -82,7 +83,7 @@ def _nvrtc_or_skip():
 
 def test_kernel_facts_tensor_cores_only_for_multiples_of_16():
     _nvrtc_or_skip()
-    f64, f72 = tiles.kernel_facts(64), tiles.kernel_facts(72)
+    f64, f72 = tile_figures.kernel_facts(64), tile_figures.kernel_facts(72)
     assert f64["error"] is None and f72["error"] is None, (f64["error"], f72["error"])
     assert (f64["backend"], f64["kernel"]) == ("cuda-wmma", "v2")
     assert f64["tensor_core_instructions"] > 0
@@ -93,7 +94,7 @@ def test_kernel_facts_tensor_cores_only_for_multiples_of_16():
     assert f72["grid_fill"]["n_blocks"] == B * nh  # v1: one block per (batch, head)
     bq, _ = tiles.v2_block_shape()
     assert f64["grid_fill"]["n_blocks"] == B * nh * math.ceil(T / bq)
-    assert tiles.kernel_facts(300)["kernel"] is None  # above every kernel: sdpa, nothing compiled
+    assert tile_figures.kernel_facts(300)["kernel"] is None  # above every kernel: sdpa, nothing compiled
 
 
 def _fake_results(device_kind="gpu"):

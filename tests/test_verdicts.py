@@ -1,7 +1,7 @@
 """The Checking-the-source box: validation, and both of its renderings."""
 import pytest
 
-from andrea_edu import verdicts
+from andrea_edu.figures import verdicts
 
 
 def test_box_renders_rows_in_markdown_and_html():

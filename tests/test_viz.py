@@ -1,4 +1,4 @@
-"""Tests of andrea_edu.viz: the static and live slider, frames, latency, shared figure helpers."""
+"""Tests of andrea_edu.figures.viz: the static and live slider, frames, latency, shared figure helpers."""
 from __future__ import annotations
 
 import html.parser
@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from andrea_edu import viz
+from andrea_edu.figures import viz
 
 N_HEAD = [1, 2, 4]
 HEAD_DIM = [8, 16]
@@ -253,7 +253,8 @@ def test_overview_figure_and_readme_png(tmp_path):
 
 
 def test_show_source_reads_the_library_and_refuses_what_has_no_source():
-    from andrea_edu import projections, viz
+    from andrea_edu import projections
+    from andrea_edu.figures import viz
 
     md = viz.source_markdown(projections.split_heads, projections.merge_heads).data
     assert md.count("```python") == 2

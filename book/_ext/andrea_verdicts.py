@@ -1,6 +1,6 @@
 """Sphinx extension: collects every "Checking the source" box into one page.
 
-A chapter's box (andrea_edu.verdicts.box) emits an `andrea-verdict` directive holding its rows
+A chapter's box (andrea_edu.figures.verdicts.box) emits an `andrea-verdict` directive holding its rows
 as JSON; the directive leaves an anchor in the page and records the rows in the build
 environment. The directive `andrea-verdict-list` (on book/verdicts.md) becomes a table of all of
 them, in the order of the table of contents, each row linking back to its box.

@@ -1,0 +1,26 @@
+"""Measurements with provenance (chapters "Three matrices", "How CUDA stores the heads",
+"One kernel, many heads", "The configuration mirrors the hardware").
+
+    timing       FLOP formulas, time_fns (validate, warm up, take turns), provenance
+    results      the JSON schema of book/data/bench_*.json, writing and loading
+    runner       the validate-then-time runner every suite shares, shapes per device
+    cases        the head_dim sweep over every backend
+    matmuls      projections three ways; strided vs contiguous heads
+    suites       run_suite: one entry point for every suite
+    layout_cost  the cost of .contiguous() and of a strided matmul (live, in the chapter)
+    launches     one launch for all heads vs one launch per (batch, head)
+    gpucheck     correctness of every kernel on a real GPU, JSON out
+    cli          python -m andrea_edu.bench {head-dim|projections|layout|all|gpu-check|gpu-suite}
+
+Results go to `book/data/bench_<suite>_<device>.json` (device: "cpu" or e.g. "nvidia-h200").
+"""
+from andrea_edu.bench.results import (SCHEMA, SCHEMA_VERSION, SUITES, data_dir, load_results,
+                                      validate_result, write_results)
+from andrea_edu.bench.timing import (ValidationError, attention_flops, check_close, device_slug,
+                                     matmul_flops, pick_device, provenance, time_fn, time_fns,
+                                     tolerance)
+
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "SUITES", "ValidationError", "attention_flops",
+           "check_close", "data_dir", "device_slug", "load_results", "matmul_flops",
+           "pick_device", "provenance", "time_fn", "time_fns", "tolerance", "validate_result",
+           "write_results"]

@@ -1,0 +1,90 @@
+"""One launch for all heads against one launch per (batch, head): the measurement behind the
+chapter "One kernel, many heads".
+
+    batched_vs_looped(B, n_head, T, head_dim, backend="reference", ...) -> LaunchComparison
+
+Both paths go through the dispatcher (andrea_edu.attention), so with a CUDA backend each call is
+one kernel launch: the loop launches B * n_head grids of one block each where the batched call
+launches one grid of B * n_head blocks. Validated (batched == looped) before anything is timed.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+from andrea_edu.attention import attention
+from andrea_edu.kernels.grid import _pos_int
+
+
+# ---------------------------------------------------------------- one launch vs many
+@dataclass(frozen=True)
+class LaunchComparison:
+    """attention() once over [B, nh, T, hs] vs once per (b, h) on [1, 1, T, hs] slices."""
+
+    shape: tuple  # (B, nh, T, hs)
+    backend: str
+    device: str
+    calls_batched: int  # 1
+    calls_looped: int  # B * nh
+    batched_s: float  # median seconds
+    looped_s: float  # median seconds
+    max_abs_diff: float  # batched vs looped outputs (validated before timing)
+    repeats: int
+
+    @property
+    def ratio(self) -> float:
+        """looped / batched: how many times slower the per-head loop is."""
+        return self.looped_s / self.batched_s
+
+
+def batched_vs_looped(B: int, n_head: int, T: int, head_dim: int, backend: str = "reference",
+                      causal: bool = True, dtype=torch.float32, device: str = "cpu",
+                      repeats: int = 5, warmup: int = 1) -> LaunchComparison:
+    """Time one attention() call for all heads against a Python loop of one call per (b, h).
+
+    With a CUDA backend each call is one kernel launch, so the loop launches B * n_head grids
+    of one block each where the batched call launches one grid of B * n_head blocks.
+    """
+    for name, v in (("B", B), ("n_head", n_head), ("T", T), ("head_dim", head_dim),
+                    ("repeats", repeats)):
+        _pos_int(name, v)
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(B, n_head, T, head_dim, generator=g).to(device, dtype)
+               for _ in range(3))  # (B, nh, T, hs) each, contiguous
+
+    def batched():
+        return attention(q, k, v, causal=causal, backend=backend)  # (B, nh, T, hs)
+
+    def looped():
+        out = torch.empty_like(q)  # (B, nh, T, hs)
+        for b in range(B):
+            for h in range(n_head):
+                sl = (slice(b, b + 1), slice(h, h + 1))  # one (b, h): [1, 1, T, hs], contiguous
+                out[sl] = attention(q[sl], k[sl], v[sl], causal=causal, backend=backend)
+        return out
+
+    diff = (batched().float() - looped().float()).abs().max().item()
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    if not diff <= tol:
+        raise RuntimeError(f"batched and per-head outputs differ by {diff:g} > {tol:g}: not timed")
+    times = {"batched": [], "looped": []}
+    for _ in range(warmup):
+        batched(), looped()
+    for _ in range(repeats):
+        for name, fn in (("batched", batched), ("looped", looped)):  # in turns
+            if device == "cuda":
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            times[name].append(time.perf_counter() - t0)
+    return LaunchComparison((B, n_head, T, head_dim), backend, device, 1, B * n_head,
+                            statistics.median(times["batched"]),
+                            statistics.median(times["looped"]), diff, repeats)
+

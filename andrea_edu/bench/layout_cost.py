@@ -1,0 +1,128 @@
+"""What a layout costs: the copy `.contiguous()` makes, and q @ k^T on strided vs contiguous heads.
+
+Introduced in the chapter "How CUDA stores the heads" (the source's claim "CUDA matmul operations
+run faster on contiguous tensors"). Every timing validates its result first, then interleaves the
+variants it compares (each repeat runs them all in turn, so a drift of the machine hits them
+alike) and reports the median and the minimum. CUDA events on a GPU, perf_counter on a CPU.
+Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from andrea_edu.layout import check_shape
+from andrea_edu.projections import split_heads
+
+
+def _median_seconds(fns: dict, repeats: int, warmup: int, device: str) -> dict:
+    """{name: (median, min) seconds} of each fn(), timed by `bench.time_fns` (the fns take turns
+    in every repeat, so that a drift of the machine hits them all alike; CUDA events on a GPU)."""
+    from andrea_edu.bench.timing import time_fns
+
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    timed = time_fns(fns, device, repeats=repeats, warmup=warmup)
+    return {name: (t["median_ms"] / 1e3, t["min_ms"] / 1e3) for name, t in timed.items()}
+
+
+COPY_OPS = ("clone", "copy_", "contiguous")  # aten ops that write a tensor to new memory
+
+
+def dispatched_ops(fn) -> dict[str, int]:
+    """{aten op: calls} that fn() dispatches, e.g. {'clone': 2, 'bmm': 1}: shows hidden copies."""
+    from andrea_edu.bench.matmuls import count_aten_ops
+
+    return count_aten_ops(fn)
+
+
+def count_copies(fn) -> int:
+    """How many tensor copies (COPY_OPS) fn() makes, including those inside torch's own ops."""
+    ops = dispatched_ops(fn)
+    return sum(ops.get(name, 0) for name in COPY_OPS)
+
+
+@dataclass(frozen=True)
+class CopyCost:
+    """What `.contiguous()` on the transposed view costs."""
+
+    shape: tuple  # (B, T, nh, hs)
+    dtype: str
+    device: str
+    bytes_copied: int  # the new buffer: B*T*C elements
+    bytes_moved: int  # read + write
+    median_s: float
+    min_s: float
+    repeats: int
+
+    @property
+    def gb_per_s(self) -> float:
+        return self.bytes_moved / self.median_s / 1e9
+
+
+def contiguous_copy_cost(B, T, n_head, head_dim, dtype=torch.float32, device="cpu",
+                         repeats=7, warmup=2) -> CopyCost:
+    """Measure `split_heads(x, nh).contiguous()` for x [B, T, C]: median of `repeats` runs."""
+    B, T, nh, hs = check_shape((B, T, n_head, head_dim))
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    x = torch.randn(B, T, nh * hs, device=device).to(dtype)  # (B, T, C)
+    xt = split_heads(x, nh)  # (B, nh, T, hs), a view
+    y = xt.contiguous()
+    if y.data_ptr() == x.data_ptr() or not torch.equal(y, xt):
+        raise RuntimeError("contiguous() did not produce an equal copy; nothing to time")
+    med, mn = _median_seconds({"copy": xt.contiguous}, repeats, warmup, device)["copy"]
+    nbytes = x.numel() * x.element_size()
+    return CopyCost((B, T, nh, hs), str(dtype).replace("torch.", ""), device, nbytes,
+                    2 * nbytes, med, mn, repeats)
+
+
+@dataclass(frozen=True)
+class MatmulTiming:
+    """Q_h K_h^T for every head: on the transposed view vs on contiguous copies."""
+
+    shape: tuple  # (B, T, nh, hs)
+    dtype: str
+    device: str
+    strided_s: float  # median: q @ k^T with q, k the transposed views
+    contiguous_s: float  # median: the same on contiguous copies made beforehand
+    copy_then_matmul_s: float  # median: .contiguous() of q and k, then the matmul
+    min_s: dict  # {"strided", "contiguous", "copy_then_matmul"}: fastest run of each
+    copies: dict  # {"strided", "contiguous"}: tensor copies torch's matmul made (count_copies)
+    max_abs_diff: float  # strided vs contiguous result (validated before timing)
+    repeats: int
+
+    @property
+    def ratio(self) -> float:
+        """strided / contiguous: above 1 means the contiguous matmul is faster."""
+        return self.strided_s / self.contiguous_s
+
+
+def matmul_strided_vs_contiguous(B, T, n_head, head_dim, dtype=torch.float32, device="cpu",
+                                 repeats=7, warmup=2) -> MatmulTiming:
+    """Time q @ k^T per head on the transposed view and on contiguous copies (validated first)."""
+    B, T, nh, hs = check_shape((B, T, n_head, head_dim))
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    g = torch.Generator(device="cpu").manual_seed(0)
+    q = split_heads(torch.randn(B, T, nh * hs, generator=g).to(device, dtype), nh)  # (B, nh, T, hs)
+    k = split_heads(torch.randn(B, T, nh * hs, generator=g).to(device, dtype), nh)  # (B, nh, T, hs)
+    qc, kc = q.contiguous(), k.contiguous()
+    s1 = q @ k.transpose(-2, -1)  # (B, nh, T, T)
+    s2 = qc @ kc.transpose(-2, -1)  # (B, nh, T, T)
+    diff = float((s1.float() - s2.float()).abs().max())
+    tol = 1e-3 * hs ** 0.5 if dtype == torch.float32 else 5e-2 * hs ** 0.5
+    if diff > tol:
+        raise RuntimeError(f"strided and contiguous q @ k^T differ by {diff:g} > {tol:g}")
+    t = _median_seconds({"strided": lambda: q @ k.transpose(-2, -1),
+                         "contiguous": lambda: qc @ kc.transpose(-2, -1),
+                         "copy": lambda: q.contiguous() @ k.contiguous().transpose(-2, -1)},
+                        repeats, warmup, device)
+    return MatmulTiming((B, T, nh, hs), str(dtype).replace("torch.", ""), device,
+                        t["strided"][0], t["contiguous"][0], t["copy"][0],
+                        {"strided": t["strided"][1], "contiguous": t["contiguous"][1],
+                         "copy_then_matmul": t["copy"][1]},
+                        {"strided": count_copies(lambda: q @ k.transpose(-2, -1)),
+                         "contiguous": count_copies(lambda: qc @ kc.transpose(-2, -1))},
+                        diff, repeats)

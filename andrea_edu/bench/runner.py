@@ -1,0 +1,137 @@
+"""The benchmark runner every suite shares: validate, then time, honouring a deadline.
+
+Shapes per device, the dtype, a tqdm progress bar, and `_Runner`, which checks each backend
+against the fp32 reference (andrea_edu.bench.timing.check_close) before it times anything.
+Used by bench.cases (the head_dim sweep) and bench.matmuls (projections, layout).
+Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
+"""
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+
+import torch
+
+from andrea_edu.bench import timing as bench
+
+# Shapes. GPU: the real ones (ANDREA-120M trains with B=8, T=1024; ANDREA-12M's context is 512).
+# CPU: reduced so a 2-core machine finishes in about a minute; fast mode: seconds. The JSON
+# records the shapes actually used.
+# Shapes. GPU: the real ones (ANDREA-120M trains with B=8, T=1024; ANDREA-12M's context is 512).
+# CPU: reduced so a 2-core machine finishes in about a minute; fast mode: seconds. The JSON
+# records the shapes actually used.
+SHAPES = {
+    "cuda": {"ANDREA-120M": dict(B=8, T=1024, d_model=768),
+             "ANDREA-12M": dict(B=8, T=512, d_model=384)},
+    "cpu": {"ANDREA-120M": dict(B=1, T=512, d_model=768),
+            "ANDREA-12M": dict(B=1, T=256, d_model=384)},
+    "fast": {"ANDREA-120M": dict(B=1, T=64, d_model=768),
+             "ANDREA-12M": dict(B=1, T=32, d_model=384)},
+}
+
+
+N_HEAD = 12  # series 1: n_head fixed at 12, d_model = 12 * head_dim
+
+
+# series 2: d_model fixed at the preset's (768 / 384), n_head = d_model / head_dim where it divides
+DTYPE = torch.bfloat16
+
+
+def _why(e, caught) -> str:
+    """The exception plus the warnings torch emitted just before it (SDPA lists its reasons)."""
+    notes = " | ".join(dict.fromkeys(str(w.message).strip() for w in caught))
+    return (f"{type(e).__name__}: {e}" + (f" [torch said: {notes}]" if notes else ""))[:2000]
+
+
+class _Runner:
+    """Validate-then-time, honouring a deadline; collects records.
+
+    check() validates one backend and queues it; time_queued() times every queued backend of
+    the case together (they take turns, see andrea_edu.bench.time_fns)."""
+
+    def __init__(self, device, repeats, warmup, deadline, strict, case_budget_s=None):
+        self.device, self.repeats, self.warmup = device, repeats, warmup
+        self.deadline, self.strict, self.records, self._queue = deadline, strict, [], {}
+        self.case_budget_s = case_budget_s
+
+    def check(self, case, backend, params, fn, ref, flops=None, extra=None, unavailable=(
+            ValueError, ImportError, NotImplementedError)):
+        """fn() -> (out, info). Runs it once, checks out against ref, queues it for timing.
+        Appends and returns the record (status "ok" = validated; timings come later)."""
+        rec = {"case": case, "backend": backend, "params": params, "status": "ok", "reason": None,
+               "flops": flops, **(extra or {})}
+        self.records.append(rec)
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            rec.update(status="skipped", reason="time budget used up before this case")
+            return rec
+        try:
+            with warnings.catch_warnings(record=True) as caught:  # torch says why, as warnings
+                warnings.simplefilter("always")
+                out, info = fn()
+            rec.update(info)
+            if ref is not None:
+                rec["max_abs_err"] = bench.check_close(out, ref, params["dtype_t"],
+                                                       f"{case} [{backend}]")
+        except bench.ValidationError as e:
+            if self.strict:
+                raise
+            rec.update(status="invalid", reason=str(e))
+            return rec
+        except unavailable as e:
+            rec.update(status="unavailable", reason=_why(e, caught))
+            return rec
+        except RuntimeError as e:
+            rec.update(status="failed", reason=_why(e, caught))
+            return rec
+        self._queue[id(rec)] = (rec, fn)
+        return rec
+
+    def time_queued(self):
+        """Time the queued (validated) backends together; fill in their timings and TFLOP/s."""
+        queue, self._queue = self._queue, {}
+        if not queue:
+            return
+        timings = bench.time_fns({k: fn for k, (_, fn) in queue.items()}, self.device,
+                                 self.repeats, self.warmup, self.case_budget_s)
+        for k, (rec, _) in queue.items():
+            rec.update(timings[k])
+            if rec["flops"]:
+                rec["tflops"] = rec["flops"] / (rec["median_ms"] * 1e-3) / 1e12
+
+    def run(self, *args, **kw):
+        """check() then time_queued(): one backend on its own."""
+        rec = self.check(*args, **kw)
+        self.time_queued()
+        return rec
+
+
+def _shape_table(device, fast):
+    return SHAPES["fast" if fast else device]
+
+
+def _params(**kw):
+    kw["dtype"] = str(kw["dtype_t"]).replace("torch.", "")
+    return kw
+
+
+class _progress:
+    """A tqdm bar on stderr (or nothing) usable as a context manager."""
+
+    def __init__(self, total, enabled, desc):
+        self.bar = None
+        if enabled:
+            from tqdm.auto import tqdm
+            self.bar = tqdm(total=total, desc=desc, file=sys.stderr, leave=False)
+
+    def __enter__(self):
+        return self
+
+    def update(self, n):
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
+

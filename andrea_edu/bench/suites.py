@@ -1,0 +1,71 @@
+"""run_suite: one entry point for every benchmark suite ("headdim", "projections", "layout").
+
+The suites live in bench.cases (head_dim sweep) and bench.matmuls (projections, layout); the
+runner in bench.runner; the schema in bench.results. The CLI (python -m andrea_edu.bench) calls
+run_suite and writes what it returns with bench.results.write_results.
+"""
+from __future__ import annotations
+
+import torch
+
+from andrea_edu.bench import timing as bench
+from andrea_edu.bench.cases import headdim_suite
+from andrea_edu.bench.matmuls import layout_suite, projections_suite
+from andrea_edu.bench.results import SCHEMA_VERSION
+from andrea_edu.bench.runner import DTYPE, _Runner, _shape_table
+
+FLOP_FORMULA = {
+    "headdim": "attention_flops = 4*B*nh*T*T*hs (QK^T and PV, 2 FLOPs per multiply-add), "
+               "halved when causal; softmax not counted",
+    "projections": "matmul_flops = 2*B*T*C*(3*C): X[B*T, C] @ [C, 3C], however it is split",
+    "layout": "scores: 2*B*nh*T*T*hs (Q K^T); copy: bytes = 2 * numel * element size "
+              "(read + write)",
+}
+
+
+def _suites():
+    return {"headdim": headdim_suite, "projections": projections_suite, "layout": layout_suite}
+
+
+def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None, warmup=None,
+              deadline=None, progress: bool = True, strict: bool = True,
+              command: str = "", case_budget_s=None, threads=None, **options) -> dict:
+    """Run one suite ("headdim", "projections", "layout") and return the results object
+    (valid against andrea_edu.bench.SCHEMA); write it with andrea_edu.bench.write_results.
+    case_budget_s: seconds of timed rounds per case (fewer repeats for slow backends, at
+    least 3; default 2 on a GPU, 10 on a CPU). threads: torch's CPU threads during the run
+    (default on a CPU: 1, restored afterwards; on a shared or small machine several threads
+    wait for each other and the timings scatter by 10x, one thread measures the arithmetic).
+    options go to the suite (headdim_suite: head_dims, shapes, series, backends)."""
+    suites = _suites()
+    if suite not in suites:
+        raise ValueError(f"suite={suite!r} is not one of {tuple(suites)}")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device={device!r} is not one of 'cpu', 'cuda'")
+    repeats = repeats or (3 if fast else (20 if device == "cuda" else 7))
+    warmup = 1 if fast and warmup is None else (warmup if warmup is not None else 3)
+    if case_budget_s is None:
+        case_budget_s = 2.0 if device == "cuda" else 10.0
+    r = _Runner(device, repeats, warmup, deadline, strict, case_budget_s)
+    before = torch.get_num_threads()
+    if threads is None and device == "cpu":
+        threads = 1
+    try:
+        if threads:
+            torch.set_num_threads(threads)
+        prov = bench.provenance(device, command)  # records the thread count in use
+        with torch.no_grad():  # not inference_mode: under it aten.matmul is not decomposed,
+            suites[suite](r, fast, progress, **options)  # and count_aten_ops would miss mm/bmm
+    finally:
+        torch.set_num_threads(before)
+    for rec in r.records:
+        rec["params"].pop("dtype_t", None)
+    return {"schema_version": SCHEMA_VERSION, "suite": suite,
+            "provenance": prov,
+            "settings": {"dtype": str(DTYPE).replace("torch.", ""), "repeats": repeats,
+                         "warmup": warmup, "fast": fast, "case_budget_s": case_budget_s,
+                         "timer": "cuda-events" if device == "cuda" else "perf_counter",
+                         "shapes": _shape_table(device, fast)},
+            "flop_formula": FLOP_FORMULA[suite], "options": {k: list(v) if isinstance(
+                v, (tuple, list)) else v for k, v in options.items()}, "records": r.records}
+

@@ -1,0 +1,20 @@
+"""What the reader sees: one module per chapter, named after its notebook, plus the shared
+plotting helpers (viz), the slider (live in Jupyter, static frames in the book) and the
+"Checking the source" box (verdicts).
+
+    viz, slider, verdicts       shared by every chapter
+    three_matrices              "Three matrices per head, or one big matrix"
+    parameter_count             "Parameter count" (with "Naming the projections")
+    twelve_vectors_become_one   "Twelve vectors become one"
+    output_projection           "The output projection W_O"
+    why_heads_specialize        "Why heads specialize"
+    why_twelve_heads            "Why twelve heads, not one wider head"
+    cuda_stores_heads           "How CUDA stores the heads"
+    one_kernel_many_heads       "One kernel, many heads"
+    config_mirrors_hardware     "The configuration mirrors the hardware"
+    final_picture               "The final picture"
+    reading_the_pipeline        "Reading the pipeline"
+
+A figures module draws and formats; it computes nothing that a chapter claims. It imports the
+computation (andrea_edu.heads, .pipeline, .bench, .kernels) and the core, never the reverse.
+"""

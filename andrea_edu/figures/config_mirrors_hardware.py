@@ -1,0 +1,225 @@
+"""Figures of the chapter "The configuration mirrors the hardware".
+
+    draw_tile_coverage(ax, seq_len, head_dim)   a head's slice in 16x16 tiles, padding hatched
+    mma_shapes_figure()                         WMMA 16x16x16 and mma.sync m16n8k16, to scale
+    draw_throughput(ax, results, head_dim)      measured TFLOP/s vs head_dim, head_dim marked
+    curves(results, shape, series)              {backend: [(head_dim, record)]} of "ok" records
+    head_dim_figure(head_dim, results, ...)     all panels for one head_dim (the slider's frame)
+
+Every timing panel names the device it was measured on; CPU results say CPU; no results, no
+curve (the panel says that no measurement exists).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.patches import Rectangle
+
+from andrea_edu.attention import choose_backend
+from andrea_edu.kernels import nvrtc, occupancy, tiles
+
+BACKEND_STYLE = {  # backend -> (colour, marker, label)
+    "cuda-wmma": ("#d62728", "o", "cuda-wmma (ours, tensor cores)"),
+    "cuda-naive": ("#ff7f0e", "s", "cuda-naive (ours, v1)"),
+    "sdpa": ("#1f77b4", "^", "torch SDPA (its own choice)"),
+    "sdpa:flash": ("#17becf", "v", "SDPA flash only"),
+    "sdpa:efficient": ("#9467bd", "<", "SDPA mem-efficient only"),
+    "sdpa:cudnn": ("#2ca02c", ">", "SDPA cuDNN only"),
+    "sdpa:math": ("#8c564b", "x", "SDPA math only"),
+    "reference": ("#7f7f7f", "d", "reference (plain torch)"),
+}
+
+
+def draw_tile_coverage(ax, seq_len: int, head_dim: int, tile: int = tiles.TILE,
+                       rows_shown: int = 128):
+    """Rows 0..rows_shown of one head's [seq_len, head_dim] slice, tiled tile x tile: data in
+    blue, padding hatched red; the title gives the utilization of the whole slice."""
+    cov = tiles.tile_coverage(seq_len, head_dim, tile)
+    rows = min(seq_len, rows_shown)
+    shown_tiles = -(-rows // tile)
+    ax.add_patch(Rectangle((0, 0), head_dim, rows, facecolor="#9ecae1", edgecolor="none"))
+    if cov.padded_cols > head_dim:
+        ax.add_patch(Rectangle((head_dim, 0), cov.padded_cols - head_dim, shown_tiles * tile,
+                               facecolor="#fcbba1", edgecolor="#cb181d", hatch="///", lw=0))
+    if shown_tiles * tile > rows:
+        ax.add_patch(Rectangle((0, rows), head_dim, shown_tiles * tile - rows,
+                               facecolor="#fcbba1", edgecolor="#cb181d", hatch="///", lw=0))
+    for i in range(shown_tiles):
+        for j in range(cov.col_tiles):
+            ax.add_patch(Rectangle((j * tile, i * tile), tile, tile, fill=False,
+                                   edgecolor="#08306b", lw=0.7))
+    ax.set_xlim(0, 128 + tile)
+    ax.set_ylim(shown_tiles * tile, 0)
+    ax.set_aspect("equal")
+    ax.set_xticks(range(0, 128 + tile + 1, 2 * tile))
+    ax.set_xlabel("head_dim (columns)")
+    ax.set_ylabel(f"seq_len rows (first {rows} of {seq_len})")
+    ax.set_title(f"head_dim={head_dim}: {cov.col_tiles} x {tile}-wide tiles, "
+                 f"{cov.utilization:.1%} useful", fontsize=10)
+    return cov
+
+
+def _draw_matrix(ax, x, y, w, h, label, color):
+    ax.add_patch(Rectangle((x, y), w, h, facecolor=color, edgecolor="black", lw=1))
+    for i in range(1, h):
+        ax.plot([x, x + w], [y + i, y + i], color="white", lw=0.3)
+    for j in range(1, w):
+        ax.plot([x + j, x + j], [y, y + h], color="white", lw=0.3)
+    ax.text(x + w / 2, y + h + 1.2, label, ha="center", va="bottom", fontsize=9)
+
+
+def mma_shapes_figure():
+    """The two tensor-core instruction shapes, drawn to scale (one cell = one element)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    for ax, (name, (m, n, k)) in zip(axes, tiles.MMA_SHAPES.items()):
+        _draw_matrix(ax, 0, 0, k, m, f"A: {m} x {k}", "#9ecae1")
+        ax.text(k + 2, m / 2, "x", ha="center", va="center", fontsize=16)
+        _draw_matrix(ax, k + 4, 0, n, k, f"B: {k} x {n}", "#a1d99b")
+        ax.text(k + n + 6, m / 2, "=", ha="center", va="center", fontsize=16)
+        _draw_matrix(ax, k + n + 8, 0, n, m, f"C (+=): {m} x {n}", "#fdae6b")
+        ax.set_xlim(-1, k + 2 * n + 9)
+        ax.set_ylim(max(m, k) + 4, -1)
+        ax.set_aspect("equal")
+        ax.axis("off")
+        ax.set_title(f"{name}\n{2 * m * n * k} FLOPs per instruction (fp16/bf16 in, fp32 "
+                     f"accumulate)", fontsize=9)
+    fig.suptitle("Tensor-core matrix shapes: every edge is a multiple of 8 or 16", fontsize=11)
+    fig.text(0.5, 0.02, "One WMMA 16x16x16 of our v2 kernel is two mma.sync m16n8k16 in the "
+             "machine code (HMMA.16816) on sm_80, sm_89 and sm_90.", ha="center", fontsize=8)
+    return fig
+
+
+def curves(results, shape: str = "ANDREA-120M", series: str = "n_head=12") -> dict:
+    """{backend: [(head_dim, record), ...]} of the "ok" records of one shape and series."""
+    out = {}
+    for r in (results or {}).get("records", []):
+        p = r["params"]
+        if r["status"] == "ok" and p.get("shape") == shape and p.get("series") == series:
+            out.setdefault(r["backend"], []).append((p["head_dim"], r))
+    return {b: sorted(v, key=lambda t: t[0]) for b, v in out.items()}
+
+
+def device_label(results) -> str:
+    """'NVIDIA H200' or 'CPU: <model> (CPU, reduced shapes)': where the numbers came from."""
+    prov = results["provenance"]
+    if prov["device_kind"] == "cpu":
+        return f"{prov['device']} (CPU, reduced shapes)"
+    return prov["device"]
+
+
+def draw_throughput(ax, results, head_dim: int, shape: str = "ANDREA-120M",
+                    series: str = "n_head=12", backends=("cuda-wmma", "cuda-naive", "sdpa",
+                                                         "sdpa:flash", "sdpa:math")):
+    """Measured TFLOP/s vs head_dim per backend, with head_dim marked; says so when no data."""
+    if not results:
+        ax.text(0.5, 0.5, "No measurement exists yet\nfor this device kind.", ha="center",
+                va="center", transform=ax.transAxes, fontsize=11)
+        ax.set_axis_off()
+        return {}
+    cs = curves(results, shape, series)
+    for b in backends:
+        if b not in cs:
+            continue
+        color, marker, label = BACKEND_STYLE.get(b, ("black", ".", b))
+        xs = [h for h, _ in cs[b]]
+        ax.plot(xs, [r["tflops"] for _, r in cs[b]], marker=marker, color=color, label=label,
+                ms=4, lw=1.2)
+    ax.axvline(head_dim, color="black", ls="--", lw=1)
+    for x in range(16, 129, 16):
+        ax.axvline(x, color="#dddddd", lw=0.6, zorder=0)
+    s = results["settings"]["shapes"].get(shape, {})
+    ax.set_xlabel("head_dim")
+    ax.set_ylabel("TFLOP/s (causal: 2*B*nh*T*T*hs FLOPs)")
+    ax.set_title(f"measured on {device_label(results)}\n{shape}, {series}, "
+                 f"B={s.get('B')}, T={s.get('T')}, {results['settings']['dtype']}", fontsize=9)
+    ax.legend(fontsize=7, loc="best")
+    return cs
+
+
+def _fmt_facts(head_dim: int, facts: dict, results=None) -> list[str]:
+    cov = tiles.tile_coverage(1024, head_dim)
+    fl = tiles.torch_flash_head_dim(head_dim)
+    lines = [f"andrea_edu dispatcher (CUDA, bf16): {facts['backend']}"
+             + (f" (kernel {facts['kernel']})" if facts.get("kernel") else ""),
+             f"  why: {facts['reason']}"[:110]]
+    if facts.get("error"):
+        lines.append(f"  compile: not available here ({facts['error'][:80]})")
+    elif facts.get("kernel"):
+        res, occ, fill = facts["resources"], facts["occupancy"], facts["grid_fill"]
+        lines += [
+            f"PTX ({facts['arch']}): {facts['tensor_core_instructions']} tensor-core instructions"
+            + (f", e.g. {facts['first_tensor_core_instruction'].split()[0]}"
+               if facts["first_tensor_core_instruction"] else " (none: no tensor cores)"),
+            f"ptxas: {res['registers']} registers/thread, {res['shared_bytes'] / 1024:.1f} KB "
+            f"shared/block, {res['spill_stores']} B spilled",
+            f"{facts['gpu']}: {occ['blocks_per_sm']} blocks/SM (limit: {occ['limiting']}), "
+            f"occupancy {occ['occupancy']:.0%}",
+            f"grid {facts['grid']} = {fill['n_blocks']} blocks on {fill['sms']} SMs: "
+            f"{fill['waves']} wave(s), {fill['idle_sms']} SMs idle",
+        ]
+    lines.append(f"16x16 tiles of the head slice: {cov.col_tiles} across, "
+                 f"{cov.utilization:.1%} useful")
+    rules = tiles.sdpa_head_dim_rules(head_dim)
+    ok = [k for k, (e, _) in rules.items() if e]
+    lines.append("torch SDPA, head_dim rules: eligible " + ", ".join(ok))
+    if fl["kernel_head_dim"]:
+        lines.append(f"  flash: pads to {fl['padded_in_memory']}, runs its "
+                     f"{fl['kernel_head_dim']}-wide kernel ({fl['kernel_utilization']:.0%} "
+                     f"of its columns useful)")
+    if results and results["provenance"]["device_kind"] == "gpu":
+        for _, r in (curves(results).get("sdpa") or []):
+            if r["params"]["head_dim"] == head_dim:
+                lines.append(f"  measured: torch ran {r.get('sdpa_choice')}, "
+                             f"{r['median_ms']:.3f} ms ({r['tflops']:.0f} TFLOP/s)")
+    return lines
+
+
+def head_dim_figure(head_dim: int, results=None, seq_len: int = 1024, facts=None):
+    """One frame of the chapter's slider: tile coverage, measured throughput, and the facts
+    (dispatcher decision, PTX, registers, occupancy, torch SDPA) for head_dim."""
+    facts = facts if facts is not None else kernel_facts(head_dim)
+    fig = plt.figure(figsize=(10, 6.6))
+    gs = fig.add_gridspec(2, 2, height_ratios=[2.2, 1], width_ratios=[1, 1.25])
+    draw_tile_coverage(fig.add_subplot(gs[0, 0]), seq_len, head_dim)
+    draw_throughput(fig.add_subplot(gs[0, 1]), results, head_dim)
+    ax = fig.add_subplot(gs[1, :])
+    ax.set_axis_off()
+    ax.text(0, 1, "\n".join(_fmt_facts(head_dim, facts, results)), va="top", ha="left",
+            family="monospace", fontsize=8, transform=ax.transAxes)
+    fig.suptitle(f"head_dim = {head_dim}: tiles, kernel, measurement", fontsize=12)
+    fig.tight_layout()
+    return fig
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_facts(head_dim: int, dtype=torch.bfloat16, arch: str = "sm_90", B: int = 8,
+                 n_head: int = 12, T: int = 1024, gpu: str = "H200") -> dict:
+    """The dispatcher's decision for head_dim on a CUDA device, and the compiled kernel behind it:
+    tensor-core instructions in its PTX, registers, shared memory, occupancy on `gpu` (a preset
+    of andrea_edu.kernels.occupancy) and how its grid for (B, n_head, T) fills that GPU.
+    Compiles with NVRTC (no GPU needed); cached. On failure `error` says why."""
+    d = choose_backend(head_dim, dtype, "cuda")
+    facts = dict(head_dim=head_dim, arch=arch, backend=d.backend, kernel=d.kernel,
+                 reason=d.reason, fallbacks=list(d.fallbacks_considered), error=None)
+    if d.kernel is None:
+        return facts
+    try:
+        ck = nvrtc.compile_attention(d.kernel, head_dim, dtype, arch=arch)
+        sm = occupancy.PRESETS[gpu]
+        occ = occupancy.occupancy(ck.resources, ck.threads_per_block, sm)
+        grid = ck.grid(B, n_head, T)
+        n_blocks = grid[0] * grid[1] * grid[2]
+        tc = ck.tensor_core_instructions()
+        facts.update(resources=asdict(ck.resources), threads_per_block=ck.threads_per_block,
+                     tensor_core_instructions=len(tc), first_tensor_core_instruction=(
+                         tc[0] if tc else None), compile_seconds=ck.compile_seconds,
+                     specialization=ck.name_expression, occupancy=occ, grid=grid,
+                     grid_fill=occupancy.grid_fill(n_blocks, occ["blocks_per_sm"], sm),
+                     gpu=sm["name"], sms=sm["sms"])
+    except Exception as e:  # NVRTC or headers missing, or a compile error: say so, never crash
+        facts["error"] = f"{type(e).__name__}: {e}".split("\n")[0][:300]
+    return facts
+

@@ -1,0 +1,39 @@
+"""Figures of the chapter "Reading the pipeline": a token's journey through one layer.
+
+Every shape and number is read from a real run (`pipeline.tracer.Trace`), never typed in.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+
+def _shape(s) -> str:
+    return "[" + ", ".join(str(v) for v in s) + "]"
+
+
+def journey_figure(trace):
+    """One token's first features at every step of one layer (rows), with shapes and strides."""
+    import matplotlib.pyplot as plt
+
+    vals = np.array([r.values for r in trace.rows])  # (steps, n)
+    ylabels = [f"{r.label}  {_shape(r.shape)} strides {_shape(r.strides)}"
+               + ("  (view)" if r.view_of_previous else "") for r in trace.rows]
+    fig, ax = plt.subplots(figsize=(11, 0.42 * len(trace.rows) + 1.8))
+    lim = float(np.abs(vals).max()) or 1.0
+    ax.imshow(vals, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
+    for i, row in enumerate(vals):
+        for j, v in enumerate(row):
+            ax.text(j, i, f"{v:+.3f}", ha="center", va="center", fontsize=8,
+                    color="white" if abs(v) > 0.6 * lim else "black")
+    ax.set_xticks(range(vals.shape[1]), [f"feature {i}" for i in range(vals.shape[1])])
+    ax.set_yticks(range(len(ylabels)), ylabels, fontsize=8)
+    ax.set_title(f"Token {trace.token_id} (position t={trace.t}) through layer {trace.layer} of "
+                 f"{trace.config}:\nits first {vals.shape[1]} features at every step", fontsize=10)
+    fig.text(0.5, 0.005, "Rows: the steps in order, top to bottom. Per-head tensors show head 0, "
+             "whose features are the first head_dim of the row. '(view)': same memory as the row "
+             "above.", ha="center", fontsize=8, color="#444444")
+    fig.subplots_adjust(left=0.44, right=0.98, top=1 - 0.9 / fig.get_figheight(),
+                        bottom=0.75 / fig.get_figheight())
+    return fig
+

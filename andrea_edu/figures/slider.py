@@ -1,0 +1,324 @@
+"""One plotting function, two front ends: live ipywidgets sliders and a static HTML slider.
+
+Introduced in the book's first chapter that has a figure; every chapter uses it through
+``andrea_edu.figures.viz.slider``. A caller writes one ``plot_fn(**kw) -> matplotlib Figure`` and passes
+the values each parameter may take::
+
+    slider(plot_fn, n_head=[1, 2, 4, 8, 12], head_dim=[16, 32, 64])
+
+- live (a running kernel, not a book build): one ``SelectionSlider`` per parameter; moving one
+  recomputes and redraws the figure and says how long that took on the reader's machine.
+- static (``static=True``, or ``ANDREA_BOOK_BUILD=1``): every valid combination is rendered now
+  to a PNG and embedded in one self-contained HTML block (range inputs + a few lines of vanilla
+  JavaScript that swap the image). It needs no kernel, no CDN and no network.
+
+``valid(**kw)`` may return False, or a string saying why a combination is impossible (e.g.
+"n_head * head_dim must be 768"); that message is shown instead of a figure.
+
+The returned object shows itself when it is a cell's last expression; elsewhere (a loop, two
+sliders in one cell) pass it to ``IPython.display.display``. In fast mode pass shorter lists
+(``andrea_edu.env.pick(full, fast)``): the static slider renders every combination.
+Measured on the 2-core build machine: ~12 KiB per frame for a 7x3.2 in figure at 90 dpi
+(palette PNG, base64), i.e. ~280 KiB for a 6 x 4 slider; ~0.1-0.2 s per frame to render.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import io
+import itertools
+import json
+import statistics
+import time
+
+from andrea_edu.env import book_build
+
+DPI = 90  # static frames: sharp enough on a laptop screen
+PALETTE = 256  # static frames are stored as 256-colour PNGs: ~3x smaller pages, ~10 ms/frame
+_counter = itertools.count()  # several sliders per page need distinct DOM ids
+
+
+def _check_params(params: dict) -> dict:
+    """Validate ``{name: list of values}`` and return it with tuple values."""
+    if not params:
+        raise ValueError("slider needs at least one parameter, e.g. n_head=[1, 2, 4]; got none")
+    out = {}
+    for name, values in params.items():
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            raise TypeError(f"slider parameter {name!r} must be a list of values, "
+                            f"got {type(values).__name__} {values!r}")
+        values = tuple(values)
+        if not values:
+            raise ValueError(f"slider parameter {name!r} has no values; give at least one")
+        if len(set(map(repr, values))) != len(values):
+            raise ValueError(f"slider parameter {name!r} has repeated values: {list(values)}")
+        out[name] = values
+    return out
+
+
+def _check_default(params: dict, default) -> dict:
+    """Initial value per parameter: ``default[name]`` if given, else the middle value."""
+    default = dict(default or {})
+    unknown = set(default) - set(params)
+    if unknown:
+        raise ValueError(f"default names {sorted(unknown)} that are not slider parameters; "
+                         f"parameters are {list(params)}")
+    start = {}
+    for name, values in params.items():
+        if name in default:
+            if default[name] not in values:
+                raise ValueError(f"default {name}={default[name]!r} is not one of the allowed "
+                                 f"values {list(values)}")
+            start[name] = default[name]
+        else:
+            start[name] = values[(len(values) - 1) // 2]
+    return start
+
+
+def _verdict(valid, kw: dict):
+    """None when the combination is valid, else the message to show instead of a figure."""
+    if valid is None:
+        return None
+    ok = valid(**kw)
+    if isinstance(ok, str):
+        return ok or "This combination is not valid."
+    return None if ok else "This combination is not valid."
+
+
+def _label(kw: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in kw.items())
+
+
+def _alt_text(alt, kw: dict) -> str:
+    base = alt(**kw) if callable(alt) else (alt or "figure")
+    return f"{base} ({_label(kw)})"
+
+
+def render_png(plot_fn, dpi: int = DPI, **kw) -> bytes:
+    """Call ``plot_fn(**kw)``, draw the Figure to PNG bytes and close it."""
+    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
+
+    fig = plot_fn(**kw)
+    if not isinstance(fig, Figure):
+        raise TypeError(f"plot_fn must return a matplotlib Figure; with {_label(kw)} it "
+                        f"returned {type(fig).__name__}")
+    try:
+        buf = io.BytesIO()
+        # No "Software" metadata: identical figures give identical bytes (and share one frame).
+        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+        return buf.getvalue()
+    finally:
+        plt.close(fig)
+
+
+def _palette_png(png: bytes, colors: int | None = None) -> bytes:
+    """Re-encode a PNG with an adaptive palette (no dithering, so flat areas stay flat).
+
+    colors: palette size, default ``PALETTE`` (read at call time); 0 keeps the PNG as drawn.
+    """
+    colors = PALETTE if colors is None else colors
+    if not colors:
+        return png
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    img = img.quantize(colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG", optimize=True)
+    return buf.getvalue() if len(buf.getvalue()) < len(png) else png
+
+
+def _combinations(params: dict):
+    names = list(params)
+    for idx in itertools.product(*(range(len(v)) for v in params.values())):
+        yield idx, {n: params[n][i] for n, i in zip(names, idx)}
+
+
+def static_frames(plot_fn, *, valid=None, dpi: int = DPI, **params) -> dict:
+    """Render every valid combination: ``{tuple of values (in parameter order): PNG bytes}``.
+
+    These are the frames a static slider embeds (palette PNGs). Invalid combinations
+    (``valid`` returns False or a message) are left out.
+    """
+    params = _check_params(params)
+    frames = {}
+    for _, kw in _combinations(params):
+        if _verdict(valid, kw) is None:
+            frames[tuple(kw.values())] = _palette_png(render_png(plot_fn, dpi=dpi, **kw))
+    return frames
+
+
+def measure_update(plot_fn, *, repeats: int = 5, dpi: int = DPI, **kw) -> float:
+    """Median seconds of one slider update (compute + draw to PNG) for ``plot_fn(**kw)``.
+
+    One warm-up call is not counted. This is what a live slider costs per move on this machine.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    render_png(plot_fn, dpi=dpi, **kw)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        render_png(plot_fn, dpi=dpi, **kw)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+# The whole front end of the static slider. It reads the JSON next to it, so each block is
+# independent; the range inputs hold indices into each parameter's list of values.
+_JS = """(function(){
+var root=document.getElementById("%(id)s");
+var data=JSON.parse(document.getElementById("%(id)s-data").textContent);
+var inputs=root.querySelectorAll("input.andrea-slider-input");
+var img=root.querySelector("img.andrea-slider-img"), msg=root.querySelector(".andrea-slider-msg");
+function show(){
+  var idx=[];
+  inputs.forEach(function(inp,i){
+    var v=data.params[i].values[+inp.value]; idx.push(inp.value);
+    inp.setAttribute("aria-valuetext",v);
+    root.querySelector('output[data-param="'+data.params[i].name+'"]').textContent=v;
+  });
+  var key=idx.join(","), f=data.frames[key];
+  root.setAttribute("data-key",key);
+  if(f.img!==undefined){img.src=data.images[f.img];img.alt=f.alt;img.hidden=false;msg.hidden=true;}
+  else{img.hidden=true;msg.textContent=f.msg;msg.hidden=false;}
+}
+inputs.forEach(function(inp){inp.addEventListener("input",show);inp.addEventListener("change",show);});
+show();
+})();"""
+
+_CSS = (".andrea-slider{margin:0.5em 0 1em 0}.andrea-slider [hidden]{display:none!important}"
+        ".andrea-slider-title{font-weight:600;margin-bottom:0.3em}"
+        ".andrea-slider-row{display:flex;align-items:center;gap:0.6em;margin:0.15em 0;font-size:0.9em}"
+        ".andrea-slider-row label{min-width:7em;font-family:monospace}"
+        ".andrea-slider-row input{flex:0 1 18em}"
+        ".andrea-slider-row output{font-family:monospace;min-width:4em}"
+        ".andrea-slider-img{max-width:100%;height:auto;display:block;margin-top:0.4em}"
+        ".andrea-slider-msg{padding:1em;margin-top:0.4em;border:1px dashed #999;}")
+
+
+def static_html(plot_fn, *, alt="", title=None, valid=None, default=None, dpi: int = DPI,
+                **params) -> str:
+    """The self-contained HTML of a static slider (what ``slider(..., static=True)`` shows)."""
+    params = _check_params(params)
+    start = _check_default(params, default)
+    images, seen, frames, draw_s = [], {}, {}, []
+    for idx, kw in _combinations(params):
+        key = ",".join(map(str, idx))
+        why = _verdict(valid, kw)
+        if why is not None:
+            frames[key] = {"msg": f"{_label(kw)}: {why}"}
+            continue
+        t0 = time.perf_counter()
+        png = render_png(plot_fn, dpi=dpi, **kw)
+        draw_s.append(time.perf_counter() - t0)  # what one live update costs (compute + draw)
+        png = _palette_png(png)
+        digest = hashlib.sha1(png).hexdigest()
+        if digest not in seen:  # identical frames are stored once
+            seen[digest] = len(images)
+            images.append("data:image/png;base64," + base64.b64encode(png).decode("ascii"))
+        frames[key] = {"img": seen[digest], "alt": _alt_text(alt, kw)}
+    if not images:
+        raise ValueError("valid() rejected every combination of "
+                         + ", ".join(f"{n}={list(v)}" for n, v in params.items()))
+    data = {"params": [{"name": n, "values": [str(v) for v in vals]}
+                       for n, vals in params.items()],
+            "frames": frames, "images": images}
+    # "<" escaped so that no value can close the <script> element early.
+    blob = json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
+    uid = f"andrea-slider-{next(_counter)}-{hashlib.sha1(blob.encode()).hexdigest()[:8]}"
+    first = frames[",".join(str(params[n].index(start[n])) for n in params)]
+    rows = []
+    for n, vals in params.items():
+        i = vals.index(start[n])
+        rows.append(
+            f'<div class="andrea-slider-row"><label for="{uid}-{html.escape(n)}">{html.escape(n)}'
+            f'</label><input type="range" class="andrea-slider-input" id="{uid}-{html.escape(n)}"'
+            f' data-param="{html.escape(n)}" min="0" max="{len(vals) - 1}" step="1" value="{i}"'
+            f' aria-label="{html.escape(n)}" aria-valuetext="{html.escape(str(vals[i]))}">'
+            f'<output data-param="{html.escape(n)}">{html.escape(str(vals[i]))}</output></div>')
+    if "img" in first:
+        img = (f'<img class="andrea-slider-img" src="{images[first["img"]]}" '
+               f'alt="{html.escape(first["alt"])}">')
+        msg = '<div class="andrea-slider-msg" hidden></div>'
+    else:
+        img = '<img class="andrea-slider-img" alt="" hidden>'
+        msg = f'<div class="andrea-slider-msg">{html.escape(first["msg"])}</div>'
+    head = f'<div class="andrea-slider-title">{html.escape(title)}</div>' if title else ""
+    return (f'<div class="andrea-slider" id="{uid}" data-params="{html.escape(",".join(params))}"'
+            f' data-frames="{len(images)}" data-combinations="{len(frames)}"'
+            f' data-frame-ms="{statistics.median(draw_s) * 1e3:.0f}">'
+            f'<style>{_CSS}</style>{head}{"".join(rows)}{img}{msg}'
+            f'<script type="application/json" id="{uid}-data">{blob}</script>'
+            f'<script>{_JS % {"id": uid}}</script></div>')
+
+
+def live_widget(plot_fn, *, alt="", title=None, valid=None, default=None, dpi: int = DPI,
+                **params):
+    """ipywidgets front end: one SelectionSlider per parameter, the figure, the update time."""
+    import ipywidgets as widgets
+    from IPython.display import Image, Markdown, display
+
+    params = _check_params(params)
+    start = _check_default(params, default)
+    sliders = {n: widgets.SelectionSlider(options=list(vals), value=start[n], description=n,
+                                          continuous_update=False,
+                                          style={"description_width": "initial"})
+               for n, vals in params.items()}
+    out = widgets.Output()
+    timing = widgets.HTML()
+
+    def redraw(_change=None):
+        kw = {n: s.value for n, s in sliders.items()}
+        why = _verdict(valid, kw)
+        t0 = time.perf_counter()
+        png = None if why is not None else render_png(plot_fn, dpi=dpi, **kw)
+        elapsed = time.perf_counter() - t0
+        with out:
+            out.clear_output(wait=True)
+            if png is None:
+                display(Markdown(f"**{_label(kw)}**: {why}"))
+            else:
+                display(Image(data=png, format="png", alt=_alt_text(alt, kw)))
+        timing.value = ("" if png is None else
+                        f"<small>updated in {elapsed * 1e3:.0f} ms (compute + draw, "
+                        f"this machine)</small>")
+        box.update_ms = elapsed * 1e3
+        box.current = {"kw": kw, "png": png, "message": why}  # what is shown (tests read it)
+
+    for s in sliders.values():
+        s.observe(redraw, names="value")
+    children = ([widgets.HTML(f"<b>{html.escape(title)}</b>")] if title else [])
+    box = widgets.VBox(children + list(sliders.values()) + [timing, out])
+    box.add_class("andrea-slider-live")
+    box.sliders, box.output, box.timing, box.redraw = sliders, out, timing, redraw
+    redraw()
+    return box
+
+
+def slider(plot_fn, *, static=None, alt="", title=None, valid=None, default=None,
+           dpi: int = DPI, **params):
+    """A figure with one slider per parameter; see the module docstring.
+
+    plot_fn: ``plot_fn(**kw)`` returns a matplotlib Figure (closed here after drawing).
+    static: True for the self-contained HTML slider, False for ipywidgets; None (default)
+        means static exactly when the book is being built (``ANDREA_BOOK_BUILD=1``).
+    alt: alt text of the figure (a string, or ``alt(**kw) -> str``); the values are appended.
+    title: shown above the sliders. valid: ``valid(**kw) -> bool | str`` filters combinations.
+    default: ``{name: value}`` initial values (else the middle value of each list).
+    dpi: resolution of the rendered PNGs. params: ``name=[values...]``, one slider each.
+    Returns an ``IPython.display.HTML`` (static) or an ipywidgets ``VBox`` (live).
+    """
+    if not callable(plot_fn):
+        raise TypeError(f"plot_fn must be callable, got {type(plot_fn).__name__}")
+    if valid is not None and not callable(valid):
+        raise TypeError(f"valid must be callable or None, got {type(valid).__name__}")
+    use_static = book_build() if static is None else bool(static)
+    if use_static:
+        from IPython.display import HTML
+        return HTML(static_html(plot_fn, alt=alt, title=title, valid=valid, default=default,
+                                dpi=dpi, **params))
+    return live_widget(plot_fn, alt=alt, title=title, valid=valid, default=default, dpi=dpi,
+                       **params)

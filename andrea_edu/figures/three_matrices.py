@@ -1,0 +1,208 @@
+"""Measurements and figures of the chapters "Three matrices per head, or one big matrix" and
+"Parameter count" (with "Naming the projections").
+
+- ``projection_sweep``: the live measurement behind the chapter's slider. For each way of
+  projecting (36 per-head matmuls, 3 fused, 1 c_attn at n_head=12) it counts the BLAS calls the
+  code really dispatches, checks the result against the fused fp32 one, and only then times it,
+  on whatever device the reader has. The committed, provenance-carrying version of the same
+  comparison is ``python -m andrea_edu.bench projections`` (``bench_cases.projections_suite``).
+- ``fig_fused_matrix``: W_Q with the column blocks W_Q^h coloured, beside the per-head view.
+- ``fig_projection_timings``: BLAS calls and time per way for one (n_head, head_dim).
+- ``fig_param_breakdown`` / ``fig_attention_by_head``: where the parameters are; the attention
+  count split into heads, which does not move with n_head.
+Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
+"""
+from __future__ import annotations
+
+import torch
+
+from andrea_edu import projections as P
+from andrea_edu.config import divisors
+from andrea_edu.figures.viz import head_colors
+
+WAYS = ("per-head", "fused", "c_attn")
+
+
+def blas_calls(fn) -> int:
+    """How many matmul (BLAS) calls fn() dispatches, counted at torch's dispatcher."""
+    from andrea_edu.bench.matmuls import BLAS_OPS, count_aten_ops
+
+    ops = count_aten_ops(fn)
+    return sum(ops.get(op, 0) for op in BLAS_OPS)
+
+
+def projection_ways(X: torch.Tensor, proj: P.Projections) -> dict:
+    """{way: fn() -> (q, k, v) as [B, nh, T, hs]} for the three ways, weights prepared up front."""
+    heads = proj.per_head()  # 3 x (nh, C, hs)
+    c_attn = proj.c_attn  # (C, 3C)
+    nh = proj.n_head
+    return {
+        "per-head": lambda: P.project_per_head(X, *heads),
+        "fused": lambda: P.project_fused(X, proj.W_Q, proj.W_K, proj.W_V, nh),
+        "c_attn": lambda: P.project_c_attn(X, c_attn, nh),
+    }
+
+
+def projection_sweep(n_heads, d_model: int = 768, B: int = 1, T: int = 256, device: str = "cpu",
+                     dtype=None, repeats: int = 5, seed: int = 0,
+                     threads: int | None = None) -> dict:
+    """Per n_head: {way: {"blas_calls", "min_ms", "median_ms", "max_rel_err"}}.
+
+    Each way is validated against the fused fp32 result (relative error <= 1e-5 in fp32,
+    1e-2 in half precision) before it is timed; a wrong result raises RuntimeError. The three
+    ways are then timed taking turns (``bench.time_fns``: one call each per round, `repeats`
+    rounds after a warm-up round), so that load from other processes hits all three alike; the
+    fastest call is the robust figure on a shared machine.
+    dtype: float32 on a CPU, bfloat16 on a GPU by default.
+    threads: CPU threads torch may use while timing (restored afterwards); None leaves torch's
+    setting. One thread is steadier on a busy machine, where idle-waiting BLAS threads of one
+    program and the work of another compete for the same cores.
+    """
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise ValueError(f"threads must be None or an int >= 1, got {threads!r}")
+    dtype = dtype or (torch.float32 if device == "cpu" else torch.bfloat16)
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    g = torch.Generator().manual_seed(seed)
+    X32 = torch.randn(B, T, d_model, generator=g)  # (B, T, C)
+    saved_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _sweep(n_heads, d_model, X32, X32.to(device, dtype), device, dtype, tol, repeats,
+                      seed)
+    finally:
+        torch.set_num_threads(saved_threads)
+
+
+def _sweep(n_heads, d_model, X32, X, device, dtype, tol, repeats, seed) -> dict:
+    from andrea_edu.bench.timing import time_fns
+
+    out = {}
+    with torch.no_grad():
+        for nh in n_heads:
+            proj32 = P.Projections.random(d_model, nh, seed=seed)
+            ref = P.project_fused(X32, proj32.W_Q, proj32.W_K, proj32.W_V, nh)  # fp32, CPU
+            proj = P.Projections(*(W.to(device, dtype) for W in (
+                proj32.W_Q, proj32.W_K, proj32.W_V, proj32.W_O)), n_head=nh)
+            ways = projection_ways(X, proj)
+            res = {}
+            for way, fn in ways.items():
+                got = fn()
+                err = max(((a.float().cpu() - b).norm() / b.norm()).item()
+                          for a, b in zip(got, ref))
+                if not err <= tol:
+                    raise RuntimeError(f"{way} at n_head={nh}: relative error {err:.2e} > {tol:g}; "
+                                       f"not timed")
+                res[way] = {"blas_calls": blas_calls(fn), "max_rel_err": err}
+            for way, t in time_fns(ways, device, repeats=repeats, warmup=1).items():
+                res[way].update(min_ms=t["min_ms"], median_ms=t["median_ms"], repeats=repeats)
+            out[nh] = res
+    return out
+
+
+def valid_head_pairs(d_model: int = 768, max_n_head: int = 96) -> list[tuple[int, int]]:
+    """(n_head, head_dim) with n_head * head_dim == d_model, n_head <= max_n_head."""
+    return [(nh, d_model // nh) for nh in divisors(d_model) if nh <= max_n_head]
+
+
+# ------------------------------------------------------------------ figures
+def _tint_column_blocks(ax, n_head: int, C: int, alpha: float = 0.38):
+    """Tint column block h (head h's columns) of a [C, C] image in head h's colour."""
+    from matplotlib.patches import Rectangle
+
+    hs = C // n_head
+    for h, color in enumerate(head_colors(n_head)):
+        ax.add_patch(Rectangle((h * hs - 0.5, -0.5), hs, C, facecolor=color, alpha=alpha,
+                               edgecolor=color, lw=0.8))
+
+
+def fig_fused_matrix(W: torch.Tensor, n_head: int, name: str = "W_Q"):
+    """Left: fused W [C, C] with head h's column block tinted in its colour. Right: the same
+    numbers as n_head separate [C, hs] matrices (``fused_to_per_head``), drawn apart."""
+    import matplotlib.pyplot as plt
+
+    C = W.shape[0]
+    hs = C // n_head
+    Wh = P.fused_to_per_head(W, n_head)  # (nh, C, hs)
+    lim = float(W.abs().max())
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.6), gridspec_kw={"width_ratios": [1, 1.5]})
+    a.imshow(W.float().cpu().numpy(), cmap="gray", vmin=-lim, vmax=lim, interpolation="nearest")
+    _tint_column_blocks(a, n_head, C)
+    step = max(1, n_head // 6)
+    a.set_xticks([h * hs + hs / 2 for h in range(0, n_head, step)])
+    a.set_xticklabels([f"h{h}" for h in range(0, n_head, step)])
+    a.set_ylabel("input feature (row, 0..%d)" % (C - 1))
+    a.set_title(f"fused {name} [{C} x {C}]\ncolumn block h = {name}^h", fontsize=10)
+    gap = max(1, hs // 4)
+    for h, color in enumerate(head_colors(n_head)):
+        x0 = h * (hs + gap)
+        b.imshow(Wh[h].float().cpu().numpy(), cmap="gray", vmin=-lim, vmax=lim,
+                 extent=(x0, x0 + hs, C, 0), interpolation="nearest")
+        b.add_patch(plt.Rectangle((x0, 0), hs, C, fill=False, edgecolor=color, lw=2.5))
+    b.set_xlim(-gap, n_head * (hs + gap))
+    b.set_ylim(C, 0)
+    b.set_aspect("auto")
+    b.set_xticks([h * (hs + gap) + hs / 2 for h in range(0, n_head, step)])
+    b.set_xticklabels([f"{name}^{h}" for h in range(0, n_head, step)], fontsize=8)
+    b.set_title(f"per-head view: {n_head} matrices [{C} x {hs}], the same numbers", fontsize=10)
+    fig.suptitle(f"One {name}, two views (d_model={C}, n_head={n_head}, head_dim={hs})")
+    fig.text(0.5, 0.01, "Grey: weight value. Colour: which head owns the column. Each per-head "
+             "matrix on the right is a column block on the left.", ha="center", fontsize=8)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
+
+
+def fig_projection_timings(sweep: dict, n_head: int, head_dim: int, device_label: str,
+                           shape_label: str):
+    """Left: BLAS calls per way at this n_head. Right: median time per way over every n_head of
+    the sweep, this one marked."""
+    import matplotlib.pyplot as plt
+
+    colors = {"per-head": "#d62728", "fused": "#1f77b4", "c_attn": "#2ca02c"}
+    res = sweep[n_head]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    calls = [res[w]["blas_calls"] for w in WAYS]
+    bars = a.bar(WAYS, calls, color=[colors[w] for w in WAYS])
+    a.bar_label(bars, labels=[str(c) for c in calls])
+    a.set_yscale("log")
+    a.set_ylim(0.5, max(3 * max(calls), 10))
+    a.set_ylabel("matmul (BLAS) calls for Q, K, V")
+    a.set_title(f"n_head={n_head}, head_dim={head_dim}: calls counted", fontsize=10)
+    nhs = sorted(sweep)
+    for w in WAYS:
+        b.plot(nhs, [sweep[n][w]["min_ms"] for n in nhs], "o-", color=colors[w], label=w, ms=4)
+        b.plot([n_head], [res[w]["min_ms"]], "o", color=colors[w], ms=10, mfc="none", mew=2)
+    b.axvline(n_head, color="#999999", lw=0.8, ls="--")
+    b.set_xscale("log", base=2)
+    b.set_xticks(nhs)
+    b.set_xticklabels([str(n) for n in nhs], fontsize=7)
+    b.set_xlabel("n_head (head_dim = d_model / n_head)")
+    b.set_ylabel("time, ms (fastest of the repeats)")
+    b.set_ylim(bottom=0)
+    b.legend(fontsize=8)
+    ratio = res["per-head"]["min_ms"] / res["fused"]["min_ms"]
+    b.set_title(f"per-head / fused = {ratio:.2f}x at n_head={n_head}", fontsize=10)
+    fig.suptitle(f"Q, K, V projections three ways, {shape_label}, measured on {device_label}",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def committed_projection_rows(results: dict | None) -> list[dict]:
+    """Rows of a committed ``bench projections`` results object (``bench_results.load_results``),
+    status "ok" only: {n_head, way, blas_calls, median_ms, tflops, ratio_to_fused}."""
+    if not results:
+        return []
+    rows = []
+    for r in results.get("records", []):
+        if r.get("status") != "ok":
+            continue
+        rows.append({"n_head": r["params"].get("n_head"), "way": r["backend"],
+                     "blas_calls": r.get("blas_calls"), "median_ms": r.get("median_ms"),
+                     "tflops": r.get("tflops"), "ratio_to_fused": r.get("time_ratio_to_fused")})
+    return sorted(rows, key=lambda x: (x["n_head"] or 0, x["way"]))

@@ -1,0 +1,104 @@
+"""Measurements and figures of the chapters "Twelve vectors become one" and
+"The output projection W_O".
+
+- ``fig_features_by_head``: the d_model features of a token, coloured by the head that owns them.
+- ``fig_trap``: what each (head, position) slot really holds after the reshape trap
+  (``projections.reshape_without_transpose``), from ``layout.reshape_trap`` at a real n_head.
+- ``fig_w_o_blocks``: W_O as n_head row blocks, and each head's share of the output.
+- ``head_shares`` / ``effective_heads`` / ``fig_head_mixing``: how much of every output dimension
+  comes from each head, on a random W_O and on a synthetic "trained-looking" one
+  (``synthetic_trained_w_o``: built, not trained, and labelled so wherever it is shown).
+- ``fig_zero_head``: each head's contribution before and after zeroing one row block of W_O.
+Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
+"""
+from __future__ import annotations
+
+import torch
+
+from andrea_edu.config import AndreaConfig
+from andrea_edu.figures.viz import head_colors
+
+
+def _cfg(n_head: int, d_model: int) -> AndreaConfig:
+    return AndreaConfig(d_model=d_model, n_head=n_head)  # validates, derives head_dim
+
+
+def fig_features_by_head(n_head: int, d_model: int = 768):
+    """Top: one token's d_model features in a row, coloured by owning head. Bottom: the same
+    features after ``split_heads``, one row of head_dim per head."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    hs = _cfg(n_head, d_model).head_dim
+    colors = head_colors(n_head)
+    fig, (a, b) = plt.subplots(2, 1, figsize=(10, 4.2), gridspec_kw={"height_ratios": [1, 2.2]})
+    for h in range(n_head):
+        a.add_patch(Rectangle((h * hs, 0), hs, 1, color=colors[h]))
+        b.add_patch(Rectangle((0, n_head - 1 - h), hs, 0.9, color=colors[h]))
+        if n_head <= 24:
+            a.text(h * hs + hs / 2, 0.5, f"h{h}", ha="center", va="center", fontsize=7)
+            b.text(hs / 2, n_head - 1 - h + 0.45, f"head {h}: [T, {hs}], from features "
+                   f"{h * hs}..{(h + 1) * hs - 1}", ha="center", va="center", fontsize=7)
+    a.set_xlim(0, d_model)
+    a.set_ylim(0, 1)
+    a.set_yticks([])
+    a.set_xlabel("feature index of one token (the concat / fused layout)")
+    a.set_title(f"d_model={d_model} features, n_head={n_head} heads of head_dim={hs}: head h "
+                f"owns features h*{hs} .. h*{hs}+{hs - 1}", fontsize=10)
+    b.set_xlim(0, hs)
+    b.set_ylim(0, n_head)
+    b.set_yticks([])
+    b.set_xlabel("feature index within the head (0 .. head_dim-1)")
+    b.set_title("after split_heads: one row per head; concat puts the rows back side by side",
+                fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def fig_trap(T: int = 8, n_head: int = 12, d_model: int = 768):
+    """Which (token, features) each (head, position) slot holds: split_heads vs the trap, at a
+    real n_head (``layout_figures.trap_figure`` draws the same data for small shapes). The data
+    come from ``layout.reshape_trap``, which runs the real reshape on labelled elements."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+
+    from andrea_edu.layout import reshape_trap
+
+    hs = _cfg(n_head, d_model).head_dim
+    rep = reshape_trap(1, T, n_head, hs)
+    tok = torch.zeros(n_head, T, dtype=torch.int64)  # (nh, T): token the trapped slot holds
+    src = torch.zeros(n_head, T, dtype=torch.int64)  # (nh, T): head whose features it holds
+    for h, t, t0, h0 in rep.rows:
+        tok[h, t], src[h, t] = t0, h0
+    right_tok = torch.arange(T).expand(n_head, T)  # (nh, T)
+    right_src = torch.arange(n_head)[:, None].expand(n_head, T)  # (nh, T)
+    correct = (tok == right_tok) & (src == right_src)
+    cmap = ListedColormap(head_colors(n_head))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 0.42 * n_head + 1.9))
+    panels = ((axes[0], right_tok, right_src, "split_heads (view + transpose)"),
+              (axes[1], tok, src, "reshape without transpose (the trap)"))
+    for ax, tk, hd, title in panels:
+        ax.imshow(hd.numpy(), cmap=cmap, vmin=-0.5, vmax=n_head - 0.5, aspect="auto")
+        for h in range(n_head):
+            for t in range(T):
+                bad = not bool(correct[h, t]) and ax is axes[1]
+                ax.text(t, h, f"t{int(tk[h, t])}\nf{int(hd[h, t]) * hs}", ha="center",
+                        va="center", fontsize=6, fontweight="bold" if bad else "normal")
+                if bad:
+                    ax.add_patch(plt.Rectangle((t - 0.5, h - 0.5), 1, 1, fill=False,
+                                               edgecolor="black", lw=1.2))
+        ax.set_xticks(range(T))
+        ax.set_yticks(range(n_head))
+        ax.set_xlabel("position t in the head's [T, head_dim] slice")
+        ax.set_ylabel("head h")
+        ax.set_title(title, fontsize=10)
+    n_ok = int(correct.sum())
+    fig.suptitle(f"What head h at position t really holds (T={T}, n_head={n_head}, head_dim={hs}). "
+                 f"Cell 'tN fM': token N, features M..M+{hs - 1}.\nThe trap gets {n_ok} of "
+                 f"{n_head * T} slots right", fontsize=10)
+    fig.text(0.5, 0.01, "Cell colour: the head that owns those features. Framed cells hold the "
+             "wrong token or another head's features.", ha="center", fontsize=8)
+    fig.tight_layout(rect=(0, 0.04, 1, 0.95))
+    return fig
+
+

@@ -1,0 +1,264 @@
+"""Figures of the chapter "Why heads specialize" (those of "Why twelve heads" are in nhead_figures).
+
+Every function takes what `specialization.train` (or `specialization_sweep.load_sweep`) returned
+and returns a matplotlib Figure with a title and a caption line; nothing here trains or decides.
+Head h keeps its colour of `viz.head_color` in every figure.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from andrea_edu.heads.corpus import PATTERNS, Batch
+from andrea_edu.heads.measures import DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, detect
+from andrea_edu.figures.viz import head_color, heatmap
+
+PATTERN_COLORS = {"previous token": "#1f77b4", "matching bracket": "#d62728",
+                  "recent entity": "#2ca02c", "all": "#444444"}
+
+
+def caption(fig, text: str, y: float = 0.01) -> None:
+    fig.text(0.5, y, text, ha="center", va="bottom", fontsize=8, color="#444444", wrap=True)
+
+
+def head_labels(L: int, nh: int) -> list[str]:
+    return [f"L{l}H{h}" for l in range(L) for h in range(nh)]
+
+
+def pick_example(batch: Batch, length: int = 28) -> tuple[int, int]:
+    """(sequence, start) of a window of `length` tokens in which every pattern occurs with its
+    key inside the window; the most even such window (largest count of the rarest pattern)."""
+    best, best_key = (0, 0), None
+    T = batch.idx.shape[1]
+    for b in range(batch.idx.shape[0]):
+        for start in range(0, T - length + 1, 2):
+            pat = batch.pattern[b, start:start + length]
+            inside = batch.key[b, start:start + length] >= start  # the key is in the window
+            counts = [int(((pat == p) & inside).sum()) for p in PATTERNS]
+            key = (min(counts), sum(counts))
+            if min(counts) > 0 and (best_key is None or key > best_key):
+                best, best_key = (b, start), key
+    return best
+
+
+def fig_attention_grid(maps: torch.Tensor, batch: Batch, scores, b: int, start: int,
+                       length: int = 28, threshold: float = DETECT_THRESHOLD):
+    """Per-head attention heatmaps over one window of one example, tokens on both axes.
+
+    maps: (L, B, nh, T, T) from `AndreaModel.attention_maps`; scores: (3, L, nh) of the run, for
+    the label above each panel. Rows are queries, columns keys; a marker shows, on each labelled
+    query row, the key its pattern designates (the answer a specialised head should look at).
+    """
+    L, _, nh, T, _ = maps.shape
+    sl = slice(start, start + length)
+    toks = batch.tokens(b)[sl]
+    found = detect(scores, threshold)
+    fig, axes = plt.subplots(L, nh, figsize=(2.9 * nh + 0.6, 3.1 * L + 0.9), squeeze=False)
+    marks = {PATTERNS[p]: [] for p in PATTERNS}
+    for t in range(start, start + length):
+        p = int(batch.pattern[b, t])
+        k = int(batch.key[b, t])
+        if p and start <= k < start + length:
+            marks[PATTERNS[p]].append((t - start, k - start))
+    for l in range(L):
+        for h in range(nh):
+            ax = axes[l, h]
+            heatmap(ax, maps[l, b, h, sl, sl], colorbar=False, annotate=False, vmin=0, vmax=1,
+                    cmap="Greys")
+            ax.set_xticks(range(length), toks, rotation=90, fontsize=5.5)
+            ax.set_yticks(range(length), toks, fontsize=5.5)
+            for name, pts in marks.items():
+                if pts:
+                    q, k = zip(*pts)
+                    ax.scatter(k, q, s=9, facecolors="none", edgecolors=PATTERN_COLORS[name],
+                               linewidths=0.8)
+            what = found[(l, h)] or "none"
+            best = float(np.max(np.asarray(scores)[:, l, h]))
+            ax.set_title(f"L{l}H{h}: {what} ({best:.2f})", fontsize=8, color=head_color(h))
+    fig.suptitle("Attention probabilities of every head on one example (rows: queries, "
+                 "columns: keys)", fontsize=10)
+    caption(fig, f"Circles: the key each labelled query's pattern designates (blue previous "
+             f"token, red matching bracket, green recent entity). Panel title: the pattern the "
+             f"head is detected for (score >= {threshold}) and its highest score.")
+    fig.tight_layout(rect=(0, 0.04, 1, 0.96))
+    return fig
+
+
+def fig_pattern_losses(run, title: str | None = None):
+    """Per-pattern evaluation loss through training, with each pattern's irreducible floor."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    steps = np.asarray(run.eval_steps)
+    for i, key in enumerate(LOSS_KEYS):
+        ax.plot(steps, run.eval_loss[:, i], color=PATTERN_COLORS[key], label=key,
+                lw=2 if key != "all" else 1.2, ls="-" if key != "all" else ":")
+        if key in run.floors and run.floors[key] > 0:
+            ax.axhline(run.floors[key], color=PATTERN_COLORS[key], ls="--", lw=0.8)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("next-token loss (nats)")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    s = run.settings
+    ax.set_title(title or f"Loss per pattern while training ({s.n_layer} layers x {s.n_head} "
+                 f"heads, seed {s.seed})", fontsize=10)
+    caption(fig, "Dashed: the generator's own loss at matching-bracket positions (the timing of "
+             "a closing bracket is a coin flip); the other two patterns can reach 0.")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig
+
+
+def fig_scores(run, threshold: float = DETECT_THRESHOLD):
+    """Heads x patterns score heatmaps, before and after training."""
+    L, nh = run.scores.shape[2:]
+    fig, axes = plt.subplots(1, 2, figsize=(8.5, 0.32 * L * nh + 1.9))
+    for ax, sc, when in ((axes[0], run.scores_before, "before training"),
+                         (axes[1], run.scores_after, f"after {run.settings.steps} steps")):
+        m = np.asarray(sc).reshape(3, L * nh).T  # (L*nh, 3)
+        heatmap(ax, m, list(PATTERN_NAMES), head_labels(L, nh), vmin=0, vmax=1,
+                cmap="viridis", annotate=True, colorbar=False, title=when)
+        ax.tick_params(axis="x", labelrotation=0, labelsize=8)
+    fig.suptitle("Pattern scores: attention probability on the key the pattern designates",
+                 fontsize=10)
+    chance = ", ".join(f"{k} {v:.3f}" for k, v in run.chance.items())
+    caption(fig, f"Detected: score >= {threshold}. Uniform attention would score: {chance}.")
+    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
+    return fig
+
+
+def fig_ablation(ablation: np.ndarray, title: str = "Loss increase when one head is ablated"):
+    """Heads x patterns heatmap of Δ (L, nh, 4): which head carries which pattern."""
+    L, nh, _ = ablation.shape
+    m = ablation[..., 1:].reshape(L * nh, 3)  # (L*nh, patterns)
+    fig, ax = plt.subplots(figsize=(5.2, 0.32 * L * nh + 1.7))
+    heatmap(ax, m, list(PATTERN_NAMES), head_labels(L, nh), cmap="magma_r",
+            vmin=0, vmax=max(float(m.max()), 1e-6), annotate=L * nh <= 48,
+            fmt="{:.2f}", title=title)
+    ax.tick_params(axis="x", labelrotation=0, labelsize=8)
+    caption(fig, "Nats added to each pattern's loss when the head's rows of W_O are zeroed.")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig
+
+
+def fig_grad_norms(run, pressure=None, smooth: int = 25):
+    """Left: per-head gradient norm through training. Right: gradient vs uniqueness per probe."""
+    G = np.asarray(run.grad_norm)  # (steps, L, nh)
+    L, nh = G.shape[1:]
+    fig, axes = plt.subplots(1, 2 if pressure else 1, figsize=(12 if pressure else 7, 4),
+                             squeeze=False)
+    ax = axes[0, 0]
+    kernel = np.ones(smooth) / smooth
+    for l in range(L):
+        for h in range(nh):
+            y = np.convolve(G[:, l, h], kernel, mode="valid")
+            ax.plot(np.arange(len(y)) + smooth // 2, y, color=head_color(h),
+                    ls="-" if l == 0 else "--", lw=1.2, label=f"L{l}H{h}")
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel(f"gradient norm of the head's parameters\n(mean of {smooth} steps)")
+    ax.set_title("Per-head gradient norms (solid: layer 0, dashed: layer 1)", fontsize=9)
+    ax.legend(fontsize=6, ncol=2)
+    if pressure:
+        ax = axes[0, 1]
+        for cls, c, mk in (("unique", "#d62728", "o"), ("redundant", "#1f77b4", "s"),
+                           ("inactive", "#aaaaaa", ".")):
+            rows = [r for r in pressure.rows if r["cls"] == cls and r["step"] > 0]
+            ax.scatter([r["step"] for r in rows], [max(r["grad"], 1e-6) for r in rows], c=c,
+                       marker=mk, s=18, alpha=0.8, label=f"{cls} ({len(rows)})")
+        ax.set_yscale("log")
+        ax.set_xlabel("probe step")
+        ax.set_ylabel("mean gradient norm until the next probe")
+        ax.set_title(f"Gradient by class ({pressure.by} definition): {pressure.verdict}",
+                     fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle("Which heads receive the gradient?", fontsize=10)
+    caption(fig, "Gradient norm over the head's own W_Q, W_K, W_V columns and W_O rows, at "
+             "every step before the optimizer update.")
+    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
+    return fig
+
+
+def fig_nhead_frame(runs: dict, n_head: int, seed: int, threshold: float = DETECT_THRESHOLD):
+    """Slider frame: scores after training and the ablation table for one n_head."""
+    run = runs[(n_head, seed)]
+    L, nh = run.scores.shape[2:]
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 0.23 * L * nh + 2.4))
+    m = np.asarray(run.scores_after).reshape(3, L * nh).T  # (L*nh, 3)
+    small = L * nh <= 16
+    heatmap(axes[0], m, list(PATTERN_NAMES), head_labels(L, nh), vmin=0, vmax=1,
+            annotate=small, colorbar=False, title="score after training")
+    a = run.ablation[..., 1:].reshape(L * nh, 3)
+    heatmap(axes[1], a, list(PATTERN_NAMES), head_labels(L, nh), cmap="magma_r", vmin=0,
+            vmax=max(float(a.max()), 1e-6), annotate=small, colorbar=True,
+            title="loss increase when ablated (nats)")
+    for ax in axes:
+        ax.tick_params(axis="x", labelrotation=0, labelsize=7)
+        ax.tick_params(axis="y", labelsize=6 if L * nh > 16 else 8)
+    fl = run.final_loss
+    n_det = {p: sum(v == p for v in detect(run.scores_after, threshold).values())
+             for p in PATTERN_NAMES}
+    fig.suptitle(f"n_head = {n_head} (head_dim {run.settings.d_model // n_head}), seed {seed}: "
+                 + ", ".join(f"{p} loss {fl[p]:.3f}" for p in PATTERN_NAMES), fontsize=9)
+    caption(fig, "Heads detected (score >= %.1f): " % threshold
+             + ", ".join(f"{p} {n}" for p, n in n_det.items()))
+    fig.tight_layout(rect=(0, 0.05, 1, 0.94))
+    return fig
+
+
+def example_html(batch: Batch, b: int, start: int = 0, length: int | None = None) -> str:
+    """One sequence as HTML: each token whose *next* token a pattern decides is underlined in the
+    pattern's colour, and the key it must look at is boxed in the same colour."""
+    import html as _html
+
+    T = batch.idx.shape[1]
+    end = T if length is None else min(T, start + length)
+    toks = batch.tokens(b)
+    style = {}
+    for t in range(start, end):
+        p = int(batch.pattern[b, t])
+        if p:
+            c = PATTERN_COLORS[PATTERNS[p]]
+            style.setdefault(t, []).append(f"border-bottom:3px solid {c}")
+            k = int(batch.key[b, t])
+            if start <= k < end:
+                style.setdefault(k, []).append(f"outline:1.5px solid {c}")
+    spans = [f'<span style="padding:0 2px;margin:1px;{";".join(style.get(t, []))}">'
+             f"{_html.escape(toks[t])}</span>" for t in range(start, end)]
+    legend = " ".join(f'<span style="border-bottom:3px solid {c};padding:0 2px">{n}</span>'
+                      for n, c in PATTERN_COLORS.items() if n != "all")
+    return (f'<div style="font-family:monospace;line-height:2.1">{" ".join(spans)}</div>'
+            f'<div style="font-size:85%">underlined: the next token is decided by {legend}; '
+            f"boxed: the key position that decides it</div>")
+
+
+def fig_scores_over_training(run, threshold: float = DETECT_THRESHOLD):
+    """Every head's score for each pattern through training, beside that pattern's loss."""
+    sc = np.asarray(run.scores)  # (n_eval, 3, L, nh)
+    steps = np.asarray(run.eval_steps)
+    L, nh = sc.shape[2:]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), sharey=True)
+    for i, (ax, name) in enumerate(zip(axes, PATTERN_NAMES)):
+        for l in range(L):
+            for h in range(nh):
+                ax.plot(steps, sc[:, i, l, h], color=head_color(h), ls="-" if l == 0 else "--",
+                        lw=1.3, label=f"L{l}H{h}")
+        ax.axhline(threshold, color="#888888", lw=0.8, ls=":")
+        ax2 = ax.twinx()
+        j = LOSS_KEYS.index(name)
+        above = np.maximum(run.eval_loss[:, j] - run.floors[name], 1e-3)  # noise can dip below 0
+        ax2.plot(steps, above, color="black", lw=2.2, alpha=0.25)
+        ax2.set_yscale("log")
+        ax2.tick_params(labelsize=7)
+        if i == 2:
+            ax2.set_ylabel("loss above the floor (grey, log)", fontsize=8)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("training step")
+        ax.set_ylim(0, 1)
+    axes[0].set_ylabel("score (probability on the designated key)")
+    axes[0].legend(fontsize=6, ncol=2, loc="center right")
+    fig.suptitle("Each head's score through training (solid: layer 0, dashed: layer 1), with the "
+                 "pattern's loss", fontsize=10)
+    caption(fig, f"Dotted: the detection threshold {threshold}. Grey, right axis: the pattern's "
+             f"evaluation loss above its floor (drawn at 1e-3 when sampling noise puts it at or "
+             f"below the floor).")
+    fig.tight_layout(rect=(0, 0.05, 1, 0.93))
+    return fig

@@ -1,0 +1,16 @@
+"""Heads that specialize (Part "Heads": "Why heads specialize", "Why twelve heads, not one wider
+head").
+
+    corpus             the toy laboratory: sequences built to hold three patterns, every
+                       position labelled (previous token, matching bracket, recent entity)
+    training           train a small ANDREA on it on the CPU, deterministically
+    measures           what each head does: pattern scores, ablation, chance levels
+    gradient_pressure  do redundant heads receive smaller gradients?
+    sweep              n_head x seeds at a fixed parameter count (python -m andrea_edu.specialization_sweep)
+    two_places         why one softmax cannot attend to two places at once
+  Heads on real text (chapter "Heads on real text"):
+    text_corpus        the Python standard library's own source as a corpus, parser-made labels
+    text_training      a small ANDREA trained on it on the CPU, committed with provenance
+    detectors          the three patterns per head on real text, against the uniform baseline
+    circuits           QK = W_Q^h W_K^h^T (where a head looks), OV = W_V^h W_O[h] (what it writes)
+"""

@@ -1,0 +1,37 @@
+"""The CUDA kernels and everything that knows them (Part "The GPU" of the book).
+
+    limits     each kernel's limits and tile sizes in one place (read by the dispatcher, the
+               compiler, the launcher and the emulator)
+    toolkit    where NVRTC and its headers come from (pip wheels), the .cu sources, their constants
+    nvrtc      run-time compilation: PTX, CUBIN, registers, shared memory, SASS, the disk cache
+    launch     launching a compiled kernel on torch's current stream (needs a GPU)
+    occupancy  blocks per SM and grid fill on H200, RTX 4090, A100 (published limits)
+    grid       the launch grid of each kernel, drawn block by block
+    tiles      tile coverage, padding, MMA shapes, SDPA's head_dim rules
+    emulator   the kernels' grid, tiles and online softmax, run block by block on the CPU
+    *.cu       attention_v1.cu (one block per (batch, head)), attention_v2_wmma.cu (tensor cores)
+
+Chapters: "How CUDA stores the heads", "One kernel, many heads", "The configuration mirrors the
+hardware", "Why twelve heads, not one wider head". Nothing here imports the dispatcher
+(andrea_edu.attention): the dispatcher imports this.
+
+The names below are the API a chapter calls: `from andrea_edu import kernels` then
+`kernels.compile_attention(...)`.
+"""
+from andrea_edu.kernels.launch import (DriverTooOldError, GpuUnavailableError, device_info,
+                                       has_gpu, launch_attention)
+from andrea_edu.kernels.limits import V1_MAX_HEAD_DIM, V2_DTYPES, V2_HEAD_DIMS
+from andrea_edu.kernels.nvrtc import (ARCHS, V1_CHUNK_SIZES, CompiledKernel, Resources, cache_dir,
+                                      compile_all, compile_attention, parse_ptxas_log,
+                                      shared_bytes, specializations)
+from andrea_edu.kernels.occupancy import A100, H200, RTX_4090, blocks_per_sm
+from andrea_edu.kernels.toolkit import (CompileError, NvrtcUnavailableError, find_binary,
+                                        include_dirs, kernel_constants, kernel_source,
+                                        nvrtc_version)
+
+__all__ = ["ARCHS", "A100", "CompileError", "CompiledKernel", "DriverTooOldError",
+           "GpuUnavailableError", "H200", "NvrtcUnavailableError", "RTX_4090", "Resources",
+           "V1_CHUNK_SIZES", "V1_MAX_HEAD_DIM", "V2_DTYPES", "V2_HEAD_DIMS", "blocks_per_sm",
+           "cache_dir", "compile_all", "compile_attention", "device_info", "find_binary",
+           "has_gpu", "include_dirs", "kernel_constants", "kernel_source", "launch_attention",
+           "nvrtc_version", "parse_ptxas_log", "shared_bytes", "specializations"]

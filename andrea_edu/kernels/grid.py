@@ -1,0 +1,131 @@
+"""The launch grid of the attention kernels: blocks <-> (batch, head), SM fill, one launch vs many.
+
+Introduced in the chapter "One kernel, many heads". Names: B batch, nh n_head, T seq_len,
+hs head_dim.
+
+    block_of(b, h, n_head) / pair_of(block_x, n_head)  the kernels' mapping blockIdx.x = b*nh + h
+    kernel_signature(version) -> KernelSignature       the kernel's parameters, read from the .cu
+    index_lines(version) -> [(line number, code)]      every line of the kernel that reads blockIdx
+    sm_fill(B, n_head, T, version, sm, resources)      blocks vs SMs for one launch
+    batched_vs_looped(B, n_head, T, head_dim, ...)     one call for all heads vs one per (b, h)
+
+The grid itself comes from `cuda.compile_attention(...).grid(B, nh, T)`; the SM presets and the
+occupancy rules from `andrea_edu.kernels.occupancy`. Nothing here needs a GPU except
+`batched_vs_looped(..., device="cuda")`.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from andrea_edu.kernels import occupancy
+from andrea_edu.kernels.toolkit import KERNEL_FILES, kernel_constants, kernel_source
+
+KERNEL_NAMES = {"v1": "attention_v1", "v2": "attention_v2_wmma"}
+
+
+def _pos_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def _version(version: str) -> str:
+    if version not in KERNEL_NAMES:
+        raise ValueError(f"version must be one of {tuple(KERNEL_NAMES)}, got {version!r}")
+    return version
+
+
+def block_of(b: int, h: int, n_head: int) -> int:
+    """blockIdx.x of the block that handles (b, h): b * n_head + h."""
+    _pos_int("n_head", n_head)
+    if not 0 <= h < n_head or b < 0:
+        raise ValueError(f"need b >= 0 and h in 0..{n_head - 1}, got b={b}, h={h}")
+    return b * n_head + h
+
+
+def pair_of(block_x: int, n_head: int) -> tuple[int, int]:
+    """(b, h) handled by blockIdx.x = block_x: divmod(block_x, n_head)."""
+    _pos_int("n_head", n_head)
+    if block_x < 0:
+        raise ValueError(f"block_x must be >= 0, got {block_x}")
+    return divmod(block_x, n_head)
+
+
+def grid_shape(version: str, B: int, n_head: int, T: int) -> tuple[int, int, int]:
+    """gridDim of one launch, from the tile sizes in the .cu file (no compilation).
+
+    Equals `cuda.compile_attention(version, ...).grid(B, n_head, T)`; the tests check it.
+    """
+    for name, v in (("B", B), ("n_head", n_head), ("T", T)):
+        _pos_int(name, v)
+    if _version(version) == "v1":
+        return (B * n_head, 1, 1)
+    return (B * n_head, math.ceil(T / kernel_constants("v2")["V2_BQ"]), 1)
+
+
+# ---------------------------------------------------------------- what the kernel is told
+@dataclass(frozen=True)
+class KernelSignature:
+    """A kernel's template and runtime parameters, as written in its .cu file."""
+
+    name: str
+    file: str
+    template_params: tuple  # e.g. ("typename T", "int CHUNKS")
+    params: tuple  # e.g. ("const T* __restrict__ q", ..., "int causal")
+    param_names: tuple  # e.g. ("q", "k", "v", "out", "seq_len", "head_dim", "scale", "causal")
+
+
+def _kernel_text(version: str) -> tuple[str, int]:
+    """(text from the kernel's `template <...>` line to the end of the file, its first line no.)."""
+    src = kernel_source(_version(version))
+    m = re.search(r"^template <[^>]*>\s*\n__global__[^\n]*\n" + KERNEL_NAMES[version] + r"\(",
+                  src, flags=re.M)
+    if m is None:
+        raise RuntimeError(f"cannot find the kernel {KERNEL_NAMES[version]} in "
+                           f"{KERNEL_FILES[version]}")
+    return src[m.start():], src[:m.start()].count("\n") + 1
+
+
+def kernel_signature(version: str) -> KernelSignature:
+    """Read the kernel's parameters from its source (the book shows what the kernel is told)."""
+    text, _ = _kernel_text(version)
+    tmpl = re.match(r"template <([^>]*)>", text).group(1)
+    params = re.search(KERNEL_NAMES[version] + r"\(([^)]*)\)", text).group(1)
+    plist = tuple(" ".join(p.split()) for p in params.split(","))
+    names = tuple(p.split()[-1].lstrip("*") for p in plist)
+    return KernelSignature(KERNEL_NAMES[version], KERNEL_FILES[version],
+                           tuple(t.strip() for t in tmpl.split(",")), plist, names)
+
+
+def kernel_lines(version: str) -> list[tuple[int, str]]:
+    """(line number in the .cu file, line) for the kernel function: its template line to its
+    closing brace (the first line that is exactly "}")."""
+    text, first = _kernel_text(version)
+    lines = text.splitlines()
+    end = lines.index("}") if "}" in lines else len(lines) - 1
+    return [(first + i, line) for i, line in enumerate(lines[:end + 1])]
+
+
+def index_lines(version: str, pattern: str = r"\b(blockIdx|gridDim)\b") -> list[tuple[int, str]]:
+    """The kernel's lines (code, not comments) that match `pattern`: where it picks its work."""
+    rx = re.compile(pattern)
+    return [(n, line) for n, line in kernel_lines(version) if rx.search(line.split("//")[0])]
+
+
+# ---------------------------------------------------------------- blocks vs SMs
+def sm_fill(B: int, n_head: int, T: int, version: str = "v1", sm: dict = occupancy.H200,
+            blocks_per_sm: int | None = None) -> dict:
+    """How one launch's blocks spread over a GPU (`occupancy.grid_fill`), plus the grid itself.
+
+    blocks_per_sm: from the compiled kernel's resources (occupancy.blocks_per_sm); None counts
+    one block per SM, which is enough to say how many SMs get no work at all.
+    """
+    grid = grid_shape(version, B, n_head, T)
+    n_blocks = grid[0] * grid[1] * grid[2]
+    fill = occupancy.grid_fill(n_blocks, 1 if blocks_per_sm is None else blocks_per_sm, sm)
+    return dict(fill, grid=grid, version=version, gpu=sm["name"], B=B, n_head=n_head, T=T,
+                idle_fraction=fill["idle_sms"] / sm["sms"])
+
+

@@ -1,0 +1,229 @@
+"""Launching the compiled attention kernels on torch tensors (chapter "One kernel, many heads").
+
+    has_gpu() -> bool
+    device_info(device=None) -> dict   (GPU name, sm, SM count, driver/NVRTC/torch versions)
+    launch_attention(q, k, v, causal=False, version="v1") -> out   (all on one CUDA device)
+
+The CUBIN is compiled for the tensor's own architecture by andrea_edu.kernels.nvrtc.compile_attention,
+loaded once per (device, specialization) with cuModuleLoadData, and launched with cuLaunchKernel
+on torch's current stream of that device, so it orders correctly with torch's own work.
+This low-level entry point never copies: it raises when an input is not contiguous (the
+dispatcher `andrea_edu.attention.attention` copies and says so instead).
+
+Errors (each names what is wrong and the fix): GpuUnavailableError (suggests backend="emulator"),
+DriverTooOldError (gives the driver's CUDA version and NVRTC's), ValueError/TypeError for CPU
+tensors, unsupported dtype or head_dim, non-contiguous input; NvrtcUnavailableError and
+CompileError come from andrea_edu.kernels.nvrtc.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+
+import torch
+
+from andrea_edu.kernels import toolkit as _tk
+from andrea_edu.kernels.limits import V1_MAX_HEAD_DIM, V2_DTYPES, V2_HEAD_DIMS, validate_qkv
+from andrea_edu.kernels.nvrtc import compile_attention
+
+
+class GpuUnavailableError(RuntimeError):
+    """No CUDA GPU is visible to torch."""
+
+
+class DriverTooOldError(RuntimeError):
+    """The NVIDIA driver is older than the NVRTC that compiled the kernels."""
+
+
+def has_gpu() -> bool:
+    """True when torch sees at least one CUDA device."""
+    try:
+        return bool(torch.cuda.is_available()) and torch.cuda.device_count() > 0
+    except Exception:  # a broken driver install reads as "no GPU", with no traceback
+        return False
+
+
+def require_gpu() -> None:
+    if not has_gpu():
+        raise GpuUnavailableError(
+            "no CUDA GPU is visible (torch.cuda.is_available() is False): the CUDA kernels "
+            "cannot run here. Use backend='emulator' to run the same grid, blocks and tiles on "
+            "the CPU, or backend='reference'; the kernels still compile to PTX/CUBIN "
+            "(andrea_edu.kernels.nvrtc.compile_attention).")
+
+
+def _driver():
+    from cuda.bindings import driver
+    return driver
+
+
+def _driver_version() -> int:
+    """The CUDA version the installed driver supports, as 1000*major + 10*minor."""
+    drv = _driver()
+    err, = drv.cuInit(0)
+    _ok(drv, err, "cuInit")
+    err, ver = drv.cuDriverGetVersion()
+    _ok(drv, err, "cuDriverGetVersion")
+    return int(ver)
+
+
+def _fmt(ver: int) -> str:
+    return f"{ver // 1000}.{(ver % 1000) // 10}"
+
+
+def check_driver(driver_version: int | None = None, nvrtc: tuple | None = None) -> None:
+    """Raise DriverTooOldError when the driver's CUDA major version is below NVRTC's.
+
+    Within one major version, CUDA's minor-version compatibility lets a CUBIN built by a newer
+    NVRTC load; across major versions it does not.
+    """
+    driver_version = _driver_version() if driver_version is None else driver_version
+    major, minor = _tk.nvrtc_version() if nvrtc is None else nvrtc
+    if driver_version // 1000 < major:
+        raise DriverTooOldError(
+            f"the NVIDIA driver supports CUDA {_fmt(driver_version)} but NVRTC is {major}.{minor}: "
+            f"kernels it compiles will not load. Update the driver to one for CUDA {major}, or "
+            f"install an NVRTC that matches the driver, e.g. pip install "
+            f"'cuda-bindings=={driver_version // 1000}.*' "
+            f"'cuda-toolkit[nvrtc,cudart,crt]=={driver_version // 1000}.*'")
+
+
+def _ok(drv, err, what: str) -> None:
+    if err != drv.CUresult.CUDA_SUCCESS:
+        name = drv.cuGetErrorName(err)[1]
+        raise RuntimeError(f"CUDA driver call {what} failed: "
+                           f"{name.decode() if isinstance(name, bytes) else name}")
+
+
+def device_info(device=None) -> dict:
+    """What the book prints about the machine: GPU, architecture, versions (works with no GPU)."""
+    info = dict(gpu=has_gpu(), torch=torch.__version__, torch_cuda=torch.version.cuda)
+    try:
+        info["nvrtc"] = "%d.%d" % _tk.nvrtc_version()
+    except _tk.NvrtcUnavailableError as e:
+        info["nvrtc"] = None
+        info["nvrtc_error"] = str(e)
+    if not info["gpu"]:
+        info["reason"] = "torch.cuda.is_available() is False"
+        return info
+    dev = torch.device("cuda", torch.cuda.current_device() if device is None else
+                       torch.device(device).index or 0)
+    props = torch.cuda.get_device_properties(dev)
+    info.update(name=props.name, device=str(dev), capability=f"{props.major}.{props.minor}",
+                arch=f"sm_{props.major}{props.minor}", sms=props.multi_processor_count,
+                memory_gib=round(props.total_memory / 2**30, 1))
+    try:
+        info["driver_cuda"] = _fmt(_driver_version())
+    except Exception as e:  # report, do not fail: device_info is for display
+        info["driver_cuda"] = f"unknown ({e})"
+    return info
+
+
+_CONTEXTS: dict[int, tuple] = {}   # device index -> (CUdevice, its primary CUcontext)
+_FUNCS: dict[tuple, tuple] = {}    # (device index, version, tile, dtype, arch) -> (module, func)
+_DRIVER_CHECKED: list = []         # non-empty once check_driver() passed in this process
+
+
+def _make_current(index: int):
+    """Make device `index`'s primary context (the one torch's runtime uses) current here."""
+    drv = _driver()
+    if index not in _CONTEXTS:
+        err, dev = drv.cuDeviceGet(index)
+        _ok(drv, err, "cuDeviceGet")
+        err, ctx = drv.cuDevicePrimaryCtxRetain(dev)
+        _ok(drv, err, "cuDevicePrimaryCtxRetain")
+        _CONTEXTS[index] = (dev, ctx)
+    dev, ctx = _CONTEXTS[index]
+    _ok(drv, drv.cuCtxSetCurrent(ctx)[0], "cuCtxSetCurrent")
+    return dev
+
+
+def _function(ck, index: int):
+    """Load ck's CUBIN into device `index` once; return its CUfunction (context made current)."""
+    dev = _make_current(index)
+    key = (index, ck.version, ck.tile, ck.dtype, ck.arch)
+    if key in _FUNCS:
+        return _FUNCS[key][1]
+    drv = _driver()
+    dyn = ck.resources.dynamic_shared_bytes
+    err, optin = drv.cuDeviceGetAttribute(
+        drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, dev)
+    _ok(drv, err, "cuDeviceGetAttribute")
+    if dyn > optin:
+        raise ValueError(f"{ck.name_expression} needs {dyn} bytes of shared memory per block; "
+                         f"this GPU allows {optin}: use backend='sdpa' for this head_dim")
+    err, module = drv.cuModuleLoadData(ck.cubin)
+    _ok(drv, err, f"cuModuleLoadData({ck.name_expression}, {ck.arch})")
+    err, func = drv.cuModuleGetFunction(module, ck.lowered_name.encode())
+    _ok(drv, err, "cuModuleGetFunction")
+    if dyn > 48 * 1024:  # above 48 KB a kernel must opt in to dynamic shared memory
+        err, = drv.cuFuncSetAttribute(
+            func, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dyn)
+        _ok(drv, err, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)")
+    _FUNCS[key] = (module, func)
+    return func
+
+
+def check_launch_inputs(q, k, v, version: str) -> tuple[int, int, int, int]:
+    """Everything launch_attention checks before touching the GPU; returns (B, nh, T, hs)."""
+    if version not in ("v1", "v2"):
+        raise ValueError(f"version={version!r} is not one of ('v1', 'v2')")
+    B, nh, T, hs = validate_qkv(q, k, v)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not t.is_contiguous():
+            raise ValueError(f"{name} is not contiguous (strides {t.stride()}); the kernels "
+                             f"read [B, nh, T, hs] memory in order: pass {name}.contiguous()")
+    if version == "v2" and (q.dtype not in V2_DTYPES or hs not in V2_HEAD_DIMS):
+        raise ValueError(f"v2 runs dtype in {list(V2_DTYPES)} and head_dim in "
+                         f"{list(V2_HEAD_DIMS)}; got dtype={q.dtype}, head_dim={hs}: "
+                         f"use version='v1' (backend='cuda-naive')")
+    if hs > V1_MAX_HEAD_DIM:
+        raise ValueError(f"head_dim={hs} is above the kernels' maximum {V1_MAX_HEAD_DIM}: "
+                         f"use backend='sdpa'")
+    if q.device.type != "cuda":
+        raise ValueError(f"q is on device {q.device}, but the CUDA kernel {version} needs CUDA "
+                         f"tensors: move them with .cuda(), or use backend='emulator' (CPU)")
+    if B * nh > 2**31 - 1 or math.ceil(T / _tk.kernel_constants('v2')['V2_BQ']) > 65535:
+        raise ValueError(f"grid too large for B*nh={B * nh}, T={T}")
+    return B, nh, T, hs
+
+
+def launch_attention(q, k, v, causal: bool = False, version: str = "v1"):
+    """Run kernel `version` on contiguous CUDA tensors [B, nh, T, hs]; returns a new tensor."""
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal={causal!r} must be True or False")
+    B, nh, T, hs = check_launch_inputs(q, k, v, version)
+    require_gpu()
+    if not _DRIVER_CHECKED:
+        check_driver()
+        _DRIVER_CHECKED.append(True)
+    index = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    major, minor = torch.cuda.get_device_capability(index)
+    arch = f"sm_{major}{minor}"
+    if major * 10 + minor < 75:
+        raise RuntimeError(f"this GPU is {arch}; andrea_edu's kernels need sm_75 or newer: "
+                           f"use backend='sdpa'")
+    if major * 10 + minor not in _tk.supported_archs():
+        raise RuntimeError(f"NVRTC {'%d.%d' % _tk.nvrtc_version()} cannot compile for this GPU "
+                           f"({arch}; it knows sm_{_tk.supported_archs()}): install a newer "
+                           f"NVRTC (pip install -U cuda-bindings 'cuda-toolkit[nvrtc,cudart,crt]')"
+                           f", or use backend='sdpa'")
+    if version == "v2" and q.dtype == torch.bfloat16 and major < 8:
+        raise RuntimeError(f"bfloat16 tensor cores need sm_80 or newer; this GPU is {arch}: "
+                           f"use backend='cuda-naive'")
+    ck = compile_attention(version, hs, q.dtype, arch)
+    out = torch.empty_like(q)                                       # (B, nh, T, hs)
+    with torch.cuda.device(index):
+        func = _function(ck, index)
+        drv = _driver()
+        stream = torch.cuda.current_stream(index).cuda_stream
+        args = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, out)]
+        args += [ctypes.c_int(T), ctypes.c_int(hs), ctypes.c_float(1.0 / math.sqrt(hs)),
+                 ctypes.c_int(int(causal))]
+        params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
+        gx, gy, gz = ck.grid(B, nh, T)
+        err, = drv.cuLaunchKernel(func, gx, gy, gz, ck.threads_per_block, 1, 1,
+                                  ck.resources.dynamic_shared_bytes, drv.CUstream(stream),
+                                  ctypes.addressof(params), 0)
+        _ok(drv, err, f"cuLaunchKernel({ck.name_expression}, grid=({gx}, {gy}, {gz}))")
+    return out

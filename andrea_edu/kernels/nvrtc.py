@@ -1,0 +1,290 @@
+"""Run-time compilation of the attention kernels with NVRTC: PTX, CUBIN, registers, shared memory.
+
+Introduced in the chapter "One kernel, many heads" (compilation, grid) and used again in
+"The configuration mirrors the hardware" (tensor-core instructions, registers, occupancy).
+Works on a machine with no GPU and no driver: `cuda.bindings.nvrtc` compiles for a named
+architecture, and ptxas (inside NVRTC) reports each kernel's resources.
+
+Public API
+    compile_attention(version, head_dim, dtype, arch="sm_90", use_cache=True) -> CompiledKernel
+        version "v1" (kernels/attention_v1.cu) or "v2" (kernels/attention_v2_wmma.cu).
+        One specialization per (version, tile, dtype, arch), compiled once and cached in memory
+        and on disk (ANDREA_CACHE_DIR, default ~/.cache/andrea_edu/kernels; key: source hash,
+        options, NVRTC and header versions). The tile is v1's CHUNKS = ceil(head_dim/32) rounded
+        up to 1, 2, 4 or 8 (so head_dim 72 and 100 share a kernel), or v2's HD = head_dim.
+        `causal` is a kernel argument, not a specialization.
+    CompiledKernel: .ptx (str), .cubin (bytes), .resources (Resources), .compile_seconds,
+        .threads_per_block, .grid(B, nh, T), .has_tensor_core_instructions(), .sass() (str or
+        None when cuobjdump/nvdisasm are missing), .tensor_core_instructions() (PTX lines),
+        .name_expression ("andrea::attention_v2_wmma<__half, 64>"), .lowered_name, .tile,
+        .max_head_dim, .version, .dtype, .arch, .log (NVRTC/ptxas), .from_cache.
+    Resources(registers, shared_bytes, static_shared_bytes, dynamic_shared_bytes,
+        spill_stores, spill_loads, stack_bytes): shared_bytes = static + the dynamic bytes the
+        launcher asks for.
+    specializations() -> [(version, head_dim, dtype)]: every kernel the library can launch
+        (12 for v1, 16 for v2, per arch); compile_all(archs=ARCHS, workers=2) compiles them all.
+    shared_bytes(version, head_dim, dtype): the dynamic shared memory a launch requests.
+    parse_ptxas_log(log, lowered_name, dynamic_shared=0) -> Resources.
+    The package andrea_edu.kernels gathers this API with kernels.toolkit's (nvrtc_version,
+    include_dirs, kernel_source, kernel_constants), kernels.occupancy's and kernels.launch's
+    (has_gpu, device_info, launch_attention).
+
+Errors: NvrtcUnavailableError (cuda-bindings or the headers are missing: names the pip packages),
+CompileError (carries NVRTC's log), ValueError for a bad version/dtype/head_dim/arch.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from andrea_edu.kernels import toolkit as _tk
+from andrea_edu.kernels.limits import V1_MAX_HEAD_DIM, V2_DTYPES, V2_HEAD_DIMS
+from andrea_edu.kernels.toolkit import KERNEL_FILES, CompileError, kernel_constants
+
+ARCHS = ("sm_80", "sm_89", "sm_90")            # what the tests and the book compile for
+V1_CHUNK_SIZES = (1, 2, 4, 8)                   # v1 specializations: lanes' chunks of 32 dims
+_CTYPE = {torch.float32: "float", torch.float16: "__half", torch.bfloat16: "__nv_bfloat16"}
+
+
+def _tile(version: str, head_dim: int, dtype) -> int:
+    """The template's tile parameter: v1's CHUNKS, v2's HD. Validates the arguments."""
+    if version not in KERNEL_FILES:
+        raise ValueError(f"version={version!r} is not one of {tuple(KERNEL_FILES)}")
+    if dtype not in _CTYPE:
+        raise ValueError(f"dtype={dtype} is not supported; allowed: {list(_CTYPE)}")
+    if not isinstance(head_dim, int) or head_dim < 1:
+        raise ValueError(f"head_dim={head_dim!r} must be a positive int")
+    if version == "v1":
+        if head_dim > V1_MAX_HEAD_DIM:
+            raise ValueError(f"head_dim={head_dim} is above v1's maximum {V1_MAX_HEAD_DIM}; "
+                             f"use backend='sdpa'")
+        need = math.ceil(head_dim / 32)
+        return next(c for c in V1_CHUNK_SIZES if c >= need)
+    if dtype not in V2_DTYPES:
+        raise ValueError(f"dtype={dtype} is not supported by v2 (tensor cores take "
+                         f"{list(V2_DTYPES)}); fp32 runs on v1 (backend='cuda-naive')")
+    if head_dim not in V2_HEAD_DIMS:
+        raise ValueError(f"head_dim={head_dim} is not compiled for v2; allowed: "
+                         f"{list(V2_HEAD_DIMS)} (multiples of 16); other head_dims run on v1")
+    return head_dim
+
+
+def shared_bytes(version: str, head_dim: int, dtype) -> int:
+    """Dynamic shared memory the launcher requests; mirrors the carve-up in the .cu files."""
+    tile = _tile(version, head_dim, dtype)
+    c = kernel_constants(version)
+    if version == "v1":
+        hdp = 32 * tile
+        return 4 * (c["V1_BR"] * hdp + c["V1_BC"] * (hdp + 1) + c["V1_BC"] * hdp)  # sQ, sK, sV
+    es = torch.empty((), dtype=dtype).element_size()
+    rows = 16 * c["V2_WARPS"]                                     # 16 query rows per warp
+    return (2 * c["V2_BK"] * (tile + 8) * es + rows * c["V2_LDS"] * 4   # sK, sV; sS (fp32)
+            + rows * c["V2_LDP"] * es + rows * (tile + 4) * 4)         # sP; sO (also stages Q)
+
+
+def _arch_number(arch: str) -> int:
+    m = re.fullmatch(r"sm_(\d+)", arch or "")
+    if not m:
+        raise ValueError(f"arch={arch!r} must look like 'sm_90' (e.g. one of {ARCHS})")
+    return int(m.group(1))
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What ptxas reports for one kernel, plus the dynamic shared memory it launches with."""
+    registers: int
+    shared_bytes: int
+    static_shared_bytes: int
+    dynamic_shared_bytes: int
+    spill_stores: int
+    spill_loads: int
+    stack_bytes: int
+
+
+def parse_ptxas_log(log: str, lowered_name: str, dynamic_shared: int = 0) -> Resources:
+    """Resources of `lowered_name` from an NVRTC log made with --ptxas-options=-v."""
+    start = log.find(f"Function properties for {lowered_name}")
+    if start < 0:
+        raise CompileError(f"ptxas log has no entry for {lowered_name}", log)
+    section = log[start:]
+    nxt = section.find("Compiling entry function", 1)
+    section = section if nxt < 0 else section[:nxt]
+    num = lambda pat: int(m.group(1)) if (m := re.search(pat, section)) else 0  # noqa: E731
+    regs = num(r"Used (\d+) registers")
+    static = num(r"(\d+) bytes smem")
+    return Resources(regs, static + dynamic_shared, static, dynamic_shared,
+                     num(r"(\d+) bytes spill stores"), num(r"(\d+) bytes spill loads"),
+                     num(r"(\d+) bytes stack frame"))
+
+
+@dataclass
+class CompiledKernel:
+    """One specialization, compiled (chapter "One kernel, many heads")."""
+    version: str
+    tile: int                     # v1: CHUNKS (head_dim <= 32*CHUNKS); v2: HD
+    dtype: torch.dtype
+    arch: str
+    name_expression: str
+    lowered_name: str
+    ptx: str
+    cubin: bytes
+    log: str
+    resources: Resources
+    compile_seconds: float
+    from_cache: bool = False
+    _sass: str | None = field(default=None, repr=False)
+
+    @property
+    def threads_per_block(self) -> int:
+        return kernel_constants(self.version)["V1_THREADS" if self.version == "v1" else
+                                              "V2_THREADS"]
+
+    @property
+    def max_head_dim(self) -> int:
+        return 32 * self.tile if self.version == "v1" else self.tile
+
+    def grid(self, B: int, nh: int, T: int) -> tuple[int, int, int]:
+        """Launch grid: v1 one block per (b, h); v2 one per (b, h, 64-row query tile)."""
+        if self.version == "v1":
+            return (B * nh, 1, 1)
+        return (B * nh, math.ceil(T / kernel_constants("v2")["V2_BQ"]), 1)
+
+    def tensor_core_instructions(self) -> list[str]:
+        """PTX lines that run on tensor cores (wmma.mma / mma.sync)."""
+        return [ln.strip() for ln in self.ptx.splitlines()
+                if re.search(r"\b(wmma\.mma|mma\.sync)", ln)]
+
+    def has_tensor_core_instructions(self) -> bool:
+        return bool(self.tensor_core_instructions())
+
+    def sass(self) -> str | None:
+        """The CUBIN disassembled by cuobjdump (needs nvdisasm beside it), or None."""
+        if self._sass is not None:
+            return self._sass
+        tool, disasm = _tk.find_binary("cuobjdump"), _tk.find_binary("nvdisasm")
+        if tool is None or disasm is None:
+            return None
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "k.cubin"
+            path.write_bytes(self.cubin)
+            env = dict(os.environ, PATH=f"{Path(disasm).parent}{os.pathsep}"
+                                        f"{os.environ.get('PATH', '')}")
+            run = subprocess.run([tool, "--dump-sass", str(path)], capture_output=True,
+                                 text=True, env=env, timeout=60)
+        if run.returncode != 0:
+            return None
+        self._sass = run.stdout
+        return self._sass
+
+
+_MEMORY: dict[tuple, CompiledKernel] = {}  # (version, tile, dtype, arch) -> kernel
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("ANDREA_CACHE_DIR") or
+                Path.home() / ".cache" / "andrea_edu" / "kernels")
+
+
+def compile_attention(version: str, head_dim: int, dtype, arch: str = "sm_90",
+                      use_cache: bool = True) -> CompiledKernel:
+    """Compile (or fetch from the caches) the kernel that runs (version, head_dim, dtype, arch)."""
+    tile = _tile(version, head_dim, dtype)
+    archnum = _arch_number(arch)
+    if version == "v2" and dtype == torch.bfloat16 and archnum < 80:
+        raise ValueError(f"arch={arch!r}: bfloat16 tensor cores need sm_80 or newer")
+    key = (version, tile, dtype, arch)
+    if use_cache and key in _MEMORY:
+        return _MEMORY[key]
+    nvrtc = _tk._import_nvrtc()
+    inc = _tk.include_dirs()
+    fn = "attention_v1" if version == "v1" else "attention_v2_wmma"
+    name_expr = f"andrea::{fn}<{_CTYPE[dtype]}, {tile}>"
+    src = _tk.kernel_source(version)
+    opts = ["-default-device", "--std=c++17", f"--gpu-architecture={arch}",
+            "--ptxas-options=-v", "-lineinfo"] + [f"-I{d}" for d in inc]
+    digest = hashlib.sha256(json.dumps([src, name_expr, opts[:-len(inc)], _tk.nvrtc_version(),
+                                        _tk.header_version(inc)]).encode()).hexdigest()[:24]
+    disk = cache_dir() / f"{version}_{tile}_{_CTYPE[dtype]}_{arch}_{digest}"
+    dyn = shared_bytes(version, head_dim, dtype)
+    if use_cache and (disk.with_suffix(".json")).is_file():
+        try:
+            meta = json.loads(disk.with_suffix(".json").read_text())
+            ck = CompiledKernel(version, tile, dtype, arch, name_expr, meta["lowered_name"],
+                                disk.with_suffix(".ptx").read_text(),
+                                disk.with_suffix(".cubin").read_bytes(), meta["log"],
+                                parse_ptxas_log(meta["log"], meta["lowered_name"], dyn),
+                                meta["compile_seconds"], from_cache=True)
+            _MEMORY[key] = ck
+            return ck
+        except (OSError, KeyError, ValueError, CompileError):
+            pass  # a damaged entry: compile again and overwrite it
+    t0 = time.perf_counter()
+    prog = _tk._call(nvrtc, "nvrtcCreateProgram", nvrtc.nvrtcCreateProgram(
+        src.encode(), KERNEL_FILES[version].encode(), 0, [], []))
+    try:
+        _tk._call(nvrtc, "nvrtcAddNameExpression",
+              nvrtc.nvrtcAddNameExpression(prog, name_expr.encode()))
+        err, = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        log = _tk._program_log(nvrtc, prog)
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(f"NVRTC could not compile {name_expr} for {arch} "
+                               f"({KERNEL_FILES[version]}):\n{log}", log)
+        lowered = _tk._call(nvrtc, "nvrtcGetLoweredName",
+                        nvrtc.nvrtcGetLoweredName(prog, name_expr.encode())).decode()
+        ptx = b" " * _tk._call(nvrtc, "nvrtcGetPTXSize", nvrtc.nvrtcGetPTXSize(prog))
+        _tk._call(nvrtc, "nvrtcGetPTX", nvrtc.nvrtcGetPTX(prog, ptx))
+        cubin = b" " * _tk._call(nvrtc, "nvrtcGetCUBINSize", nvrtc.nvrtcGetCUBINSize(prog))
+        _tk._call(nvrtc, "nvrtcGetCUBIN", nvrtc.nvrtcGetCUBIN(prog, cubin))
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    seconds = time.perf_counter() - t0
+    ck = CompiledKernel(version, tile, dtype, arch, name_expr, lowered,
+                        ptx.rstrip(b"\x00").decode(), cubin, log,
+                        parse_ptxas_log(log, lowered, dyn), seconds)
+    if use_cache:
+        _MEMORY[key] = ck
+        _write_disk(disk, ck)
+    return ck
+
+
+def _write_disk(disk: Path, ck: CompiledKernel) -> None:
+    """Best effort: an unwritable cache folder only costs a recompile next time."""
+    try:
+        disk.parent.mkdir(parents=True, exist_ok=True)
+        meta = json.dumps(dict(lowered_name=ck.lowered_name, log=ck.log,
+                               compile_seconds=ck.compile_seconds))
+        for suffix, data in ((".ptx", ck.ptx.encode()), (".cubin", ck.cubin),
+                             (".json", meta.encode())):  # .json last: it marks a full entry
+            tmp = disk.with_suffix(suffix + f".{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, disk.with_suffix(suffix))
+    except OSError:
+        pass
+
+
+def specializations() -> list[tuple[str, int, torch.dtype]]:
+    """Every (version, head_dim, dtype) kernel the library launches; head_dim is the largest
+    the specialization covers (v1's 32*CHUNKS)."""
+    out = [("v1", 32 * c, dt) for c in V1_CHUNK_SIZES for dt in _CTYPE]
+    out += [("v2", hd, dt) for hd in V2_HEAD_DIMS for dt in V2_DTYPES]
+    return out
+
+
+def compile_all(archs=ARCHS, workers: int = 2) -> list[CompiledKernel]:
+    """Compile every specialization for every arch (threads: NVRTC releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+    jobs = [(v, hd, dt, a) for a in archs for (v, hd, dt) in specializations()]
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return list(pool.map(lambda j: compile_attention(*j), jobs))
+

@@ -1,0 +1,145 @@
+"""Tile alignment: how a head's seq_len x head_dim slice meets 16 x 16 tensor-core tiles.
+
+Introduced in the chapter "The configuration mirrors the hardware". Pure arithmetic (no GPU):
+  tile_coverage(seq_len, head_dim)   tiles, padding and utilization of one head's slice
+  mma_work(head_dim)                 tensor-core work per attention score, per K/V tile of v2
+  torch_flash_head_dim(head_dim)     what torch's flash SDPA path does with a head_dim
+  sdpa_head_dim_rules(head_dim)      torch's head_dim rules per SDPA backend (GPU, sm_80..sm_90)
+  kernel_facts(head_dim)             andrea_edu's dispatcher decision, PTX evidence, registers,
+                                     shared memory and occupancy of that specialization (NVRTC)
+
+Sources for the torch rules (read in PyTorch's source, not guessed; the measured eligibility on
+a GPU is in the bench results, which is what the chapter trusts first):
+  aten/src/ATen/native/transformers/attention.cpp: the flash branch of SDPA pads q, k, v's last
+    dimension to a multiple of 8 (`pad_last_dim<8, false>`) and slices the output back.
+  aten/src/ATen/native/transformers/cuda/sdp_utils.cpp: flash needs q, k, v to share head_dim
+    <= 256; memory-efficient needs head_dim divisible by 8 for fp16/bf16 on sm_80+ (its
+    minimum GEMM alignment, 128 bits / 16 bits); cuDNN needs a multiple of 8 and at most 128
+    (256 on sm_90/sm_100 with a recent cuDNN).
+  aten/src/ATen/native/transformers/cuda/flash_attn/static_switch.h: HEADDIM_SWITCH runs a
+    head_dim on the smallest compiled kernel of 32, 64, 96, 128, 160, 192, 224, 256 that holds
+    it: 72 runs in the 96 kernel, its columns past 72 filled by masked (predicated) loads and
+    still carried through the 96-wide tiles.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+TILE = 16  # WMMA fragment edge for fp16/bf16: m16n16k16
+# What the tensor cores are asked to do, by API. WMMA is CUDA C++'s portable warp-level API; on
+# sm_80/sm_89/sm_90 ptxas lowers one 16x16x16 WMMA to two `mma.sync.m16n8k16` (HMMA.16816).
+MMA_SHAPES = {"WMMA 16x16x16 (nvcuda::wmma, our v2)": (16, 16, 16),
+              "mma.sync m16n8k16 (PTX, sm_80 / sm_89 / sm_90)": (16, 8, 16)}
+FLASH_KERNEL_HEAD_DIMS = (32, 64, 96, 128, 160, 192, 224, 256)  # torch's FA2 instantiations
+SDPA_KINDS = ("flash", "efficient", "cudnn", "math")
+
+
+@dataclass(frozen=True)
+class TileCoverage:
+    """One head's seq_len x head_dim slice covered by tile x tile blocks."""
+    seq_len: int
+    head_dim: int
+    tile: int
+    row_tiles: int        # ceil(seq_len / tile)
+    col_tiles: int        # ceil(head_dim / tile)
+    padded_rows: int      # row_tiles * tile
+    padded_cols: int      # col_tiles * tile
+    useful: int           # seq_len * head_dim elements
+    computed: int         # padded_rows * padded_cols elements the tiles hold
+    utilization: float    # useful / computed
+    col_utilization: float  # head_dim / padded_cols (the head_dim side alone)
+
+
+def _pos_int(name, v):
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"{name}={v!r} must be a positive int")
+
+
+def tile_coverage(seq_len: int, head_dim: int, tile: int = TILE) -> TileCoverage:
+    """How many tile x tile blocks cover [seq_len, head_dim], and how much of them is padding."""
+    for name, v in (("seq_len", seq_len), ("head_dim", head_dim), ("tile", tile)):
+        _pos_int(name, v)
+    rt, ct = math.ceil(seq_len / tile), math.ceil(head_dim / tile)
+    useful, computed = seq_len * head_dim, rt * tile * ct * tile
+    return TileCoverage(seq_len, head_dim, tile, rt, ct, rt * tile, ct * tile, useful, computed,
+                        useful / computed, head_dim / (ct * tile))
+
+
+def v2_block_shape() -> tuple[int, int]:
+    """(query rows per block, keys per K/V tile) of kernel v2, read from its .cu source."""
+    from andrea_edu.kernels import nvrtc as cuda
+    try:
+        c = cuda.kernel_constants("v2")
+        return c["V2_BQ"], c["V2_BK"]
+    except (AttributeError, KeyError):  # an older cuda module kept them as attributes
+        return cuda.V2_BQ, cuda.V2_BK
+
+
+def mma_work(head_dim: int, bq: int | None = None, bk: int | None = None,
+             tile: int = TILE) -> dict:
+    """Tensor-core work of one K/V tile in a v2 block (bq query rows x bk keys; default: the
+    kernel's own, v2_block_shape()).
+
+    S = Q K^T takes (bq/16)(bk/16)(hs/16) WMMA ops, O += P V as many again; the softmax between
+    them touches bq*bk scores on the ordinary cores whatever head_dim is. So tensor-core FLOPs
+    per score = 2 * 2*16^3 * mma_ops / (bq*bk) = 4 * head_dim_padded: halving head_dim halves
+    the matrix work that each score's softmax bookkeeping pays for.
+    """
+    _pos_int("head_dim", head_dim)
+    if bq is None or bk is None:
+        bq, bk = v2_block_shape()
+    hsp = math.ceil(head_dim / tile) * tile
+    ops = 2 * (bq // tile) * (bk // tile) * (hsp // tile)
+    flops = ops * 2 * tile ** 3
+    return dict(head_dim=head_dim, padded_head_dim=hsp, bq=bq, bk=bk, wmma_ops_per_kv_tile=ops,
+                scores_per_kv_tile=bq * bk, tensor_flops_per_kv_tile=flops,
+                tensor_flops_per_score=flops / (bq * bk), useful_flops_per_score=4 * head_dim)
+
+
+def torch_flash_head_dim(head_dim: int) -> dict:
+    """What torch's flash SDPA (CUDA) does with head_dim: pad to a multiple of 8 in memory, then
+    run the smallest compiled kernel that holds it (None above 256: flash is not eligible)."""
+    _pos_int("head_dim", head_dim)
+    padded = math.ceil(head_dim / 8) * 8
+    kernel = next((k for k in FLASH_KERNEL_HEAD_DIMS if k >= padded), None)
+    return dict(head_dim=head_dim, padded_in_memory=padded, kernel_head_dim=kernel,
+                memory_padding=padded - head_dim,
+                kernel_utilization=None if kernel is None else head_dim / kernel)
+
+
+def sdpa_head_dim_rules(head_dim: int, dtype=torch.bfloat16) -> dict:
+    """{backend: (eligible, reason)} from torch's head_dim rules alone, on an sm_80..sm_90 GPU.
+
+    Other conditions (dtype, masks, dropout, layout, cuDNN version) also apply; on a GPU the
+    bench measures eligibility directly (torch.nn.attention.sdpa_kernel), which wins.
+    """
+    _pos_int("head_dim", head_dim)
+    half = dtype in (torch.float16, torch.bfloat16)
+    align = 8 if half else 4
+    fl = torch_flash_head_dim(head_dim)
+    out = {}
+    if dtype not in (torch.float16, torch.bfloat16):
+        out["flash"] = (False, "flash takes fp16/bf16 only")
+    elif head_dim > 256:
+        out["flash"] = (False, f"head_dim={head_dim} > 256")
+    else:
+        pad = (f"padded to {fl['padded_in_memory']}, " if fl["memory_padding"] else "")
+        out["flash"] = (True, f"{pad}runs the {fl['kernel_head_dim']}-wide kernel")
+    out["efficient"] = ((True, f"head_dim % {align} == 0") if head_dim % align == 0 else
+                        (False, f"head_dim={head_dim} is not a multiple of {align}"))
+    if not half:
+        out["cudnn"] = (False, "cuDNN attention takes fp16/bf16 only")
+    elif head_dim % 8:
+        out["cudnn"] = (False, f"head_dim={head_dim} is not a multiple of 8")
+    elif head_dim > 256:
+        out["cudnn"] = (False, f"head_dim={head_dim} > 256")
+    else:
+        out["cudnn"] = (True, "multiple of 8" + (" (> 128 needs sm_90 and a recent cuDNN)"
+                                                 if head_dim > 128 else ", <= 128"))
+    out["math"] = (True, "plain matmuls + softmax: any head_dim")
+    return out
+
+

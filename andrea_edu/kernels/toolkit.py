@@ -1,0 +1,168 @@
+"""Finding NVIDIA's compiler pieces: NVRTC, the CUDA headers, cuobjdump, and the kernel sources.
+
+Part of the compilation path of the chapter "One kernel, many heads" (andrea_edu.kernels.nvrtc uses it).
+Everything comes from pip wheels (cuda-bindings, cuda-toolkit[nvrtc,cudart,crt], and for SASS
+nvidia-cuda-cuobjdump + nvidia-cuda-nvdisasm), with $CUDA_HOME as a fallback; no nvcc needed.
+
+    nvrtc_version() -> (major, minor)      supported_archs() -> [int]
+    include_dirs() -> [str]      header_version() -> str
+    kernel_source(version) -> str           kernel_constants(version) -> {name: int}
+    find_binary(name) -> path or None
+Errors: NvrtcUnavailableError (names the pip packages), CompileError (carries NVRTC's log).
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.resources
+import os
+import re
+import shutil
+from pathlib import Path
+
+KERNEL_FILES = {"v1": "attention_v1.cu", "v2": "attention_v2_wmma.cu"}
+PIP_HINT = "pip install cuda-bindings 'cuda-toolkit[nvrtc,cudart,crt]'"
+
+
+class NvrtcUnavailableError(RuntimeError):
+    """NVRTC (cuda-bindings) or the CUDA headers (cuda-toolkit wheels) are not installed."""
+
+
+class CompileError(RuntimeError):
+    """NVRTC rejected a kernel; `.log` holds NVRTC's log."""
+
+    def __init__(self, msg: str, log: str = ""):
+        super().__init__(msg)
+        self.log = log
+
+
+def _import_nvrtc():
+    try:  # import_module consults sys.modules, so a test can hide the package
+        nvrtc = importlib.import_module("cuda.bindings.nvrtc")
+    except ImportError as e:
+        raise NvrtcUnavailableError(
+            f"NVRTC is not available ({e}); the CUDA kernels compile at run time with NVIDIA's "
+            f"cuda-bindings. Install it with: {PIP_HINT}") from e
+    return nvrtc
+
+
+def _call(nvrtc, what: str, result):
+    """Unpack a cuda.bindings (err, *values) tuple; raise CompileError when err is not success."""
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompileError(f"NVRTC {what} failed: {nvrtc.nvrtcGetErrorString(err)[1].decode()}")
+    return rest[0] if len(rest) == 1 else (tuple(rest) if rest else None)
+
+
+def _program_log(nvrtc, prog) -> str:
+    _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+    buf = b" " * n
+    nvrtc.nvrtcGetProgramLog(prog, buf)
+    return buf.rstrip(b"\x00 ").decode(errors="replace")
+
+
+def nvrtc_version() -> tuple[int, int]:
+    """NVRTC's (major, minor), e.g. (13, 0). Raises NvrtcUnavailableError when missing."""
+    nvrtc = _import_nvrtc()
+    major, minor = _call(nvrtc, "nvrtcVersion", nvrtc.nvrtcVersion())
+    return int(major), int(minor)
+
+
+def supported_archs() -> list[int]:
+    """The sm_XY numbers this NVRTC compiles for, e.g. [75, 80, 86, 87, 89, 90, 100, 120]."""
+    nvrtc = _import_nvrtc()
+    return [int(a) for a in _call(nvrtc, "nvrtcGetSupportedArchs", nvrtc.nvrtcGetSupportedArchs())]
+
+
+def _has_headers(d: Path) -> bool:
+    return (d / "cuda_fp16.h").is_file() and (d / "mma.h").is_file() and \
+        (d / "crt" / "mma.h").is_file()
+
+
+def _header_candidates() -> list[Path]:
+    """Where the CUDA headers may be, in order of preference."""
+    cands: list[Path] = []
+    try:
+        import nvidia
+        for root in map(Path, getattr(nvidia, "__path__", [])):
+            cands += [root / "cu13" / "include", root / "cu12" / "include"]
+            cands += [root / "cuda_runtime" / "include", root / "cuda_crt" / "include"]
+    except ImportError:
+        pass
+    try:
+        from cuda import pathfinder
+        cands.append(Path(pathfinder.find_nvidia_header_directory("cudart")))
+    except Exception:  # pathfinder missing, or it found nothing: other places remain
+        pass
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            cands.append(Path(os.environ[var]) / "include")
+    cands.append(Path("/usr/local/cuda/include"))
+    return cands
+
+
+def include_dirs() -> list[str]:
+    """Folders holding cuda_fp16.h, cuda_bf16.h, mma.h and crt/mma.h, first found first.
+
+    Looks in: the pip `nvidia` namespace package (nvidia/cu13/include, nvidia/cu12/include,
+    nvidia/cuda_runtime/include + nvidia/cuda_crt/include), cuda.pathfinder's answer,
+    then $CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include.
+    """
+    cands = _header_candidates()
+    for d in cands:
+        if _has_headers(d):
+            return [str(d)]
+    # Split layouts (one wheel per component): combine the folders that hold each header.
+    found = [d for d in cands if d.is_dir()]
+    have = lambda rel: any((d / rel).is_file() for d in found)  # noqa: E731
+    if all(have(h) for h in ("cuda_fp16.h", "cuda_bf16.h", "mma.h", "crt/mma.h")):
+        return list(dict.fromkeys(str(d) for d in found))
+    raise NvrtcUnavailableError(
+        "CUDA headers (cuda_fp16.h, cuda_bf16.h, mma.h, crt/mma.h) were not found in the pip "
+        f"nvidia packages, $CUDA_HOME/include or /usr/local/cuda/include. Install: {PIP_HINT}")
+
+
+def header_version(inc: list[str]) -> str:
+    for d in inc:
+        p = Path(d) / "cuda_runtime_api.h"
+        if p.is_file():
+            m = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", p.read_text(errors="replace"))
+            if m:
+                return m.group(1)
+    return "unknown"
+
+
+def kernel_source(version: str) -> str:
+    """The .cu text of a kernel version, read from the installed package."""
+    if version not in KERNEL_FILES:
+        raise ValueError(f"version={version!r} is not one of {tuple(KERNEL_FILES)}")
+    return importlib.resources.files("andrea_edu.kernels").joinpath(
+        KERNEL_FILES[version]).read_text()
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_constants(version: str) -> dict:
+    """The file-level `constexpr int NAME = ...;` tile sizes of a kernel, read from its source,
+    e.g. kernel_constants("v2")["V2_BQ"] == 64. The emulator and the launcher use these, so the
+    CPU mirror cannot drift from the .cu file."""
+    consts: dict = {}
+    for name, expr in re.findall(r"^constexpr int (\w+) = ([^;]+);", kernel_source(version),
+                                 flags=re.M):
+        if not re.fullmatch(r"[\w\s*+()-]+", expr):
+            raise ValueError(f"cannot read constexpr {name} = {expr} in {KERNEL_FILES[version]}")
+        consts[name] = int(eval(expr, {"__builtins__": {}}, dict(consts)))  # ints and names only
+    return consts
+
+
+
+def find_binary(name: str) -> str | None:
+    try:
+        import nvidia
+        for root in map(Path, nvidia.__path__):
+            for sub in ("cu13", "cu12"):
+                p = root / sub / "bin" / name
+                if p.is_file():
+                    return str(p)
+    except ImportError:
+        pass
+    return shutil.which(name)

@@ -1,0 +1,297 @@
+"""Time every step of one ANDREA forward pass on this machine, and record what each step ran.
+
+Introduced in the chapter "The final picture".
+
+    t = time_steps(model, B=1, T=128, repeats=3)
+    t.shares()                 # {group: share of the forward's time}; the shares sum to 1
+    t.shares(by="name")        # per step name, summed over the layers
+    t.ops["qkv"]               # the aten ops the step ran, e.g. ["aten.mm.default", ...]
+    t.kernels                  # {step: CUDA kernel names} from torch.profiler (GPU only)
+    t.decision                 # the attention dispatcher's Decision, as a dict
+    t.save()                   # book/data/pipeline_<device>.json, with provenance
+    load_pipeline_timing("gpu")    # a committed GPU measurement, or None
+
+How it measures: `pipeline.model_in_steps` runs the model's own forward with a mark after each
+step. On the CPU a mark reads time.perf_counter; on a GPU it records a CUDA event on the current
+stream (no synchronisation between steps, one at the end of the pass), and a step's time is the
+gap between its mark and the one before. The forward is timed whole too (`forward_ms`), so the
+marks' own overhead shows. Op names come from a separate untimed pass under a TorchDispatchMode
+that records every aten op, CUDA kernel names from a torch.profiler pass on a GPU
+(`pipeline_ops`).
+
+CLI (writes the JSON the chapter reads; run it on a GPU machine to commit a GPU measurement):
+    python -m andrea_edu.pipeline_timing --config ANDREA-120M -B 8 -T 1024 --dtype bfloat16
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from andrea_edu.pipeline.steps import GROUPS, STEP_INFO, model_in_steps
+from andrea_edu.pipeline.ops import OpRecorder, main_ops, profile_steps
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class _Clock:
+    """The timing mark: one timestamp (CPU) or CUDA event (GPU) after each step."""
+
+    def __init__(self, device: str):
+        self.device, self.marks, self.info = device, [], {}
+
+    def _now(self):
+        if self.device == "cuda":
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+        return time.perf_counter()
+
+    def start(self):
+        self.marks, self.t0 = [], self._now()
+
+    def __call__(self, layer, name, out, **info):
+        self.marks.append((layer, name, self._now()))
+        if info:
+            self.info.setdefault(name, info)
+        return out
+
+    def durations_ms(self) -> list[tuple]:
+        """[(layer, name, ms)] of the last pass, in order."""
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            gap = lambda a, b: a.elapsed_time(b)  # noqa: E731
+        else:
+            gap = lambda a, b: (b - a) * 1e3  # noqa: E731
+        out, prev = [], self.t0
+        for layer, name, t in self.marks:
+            out.append((layer, name, gap(prev, t)))
+            prev = t
+        return out
+
+
+@dataclasses.dataclass
+class StepTiming:
+    """Measured time of every step of one forward pass (see the module docstring)."""
+
+    config: str
+    B: int
+    T: int
+    dtype: str
+    backend: str
+    device: str  # "CPU: <model>" or the GPU's name
+    device_kind: str  # "cpu" or "gpu"
+    repeats: int
+    steps: list  # [{"layer", "name", "median_ms", "min_ms"}], forward order
+    forward_ms: float  # median of the plain model(idx), no marks
+    marked_forward_ms: float  # median of the marked pass, all steps together
+    decision: dict  # the attention Decision of layer 0, as a dict
+    ops: dict  # {step name: [aten ops]}
+    kernels: dict  # {step name: [CUDA kernel names]}; {} on a CPU
+    provenance: dict
+
+    def ms(self, by: str = "group", stat: str = "min") -> dict:
+        """Milliseconds summed by "group" (GROUPS order) or by step "name". stat: each step's
+        "min" over the repeats (default: other work on the machine only ever adds time, so the
+        fastest run is the least disturbed) or its "median"."""
+        if by not in ("group", "name"):
+            raise ValueError(f"by must be 'group' or 'name', got {by!r}")
+        if stat not in ("min", "median"):
+            raise ValueError(f"stat must be 'min' or 'median', got {stat!r}")
+        keys = GROUPS if by == "group" else tuple(STEP_INFO)
+        out = dict.fromkeys(keys, 0.0)
+        for s in self.steps:
+            info = STEP_INFO[s["name"]]
+            out[info[1] if by == "group" else s["name"]] += s[f"{stat}_ms"]
+        present = {STEP_INFO[s["name"]][1] if by == "group" else s["name"] for s in self.steps}
+        return {k: v for k, v in out.items() if k in present}
+
+    def shares(self, by: str = "group", stat: str = "min") -> dict:
+        """Each group's (or step name's) share of the summed step times; they sum to 1."""
+        ms = self.ms(by, stat)
+        total = sum(ms.values())
+        if not total > 0:
+            raise RuntimeError(f"the steps' times sum to {total} ms: nothing was measured")
+        return {k: v / total for k, v in ms.items()}
+
+    def main_ops(self, name: str) -> list[str]:
+        """`main_ops` of the step called `name` (see the module-level function)."""
+        return main_ops(self.ops.get(name, []))
+
+    def label(self) -> str:
+        """Where and how it was measured, for a figure's title."""
+        return (f"{self.device}, {self.config}, B={self.B}, T={self.T}, {self.dtype}, "
+                f"each step's fastest of {self.repeats}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def save(self, out_dir=None) -> Path:
+        """Write pipeline_<device_slug>.json into out_dir (default: the book's data folder)."""
+        from andrea_edu.bench.results import data_dir
+
+        out = Path(out_dir) if out_dir is not None else data_dir()
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"pipeline_{self.provenance.get('device_slug', self.device_kind)}.json"
+        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        return path
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "StepTiming":
+        """Rebuild from `to_dict()`'s output; ValueError names what is missing or wrong."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        missing = sorted(fields - set(d))
+        if missing:
+            raise ValueError(f"pipeline timing file lacks {missing}")
+        t = cls(**{k: d[k] for k in fields})
+        if t.device_kind not in ("cpu", "gpu") or not t.steps:
+            raise ValueError(f"device_kind={t.device_kind!r} must be 'cpu' or 'gpu', and steps "
+                             f"must be non-empty (got {len(t.steps)})")
+        unknown = sorted({s["name"] for s in t.steps} - set(STEP_INFO))
+        if unknown:
+            raise ValueError(f"unknown step names {unknown}; known: {list(STEP_INFO)}")
+        if t.device_kind == "cpu" and not t.device.startswith("CPU"):
+            raise ValueError(f"device={t.device!r}: a CPU measurement must be labelled 'CPU: ...'")
+        return t
+
+
+def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 1,
+               seed: int = 0, kernels: bool = True) -> StepTiming:
+    """Time each step of `model`'s forward on random token ids (B, T), on the model's device.
+
+    Runs under torch.no_grad(). kernels: on a GPU, also one torch.profiler pass for the CUDA
+    kernel names (ignored on a CPU, where the aten ops are the finest names there are).
+    """
+    from andrea_edu.bench.timing import provenance
+
+    for name, v in (("B", B), ("T", T), ("repeats", repeats)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+    dev = model.wte.device.type
+    if dev not in ("cpu", "cuda"):
+        raise ValueError(f"the model's device {model.wte.device} is not supported; use cpu or cuda")
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, model.wte.shape[0], (B, T), generator=g).to(model.wte.device)  # (B, T)
+    clock, per_step, whole, marked = _Clock(dev), {}, [], []
+    with torch.no_grad():
+        for i in range(warmup + repeats):
+            clock.start()
+            model_in_steps(model, idx, clock)
+            durations = clock.durations_ms()
+            if i >= warmup:
+                for layer, name, ms in durations:
+                    per_step.setdefault((layer, name), []).append(ms)
+                marked.append(sum(ms for *_, ms in durations))
+                whole.append(_time_forward(model, idx, dev))
+        ops = {}
+        if OpRecorder is not None:
+            with OpRecorder() as rec:
+                model_in_steps(model, idx, rec.mark)
+            ops = rec.ops
+        kern = profile_steps(model, idx)[1] if (kernels and dev == "cuda") else {}
+    steps = [{"layer": layer, "name": name, "median_ms": statistics.median(v), "min_ms": min(v)}
+             for (layer, name), v in per_step.items()]
+    prov = provenance("cuda" if dev == "cuda" else "cpu", command="pipeline_timing.time_steps")
+    decision = clock.info.get("attention", {}).get("decision")
+    return StepTiming(
+        config=getattr(model.cfg, "name", "custom"), B=B, T=T,
+        dtype=str(model.wte.dtype).replace("torch.", ""), backend=model.blocks[0].attn.backend,
+        device=prov["device"], device_kind=prov["device_kind"], repeats=repeats, steps=steps,
+        forward_ms=statistics.median(whole), marked_forward_ms=statistics.median(marked),
+        decision=dataclasses.asdict(decision) if decision is not None else {},
+        ops=ops, kernels=kern, provenance=prov)
+
+
+def time_block(block, x, layer: int = 0, repeats: int = 5, warmup: int = 1) -> dict:
+    """{step name: ms} of one block's 14 steps on input x (B, T, C), marked as in `time_steps`;
+    each step's fastest of `repeats` runs (chapter "Reading the pipeline")."""
+    from andrea_edu.pipeline.steps import block_in_steps
+
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    clock, per_step = _Clock(x.device.type), {}
+    with torch.no_grad():
+        for i in range(warmup + repeats):
+            clock.start()
+            block_in_steps(block, x, clock, layer)
+            for _, name, ms in clock.durations_ms():
+                if i >= warmup:
+                    per_step.setdefault(name, []).append(ms)
+    return {name: min(v) for name, v in per_step.items()}
+
+
+def _time_forward(model, idx, dev) -> float:
+    """Milliseconds of one plain forward (no marks)."""
+    if dev == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        model(idx)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+    t0 = time.perf_counter()
+    model(idx)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def load_pipeline_timing(device: str = "gpu", data_dir_=None) -> StepTiming | None:
+    """A committed measurement: device "gpu" (any GPU file), "cpu", or "any" (GPU first).
+    None when no valid file exists; an invalid file is skipped, never shown."""
+    import warnings
+
+    from andrea_edu.bench.results import data_dir
+
+    if device not in ("gpu", "cpu", "any"):
+        raise ValueError(f"device={device!r} is not one of 'gpu', 'cpu', 'any'")
+    folder = Path(data_dir_) if data_dir_ is not None else data_dir()
+    files = sorted(folder.glob("pipeline_*.json"))
+    gpu = [f for f in files if f.name != "pipeline_cpu.json"]
+    cpu = [f for f in files if f.name == "pipeline_cpu.json"]
+    for f in {"gpu": gpu, "cpu": cpu, "any": gpu + cpu}[device]:
+        try:
+            t = StepTiming.from_dict(json.loads(f.read_text()))
+        except (OSError, ValueError, TypeError, KeyError) as e:
+            warnings.warn(f"{f}: skipped, not a valid pipeline timing file ({e})", RuntimeWarning)
+            continue
+        if device == "any" or t.device_kind == device:
+            return t
+    return None
+
+
+def main(argv=None) -> int:
+    from andrea_edu.config import PRESETS
+    from andrea_edu.model import AndreaModel
+
+    ap = argparse.ArgumentParser(prog="python -m andrea_edu.pipeline_timing",
+                                 description="Time each step of one ANDREA forward pass.")
+    ap.add_argument("--config", default="ANDREA-120M", choices=sorted(PRESETS))
+    ap.add_argument("-B", type=int, default=1)
+    ap.add_argument("-T", type=int, default=128)
+    ap.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", default=None, help="folder for the JSON (default: book/data)")
+    a = ap.parse_args(argv)
+    from andrea_edu.bench.timing import pick_device
+
+    dev = pick_device(a.device)
+    # built on the CPU (its seeded initialisation uses a CPU generator), then moved
+    model = AndreaModel(PRESETS[a.config], backend=a.backend).to(device=dev, dtype=DTYPES[a.dtype])
+    t = time_steps(model, a.B, a.T, repeats=a.repeats, warmup=2)
+    print(t.label())
+    for k, v in t.shares().items():
+        print(f"  {k:28s} {100 * v:5.1f} %")
+    print(f"wrote {t.save(a.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,163 @@
+"""Follow one token through one ANDREA layer of a real forward pass.
+
+Introduced in the chapter "Reading the pipeline".
+
+    trace = trace_token(model, idx, layer=0, b=0, t=5)
+    trace.rows[i].shape, .strides, .dtype, .values ...    # one row per step of the layer
+
+The layer runs as `pipeline.block_in_steps`, the model's own forward one step at a time; the
+tracer is its `mark`. At every step it records the tensor's shape, strides (in elements), dtype,
+whether it is contiguous, whether it shares memory with the step before (a view) or is new memory
+(a copy), where the tracked token sits in it (its index and its first feature's element offset in
+the storage), and the token's first `n_values` features. Steps that act on q, k and v alike
+record q; tensors split into heads record head 0's features. Each row names the book chapter that
+explains its step (`pipeline.STEP_INFO`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from andrea_edu.pipeline.steps import CHAPTER_TITLES, STEP_INFO, block_in_steps, chapter_link
+
+INPUT_STEP = ("residual stream entering the layer", "final_picture")
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    """The tracked token at one step."""
+
+    step: str  # a key of pipeline.STEP_INFO, or "input"
+    label: str
+    chapter: str  # the chapter (notebook name) that explains the step
+    layer: int
+    shape: tuple
+    strides: tuple  # elements
+    dtype: str
+    contiguous: bool
+    view_of_previous: bool  # shares the storage of the previous step's tensor: no data moved
+    index: tuple  # the token's position in this tensor, its features as a slice ":n"
+    offset: int  # element offset of the token's first shown feature in the storage
+    values: tuple  # the token's first n features (head 0's, for per-head tensors)
+    bytes_written: int  # bytes of new memory the step wrote (0 for a view and for the input)
+    note: str = ""
+
+    @property
+    def index_text(self) -> str:
+        """The token's index as code reads it, e.g. "[1, 0, 4, :4]"."""
+        return _idx_text(self.index)
+
+
+@dataclass
+class Trace:
+    """All rows of one traced layer; `tensors` holds each step's full tensor when keep=True."""
+
+    rows: list
+    b: int
+    t: int
+    layer: int
+    token_id: int
+    config: str
+    tensors: dict = field(default_factory=dict)
+
+    def table(self) -> str:
+        """A Markdown table of the rows; each step's name links to the chapter explaining it."""
+        lines = ["| step (→ its chapter) | shape | strides | memory | token at | first values |",
+                 "|---|---|---|---|---|---|"]
+        for r in self.rows:
+            vals = " ".join(f"{v:+.3f}" for v in r.values)
+            mem = "input" if r.step == "input" else "view" if r.view_of_previous else \
+                f"new {r.bytes_written:,} B"
+            label = r.label.replace("[", "\\[").replace("]", "\\]")  # brackets inside a link
+            link = chapter_link(r.chapter).replace(CHAPTER_TITLES[r.chapter], label, 1)
+            strides = _compact(r.strides) + ("" if r.contiguous else " (not contiguous)")
+            lines.append(f"| {link} | {_compact(r.shape)} | {strides} | {mem} | {r.index_text} | "
+                         f"{vals} |")
+        return "\n".join(lines)
+
+
+def _compact(t) -> str:
+    return "[" + ",".join(str(v) for v in t) + "]"
+
+
+def _idx_text(index) -> str:
+    return "[" + ", ".join(i if isinstance(i, str) else str(i) for i in index) + "]"
+
+
+def _token_index(step: str, t4d_order: str, b: int, t: int, n: int) -> tuple:
+    if t4d_order == "BTHD":
+        return (b, t, 0, f":{n}")
+    if t4d_order == "BHTD":
+        return (b, 0, t, f":{n}")
+    return (b, t, f":{n}")
+
+
+class _Tracer:
+    def __init__(self, b: int, t: int, n: int, keep: bool, first_row: TraceRow, x):
+        self.b, self.t, self.n, self.keep = b, t, n, keep
+        self.rows, self.tensors = [first_row], {"input": x} if keep else {}
+        self.prev = x
+
+    def mark(self, layer, name, out, **info):
+        tensor = out[0] if isinstance(out, tuple) else out  # q of (q, k, v)
+        order = {"view_heads": "BTHD", "transpose": "BHTD", "attention": "BHTD"}.get(name, "BTC")
+        index = _token_index(name, order, self.b, self.t, self.n)
+        pos = tuple(i for i in index if not isinstance(i, str))
+        values = tensor[pos][: self.n]  # (n,)
+        offset = tensor.storage_offset() + sum(i * s for i, s in zip(pos, tensor.stride()))
+        same = tensor.untyped_storage().data_ptr() == self.prev.untyped_storage().data_ptr()
+        note = ""
+        if isinstance(out, tuple):
+            note = "q shown; k and v alike"
+        if "decision" in info:
+            d = info["decision"]
+            note = f"backend {d.backend}: {d.reason}"
+        label, _, _, chapter = STEP_INFO[name]
+        self.rows.append(TraceRow(
+            name, label, chapter, layer, tuple(tensor.shape), tuple(tensor.stride()),
+            str(tensor.dtype).replace("torch.", ""), tensor.is_contiguous(), same, index,
+            int(offset), tuple(float(v) for v in values.float().cpu()),
+            0 if same else sum(o.numel() * o.element_size() for o in
+                               (out if isinstance(out, tuple) else (out,))), note))
+        if self.keep:
+            self.tensors[name] = out
+        self.prev = tensor
+        return out
+
+
+@torch.no_grad()
+def trace_token(model, idx, layer: int = 0, b: int = 0, t: int | None = None,
+                n_values: int = 4, keep: bool = False) -> Trace:
+    """Run `model` on idx (B, T) up to layer `layer`, then that layer step by step, recording
+    token (b, t) at every step (t defaults to the last position). keep: store every step's
+    full tensor in `Trace.tensors` (for checks against a plain forward)."""
+    if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.dtype != torch.long:
+        raise ValueError(f"idx must be a (batch, seq_len) torch.long tensor, got "
+                         f"{type(idx).__name__} {tuple(getattr(idx, 'shape', ()))}")
+    B, T = idx.shape
+    L = len(model.blocks)
+    if not (isinstance(layer, int) and 0 <= layer < L):
+        raise ValueError(f"layer must be an int in 0..{L - 1} (n_layer={L}), got {layer!r}")
+    t = T - 1 if t is None else t
+    for name, v, hi in (("b", b, B), ("t", t, T)):
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < hi:
+            raise ValueError(f"{name} must be an int in 0..{hi - 1}, got {v!r}")
+    C = model.wte.shape[1]
+    if not (isinstance(n_values, int) and 1 <= n_values <= C // model.blocks[0].attn.n_head):
+        raise ValueError(f"n_values must be an int in 1..head_dim="
+                         f"{C // model.blocks[0].attn.n_head}, got {n_values!r}")
+    x = model.wte[idx] + model.wpe[:T]  # (B, T, C): the model's embedding step
+    for block in model.blocks[:layer]:
+        x = block(x)  # (B, T, C)
+    first = TraceRow("input", INPUT_STEP[0], INPUT_STEP[1], layer, tuple(x.shape),
+                     tuple(x.stride()), str(x.dtype).replace("torch.", ""), x.is_contiguous(),
+                     False, (b, t, f":{n_values}"),
+                     int(x.storage_offset() + b * x.stride(0) + t * x.stride(1)),
+                     tuple(float(v) for v in x[b, t, :n_values].float().cpu()), 0)
+    tracer = _Tracer(b, t, n_values, keep, first, x)
+    out = block_in_steps(model.blocks[layer], x, tracer.mark, layer)  # (B, T, C)
+    if keep:
+        tracer.tensors["output"] = out
+    return Trace(tracer.rows, b, t, layer, int(idx[b, t]), getattr(model.cfg, "name", "custom"),
+                 tracer.tensors)
