@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   }
   void* shared = sim::guarded_alloc(smem ? smem : 1);
   sim::g_smem = shared;
+  sim::g_smem_bytes = smem;
   sim::g_gridDim.x = gx;
   sim::g_gridDim.y = gy;
   sim::g_blockDim.x = threads;

@@ -3,10 +3,12 @@
 // compiled by the host C++ compiler against the small headers in include/ (fp16/bf16 types with
 // round-to-nearest-even, WMMA fragments that each lane holds whole, CUDART_INF_F).
 // What it checks that the Python emulator cannot: the .cu file's own indexing, barrier
-// placement (threads are resumed in a random order at every barrier, so a missing
-// __syncthreads/__syncwarp makes a reader see stale data), barriers reached by only some
-// threads (reported as a deadlock), WMMA pointer alignment and ldm rules, and reads/writes past
-// the end of global or shared buffers (they end at a PROT_NONE guard page).
+// placement (threads are resumed in a random order at every barrier, and each pass of the
+// scheduler runs a random half of them, so a missing __syncthreads/__syncwarp makes a reader
+// see stale data), barriers reached by only some threads (reported as a deadlock), WMMA pointer
+// alignment and ldm rules, and reads/writes past the end of global or shared buffers (they end
+// at a PROT_NONE guard page). ptx_sim.h adds v3's PTX instructions (mma.sync, ldmatrix,
+// cp.async) on top of this scheduler.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -35,12 +37,21 @@ namespace sim {
 
 constexpr int kStack = 256 * 1024;
 
+// One 16-byte cp.async that has been issued but not yet performed (ptx_sim.h).
+struct AsyncCopy {
+  void* dst;
+  const void* src;
+  int src_bytes;                     // 0..16; the rest of the 16 bytes is zero-filled
+};
+
 struct Thread {
   ucontext_t ctx;
   dim3 idx;
   int lane = 0, warp = 0, wait = 0;  // wait: 0 runnable, 1 block barrier, 2 warp barrier
   bool done = false;
   std::vector<char> stack;
+  std::vector<AsyncCopy> cp_open;                 // cp.async issued since the last commit
+  std::vector<std::vector<AsyncCopy>> cp_groups;  // committed groups, oldest first
 };
 
 struct Block {
@@ -56,6 +67,7 @@ struct Block {
 inline Block* g_block = nullptr;
 inline dim3 g_blockIdx, g_gridDim, g_blockDim;
 inline void* g_smem = nullptr;
+inline size_t g_smem_bytes = 0;                    // set by the harness: bounds for ldmatrix/cp.async
 inline std::mt19937 g_rng(12345);
 
 [[noreturn]] inline void fail(const char* what) {
@@ -105,6 +117,9 @@ template <typename V> V exchange(unsigned mask, V v, int src) {
 
 inline void trampoline() {
   g_block->body();
+  bool pending = !cur()->cp_open.empty();           // empty committed groups are harmless
+  for (const auto& grp : cur()->cp_groups) pending |= !grp.empty();
+  if (pending) fail("thread exited with cp.async copies it never waited for");
   cur()->done = true;                              // uc_link returns to the scheduler
 }
 
@@ -139,6 +154,12 @@ inline void run_block(unsigned nthreads, const std::function<void()>& body) {
     if (all_done) break;
     if (order.empty()) fail("deadlock: a barrier that not every thread reaches");
     std::shuffle(order.begin(), order.end(), g_rng);
+    // Skew: each runnable thread runs in this pass with probability 1/2 (at least one does),
+    // so warps drift apart between barriers as they do on a GPU, and a read that relies on
+    // another warp having reached some point without a barrier sees stale or NaN data.
+    const size_t keep = std::max<size_t>(1, std::count_if(order.begin(), order.end(),
+                                                           [](Thread*) { return g_rng() & 1u; }));
+    order.resize(keep);
     for (Thread* t : order) {
       if (t->done || t->wait != 0) continue;
       b.cur = t;

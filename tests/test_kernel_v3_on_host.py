@@ -1,0 +1,180 @@
+"""Kernel v3 (attention_v3_flash.cu) run on the CPU by tests/host_sim, against the fp32 reference.
+
+The .cu file is compiled by g++ with -DANDREA_PTX_EMULATED: its inline-asm PTX layer (mma.sync,
+ldmatrix, cp.async, cvt, ex2) is replaced by tests/host_sim/ptx_sim.h, which follows the PTX
+ISA's fragment tables (checked on their own in tests/test_ptx_layouts.py). Every block of the
+grid runs with one fiber per CUDA thread, lanes and threads resumed in a random order at every
+barrier and every warp-wide instruction; unwritten shared memory, cp.async destinations not yet
+waited for and unwritten outputs all read NaN. Cases: seq_len not a multiple of any tile
+(1, 7, 65, 130), batch 1, one head and several, causal and not, fp16 and bf16, head_dim
+32/64/96/128, and inputs scaled so the softmax is peaked. Mutation tests show that a wrong
+fragment index and a missing cp.async wait each make the run fail.
+"""
+from __future__ import annotations
+
+import importlib.resources
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from andrea_edu.attention import compare_to_reference
+
+HERE = Path(__file__).parent / "host_sim"
+CXX = shutil.which("g++") or shutil.which("c++")
+pytestmark = pytest.mark.skipif(CXX is None, reason="no host C++ compiler (g++) found")
+_CT = {torch.float16: "__half", torch.bfloat16: "__nv_bfloat16"}
+SRC_NAME = "attention_v3_flash.cu"
+
+
+def v3_source() -> str:
+    return importlib.resources.files("andrea_edu.kernels").joinpath(SRC_NAME).read_text()
+
+
+def v3_constants() -> dict:
+    """The .cu's file-level `constexpr int` tile sizes (V3_BQ, V3_BK, V3_PAD, ...)."""
+    consts: dict = {}
+    for name, expr in re.findall(r"^constexpr int (\w+) = ([^;]+);", v3_source(), flags=re.M):
+        consts[name] = int(eval(expr, {"__builtins__": {}}, dict(consts)))
+    return consts
+
+
+def v3_launch(B: int, nh: int, T: int, hs: int) -> tuple[int, int, int, int]:
+    """(grid_x, grid_y, threads, dynamic shared bytes) as the header of the .cu states them."""
+    c = v3_constants()
+    smem = c["V3_TILES"] * c["V3_BK"] * (hs + c["V3_PAD"]) * 2   # 16-bit elements
+    return B * nh, math.ceil(T / c["V3_BQ"]), c["V3_THREADS"], smem
+
+
+def host_source(mutate: tuple | None = None) -> str:
+    """The .cu text with its `extern __shared__` array pointed at the simulator's buffer, and
+    optionally one deliberate bug (old, new) for the mutation tests."""
+    src = v3_source()
+    if mutate:
+        assert src.count(mutate[0]) == 1, f"mutation target not unique: {mutate[0]!r}"
+        src = src.replace(*mutate)
+    src, n = re.subn(r"extern __shared__ (?:__align__\(\d+\) )?([\w ]+?) (\w+)\[\];",
+                     r"\1* \2 = static_cast<\1*>(::sim::g_smem);", src)
+    assert n == 1, "expected exactly one extern __shared__ declaration"
+    return src
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    root = tmp_path_factory.mktemp("host_sim_v3")
+    built: dict = {}
+
+    def _build(hs: int, dtype, mutate=None):
+        key = (hs, dtype, mutate)
+        if key not in built:
+            tag = f"v3_{hs}_{_CT[dtype]}_{len(built)}"
+            cu = root / f"{tag}.cu"
+            cu.write_text(host_source(mutate))
+            exe = root / tag
+            cmd = [CXX, "-std=c++17", "-O1", "-w", "-fno-strict-aliasing",
+                   f"-I{HERE}", f"-I{HERE / 'include'}", "-DANDREA_PTX_EMULATED",
+                   "-include", str(HERE / "ptx_sim.h"), f"-DSIM_T={_CT[dtype]}",
+                   f"-DSIM_KERNEL=andrea::attention_v3_flash<{_CT[dtype]},{hs}>",
+                   f'-DKERNEL_FILE="{cu}"', str(HERE / "harness.cpp"), "-o", str(exe)]
+            run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            assert run.returncode == 0, run.stderr[-4000:]
+            built[key] = exe
+        return built[key]
+
+    return _build
+
+
+def run_v3(build, tmp_path, B, nh, T, hs, dtype, causal, seed=0, peak=1.0, mutate=None,
+           order_seed=None):
+    """Run v3 on the host; returns (out, q, k, v). `seed` draws the inputs (and, unless
+    `order_seed` is given, the thread order at barriers); `peak` scales q: large -> peaked."""
+    exe = build(hs, dtype, mutate)
+    g = torch.Generator().manual_seed(seed)
+    q = (torch.randn(B, nh, T, hs, generator=g) * peak).to(dtype)
+    k, v = (torch.randn(B, nh, T, hs, generator=g).to(dtype) for _ in range(2))
+    inp, outp = tmp_path / "in.bin", tmp_path / "out.bin"
+    inp.write_bytes(b"".join(t.contiguous().view(torch.uint8).numpy().tobytes()
+                             for t in (q, k, v)))
+    gx, gy, threads, smem = v3_launch(B, nh, T, hs)
+    run = subprocess.run([str(exe), str(inp), str(outp), str(T), str(hs), str(int(causal)),
+                          str(gx), str(gy), str(threads), str(smem),
+                          str(seed if order_seed is None else order_seed)],
+                         capture_output=True, text=True, timeout=300)
+    if run.returncode != 0:
+        raise RuntimeError(f"rc={run.returncode} {run.stderr[-2000:]}")
+    raw = bytearray(outp.read_bytes())
+    out = torch.frombuffer(raw, dtype=torch.uint8).view(dtype).view(B, nh, T, hs)
+    return out, q, k, v
+
+
+CASES = [  # B, nh, T, hs, dtype, peak: tails of every tile, one head, batch 1, seq_len 1
+    (1, 1, 1, 64, torch.float16, 1.0),
+    (1, 2, 7, 32, torch.bfloat16, 1.0),
+    (2, 1, 65, 64, torch.bfloat16, 1.0),
+    (1, 1, 130, 128, torch.float16, 1.0),
+    (1, 3, 33, 96, torch.float16, 1.0),
+    (1, 1, 70, 64, torch.float16, 12.0),      # peaked: scores spread over ~100 (fp16 exp2)
+    (1, 1, 65, 32, torch.bfloat16, 12.0),
+]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("B, nh, T, hs, dtype, peak", CASES)
+def test_v3_on_host_matches_reference(build, tmp_path, B, nh, T, hs, dtype, peak, causal):
+    out, q, k, v = run_v3(build, tmp_path, B, nh, T, hs, dtype, causal, seed=T + hs, peak=peak)
+    assert not torch.isnan(out.float()).any(), "an output element was never written"
+    res = compare_to_reference(out, q, k, v, causal)
+    assert res["passed"], res
+
+
+def test_v3_on_host_is_the_same_for_other_barrier_orders(build, tmp_path):
+    """The order in which threads resume at barriers must not change a single bit."""
+    outs = [run_v3(build, tmp_path, 1, 2, 70, 64, torch.float16, True, seed=5, order_seed=o)[0]
+            for o in (11, 12, 13)]
+    assert all(torch.equal(outs[0], o) for o in outs[1:])
+
+
+# Deliberate bugs: each must make the on-host run disagree with the reference (or crash).
+MUTATIONS = {
+    # K's ldmatrix x4: matrices 1 and 2 swapped (dims +8 vs keys +8): a wrong B fragment.
+    "wrong K fragment index": ("((lane >> 3) & 1) * 8);\n        ptx::mma_16816<T>(s[2 * np], "
+                               "qf[kk], b[0], b[1]);",
+                               "((lane >> 3) & 1) * 8);\n        ptx::mma_16816<T>(s[2 * np], "
+                               "qf[kk], b[0], b[2]);"),
+    # P's A fragment: rows g and g+8 exchanged in registers 1 and 2 (a2a3 <-> a4a5).
+    "wrong P fragment index": ("ptx::pack2<T>(s[2 * kk][2], s[2 * kk][3]),\n"
+                               "                             ptx::pack2<T>(s[2 * kk + 1][0], "
+                               "s[2 * kk + 1][1]),",
+                               "ptx::pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),\n"
+                               "                             ptx::pack2<T>(s[2 * kk][2], "
+                               "s[2 * kk][3]),"),
+    # The wait before each tile's barrier: tile j+1's copies are never waited for.
+    "missing cp.async wait": ("    ptx::cp_async_wait<0>();                    // tile j has "
+                              "landed", "    // (wait removed)                    // tile j has "
+                              "landed"),
+    # The wait after the barrier: each thread waits for its own copies, but others may read
+    # its rows before that (they read NaN in the simulator).
+    "cp.async wait after the barrier": (
+        "    ptx::cp_async_wait<0>();                    // tile j has landed (this thread's "
+        "copies)\n    __syncthreads();",
+        "    __syncthreads();\n    ptx::cp_async_wait<0>();"),
+    # No barrier at the top of the loop: a warp's prefetch of tile j+1 overwrites the buffer
+    # another warp is still reading for tile j-1 (and tile j is not visible to all).
+    "missing barrier before the prefetch": (
+        "    __syncthreads();                            // ... everyone's; all done with tile "
+        "j-1 and Q", "    // (barrier removed)"),
+}
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_v3_mutation_is_caught(build, tmp_path, name):
+    try:
+        out, q, k, v = run_v3(build, tmp_path, 1, 1, 130, 64, torch.float16, False,
+                              mutate=MUTATIONS[name])
+    except RuntimeError:
+        return                                  # the simulator stopped it (a check failed)
+    assert not compare_to_reference(out, q, k, v, False)["passed"], name
