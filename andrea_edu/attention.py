@@ -20,13 +20,16 @@ Backends (BACKENDS):
   reference   plain torch: scores = q @ k^T / sqrt(hs), causal mask, softmax, @ v, fp32 math.
   sdpa        torch.nn.functional.scaled_dot_product_attention.
   emulator    andrea_edu.kernels.emulator: the CUDA kernels' grid, blocks, tiles and online softmax,
-              run block by block on the CPU (v2's decomposition when head_dim % 16 == 0 and the
-              dtype is fp16/bf16, else v1's, exactly as the GPU dispatcher would choose).
+              run block by block on the CPU (the decomposition of the kernel the GPU dispatcher
+              would choose on an sm_80+ GPU: v3, else v2, else v1).
   cuda-naive  kernels/attention_v1.cu: one block per (batch, head), any head_dim <= V1_MAX_HEAD_DIM.
   cuda-wmma   kernels/attention_v2_wmma.cu: tensor cores (WMMA 16x16x16), fp16/bf16 only,
               head_dim in V2_HEAD_DIMS; anything else falls back to cuda-naive and says so.
-  auto        CPU tensors -> reference; CUDA tensors -> cuda-wmma when eligible, else cuda-naive,
-              else sdpa (head_dim above V1_MAX_HEAD_DIM). The kernels and the emulator are
+  cuda-flash  kernels/attention_v3_flash.cu: FlashAttention-2 style (mma.sync m16n8k16, S/P/O
+              in registers, cp.async double buffer), fp16/bf16, head_dim in V3_HEAD_DIMS,
+              sm_80+; anything else falls back to cuda-wmma, then cuda-naive, and says so.
+  auto        CPU tensors -> reference; CUDA tensors -> cuda-flash when eligible, else
+              cuda-wmma, else cuda-naive, else sdpa (head_dim above V1_MAX_HEAD_DIM). The kernels and the emulator are
               forward-only: when autograd needs the result, auto runs sdpa (GPU) or reference
               (CPU), and asking for a kernel or the emulator raises.
 
@@ -44,10 +47,12 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from andrea_edu.kernels.limits import (DTYPES, V1_MAX_HEAD_DIM, V2_DTYPES,  # noqa: F401
-                                      V2_HEAD_DIMS, _dtype_name, v1_ineligibility,
-                                      v2_ineligibility, validate_qkv)
+                                      V2_HEAD_DIMS, V3_DTYPES, V3_HEAD_DIMS, _dtype_name,
+                                      v1_ineligibility, v2_ineligibility, v3_ineligibility,
+                                      validate_qkv)
 
-BACKENDS = ("auto", "reference", "sdpa", "emulator", "cuda-naive", "cuda-wmma")
+BACKENDS = ("auto", "reference", "sdpa", "emulator", "cuda-naive", "cuda-wmma", "cuda-flash")
+_KERNEL_BACKENDS = ("emulator", "cuda-naive", "cuda-wmma", "cuda-flash")
 
 
 # Agreement with the fp32 reference, by input dtype: |out - ref| <= atol + rtol * |ref|.
@@ -74,11 +79,13 @@ class Decision:
     """Which backend ran and why: data the book displays (chapter "The configuration mirrors
     the hardware").
 
-    backend: the backend that runs ("reference", "sdpa", "emulator", "cuda-naive", "cuda-wmma").
+    backend: the backend that runs ("reference", "sdpa", "emulator", "cuda-naive", "cuda-wmma",
+        "cuda-flash").
     reason: one sentence saying why.
     fallbacks_considered: ("cuda-wmma: head_dim=72 is not a multiple of 16", ...), the backends
         that were preferred but could not run, each with its reason.
-    kernel: "v1" or "v2" for the CUDA and emulator backends (the kernel run or emulated), else None.
+    kernel: "v1", "v2" or "v3" for the CUDA and emulator backends (the kernel run or emulated),
+        else None.
     requested: the backend asked for.
     notes: side remarks, e.g. a non-contiguous input that was copied.
     """
@@ -95,7 +102,8 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
     """The dispatcher's decision, without tensors (pure; probes no hardware).
 
     sm: the GPU's compute capability as 10*major + minor (e.g. 90), when known; it only
-    matters below 80 (no bfloat16 tensor cores). attention() passes the tensors' GPU.
+    matters below 80 (no cuda-flash, no bfloat16 tensor cores): sm=None decides for a current
+    (sm_80+) GPU. attention() passes the tensors' GPU.
     requires_grad: autograd must flow through the result. The kernels and the emulator are
     forward-only: auto then picks sdpa (GPU) or reference (CPU), and asking for them raises.
 
@@ -111,6 +119,7 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
         raise ValueError(f"head_dim={head_dim!r} must be a positive int")
     if device_type not in ("cpu", "cuda"):
         raise ValueError(f"device_type={device_type!r} is not supported; allowed: 'cpu', 'cuda'")
+    no_v3 = v3_ineligibility(head_dim, dtype, sm if device_type == "cuda" else None)
     no_v2 = v2_ineligibility(head_dim, dtype, sm if device_type == "cuda" else None)
     no_v1 = v1_ineligibility(head_dim, sm if device_type == "cuda" else None)
     kw = dict(requested=backend)
@@ -125,8 +134,13 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
         if device_type == "cuda":
             return Decision("sdpa", "the inputs require grad and andrea_edu's kernels are "
                             "forward-only: ran torch's sdpa (differentiable)",
-                            ("cuda-wmma: forward-only", "cuda-naive: forward-only"), **kw)
+                            ("cuda-flash: forward-only", "cuda-wmma: forward-only",
+                             "cuda-naive: forward-only"), **kw)
     if backend == "emulator":
+        if no_v3 is None:
+            return Decision("emulator", "backend='emulator' was requested; emulating v3 "
+                            "(the kernel cuda-flash runs for this head_dim and dtype on sm_80+)",
+                            kernel="v3", **kw)
         if no_v2 is None:
             return Decision("emulator", "backend='emulator' was requested; emulating v2 "
                             "(the kernel cuda-wmma runs for this head_dim and dtype)",
@@ -143,11 +157,21 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
                         "grid on the CPU instead)", **kw)
 
     considered = []
-    if backend in ("auto", "cuda-wmma"):
+    if backend in ("auto", "cuda-flash"):
+        if no_v3 is None:
+            gpu = f"sm_{sm}" if sm is not None and device_type == "cuda" else "an sm_80+ GPU"
+            return Decision("cuda-flash", f"head_dim={head_dim} is one of cuda-flash's head_dims "
+                            f"{list(V3_HEAD_DIMS)}, dtype={_dtype_name(dtype)} feeds mma.sync "
+                            f"and {gpu} has cp.async and ldmatrix: ran cuda-flash "
+                            f"(FlashAttention-2 style, S/P/O in registers)", kernel="v3", **kw)
+        considered.append(f"cuda-flash: {no_v3}")
+    if backend in ("auto", "cuda-flash", "cuda-wmma"):
         if no_v2 is None:
-            return Decision("cuda-wmma", f"head_dim={head_dim} is a multiple of 16 and dtype="
-                            f"{_dtype_name(dtype)} feeds the tensor cores: ran cuda-wmma",
-                            kernel="v2", **kw)
+            why = f"head_dim={head_dim} is a multiple of 16 and dtype={_dtype_name(dtype)} " \
+                  f"feeds the tensor cores: ran cuda-wmma"
+            if considered:
+                why = f"{no_v3}: cuda-flash unavailable; {why}"
+            return Decision("cuda-wmma", why, tuple(considered), kernel="v2", **kw)
         considered.append(f"cuda-wmma: {no_v2}")
     if no_v1 is None:
         why = f"{no_v2}: cuda-wmma unavailable, ran cuda-naive" if considered else \
@@ -198,13 +222,20 @@ def attention(q, k, v, causal: bool = False, backend: str = "auto",
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     decision = choose_backend(hs, q.dtype, dev, backend, sm, grad)
 
-    if decision.backend in ("emulator", "cuda-naive", "cuda-wmma"):
+    if decision.backend in _KERNEL_BACKENDS:
         copied = [n for n, t in (("q", q), ("k", k), ("v", v)) if not t.is_contiguous()]
         if copied:
             q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
             decision = replace(decision, notes=decision.notes + (
                 f"{', '.join(copied)} not contiguous: copied with .contiguous() before the "
                 f"kernel (one extra read and write of each)",))
+    if decision.backend == "cuda-flash":
+        moved = [n for n, t in (("q", q), ("k", k), ("v", v)) if t.data_ptr() % 16]
+        if moved:                                  # cp.async copies 16 bytes from row starts
+            q, k, v = (t.clone() if t.data_ptr() % 16 else t for t in (q, k, v))
+            decision = replace(decision, notes=decision.notes + (
+                f"{', '.join(moved)} not 16-byte aligned: cloned before cuda-flash "
+                f"(cp.async moves 16-byte chunks)",))
 
     if decision.backend == "reference":
         out = reference_attention(q, k, v, causal)

@@ -89,28 +89,43 @@ def test_choose_backend_for_every_head_dim(dtype):
     for hd in range(1, 300):
         d = choose_backend(hd, dtype, "cuda")
         tensor_cores = dtype != torch.float32 and hd % 16 == 0 and hd <= 128
-        if tensor_cores:
-            assert (d.backend, d.kernel, d.fallbacks_considered) == ("cuda-wmma", "v2", ())
+        if tensor_cores and hd in (32, 64, 96, 128):
+            assert (d.backend, d.kernel, d.fallbacks_considered) == ("cuda-flash", "v3", ())
+            assert "sm_80" in d.reason and "mma.sync" in d.reason
+        elif tensor_cores:
+            assert (d.backend, d.kernel) == ("cuda-wmma", "v2")
+            assert d.fallbacks_considered == (
+                f"cuda-flash: head_dim={hd} is not one of cuda-flash's compiled head_dims "
+                f"[32, 64, 96, 128]",)
+            assert "cuda-flash unavailable" in d.reason
         elif hd <= V1_MAX_HEAD_DIM:
             assert (d.backend, d.kernel) == ("cuda-naive", "v1")
-            assert d.fallbacks_considered[0].startswith("cuda-wmma: ")
+            assert [f.split(":")[0] for f in d.fallbacks_considered] == ["cuda-flash",
+                                                                         "cuda-wmma"]
             assert "cuda-wmma unavailable, ran cuda-naive" in d.reason
         else:
             assert (d.backend, d.kernel) == ("sdpa", None)
-            assert len(d.fallbacks_considered) == 2 and "torch's sdpa" in d.reason
+            assert len(d.fallbacks_considered) == 3 and "torch's sdpa" in d.reason
 
 
 def test_the_source_texts_head_dims():
     d72 = choose_backend(72, torch.float16, "cuda")
     assert d72.reason == "head_dim=72 is not a multiple of 16: cuda-wmma unavailable, ran cuda-naive"
-    assert choose_backend(64, torch.bfloat16, "cuda").backend == "cuda-wmma"
-    assert choose_backend(32, torch.bfloat16, "cuda").backend == "cuda-wmma"
+    assert choose_backend(64, torch.bfloat16, "cuda").backend == "cuda-flash"
+    assert choose_backend(32, torch.bfloat16, "cuda").backend == "cuda-flash"
+    assert choose_backend(64, torch.bfloat16, "cuda", sm=90).backend == "cuda-flash"
+    assert choose_backend(48, torch.bfloat16, "cuda", sm=90).backend == "cuda-wmma"
     fp32 = choose_backend(64, torch.float32, "cuda")
     assert fp32.backend == "cuda-naive" and "dtype=float32" in fp32.reason
     old = choose_backend(64, torch.bfloat16, "cuda", sm=75)
     assert old.backend == "cuda-naive" and "sm_80" in old.reason
-    assert choose_backend(64, torch.float16, "cuda", sm=75).backend == "cuda-wmma"
+    pre = choose_backend(64, torch.float16, "cuda", sm=75)   # fp16 WMMA runs on sm_75
+    assert pre.backend == "cuda-wmma" and pre.fallbacks_considered == (
+        "cuda-flash: cuda-flash needs sm_80 or newer (cp.async, ldmatrix, bf16 mma.sync); "
+        "this GPU is sm_75",)
     assert choose_backend(144, torch.float16, "cuda").fallbacks_considered == (
+        "cuda-flash: head_dim=144 is not one of cuda-flash's compiled head_dims "
+        "[32, 64, 96, 128]",
         "cuda-wmma: head_dim=144 is above the largest compiled tensor-core tile (128)",)
 
 
@@ -118,12 +133,16 @@ def test_choose_backend_on_cpu_and_explicit_requests():
     d = choose_backend(64, torch.float16, "cpu")
     assert d.backend == "reference" and "CPU" in d.reason and "emulator" in d.reason
     assert choose_backend(64, torch.float16, "cpu", "sdpa").backend == "sdpa"
-    for hd, kernel in ((64, "v2"), (72, "v1"), (64, "v1")):
+    for hd, kernel in ((64, "v3"), (48, "v2"), (72, "v1"), (64, "v1")):
         dt = torch.float32 if (hd, kernel) == (64, "v1") else torch.float16
         e = choose_backend(hd, dt, "cpu", "emulator")
         assert (e.backend, e.kernel, e.requested) == ("emulator", kernel, "emulator")
     forced = choose_backend(72, torch.float16, "cuda", "cuda-wmma")
     assert forced.backend == "cuda-naive" and forced.requested == "cuda-wmma"
+    assert choose_backend(64, torch.float16, "cuda", "cuda-wmma").kernel == "v2"  # as asked
+    flash = choose_backend(48, torch.float16, "cuda", "cuda-flash")          # falls back
+    assert (flash.backend, flash.requested) == ("cuda-wmma", "cuda-flash")
+    assert choose_backend(72, torch.float16, "cuda", "cuda-flash").backend == "cuda-naive"
     assert choose_backend(64, torch.float16, "cuda", "cuda-naive").kernel == "v1"
     with pytest.raises(ValueError, match=r"backend='cuda-naive' needs CUDA tensors.*'emulator'"):
         choose_backend(64, torch.float16, "cpu", "cuda-naive")
@@ -152,7 +171,8 @@ def test_return_decision_and_non_contiguous_copy_note():
     assert torch.allclose(out, reference_attention(q, q, q, True), atol=1e-5)
     out2, d2 = attention(q, q, q, backend="reference", return_decision=True)
     assert d2.notes == ()                                         # torch reads any strides
-    assert set(BACKENDS) == {"auto", "reference", "sdpa", "emulator", "cuda-naive", "cuda-wmma"}
+    assert set(BACKENDS) == {"auto", "reference", "sdpa", "emulator", "cuda-naive", "cuda-wmma",
+                             "cuda-flash"}
 
 
 def _t(*shape, dtype=torch.float32):

@@ -94,6 +94,13 @@ def test_tensor_cores_in_v2_and_not_in_v1(all_kernels):
             # S = Q K^T: (BK/16) x (HD/16) mma; O += P V: (HD/16) x (BK/16): per K/V tile
             c = cuda.kernel_constants("v2")
             assert len(tc) == 2 * (c["V2_BK"] // 16) * (ck.tile // 16)
+        elif ck.version == "v3":
+            kind = "bf16.bf16" if ck.dtype == torch.bfloat16 else "f16.f16"
+            assert tc and all(f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.f32" in line
+                              for line in tc)
+            # per warp and K/V tile: S (BK/8 n8 tiles x HD/16 k-steps), O (HD/8 x BK/16)
+            c = cuda.kernel_constants("v3")
+            assert len(tc) == 2 * (c["V3_BK"] // 8) * (ck.tile // 16)
         else:
             assert tc == [] and not ck.has_tensor_core_instructions()
     v2 = cuda.compile_attention("v2", 64, torch.float16, "sm_90")
@@ -169,7 +176,7 @@ def test_grid_and_threads():
 
 
 @pytest.mark.parametrize("args, match", [
-    (("v3", 64, torch.float16), r"version='v3'.*\('v1', 'v2'\)"),
+    (("v4", 64, torch.float16), r"version='v4'.*\('v1', 'v2', 'v3'\)"),
     (("v1", 64, torch.float64), r"dtype=torch.float64.*allowed"),
     (("v1", 0, torch.float32), r"head_dim=0 must be a positive int"),
     (("v1", 300, torch.float32), r"head_dim=300 is above v1's maximum 256.*sdpa"),

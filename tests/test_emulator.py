@@ -14,8 +14,9 @@ from andrea_edu.attention import TOLERANCE, compare_to_reference, reference_atte
 from andrea_edu.kernels.toolkit import kernel_constants
 from andrea_edu.kernels.emulator import Trace, emulate
 
-C1, C2 = kernel_constants("v1"), kernel_constants("v2")
+C1, C2, C3 = kernel_constants("v1"), kernel_constants("v2"), kernel_constants("v3")
 BR, BC, BQ, BK = C1["V1_BR"], C1["V1_BC"], C2["V2_BQ"], C2["V2_BK"]
+BQ3, BK3 = C3["V3_BQ"], C3["V3_BK"]
 
 shapes = st.fixed_dictionaries({
     "B": st.integers(1, 3), "nh": st.integers(1, 6), "T": st.integers(1, 80),
@@ -33,7 +34,8 @@ def _qkv(B, nh, T, hs, seed=0, dtype=torch.float32):
 def test_emulator_equals_reference_fp32(s):
     q, k, v = _qkv(s["B"], s["nh"], s["T"], s["hs"], s["seed"])
     ref = reference_attention(q, k, v, s["causal"])
-    kernels = ["v1"] + (["v2"] if s["hs"] % 16 == 0 else [])
+    kernels = ["v1"] + (["v2"] if s["hs"] % 16 == 0 else []) + \
+        (["v3"] if s["hs"] in (32, 64, 96, 128) else [])
     for kernel in kernels:
         out, tr = emulate(q, k, v, causal=s["causal"], kernel=kernel, trace=False)
         assert tr is None and out.shape == q.shape and out.dtype == torch.float32
@@ -41,7 +43,7 @@ def test_emulator_equals_reference_fp32(s):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("kernel", ["v1", "v2"])
+@pytest.mark.parametrize("kernel", ["v1", "v2", "v3"])
 def test_emulator_low_precision(dtype, kernel):
     q, k, v = _qkv(2, 3, 70, 32, seed=1, dtype=dtype)
     for causal in (False, True):
@@ -52,8 +54,9 @@ def test_emulator_low_precision(dtype, kernel):
 
 
 def test_default_kernel_is_the_dispatchers():
-    for hs, dtype, kernel in ((64, torch.float16, "v2"), (72, torch.float16, "v1"),
-                              (64, torch.float32, "v1"), (128, torch.bfloat16, "v2")):
+    for hs, dtype, kernel in ((64, torch.float16, "v3"), (72, torch.float16, "v1"),
+                              (64, torch.float32, "v1"), (128, torch.bfloat16, "v3"),
+                              (48, torch.float16, "v2")):
         _, tr = emulate(*_qkv(1, 1, 5, hs, dtype=dtype))
         assert tr.kernel == kernel
 
@@ -98,7 +101,7 @@ def test_v2_trace_adds_query_tiles_to_the_grid(B, nh, T, causal):
         assert [s.k_start for s in t.steps] == _kv_starts(t.q_start, BQ, BK, T, causal)
 
 
-@pytest.mark.parametrize("kernel", ["v1", "v2"])
+@pytest.mark.parametrize("kernel", ["v1", "v2", "v3"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_trace_running_max_and_sum_are_the_softmax_statistics(kernel, causal):
     B, nh, T, hs = 1, 2, 70, 32
@@ -119,8 +122,26 @@ def test_trace_running_max_and_sum_are_the_softmax_statistics(kernel, causal):
             torch.testing.assert_close(t.steps[-1].row_sum, l, atol=1e-4, rtol=1e-5)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_v3_grid_runs_heaviest_query_tiles_first_and_stages_64_key_tiles(causal):
+    """v3: blockIdx.y = 0 takes the last query tile; each block stages the K/V tiles its rows
+    need, 64 keys at a time; the warps' split does not change the result."""
+    B, nh, T, hs = 1, 2, 150, 32
+    q, k, v = _qkv(B, nh, T, hs, seed=4)
+    out, tr = emulate(q, k, v, causal=causal, kernel="v3")
+    n_qt = math.ceil(T / BQ3)
+    assert tr.grid == (B * nh, n_qt, 1) and tr.threads_per_block == C3["V3_THREADS"]
+    for blk in tr.blocks:
+        t = blk.q_tiles[0]
+        assert t.q_start == (n_qt - 1 - blk.grid_index[1]) * BQ3
+        assert [s.k_start for s in t.steps] == _kv_starts(t.q_start, BQ3, BK3, T, causal)
+    assert tr.blocks[0].q_tiles[0].q_start == (n_qt - 1) * BQ3    # heaviest first
+    assert (out - reference_attention(q, k, v, causal)).abs().max() <= 1e-5
+
+
 @pytest.mark.parametrize("kwargs, exc, match", [
-    (dict(kernel="v3"), ValueError, r"kernel='v3' is not one of"),
+    (dict(kernel="v4"), ValueError, r"kernel='v4' is not one of"),
+    (dict(kernel="v3", hs=48), ValueError, r"kernel='v3' needs head_dim in.*got head_dim=48"),
     (dict(kernel="v2", hs=72), ValueError, r"kernel='v2' needs head_dim in.*got head_dim=72"),
     (dict(kernel="v1", hs=300), ValueError, r"head_dim=300 is above v1's maximum 256"),
     (dict(causal=0), TypeError, r"causal=0 must be True or False"),

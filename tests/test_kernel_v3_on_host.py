@@ -8,12 +8,12 @@ barrier and every warp-wide instruction; unwritten shared memory, cp.async desti
 waited for and unwritten outputs all read NaN. Cases: seq_len not a multiple of any tile
 (1, 7, 65, 130), batch 1, one head and several, causal and not, fp16 and bf16, head_dim
 32/64/96/128, and inputs scaled so the softmax is peaked. Mutation tests show that a wrong
-fragment index and a missing cp.async wait each make the run fail.
+fragment index, a missing cp.async wait, a wait placed after the barrier and a missing barrier
+each make the run fail. Grid, threads and shared memory come from andrea_edu.kernels, exactly
+what the launcher passes on a GPU.
 """
 from __future__ import annotations
 
-import importlib.resources
-import math
 import re
 import shutil
 import subprocess
@@ -23,37 +23,26 @@ import pytest
 import torch
 
 from andrea_edu.attention import compare_to_reference
+from andrea_edu.kernels.grid import grid_shape
+from andrea_edu.kernels.nvrtc import shared_bytes
+from andrea_edu.kernels.toolkit import kernel_constants, kernel_source
 
 HERE = Path(__file__).parent / "host_sim"
 CXX = shutil.which("g++") or shutil.which("c++")
 pytestmark = pytest.mark.skipif(CXX is None, reason="no host C++ compiler (g++) found")
 _CT = {torch.float16: "__half", torch.bfloat16: "__nv_bfloat16"}
-SRC_NAME = "attention_v3_flash.cu"
 
 
-def v3_source() -> str:
-    return importlib.resources.files("andrea_edu.kernels").joinpath(SRC_NAME).read_text()
-
-
-def v3_constants() -> dict:
-    """The .cu's file-level `constexpr int` tile sizes (V3_BQ, V3_BK, V3_PAD, ...)."""
-    consts: dict = {}
-    for name, expr in re.findall(r"^constexpr int (\w+) = ([^;]+);", v3_source(), flags=re.M):
-        consts[name] = int(eval(expr, {"__builtins__": {}}, dict(consts)))
-    return consts
-
-
-def v3_launch(B: int, nh: int, T: int, hs: int) -> tuple[int, int, int, int]:
-    """(grid_x, grid_y, threads, dynamic shared bytes) as the header of the .cu states them."""
-    c = v3_constants()
-    smem = c["V3_TILES"] * c["V3_BK"] * (hs + c["V3_PAD"]) * 2   # 16-bit elements
-    return B * nh, math.ceil(T / c["V3_BQ"]), c["V3_THREADS"], smem
+def v3_launch(B: int, nh: int, T: int, hs: int, dtype) -> tuple[int, int, int, int]:
+    """(grid_x, grid_y, threads, dynamic shared bytes): what kernels.launch passes on a GPU."""
+    gx, gy, _ = grid_shape("v3", B, nh, T)
+    return gx, gy, kernel_constants("v3")["V3_THREADS"], shared_bytes("v3", hs, dtype)
 
 
 def host_source(mutate: tuple | None = None) -> str:
     """The .cu text with its `extern __shared__` array pointed at the simulator's buffer, and
     optionally one deliberate bug (old, new) for the mutation tests."""
-    src = v3_source()
+    src = kernel_source("v3")
     if mutate:
         assert src.count(mutate[0]) == 1, f"mutation target not unique: {mutate[0]!r}"
         src = src.replace(*mutate)
@@ -99,7 +88,7 @@ def run_v3(build, tmp_path, B, nh, T, hs, dtype, causal, seed=0, peak=1.0, mutat
     inp, outp = tmp_path / "in.bin", tmp_path / "out.bin"
     inp.write_bytes(b"".join(t.contiguous().view(torch.uint8).numpy().tobytes()
                              for t in (q, k, v)))
-    gx, gy, threads, smem = v3_launch(B, nh, T, hs)
+    gx, gy, threads, smem = v3_launch(B, nh, T, hs, dtype)
     run = subprocess.run([str(exe), str(inp), str(outp), str(T), str(hs), str(int(causal)),
                           str(gx), str(gy), str(threads), str(smem),
                           str(seed if order_seed is None else order_seed)],

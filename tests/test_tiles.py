@@ -85,7 +85,7 @@ def test_kernel_facts_tensor_cores_only_for_multiples_of_16():
     _nvrtc_or_skip()
     f64, f72 = tile_figures.kernel_facts(64), tile_figures.kernel_facts(72)
     assert f64["error"] is None and f72["error"] is None, (f64["error"], f72["error"])
-    assert (f64["backend"], f64["kernel"]) == ("cuda-wmma", "v2")
+    assert (f64["backend"], f64["kernel"]) == ("cuda-flash", "v3")  # auto prefers v3 (sm_80+)
     assert f64["tensor_core_instructions"] > 0
     assert (f72["backend"], f72["kernel"]) == ("cuda-naive", "v1")
     assert f72["tensor_core_instructions"] == 0 and f72["fallbacks"]

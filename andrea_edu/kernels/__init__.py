@@ -9,7 +9,8 @@
     grid       the launch grid of each kernel, drawn block by block
     tiles      tile coverage, padding, MMA shapes, SDPA's head_dim rules
     emulator   the kernels' grid, tiles and online softmax, run block by block on the CPU
-    *.cu       attention_v1.cu (one block per (batch, head)), attention_v2_wmma.cu (tensor cores)
+    *.cu       attention_v1.cu (one block per (batch, head)), attention_v2_wmma.cu (tensor cores),
+               attention_v3_flash.cu (FlashAttention-2 style: mma.sync, ldmatrix, cp.async)
 
 Chapters: "How CUDA stores the heads", "One kernel, many heads", "The configuration mirrors the
 hardware", "Why twelve heads, not one wider head". Nothing here imports the dispatcher
@@ -20,7 +21,8 @@ The names below are the API a chapter calls: `from andrea_edu import kernels` th
 """
 from andrea_edu.kernels.launch import (DriverTooOldError, GpuUnavailableError, device_info,
                                        has_gpu, launch_attention)
-from andrea_edu.kernels.limits import V1_MAX_HEAD_DIM, V2_DTYPES, V2_HEAD_DIMS
+from andrea_edu.kernels.limits import (V1_MAX_HEAD_DIM, V2_DTYPES, V2_HEAD_DIMS, V3_DTYPES,
+                                      V3_HEAD_DIMS)
 from andrea_edu.kernels.nvrtc import (ARCHS, V1_CHUNK_SIZES, CompiledKernel, Resources, cache_dir,
                                       compile_all, compile_attention, parse_ptxas_log,
                                       shared_bytes, specializations)
@@ -31,7 +33,8 @@ from andrea_edu.kernels.toolkit import (CompileError, NvrtcUnavailableError, fin
 
 __all__ = ["ARCHS", "A100", "CompileError", "CompiledKernel", "DriverTooOldError",
            "GpuUnavailableError", "H200", "NvrtcUnavailableError", "RTX_4090", "Resources",
-           "V1_CHUNK_SIZES", "V1_MAX_HEAD_DIM", "V2_DTYPES", "V2_HEAD_DIMS", "blocks_per_sm",
+           "V1_CHUNK_SIZES", "V1_MAX_HEAD_DIM", "V2_DTYPES", "V2_HEAD_DIMS", "V3_DTYPES",
+           "V3_HEAD_DIMS", "blocks_per_sm",
            "cache_dir", "compile_all", "compile_attention", "device_info", "find_binary",
            "has_gpu", "include_dirs", "kernel_constants", "kernel_source", "launch_attention",
            "nvrtc_version", "parse_ptxas_log", "shared_bytes", "specializations"]

@@ -1,20 +1,28 @@
 """The CUDA kernels' grid, run block by block on the CPU (chapter "One kernel, many heads").
 
-    out, trace = emulate(q, k, v, causal=False, kernel="v1" | "v2" | None, trace=True)
+    out, trace = emulate(q, k, v, causal=False, kernel="v1" | "v2" | "v3" | None, trace=True)
 
 q, k, v: [B, nh, T, hs] tensors (any dtype the kernels take; math in fp32, rounded to q.dtype
-at the end). kernel=None picks what the GPU dispatcher would run (v2 for fp16/bf16 with
-head_dim in V2_HEAD_DIMS, else v1).
+at the end). kernel=None picks the tensor-core kernel the GPU dispatcher would run on an sm_80+
+GPU (v3 for fp16/bf16 with head_dim in V3_HEAD_DIMS, else v2 for head_dim in V2_HEAD_DIMS,
+else v1).
 
-Each block runs the same loops as its kernel (kernels/attention_v1.cu, attention_v2_wmma.cu):
+Each block runs the same loops as its kernel (kernels/attention_v1.cu, attention_v2_wmma.cu,
+attention_v3_flash.cu):
 the same grid mapping, query tiles, K/V tiles, zero-filled tails, causal mask and online
 softmax (running max m, running sum l, rescale by alpha = exp(m_old - m_new)). Tile sizes are
 read from the .cu files (andrea_edu.kernels.nvrtc.kernel_constants), so the mirror cannot drift.
 Inside a block the work of its threads is vectorized with torch (a tile's scores are one
 matmul); blocks run one after another in grid order. What is not mirrored: the order of
 floating-point additions inside a dot product, and which lane does what.
-v2 rounds P to q.dtype before P V, as the kernel does (a no-op for fp32, which the emulator
-accepts so that the algorithm can be checked exactly; the GPU kernel takes fp16/bf16 only).
+v2 and v3 round P to q.dtype before P V, as the kernels do (a no-op for fp32, which the
+emulator accepts so that the algorithm can be checked exactly; the GPU kernels take fp16/bf16).
+v3's block is split further, as the kernel splits it: 4 warps of 16 query rows each take the
+block's 64-key tile in turn; the softmax runs in exp2 form on raw scores (c = scale * log2 e,
+p = exp2(s c - m c)), and masks are applied only on the tiles the kernel masks (a key past T,
+or causal and a key above one of the warp's rows). Its query tiles run heaviest first
+(blockIdx.y = 0 takes the last tile). The trace's running max is in units of scaled scores for
+every kernel (v3's raw max times scale).
 
 The Trace lists, for every block in launch order, its grid index, the (b, h) it handled, its
 query tiles and, per query tile, the K/V tiles it staged in order with the running max and sum
@@ -28,7 +36,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from andrea_edu.kernels.limits import V1_MAX_HEAD_DIM, V2_HEAD_DIMS, v2_ineligibility, validate_qkv
+from andrea_edu.kernels.limits import (V1_MAX_HEAD_DIM, V2_HEAD_DIMS, V3_HEAD_DIMS,
+                                      v2_ineligibility, v3_ineligibility, validate_qkv)
 from andrea_edu.kernels.toolkit import kernel_constants
 
 
@@ -125,9 +134,10 @@ def _padded(x, rows):
     return t
 
 
-def _mask(q0, R, k0, C, T, causal):
-    """valid (R, C) for query rows q0.. and keys k0.., or None when all pairs are valid."""
-    if k0 + C <= T and (not causal or k0 + C - 1 <= q0):
+def _mask(q0, R, k0, C, T, causal, always=False):
+    """valid (R, C) for query rows q0.. and keys k0.., or None when all pairs are valid
+    (always=True: the tensor even then)."""
+    if not always and k0 + C <= T and (not causal or k0 + C - 1 <= q0):
         return None
     i = q0 + torch.arange(R)[:, None]                        # (R, 1)
     j = k0 + torch.arange(C)[None, :]                        # (1, C)
@@ -182,6 +192,47 @@ def _run_block_v2(qh, kh, vh, oh, qtile, causal, scale, record, c, p_dtype):
         yield tile
 
 
+def _run_block_v3(qh, kh, vh, oh, qtile, causal, scale, record, c, p_dtype):
+    """attention_v3_flash's block: one 64-row query tile, 4 warps of 16 rows, 64-key tiles;
+    the online softmax in exp2 form on raw scores, masks only where the kernel masks."""
+    T, hs = qh.shape
+    BQ, BK, W = c["V3_BQ"], c["V3_BK"], c["V3_WARPS"]
+    R = BQ // W                                              # 16 query rows per warp
+    log2e = 1.4426950408889634
+    cc = scale * log2e                                       # exp(x scale) = exp2(x cc)
+    q0 = qtile * BQ
+    qt = _padded(qh[q0:q0 + BQ], BQ)                         # (BQ, hs) staged Q (zeros past T)
+    kp, vp = (_padded(x, -(-T // BK) * BK) for x in (kh, vh))  # (T rounded up to BK, hs)
+    m = torch.full((W, R), float("-inf"))                    # per warp, per row: raw max
+    l = torch.zeros(W, R)
+    o = torch.zeros(W, R, hs)                                # the warps' O registers
+    n = min(BQ, T - q0)
+    tile = QTile(q0, q0 + n)
+    kv_end = min(T, q0 + BQ) if causal else T
+    for k0 in range(0, kv_end, BK):
+        kt, vt = kp[k0:k0 + BK], vp[k0:k0 + BK]              # (BK, hs) the block's K/V tile
+        for w in range(W):
+            r0 = q0 + w * R                                  # this warp's first query row
+            s = torch.mm(qt[w * R:(w + 1) * R], kt.T)        # (R, BK) raw scores
+            if k0 + BK > T or (causal and k0 + BK - 1 > r0):  # the kernel's warp-level test
+                s.masked_fill_(~_mask(r0, R, k0, BK, T, causal, always=True), float("-inf"))
+            m_new = torch.maximum(m[w], s.amax(dim=1))       # (R,)
+            mc = torch.where(torch.isneginf(m_new), 0.0, m_new * cc)
+            p = torch.exp2(s * cc - mc[:, None])             # (R, BK)
+            alpha = torch.exp2(m[w] * cc - mc)               # (R,) 0 on the first tile
+            l[w] = alpha * l[w] + p.sum(dim=1)
+            if p_dtype is not None:                          # P re-packed to fp16/bf16
+                p = p.to(p_dtype).float()
+            o[w] = torch.addmm(o[w] * alpha[:, None], p, vt)  # (R, hs)
+            m[w] = m_new
+        if record:
+            tile.steps.append(KVStep(k0, min(k0 + BK, T), (m.reshape(-1)[:n] * scale).clone(),
+                                     l.reshape(-1)[:n].clone()))
+    oh[q0:q0 + n] = (o.reshape(BQ, hs) / l.reshape(BQ, 1))[:n]
+    if record:
+        yield tile
+
+
 @contextlib.contextmanager
 def _one_thread():
     """Per-tile tensors are tiny: torch's intra-op threads only add synchronization (measured
@@ -195,19 +246,23 @@ def _one_thread():
 
 
 def emulate(q, k, v, causal: bool = False, kernel: str | None = None, trace: bool = True):
-    """Run kernel v1 or v2's grid on the CPU; returns (out (B, nh, T, hs), Trace or None)."""
+    """Run kernel v1, v2 or v3's grid on the CPU; returns (out (B, nh, T, hs), Trace or None)."""
     B, nh, T, hs = validate_qkv(q, k, v)
     if not isinstance(causal, bool):
         raise TypeError(f"causal={causal!r} must be True or False")
     if kernel is None:
-        kernel = "v2" if v2_ineligibility(hs, q.dtype) is None else "v1"
-    if kernel not in ("v1", "v2"):
-        raise ValueError(f"kernel={kernel!r} is not one of ('v1', 'v2', None)")
+        kernel = ("v3" if v3_ineligibility(hs, q.dtype) is None else
+                  "v2" if v2_ineligibility(hs, q.dtype) is None else "v1")
+    if kernel not in ("v1", "v2", "v3"):
+        raise ValueError(f"kernel={kernel!r} is not one of ('v1', 'v2', 'v3', None)")
     if kernel == "v1" and hs > V1_MAX_HEAD_DIM:
         raise ValueError(f"head_dim={hs} is above v1's maximum {V1_MAX_HEAD_DIM}")
     if kernel == "v2" and hs not in V2_HEAD_DIMS:
         raise ValueError(f"kernel='v2' needs head_dim in {list(V2_HEAD_DIMS)} (multiples of 16); "
                          f"got head_dim={hs}: use kernel='v1'")
+    if kernel == "v3" and hs not in V3_HEAD_DIMS:
+        raise ValueError(f"kernel='v3' needs head_dim in {list(V3_HEAD_DIMS)}; got "
+                         f"head_dim={hs}: use kernel='v2' or 'v1'")
     c = kernel_constants(kernel)
     scale = 1.0 / math.sqrt(hs)
     qc, kc, vc = (t.detach().cpu().float() for t in (q, k, v))  # exact: fp16/bf16 fit fp32
@@ -216,8 +271,9 @@ def emulate(q, k, v, causal: bool = False, kernel: str | None = None, trace: boo
         grid = (B * nh, 1, 1)
         threads = c["V1_THREADS"]
     else:
-        grid = (B * nh, math.ceil(T / c["V2_BQ"]), 1)
-        threads = c["V2_THREADS"]
+        pre = kernel.upper()                                 # V2_ / V3_ constants
+        grid = (B * nh, math.ceil(T / c[f"{pre}_BQ"]), 1)
+        threads = c[f"{pre}_THREADS"]
     p_dtype = q.dtype if q.dtype != torch.float32 else None
     tr = Trace(kernel, grid, threads, (B, nh, T, hs), causal) if trace else None
     with _one_thread():
@@ -234,6 +290,9 @@ def _run_grid(qc, kc, vc, out, grid, nh, kernel, causal, scale, tr, c, p_dtype):
             args = (qc[b, h], kc[b, h], vc[b, h], out[b, h])  # each (T, hs)
             if kernel == "v1":
                 tiles = list(_run_block_v1(*args, causal, scale, tr is not None, c))
+            elif kernel == "v3":                             # heaviest query tile first
+                tiles = list(_run_block_v3(*args, grid[1] - 1 - y, causal, scale,
+                                           tr is not None, c, p_dtype))
             else:
                 tiles = list(_run_block_v2(*args, y, causal, scale, tr is not None, c, p_dtype))
             if tr is not None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from andrea_edu.kernels import occupancy
 from andrea_edu.kernels.toolkit import KERNEL_FILES, kernel_constants, kernel_source
 
-KERNEL_NAMES = {"v1": "attention_v1", "v2": "attention_v2_wmma"}
+KERNEL_NAMES = {"v1": "attention_v1", "v2": "attention_v2_wmma", "v3": "attention_v3_flash"}
 
 
 def _pos_int(name: str, value) -> int:
@@ -62,7 +62,8 @@ def grid_shape(version: str, B: int, n_head: int, T: int) -> tuple[int, int, int
         _pos_int(name, v)
     if _version(version) == "v1":
         return (B * n_head, 1, 1)
-    return (B * n_head, math.ceil(T / kernel_constants("v2")["V2_BQ"]), 1)
+    bq = kernel_constants(version)[f"{version.upper()}_BQ"]   # v2, v3: 64-row query tiles
+    return (B * n_head, math.ceil(T / bq), 1)
 
 
 # ---------------------------------------------------------------- what the kernel is told

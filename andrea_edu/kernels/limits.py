@@ -1,9 +1,10 @@
-"""Each kernel's limits, in one place: what v1 and v2 accept (head_dim, dtype, GPU).
+"""Each kernel's limits, in one place: what v1, v2 and v3 accept (head_dim, dtype, GPU).
 
 Read by the dispatcher (andrea_edu.attention), the compiler (kernels.nvrtc), the launcher
 (kernels.launch) and the emulator (kernels.emulator) alike, so that a limit changes in one line.
 Introduced in the chapter "The configuration mirrors the hardware" (why head_dim=72 falls back).
 
+    v3_ineligibility(head_dim, dtype, sm=None) -> None or the reason v3 cannot run
     v2_ineligibility(head_dim, dtype, sm=None) -> None or the reason v2 cannot run
     v1_ineligibility(head_dim, sm=None)        -> None or the reason v1 cannot run
     validate_qkv(q, k, v) -> (B, nh, T, hs)    shapes, dtypes and devices every backend needs
@@ -24,6 +25,15 @@ V2_HEAD_DIMS = tuple(range(16, 129, 16))  # v2 is compiled for these head_dims o
 V2_DTYPES = (torch.float16, torch.bfloat16)  # WMMA 16x16x16 takes half or bf16 inputs
 
 
+V3_HEAD_DIMS = (32, 64, 96, 128)  # v3 keeps O in registers: HD/2 floats per lane (64 at 128)
+
+
+V3_DTYPES = (torch.float16, torch.bfloat16)  # mma.sync m16n8k16 .f16/.bf16 inputs
+
+
+V3_MIN_SM = 80  # mma.sync m16n8k16 with bf16, cp.async, cvt.rn.{f16,bf16}x2.f32: sm_80+
+
+
 def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
@@ -40,6 +50,21 @@ def v2_ineligibility(head_dim: int, dtype, sm: int | None = None) -> str | None:
                 f"({V2_HEAD_DIMS[-1]})")
     if sm is not None and dtype == torch.bfloat16 and sm < 80:
         return f"bfloat16 tensor cores need sm_80 or newer; this GPU is sm_{sm}"
+    return None
+
+
+def v3_ineligibility(head_dim: int, dtype, sm: int | None = None) -> str | None:
+    """Why the FlashAttention-style kernel v3 cannot run this (head_dim, dtype[, GPU sm]), or
+    None. sm=None (no GPU named) checks only head_dim and dtype."""
+    if dtype not in V3_DTYPES:
+        return (f"dtype={_dtype_name(dtype)} is not supported by cuda-flash "
+                f"(mma.sync m16n8k16 takes float16 or bfloat16 inputs)")
+    if head_dim not in V3_HEAD_DIMS:
+        return (f"head_dim={head_dim} is not one of cuda-flash's compiled head_dims "
+                f"{list(V3_HEAD_DIMS)}")
+    if sm is not None and sm < V3_MIN_SM:
+        return (f"cuda-flash needs sm_{V3_MIN_SM} or newer (cp.async, ldmatrix, bf16 "
+                f"mma.sync); this GPU is sm_{sm}")
     return None
 
 

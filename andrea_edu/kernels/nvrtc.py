@@ -7,11 +7,13 @@ architecture, and ptxas (inside NVRTC) reports each kernel's resources.
 
 Public API
     compile_attention(version, head_dim, dtype, arch="sm_90", use_cache=True) -> CompiledKernel
-        version "v1" (kernels/attention_v1.cu) or "v2" (kernels/attention_v2_wmma.cu).
+        version "v1" (kernels/attention_v1.cu), "v2" (kernels/attention_v2_wmma.cu) or "v3"
+        (kernels/attention_v3_flash.cu, sm_80+ only).
         One specialization per (version, tile, dtype, arch), compiled once and cached in memory
         and on disk (ANDREA_CACHE_DIR, default ~/.cache/andrea_edu/kernels; key: source hash,
         options, NVRTC and header versions). The tile is v1's CHUNKS = ceil(head_dim/32) rounded
-        up to 1, 2, 4 or 8 (so head_dim 72 and 100 share a kernel), or v2's HD = head_dim.
+        up to 1, 2, 4 or 8 (so head_dim 72 and 100 share a kernel), or v2's and v3's
+        HD = head_dim.
         `causal` is a kernel argument, not a specialization.
     CompiledKernel: .ptx (str), .cubin (bytes), .resources (Resources), .compile_seconds,
         .threads_per_block, .grid(B, nh, T), .has_tensor_core_instructions(), .sass() (str or
@@ -22,7 +24,8 @@ Public API
         spill_stores, spill_loads, stack_bytes): shared_bytes = static + the dynamic bytes the
         launcher asks for.
     specializations() -> [(version, head_dim, dtype)]: every kernel the library can launch
-        (12 for v1, 16 for v2, per arch); compile_all(archs=ARCHS, workers=2) compiles them all.
+        (12 for v1, 16 for v2, 8 for v3, per arch); compile_all(archs=ARCHS, workers=2)
+        compiles them all.
     shared_bytes(version, head_dim, dtype): the dynamic shared memory a launch requests.
     parse_ptxas_log(log, lowered_name, dynamic_shared=0) -> Resources.
     The package andrea_edu.kernels gathers this API with kernels.toolkit's (nvrtc_version,
@@ -49,16 +52,18 @@ from pathlib import Path
 import torch
 
 from andrea_edu.kernels import toolkit as _tk
-from andrea_edu.kernels.limits import V1_MAX_HEAD_DIM, V2_DTYPES, V2_HEAD_DIMS
+from andrea_edu.kernels.limits import (V1_MAX_HEAD_DIM, V2_DTYPES, V2_HEAD_DIMS, V3_DTYPES,
+                                      V3_HEAD_DIMS, V3_MIN_SM)
 from andrea_edu.kernels.toolkit import KERNEL_FILES, CompileError, kernel_constants
 
 ARCHS = ("sm_80", "sm_89", "sm_90")            # what the tests and the book compile for
 V1_CHUNK_SIZES = (1, 2, 4, 8)                   # v1 specializations: lanes' chunks of 32 dims
 _CTYPE = {torch.float32: "float", torch.float16: "__half", torch.bfloat16: "__nv_bfloat16"}
+KERNEL_NAMES = {"v1": "attention_v1", "v2": "attention_v2_wmma", "v3": "attention_v3_flash"}
 
 
 def _tile(version: str, head_dim: int, dtype) -> int:
-    """The template's tile parameter: v1's CHUNKS, v2's HD. Validates the arguments."""
+    """The template's tile parameter: v1's CHUNKS, v2's and v3's HD. Validates the arguments."""
     if version not in KERNEL_FILES:
         raise ValueError(f"version={version!r} is not one of {tuple(KERNEL_FILES)}")
     if dtype not in _CTYPE:
@@ -71,6 +76,14 @@ def _tile(version: str, head_dim: int, dtype) -> int:
                              f"use backend='sdpa'")
         need = math.ceil(head_dim / 32)
         return next(c for c in V1_CHUNK_SIZES if c >= need)
+    if version == "v3":
+        if dtype not in V3_DTYPES:
+            raise ValueError(f"dtype={dtype} is not supported by v3 (mma.sync takes "
+                             f"{list(V3_DTYPES)}); fp32 runs on v1 (backend='cuda-naive')")
+        if head_dim not in V3_HEAD_DIMS:
+            raise ValueError(f"head_dim={head_dim} is not compiled for v3; allowed: "
+                             f"{list(V3_HEAD_DIMS)}; other head_dims run on v2 or v1")
+        return head_dim
     if dtype not in V2_DTYPES:
         raise ValueError(f"dtype={dtype} is not supported by v2 (tensor cores take "
                          f"{list(V2_DTYPES)}); fp32 runs on v1 (backend='cuda-naive')")
@@ -88,6 +101,8 @@ def shared_bytes(version: str, head_dim: int, dtype) -> int:
         hdp = 32 * tile
         return 4 * (c["V1_BR"] * hdp + c["V1_BC"] * (hdp + 1) + c["V1_BC"] * hdp)  # sQ, sK, sV
     es = torch.empty((), dtype=dtype).element_size()
+    if version == "v3":                                           # K[2], V[2]; Q, O staged in K
+        return c["V3_TILES"] * c["V3_BK"] * (tile + c["V3_PAD"]) * es
     rows = 16 * c["V2_WARPS"]                                     # 16 query rows per warp
     return (2 * c["V2_BK"] * (tile + 8) * es + rows * c["V2_LDS"] * 4   # sK, sV; sS (fp32)
             + rows * c["V2_LDP"] * es + rows * (tile + 4) * 4)         # sP; sO (also stages Q)
@@ -147,18 +162,18 @@ class CompiledKernel:
 
     @property
     def threads_per_block(self) -> int:
-        return kernel_constants(self.version)["V1_THREADS" if self.version == "v1" else
-                                              "V2_THREADS"]
+        return kernel_constants(self.version)[f"{self.version.upper()}_THREADS"]
 
     @property
     def max_head_dim(self) -> int:
         return 32 * self.tile if self.version == "v1" else self.tile
 
     def grid(self, B: int, nh: int, T: int) -> tuple[int, int, int]:
-        """Launch grid: v1 one block per (b, h); v2 one per (b, h, 64-row query tile)."""
+        """Launch grid: v1 one block per (b, h); v2 and v3 one per (b, h, 64-row query tile)."""
         if self.version == "v1":
             return (B * nh, 1, 1)
-        return (B * nh, math.ceil(T / kernel_constants("v2")["V2_BQ"]), 1)
+        bq = kernel_constants(self.version)[f"{self.version.upper()}_BQ"]
+        return (B * nh, math.ceil(T / bq), 1)
 
     def tensor_core_instructions(self) -> list[str]:
         """PTX lines that run on tensor cores (wmma.mma / mma.sync)."""
@@ -203,13 +218,15 @@ def compile_attention(version: str, head_dim: int, dtype, arch: str = "sm_90",
     archnum = _arch_number(arch)
     if version == "v2" and dtype == torch.bfloat16 and archnum < 80:
         raise ValueError(f"arch={arch!r}: bfloat16 tensor cores need sm_80 or newer")
+    if version == "v3" and archnum < V3_MIN_SM:
+        raise ValueError(f"arch={arch!r}: v3 (mma.sync m16n8k16, cp.async, ldmatrix) needs "
+                         f"sm_{V3_MIN_SM} or newer")
     key = (version, tile, dtype, arch)
     if use_cache and key in _MEMORY:
         return _MEMORY[key]
     nvrtc = _tk._import_nvrtc()
     inc = _tk.include_dirs()
-    fn = "attention_v1" if version == "v1" else "attention_v2_wmma"
-    name_expr = f"andrea::{fn}<{_CTYPE[dtype]}, {tile}>"
+    name_expr = f"andrea::{KERNEL_NAMES[version]}<{_CTYPE[dtype]}, {tile}>"
     src = _tk.kernel_source(version)
     opts = ["-default-device", "--std=c++17", f"--gpu-architecture={arch}",
             "--ptxas-options=-v", "-lineinfo"] + [f"-I{d}" for d in inc]
@@ -278,13 +295,15 @@ def specializations() -> list[tuple[str, int, torch.dtype]]:
     the specialization covers (v1's 32*CHUNKS)."""
     out = [("v1", 32 * c, dt) for c in V1_CHUNK_SIZES for dt in _CTYPE]
     out += [("v2", hd, dt) for hd in V2_HEAD_DIMS for dt in V2_DTYPES]
+    out += [("v3", hd, dt) for hd in V3_HEAD_DIMS for dt in V3_DTYPES]
     return out
 
 
 def compile_all(archs=ARCHS, workers: int = 2) -> list[CompiledKernel]:
     """Compile every specialization for every arch (threads: NVRTC releases the GIL)."""
     from concurrent.futures import ThreadPoolExecutor
-    jobs = [(v, hd, dt, a) for a in archs for (v, hd, dt) in specializations()]
+    jobs = [(v, hd, dt, a) for a in archs for (v, hd, dt) in specializations()
+            if v != "v3" or _arch_number(a) >= V3_MIN_SM]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(lambda j: compile_attention(*j), jobs))
 

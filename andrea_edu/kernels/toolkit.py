@@ -20,7 +20,8 @@ import re
 import shutil
 from pathlib import Path
 
-KERNEL_FILES = {"v1": "attention_v1.cu", "v2": "attention_v2_wmma.cu"}
+KERNEL_FILES = {"v1": "attention_v1.cu", "v2": "attention_v2_wmma.cu",
+                "v3": "attention_v3_flash.cu"}
 PIP_HINT = "pip install cuda-bindings 'cuda-toolkit[nvrtc,cudart,crt]'"
 
 
