@@ -29,6 +29,9 @@ def _check_positive_int(name: str, value) -> None:
         raise ValueError(f"{name} must be a positive int (>= 1), got {value}")
 
 
+GELU_KINDS = ("exact", "tanh")
+
+
 @dataclass(frozen=True)
 class AndreaConfig:
     """The sizes of one ANDREA model.
@@ -46,12 +49,23 @@ class AndreaConfig:
     block_size: int = 1024
     mlp_ratio: int = 4
     name: str = "custom"
+    # GPT-2 compatibility (heads/gpt2.py loads GPT-2's weights with these set); the defaults are
+    # ANDREA's: no linear biases (the source's 4 x d_model^2), exact erf GELU, LayerNorm eps 1e-5.
+    bias: bool = False  # a bias on c_attn (3C), W_O (C), W_in (4C) and W_out (C), as GPT-2 has
+    gelu: str = "exact"  # "exact" (erf) or "tanh" (GPT-2's approximation, "gelu_new")
+    layer_norm_eps: float = 1e-5  # GPT-2's value too
 
     def __post_init__(self):
         for field in ("d_model", "n_head", "n_layer", "vocab_size", "block_size", "mlp_ratio"):
             _check_positive_int(field, getattr(self, field))
         if self.head_dim is not None:
             _check_positive_int("head_dim", self.head_dim)
+        if not isinstance(self.bias, bool):
+            raise TypeError(f"bias must be a bool, got {self.bias!r}")
+        if self.gelu not in GELU_KINDS:
+            raise ValueError(f"gelu must be one of {GELU_KINDS}, got {self.gelu!r}")
+        if not (isinstance(self.layer_norm_eps, float) and 0 < self.layer_norm_eps < 1):
+            raise ValueError(f"layer_norm_eps must be a float in (0, 1), got {self.layer_norm_eps!r}")
         valid = ", ".join(str(d) for d in divisors(self.d_model))
         if self.d_model % self.n_head != 0:
             raise ValueError(
@@ -107,8 +121,8 @@ PRESETS = {c.name: c for c in (ANDREA_120M, ANDREA_12M)}
 class ParamCounts:
     """Exact parameter counts of one configuration, by part (weights tied: no separate LM head)."""
 
-    attention_per_layer: int  # W_Q, W_K, W_V, W_O: 4 x d_model^2
-    mlp_per_layer: int  # W_in [d_model, d_mlp] + W_out [d_mlp, d_model]
+    attention_per_layer: int  # W_Q, W_K, W_V, W_O: 4 x d_model^2 (+ 4 x d_model with biases)
+    mlp_per_layer: int  # W_in [d_model, d_mlp] + W_out [d_mlp, d_model] (+ d_mlp + d_model)
     layernorm_per_layer: int  # two LayerNorms, weight + bias each
     n_layer: int
     token_embedding: int  # vocab_size x d_model, shared with the output head
@@ -153,9 +167,10 @@ class ParamCounts:
 def param_counts(cfg: AndreaConfig) -> ParamCounts:
     """Parameter counts from the formula. `model.AndreaModel` counts a real nn.Module; they agree."""
     C = cfg.d_model
+    b = 1 if cfg.bias else 0  # GPT-2's biases: c_attn 3C + W_O C; W_in d_mlp + W_out C
     return ParamCounts(
-        attention_per_layer=4 * C * C,
-        mlp_per_layer=2 * C * cfg.d_mlp,
+        attention_per_layer=4 * C * C + b * 4 * C,
+        mlp_per_layer=2 * C * cfg.d_mlp + b * (cfg.d_mlp + C),
         layernorm_per_layer=2 * 2 * C,
         n_layer=cfg.n_layer,
         token_embedding=cfg.vocab_size * C,

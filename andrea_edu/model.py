@@ -16,6 +16,8 @@ attn is the library's path, with weights stored [in_features, out_features] so X
   out = projections.output_projection(y, W_O)           W_O [C, C]; rows h*hs:(h+1)*hs read head h
 mlp: GELU(x . W_in) . W_out with W_in [C, 4C], W_out [4C, C]. No linear layer has a bias (the
 source counts attention as exactly 4 x d_model^2); each LayerNorm has a weight and a bias.
+With cfg.bias (GPT-2, loaded by heads/gpt2.py) c_attn, W_O, W_in and W_out carry biases b_attn,
+b_O, b_in, b_out; cfg.gelu="tanh" is GPT-2's GELU; cfg.layer_norm_eps every LayerNorm's eps.
 Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim, L n_layer.
 """
 from __future__ import annotations
@@ -76,27 +78,41 @@ class SelfAttention(nn.Module):
         self.n_head, self.head_dim, self.backend = cfg.n_head, cfg.head_dim, backend
         self.c_attn = nn.Parameter(torch.empty(C, 3 * C))  # [W_Q | W_K | W_V], X . W
         self.W_O = nn.Parameter(torch.empty(C, C))  # concat(heads) . W_O
+        # GPT-2's biases (cfg.bias): b_attn [3C] = [b_Q | b_K | b_V], b_O [C]; None otherwise.
+        self.register_parameter("b_attn", nn.Parameter(torch.empty(3 * C)) if cfg.bias else None)
+        self.register_parameter("b_O", nn.Parameter(torch.empty(C)) if cfg.bias else None)
         self.captured: tuple | None = None  # (list, layer index), set by capture_attention
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = project_c_attn(x, self.c_attn, self.n_head)  # 3 x (B, nh, T, hs)
+        if self.b_attn is not None:
+            b_q, b_k, b_v = self.b_attn.view(3, self.n_head, 1, self.head_dim)  # 3 x (nh, 1, hs)
+            q, k, v = q + b_q, k + b_k, v + b_v  # (B, nh, T, hs) each
         y = attention(q, k, v, causal=True, backend=self.backend)  # (B, nh, T, hs)
         if self.captured is not None:
             store, layer = self.captured
             store[layer] = attention_probabilities(q.detach(), k.detach())  # (B, nh, T, T)
-        return output_projection(y, self.W_O)  # (B, T, C)
+        out = output_projection(y, self.W_O)  # (B, T, C)
+        return out if self.b_O is None else out + self.b_O
 
 
 class MLP(nn.Module):
-    """GELU(x . W_in) . W_out, hidden width mlp_ratio x d_model, no biases."""
+    """GELU(x . W_in) . W_out, hidden width mlp_ratio x d_model, no biases (GPT-2: with biases,
+    tanh GELU)."""
 
     def __init__(self, cfg: AndreaConfig):
         super().__init__()
         self.W_in = nn.Parameter(torch.empty(cfg.d_model, cfg.d_mlp))
         self.W_out = nn.Parameter(torch.empty(cfg.d_mlp, cfg.d_model))
+        self.register_parameter("b_in", nn.Parameter(torch.empty(cfg.d_mlp)) if cfg.bias else None)
+        self.register_parameter("b_out", nn.Parameter(torch.empty(cfg.d_model)) if cfg.bias else None)
+        self.approximate = "tanh" if cfg.gelu == "tanh" else "none"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.gelu(x @ self.W_in) @ self.W_out  # (B, T, 4C) -> (B, T, C)
+        if self.b_in is None:
+            return F.gelu(x @ self.W_in, approximate=self.approximate) @ self.W_out  # (B, T, C)
+        h = F.gelu(x @ self.W_in + self.b_in, approximate=self.approximate)  # (B, T, 4C)
+        return h @ self.W_out + self.b_out  # (B, T, C)
 
 
 class Block(nn.Module):
@@ -104,9 +120,9 @@ class Block(nn.Module):
 
     def __init__(self, cfg: AndreaConfig, backend: str = "reference"):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(cfg.d_model)
+        self.ln_1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.attn = SelfAttention(cfg, backend)
-        self.ln_2 = nn.LayerNorm(cfg.d_model)
+        self.ln_2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.mlp = MLP(cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -138,7 +154,7 @@ class AndreaModel(nn.Module):
             self.wte = nn.Parameter(torch.empty(cfg.vocab_size, C))  # token embedding = head
             self.wpe = nn.Parameter(torch.empty(cfg.block_size, C))  # learned positions
             self.blocks = nn.ModuleList(Block(cfg, backend) for _ in range(cfg.n_layer))
-            self.ln_f = nn.LayerNorm(C)
+            self.ln_f = nn.LayerNorm(C, eps=cfg.layer_norm_eps)
         if torch.device(device).type != "meta":
             self.reset_parameters(seed)
 
@@ -150,6 +166,8 @@ class AndreaModel(nn.Module):
         for name, p in self.named_parameters():
             if ".ln_" in name or name.startswith("ln_f"):
                 p.fill_(1.0 if name.endswith("weight") else 0.0)
+            elif name.endswith(("b_attn", "b_O", "b_in", "b_out")):
+                p.zero_()  # GPT-2's biases start at zero
             else:
                 std = residual_std if name.endswith(("W_O", "W_out")) else 0.02
                 p.normal_(0.0, std, generator=g)

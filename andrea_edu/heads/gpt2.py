@@ -1,0 +1,150 @@
+"""GPT-2's weights in AndreaModel: ANDREA-120M has GPT-2 small's shape, so its weights load as is.
+
+Introduced in the chapter "Heads on real text" (its optional GPT-2 section runs the detectors on
+GPT-2 small when the weights are on this machine).
+
+What GPT-2 needs beyond ANDREA's defaults (AndreaConfig options, defaults unchanged):
+    bias=True            c_attn, c_proj (our W_O), c_fc (W_in) and the MLP's c_proj (W_out) have biases
+    gelu="tanh"          GPT-2's "gelu_new" is the tanh approximation of GELU
+    layer_norm_eps=1e-5  GPT-2's, and torch's default
+Everything else already matches: pre-LayerNorm blocks, learned positions, scores scaled by
+1/sqrt(head_dim), a causal softmax, and the output head tied to the token embedding. GPT-2 stores
+its linear weights as `Conv1D`, [in_features, out_features], the book's convention (X . W): they
+copy without a transpose. GPT-2's c_attn is [W_Q | W_K | W_V], exactly our c_attn.
+
+    transformers name (under "transformer.", or none)   AndreaModel name
+    wte.weight, wpe.weight                              wte, wpe
+    h.{i}.ln_1 / ln_2 .weight .bias                     blocks.{i}.ln_1 / ln_2
+    h.{i}.attn.c_attn.weight / .bias                    blocks.{i}.attn.c_attn / b_attn
+    h.{i}.attn.c_proj.weight / .bias                    blocks.{i}.attn.W_O / b_O
+    h.{i}.mlp.c_fc.weight / .bias                       blocks.{i}.mlp.W_in / b_in
+    h.{i}.mlp.c_proj.weight / .bias                     blocks.{i}.mlp.W_out / b_out
+    ln_f.weight / .bias                                 ln_f
+    lm_head.weight                                      (tied to wte: checked equal, not copied)
+
+No download happens here: `local_gpt2_small()` looks in the Hugging Face cache only.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import torch
+
+from ..config import ANDREA_120M, AndreaConfig
+from ..model import AndreaModel
+
+GPT2_SMALL = ANDREA_120M.replace(bias=True, gelu="tanh", layer_norm_eps=1e-5, name="GPT-2 small")
+HF_REPOS = ("openai-community/gpt2", "gpt2")  # the same weights under the new and the old name
+HOW_TO_GET = ("pip install transformers && python -c \"from transformers import GPT2LMHeadModel; "
+              "GPT2LMHeadModel.from_pretrained('openai-community/gpt2')\"  (downloads 0.5 GB once "
+              "into the Hugging Face cache), then run this page again")
+
+_RENAME = [
+    (r"^wte\.weight$", "wte"), (r"^wpe\.weight$", "wpe"),
+    (r"^h\.(\d+)\.ln_(1|2)\.(weight|bias)$", r"blocks.\1.ln_\2.\3"),
+    (r"^h\.(\d+)\.attn\.c_attn\.weight$", r"blocks.\1.attn.c_attn"),
+    (r"^h\.(\d+)\.attn\.c_attn\.bias$", r"blocks.\1.attn.b_attn"),
+    (r"^h\.(\d+)\.attn\.c_proj\.weight$", r"blocks.\1.attn.W_O"),
+    (r"^h\.(\d+)\.attn\.c_proj\.bias$", r"blocks.\1.attn.b_O"),
+    (r"^h\.(\d+)\.mlp\.c_fc\.weight$", r"blocks.\1.mlp.W_in"),
+    (r"^h\.(\d+)\.mlp\.c_fc\.bias$", r"blocks.\1.mlp.b_in"),
+    (r"^h\.(\d+)\.mlp\.c_proj\.weight$", r"blocks.\1.mlp.W_out"),
+    (r"^h\.(\d+)\.mlp\.c_proj\.bias$", r"blocks.\1.mlp.b_out"),
+    (r"^ln_f\.(weight|bias)$", r"ln_f.\1"),
+]
+# Buffers some transformers versions keep in the state dict (the causal mask): not weights.
+_IGNORED = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
+
+
+def config_from_hf(hf_config) -> AndreaConfig:
+    """AndreaConfig of a transformers GPT2Config (or a dict with its keys)."""
+    get = (lambda k, d=None: hf_config.get(k, d)) if isinstance(hf_config, dict) else \
+        (lambda k, d=None: getattr(hf_config, k, d))
+    act = get("activation_function", "gelu_new")
+    if act not in ("gelu_new", "gelu_pytorch_tanh", "gelu"):
+        raise ValueError(f"activation_function={act!r}: AndreaModel has exact GELU and GPT-2's "
+                         f"tanh approximation (gelu_new) only")
+    inner = get("n_inner")
+    C = get("n_embd")
+    if inner not in (None, 4 * C) and inner % C:
+        raise ValueError(f"n_inner={inner} is not a multiple of n_embd={C}")
+    for k, v in (("scale_attn_by_inverse_layer_idx", False), ("reorder_and_upcast_attn", False),
+                 ("scale_attn_weights", True)):
+        if get(k, v) != v:
+            raise ValueError(f"{k}={get(k)!r} is not GPT-2's setting ({v}); AndreaModel has only that")
+    return AndreaConfig(d_model=C, n_head=get("n_head"), n_layer=get("n_layer"),
+                        vocab_size=get("vocab_size"), block_size=get("n_positions"),
+                        mlp_ratio=(inner or 4 * C) // C, bias=True,
+                        gelu="exact" if act == "gelu" else "tanh",
+                        layer_norm_eps=float(get("layer_norm_epsilon", 1e-5)), name="GPT-2")
+
+
+def andrea_state_dict(gpt2_state: dict) -> dict:
+    """Rename a transformers GPT-2 state dict (GPT2LMHeadModel, GPT2Model or the safetensors
+    file) to AndreaModel's names. Unknown keys raise, naming them."""
+    out, unknown, lm_head = {}, [], None
+    for key, value in gpt2_state.items():
+        k = key[len("transformer."):] if key.startswith("transformer.") else key
+        if k == "lm_head.weight":
+            lm_head = value
+            continue
+        if _IGNORED.match(k):
+            continue
+        for pat, rep in _RENAME:
+            if re.match(pat, k):
+                out[re.sub(pat, rep, k)] = value
+                break
+        else:
+            unknown.append(key)
+    if unknown:
+        raise KeyError(f"{len(unknown)} GPT-2 key(s) have no place in AndreaModel: {unknown[:5]}")
+    if lm_head is not None and "wte" in out and not torch.equal(lm_head, out["wte"]):
+        raise ValueError("lm_head.weight differs from wte: AndreaModel ties its output head to the "
+                         "token embedding, as GPT-2 does, and cannot hold an untied head")
+    return out
+
+
+def from_gpt2(gpt2_state: dict, cfg: AndreaConfig) -> AndreaModel:
+    """AndreaModel(cfg) with a GPT-2 state dict's weights (every weight must be present)."""
+    if not cfg.bias:
+        raise ValueError("cfg.bias must be True: GPT-2's linear layers have biases "
+                         "(use config_from_hf(...) or GPT2_SMALL)")
+    model = AndreaModel(cfg, device="meta")
+    state = andrea_state_dict(gpt2_state)
+    model.load_state_dict({k: v.float() for k, v in state.items()}, strict=True, assign=True)
+    return model.eval()
+
+
+def from_transformers(hf_model) -> AndreaModel:
+    """AndreaModel with the weights of a transformers GPT2LMHeadModel / GPT2Model instance."""
+    return from_gpt2({k: v.detach() for k, v in hf_model.state_dict().items()},
+                     config_from_hf(hf_model.config))
+
+
+def local_gpt2_small() -> Path | None:
+    """The path of GPT-2 small's model.safetensors in the Hugging Face cache, or None. Never
+    downloads (an environment variable ANDREA_GPT2_SAFETENSORS may name the file directly)."""
+    env = os.environ.get("ANDREA_GPT2_SAFETENSORS")
+    if env:
+        return Path(env) if Path(env).exists() else None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    for repo in HF_REPOS:
+        p = try_to_load_from_cache(repo, "model.safetensors")
+        if isinstance(p, str) and Path(p).exists():
+            return Path(p)
+    return None
+
+
+def load_gpt2_small(path: Path | None = None) -> AndreaModel:
+    """GPT-2 small in AndreaModel, from a local model.safetensors (`local_gpt2_small()` by
+    default). Raises FileNotFoundError with HOW_TO_GET when there is none."""
+    path = path or local_gpt2_small()
+    if path is None:
+        raise FileNotFoundError(f"GPT-2 small's weights are not on this machine: {HOW_TO_GET}")
+    from safetensors.torch import load_file
+    return from_gpt2(load_file(str(path)), GPT2_SMALL)
