@@ -11,6 +11,7 @@ plotting helpers (viz), the slider (live in Jupyter, static frames in the book) 
     why_twelve_heads            "Why twelve heads, not one wider head"
     cuda_stores_heads           "How CUDA stores the heads"
     one_kernel_many_heads       "One kernel, many heads"
+    kernel_worklog              "From one block per head to FlashAttention: a kernel worklog"
     config_mirrors_hardware     "The configuration mirrors the hardware"
     final_picture               "The final picture"
     reading_the_pipeline        "Reading the pipeline"
