@@ -6,7 +6,7 @@ import torch
 
 from andrea_edu.kernels import launch as cuda_launch
 from andrea_edu.bench import gpucheck
-from andrea_edu.attention import V2_HEAD_DIMS
+from andrea_edu.attention import V2_HEAD_DIMS, V3_HEAD_DIMS
 
 
 def test_without_gpu_it_exits_nonzero_and_writes_nothing(monkeypatch, tmp_path, capsys):
@@ -33,3 +33,7 @@ def test_sweep_covers_the_awkward_cases():
     assert v2 >= {(dt, hd) for dt in (torch.float16, torch.bfloat16) for hd in V2_HEAD_DIMS}
     assert all(c[1] != torch.float32 for c in cases if c[0] == "v2")
     assert {c[5] for c in cases if c[0] == "v1"} >= {1, 72, 256}
+    v3 = {(c[1], c[5]) for c in cases if c[0] == "v3"}
+    assert v3 == {(dt, hd) for dt in (torch.float16, torch.bfloat16) for hd in V3_HEAD_DIMS}
+    assert (torch.bfloat16, 8, 12, 1024, 64, True) in {c[1:] for c in cases if c[0] == "v3"}
+    assert not any(c[0] == "v3" for c in gpucheck.cases(sm=75))    # v3 needs sm_80+

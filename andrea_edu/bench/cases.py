@@ -20,7 +20,7 @@ HEAD_DIMS = tuple(sorted(set(range(8, 129, 8)) | {70, 72}))  # 8..128 step 8, pl
 HEAD_DIMS_FAST = (16, 32, 64, 70, 72)
 SDPA_KINDS = ("flash", "efficient", "cudnn", "math")
 HEADDIM_BACKENDS = ("sdpa", *(f"sdpa:{k}" for k in SDPA_KINDS), "reference", "cuda-naive",
-                    "cuda-wmma")
+                    "cuda-wmma", "cuda-flash")
 
 
 def _sdpa_backend(kind: str):
@@ -62,6 +62,7 @@ def _run_sdpa(q, k, v, causal):
 # backend name -> fn(q, k, v, causal) -> (out, info). Tests monkeypatch entries.
 BACKEND_FNS = {"sdpa": _run_sdpa, "reference": _run_attention("reference"),
                "cuda-naive": _run_attention("cuda-naive"), "cuda-wmma": _run_attention("cuda-wmma"),
+               "cuda-flash": _run_attention("cuda-flash"),
                **{f"sdpa:{k}": _run_sdpa_kind(k) for k in SDPA_KINDS}}
 
 

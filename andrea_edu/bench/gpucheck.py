@@ -5,14 +5,15 @@
 On a machine with an NVIDIA GPU this
   1. runs the `gpu`-marked tests (pytest in a subprocess, ANDREA_FAST=1), when the tests
      folder is present beside the package;
-  2. sweeps cuda-naive (v1) and cuda-wmma (v2) against the fp32 reference over shapes
+  2. sweeps cuda-naive (v1), cuda-wmma (v2) and cuda-flash (v3, on sm_80+) against the fp32
+     reference over shapes
      (seq_len 1, non-multiples of 16 and 64, batch 1, one head), head_dims, dtypes, causal or not,
      with the tolerances of andrea_edu.attention.TOLERANCE, plus a few calls through the
      dispatcher (backend="auto") to check its decisions on this GPU;
   3. writes DIR/gpucheck.json: device, driver, CUDA, torch, NVRTC and andrea_edu versions, git
      commit, date, and per case the max abs error and pass/fail.
 Exit status 0 when everything passed, 1 when something failed, 2 when there is no GPU (nothing
-is written then). Budget: well under 5 minutes on an H200 (about 500 small launches; the 28
+is written then). Budget: well under 5 minutes on an H200 (about 700 small launches; the 36
 kernels compile in seconds). Chapter: "One kernel, many heads" reports the committed result.
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ import torch
 
 from andrea_edu.env import __version__
 
-from andrea_edu.kernels.limits import V2_HEAD_DIMS
+from andrea_edu.kernels.limits import V2_HEAD_DIMS, V3_HEAD_DIMS, V3_MIN_SM
 from andrea_edu.attention import attention, compare_to_reference
 
 SHAPES = [(1, 1, 1), (1, 1, 17), (2, 3, 77), (1, 12, 256), (3, 2, 65), (1, 2, 1000)]  # B, nh, T
@@ -38,8 +39,10 @@ V1_HEAD_DIMS = (1, 8, 24, 32, 64, 72, 100, 128, 256)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def cases():
-    """(kernel, dtype, B, nh, T, hs, causal) for the sweep."""
+def cases(sm: int | None = None):
+    """(kernel, dtype, B, nh, T, hs, causal) for the sweep; v3 only when sm (the GPU's
+    10*major + minor) is None or at least V3_MIN_SM."""
+    v3 = sm is None or sm >= V3_MIN_SM
     out = []
     for causal in (False, True):
         for B, nh, T in SHAPES:
@@ -47,7 +50,10 @@ def cases():
                 out += [("v1", dt, B, nh, T, hs, causal) for hs in V1_HEAD_DIMS]
                 if dt != torch.float32:
                     out += [("v2", dt, B, nh, T, hs, causal) for hs in V2_HEAD_DIMS]
+                    out += [("v3", dt, B, nh, T, hs, causal) for hs in V3_HEAD_DIMS if v3]
     out += [("v2", torch.float16, 8, 12, 1024, 64, c) for c in (False, True)]  # ANDREA-120M
+    out += [("v3", dt, 8, 12, 1024, 64, c) for dt in (torch.float16, torch.bfloat16)
+            for c in (False, True) if v3]
     return out
 
 
@@ -68,7 +74,8 @@ def run_sweep(log=print) -> list[dict]:
     from andrea_edu.kernels.launch import launch_attention
     results = []
     gen = torch.Generator(device="cuda").manual_seed(0)
-    for kernel, dt, B, nh, T, hs, causal in cases():
+    major, minor = torch.cuda.get_device_capability()
+    for kernel, dt, B, nh, T, hs, causal in cases(10 * major + minor):
         q, k, v = (torch.randn(B, nh, T, hs, device="cuda", generator=gen).to(dt)
                    for _ in range(3))
         t0 = time.perf_counter()
@@ -84,7 +91,8 @@ def run_sweep(log=print) -> list[dict]:
         if not row["passed"]:
             log(f"FAIL {row}")
         results.append(row)
-    for hs, dt in ((64, torch.float16), (72, torch.float16), (64, torch.float32)):
+    for hs, dt in ((64, torch.float16), (64, torch.bfloat16), (48, torch.float16),
+                   (72, torch.float16), (64, torch.float32)):
         q = torch.randn(2, 3, 50, hs, device="cuda", dtype=dt)
         try:
             out, d = attention(q, q, q, causal=True, return_decision=True)
