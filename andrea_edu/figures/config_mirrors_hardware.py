@@ -1,7 +1,7 @@
 """Figures of the chapter "The configuration mirrors the hardware".
 
     draw_tile_coverage(ax, seq_len, head_dim)   a head's slice in 16x16 tiles, padding hatched
-    mma_shapes_figure()                         WMMA 16x16x16 and mma.sync m16n8k16, to scale
+    mma_shapes_figure()                         WMMA and mma.sync at API/PTX/SASS level, to scale
     draw_throughput(ax, results, head_dim)      measured TFLOP/s vs head_dim, head_dim marked
     curves(results, shape, series)              {backend: [(head_dim, record)]} of "ok" records
     head_dim_figure(head_dim, results, ...)     all panels for one head_dim (the slider's frame)
@@ -62,33 +62,96 @@ def draw_tile_coverage(ax, seq_len: int, head_dim: int, tile: int = tiles.TILE,
     return cov
 
 
-def _draw_matrix(ax, x, y, w, h, label, color):
+# The three levels at which a tensor-core multiply is written, kept apart (PTX ISA, "Warp Level
+# Matrix Multiply-Accumulate Instructions": wmma.mma's shapes are .m16n16k16/.m8n32k16/.m32n8k16,
+# mma's f16/bf16 shapes .m8n8k4/.m16n8k8/.m16n8k16). The SASS line is what ptxas made of our
+# kernels for sm_80/sm_89/sm_90 (cuobjdump --dump-sass; the chapter shows it live).
+MMA_LEVELS = (
+    {"name": "WMMA (our v2)", "mnk": (16, 16, 16), "hmma_per_op": 2,
+     "levels": (("CUDA C++ API", "nvcuda::wmma::mma_sync\non 16x16x16 fragments"),
+                ("PTX", "wmma.mma.sync.aligned\n.row.col.m16n16k16.f32..."),
+                ("SASS (sm_80/89/90)", "2 x HMMA.16816.F32"))},
+    {"name": "raw PTX mma.sync (our v3)", "mnk": (16, 8, 16), "hmma_per_op": 1,
+     "levels": (("CUDA C++", "inline asm: no C++ API\nfor this shape"),
+                ("PTX", "mma.sync.aligned\n.m16n8k16.row.col.f32..."),
+                ("SASS (sm_80/89/90)", "1 x HMMA.16816.F32"))},
+)
+# Hopper: the dense fp16/bf16 peak needs the warpgroup instruction wgmma.mma_async (PTX ISA,
+# "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions", 9.7.15 in PTX ISA 8.x:
+# shapes .m64nNk16 with N = 8..256 in steps of 8, issued by 4 warps = 128 threads, B (and
+# optionally A) read from shared memory through descriptors, target sm_90a only).
+# FlashAttention-3 is built on it; warp-level mma.sync still runs on sm_90 but cannot reach that
+# peak.
+HOPPER_NOTE = ("Hopper (sm_90a): the tensor-core peak needs the warpgroup instruction "
+               "wgmma.mma_async (m64nNk16, 4 warps, operands from shared memory), which "
+               "FlashAttention-3 uses.\nWarp-level mma.sync (both paths above) runs on Hopper "
+               "but cannot reach that peak. Neither of this book's kernels uses wgmma.")
+
+
+def _draw_matrix(ax, x, y, w, h, label, color, split_at=None):
+    """A w x h matrix at (x, y) (y grows downwards), one cell per element, label above it.
+
+    split_at: draw a dashed line after that many columns (where one instruction's part ends)."""
     ax.add_patch(Rectangle((x, y), w, h, facecolor=color, edgecolor="black", lw=1))
     for i in range(1, h):
         ax.plot([x, x + w], [y + i, y + i], color="white", lw=0.3)
     for j in range(1, w):
         ax.plot([x + j, x + j], [y, y + h], color="white", lw=0.3)
-    ax.text(x + w / 2, y + h + 1.2, label, ha="center", va="bottom", fontsize=9)
+    if split_at is not None and split_at < w:
+        ax.plot([x + split_at, x + split_at], [y - 0.3, y + h + 0.3], color="#cb181d", lw=1.6,
+                ls="--")
+    ax.text(x + w / 2, y - 0.8, label, ha="center", va="bottom", fontsize=8)
+
+
+def _draw_levels(ax, levels):
+    """Three stacked boxes, API -> PTX -> SASS, in axes coordinates."""
+    from matplotlib.patches import FancyBboxPatch
+
+    ax.axis("off")
+    ys = (0.70, 0.38, 0.06)
+    for (level, code), y in zip(levels, ys):
+        ax.add_patch(FancyBboxPatch((0.02, y), 0.96, 0.25, boxstyle="round,pad=0.01",
+                                    transform=ax.transAxes, facecolor="#f3f3f3",
+                                    edgecolor="#888888", lw=0.8))
+        ax.text(0.05, y + 0.2, level, transform=ax.transAxes, ha="left", va="center",
+                fontsize=7.5, fontweight="bold", color="#333333")
+        ax.text(0.05, y + 0.085, code, transform=ax.transAxes, ha="left", va="center",
+                fontsize=7, family="monospace", linespacing=1.1)
+    for y_from, y_to in ((ys[0], ys[1] + 0.25), (ys[1], ys[2] + 0.25)):
+        ax.annotate("", xy=(0.9, y_to + 0.005), xytext=(0.9, y_from - 0.005),
+                    xycoords="axes fraction", arrowprops={"arrowstyle": "->", "lw": 0.9})
 
 
 def mma_shapes_figure():
-    """The two tensor-core instruction shapes, drawn to scale (one cell = one element)."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for ax, (name, (m, n, k)) in zip(axes, tiles.MMA_SHAPES.items()):
+    """The two warp-level tensor-core paths of this book's kernels, each at its three levels
+    (CUDA C++ API, PTX, SASS), with the shapes drawn to scale (one cell = one element)."""
+    fig = plt.figure(figsize=(10, 5.6))
+    gs = fig.add_gridspec(2, 2, width_ratios=[1, 1.9], left=0.02, right=0.99, top=0.86,
+                          bottom=0.15, hspace=0.4, wspace=0.04)
+    for row, path in enumerate(MMA_LEVELS):
+        m, n, k = path["mnk"]
+        _draw_levels(fig.add_subplot(gs[row, 0]), path["levels"])
+        ax = fig.add_subplot(gs[row, 1])
+        split = 8 if path["hmma_per_op"] == 2 else None
         _draw_matrix(ax, 0, 0, k, m, f"A: {m} x {k}", "#9ecae1")
-        ax.text(k + 2, m / 2, "x", ha="center", va="center", fontsize=16)
-        _draw_matrix(ax, k + 4, 0, n, k, f"B: {k} x {n}", "#a1d99b")
-        ax.text(k + n + 6, m / 2, "=", ha="center", va="center", fontsize=16)
-        _draw_matrix(ax, k + n + 8, 0, n, m, f"C (+=): {m} x {n}", "#fdae6b")
-        ax.set_xlim(-1, k + 2 * n + 9)
-        ax.set_ylim(max(m, k) + 4, -1)
+        ax.text(k + 2, m / 2, "x", ha="center", va="center", fontsize=14)
+        _draw_matrix(ax, k + 4, 0, n, k, f"B: {k} x {n}", "#a1d99b", split)
+        ax.text(k + n + 6, m / 2, "=", ha="center", va="center", fontsize=14)
+        _draw_matrix(ax, k + n + 8, 0, n, m, f"C (+=): {m} x {n}", "#fdae6b", split)
+        if split:
+            ax.text(k + n + 8 + n / 2, m + 1.0, "dashed: one HMMA.16816 per 8 columns",
+                    ha="center", va="top", fontsize=7, color="#cb181d")
+        ax.set_xlim(-1, 2 * 16 + 16 + 9)  # same scale in both rows
+        ax.set_ylim(max(m, k) + 4.5, -3.5)
         ax.set_aspect("equal")
         ax.axis("off")
-        ax.set_title(f"{name}\n{2 * m * n * k} FLOPs per instruction (fp16/bf16 in, fp32 "
-                     f"accumulate)", fontsize=9)
-    fig.suptitle("Tensor-core matrix shapes: every edge is a multiple of 8 or 16", fontsize=11)
-    fig.text(0.5, 0.02, "One WMMA 16x16x16 of our v2 kernel is two mma.sync m16n8k16 in the "
-             "machine code (HMMA.16816) on sm_80, sm_89 and sm_90.", ha="center", fontsize=8)
+        ax.set_title(f"{path['name']}: m{m} n{n} k{k}, {2 * m * n * k} FLOPs per instruction",
+                     fontsize=9)
+    fig.suptitle("Tensor-core shapes at three levels, CUDA C++ API -> PTX -> SASS\n"
+                 "(fp16/bf16 in, fp32 accumulate; one cell = one element)", fontsize=10)
+    fig.text(0.5, 0.015, HOPPER_NOTE, ha="center", va="bottom", fontsize=7.5, color="#444444",
+             bbox={"boxstyle": "round,pad=0.4", "facecolor": "#fff7e6", "edgecolor": "#d9a441",
+                   "lw": 0.8})
     return fig
 
 

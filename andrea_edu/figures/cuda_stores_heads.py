@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from andrea_edu import layout
-from andrea_edu.figures.viz import head_colors
+from andrea_edu.figures.viz import head_colors, text_color_on
 
 
 def _rgb(hex_colors: list[str]) -> np.ndarray:
@@ -74,8 +74,10 @@ def offset_figure(b: int, t: int, h: int, d: int, shape=(2, 4, 3, 4)):
                             (axes[1], "BHTD", "after .contiguous()")):
         mm = layout.memory_map(name, shape)
         _strip(ax, mm["h"], C, nh, None, label)
+        cell_rgb = _rgb(head_colors(nh))[mm["h"]]  # (B*T*C, 3): each cell's colour as drawn
         for o in range(B * T * C):  # label each cell with its token
-            ax.text(o % C, o // C, str(mm["t"][o]), ha="center", va="center", fontsize=6)
+            ax.text(o % C, o // C, str(mm["t"][o]), ha="center", va="center", fontsize=6,
+                    color=text_color_on(cell_rgb[o]))
         o = offsets[name]
         ax.add_patch(Rectangle((o % C - 0.5, o // C - 0.5), 1, 1, fill=False, lw=2.5,
                                edgecolor="black"))
@@ -110,7 +112,7 @@ def trap_figure(T: int = 6, n_head: int = 3, head_dim: int = 4):
             img[t, h] = colors[h0]
             wrong = (t0, h0) != (t, h)
             ax.text(h, t, f"t{t0} h{h0}", ha="center", va="center", fontsize=8,
-                    fontweight="bold" if wrong else "normal")
+                    fontweight="bold" if wrong else "normal", color=text_color_on(colors[h0]))
         ax.imshow(img, aspect="auto", interpolation="nearest")
         ax.set_xticks(range(n_head), [f"slot h{h}" for h in range(n_head)], fontsize=8)
         ax.set_yticks(range(T), [f"slot t{t}" for t in range(T)], fontsize=8)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from andrea_edu.kernels import grid, occupancy
-from andrea_edu.figures.viz import head_color
+from andrea_edu.figures.viz import head_color, text_color_on
 
 
 def grid_figure(B: int, n_head: int, sm: dict = occupancy.H200):
@@ -32,7 +32,7 @@ def grid_figure(B: int, n_head: int, sm: dict = occupancy.H200):
                                    edgecolor="black", lw=0.4))
             if n_head * B <= 96:
                 ax.text(h + 0.47, B - 0.55 - b, str(x), ha="center", va="center", fontsize=7,
-                        color="white")
+                        color=text_color_on(head_color(h)))
     ax.set_xlim(0, n_head)
     ax.set_ylim(0, B)
     ax.set_xticks([h + 0.47 for h in range(n_head)], [str(h) for h in range(n_head)], fontsize=7)
@@ -96,14 +96,16 @@ def trace_figure(trace, order: int, step: int):
     ax.set_title(f"scores of (b={blk.b}, h={blk.h}): blue = done, box = this step", fontsize=9)
     rows = np.arange(qt.q_start, qt.q_stop)
     if st.row_max is not None:
-        ax_m.plot(rows, st.row_max.numpy(), "o-", ms=3, color=head_color(blk.h),
-                  label="running max m")
+        # Markers only: each query row keeps its own m and l, so no line joins one row to the next.
+        ax_m.plot(rows, st.row_max.numpy(), "o", ls="none", ms=4, color=head_color(blk.h),
+                  label="running max m (left axis)")
         ax_l = ax_m.twinx()
-        ax_l.plot(rows, st.row_sum.numpy(), "s--", ms=3, color="#555555", label="running sum l")
-        ax_l.set_ylabel("l", fontsize=8)
+        ax_l.plot(rows, st.row_sum.numpy(), "s", ls="none", ms=4, mfc="none", color="#555555",
+                  label="running sum l (right axis)")
+        ax_l.set_ylabel("running sum l = sum of exp(s - m)", fontsize=8)
         ax_m.legend(handles=ax_m.lines + ax_l.lines, fontsize=7, loc="upper left")
     ax_m.set_xlabel("query row i of this tile", fontsize=8)
-    ax_m.set_ylabel("m", fontsize=8)
+    ax_m.set_ylabel("running max m of the scores s", fontsize=8)
     ax_m.set_title(f"after K/V tile {i} (keys {st.k_start}..{st.k_stop - 1}) of query rows "
                    f"{qt.q_start}..{qt.q_stop - 1}", fontsize=9)
     gx, gy = blk.grid_index

@@ -15,7 +15,7 @@ import torch
 from andrea_edu import projections as P
 from andrea_edu.config import AndreaConfig
 from andrea_edu.figures.three_matrices import blas_calls  # noqa: F401  (the chapter counts W_O's calls)
-from andrea_edu.figures.viz import head_colors
+from andrea_edu.figures.viz import head_color, head_colors
 
 
 def _cfg(n_head: int, d_model: int) -> AndreaConfig:
@@ -105,6 +105,8 @@ def fig_head_mixing(shares_by_example: dict, n_show: int = 48):
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from matplotlib.patches import Patch
+
     names = list(shares_by_example)
     fig, axes = plt.subplots(len(names) + 1, 1, figsize=(10, 2.3 * len(names) + 2.6))
     for ax, name in zip(axes, names):
@@ -120,6 +122,16 @@ def fig_head_mixing(shares_by_example: dict, n_show: int = 48):
         ax.set_title(f"{name}: share of each output dimension from each head (first {n_show} "
                      f"dims; colour = head)", fontsize=9)
     axes[len(names) - 1].set_xlabel("output dimension j")
+    # One legend for the stacked panels, beside them: head h is the h-th segment from the bottom.
+    nh_all = max(shares_by_example[name].shape[0] for name in names)
+    shown = list(range(nh_all)) if nh_all <= 16 else list(range(15)) + [nh_all - 1]
+    handles = [Patch(facecolor=head_color(h), label=f"head {h}") for h in shown]
+    if len(shown) < nh_all:
+        handles.insert(15, Patch(facecolor="white", label="..."))
+    axes[0].legend(handles=handles[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                   fontsize=7.5, title="segments,\nstacked as\nin each bar", title_fontsize=7.5,
+                   handlelength=1.2,
+                   frameon=False, borderaxespad=0)
     ax = axes[-1]
     for name, color in zip(names, ("#1f77b4", "#d62728", "#2ca02c")):
         eff = effective_heads(shares_by_example[name]).numpy()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from andrea_edu.figures.viz import text_color_on
 
 
 def _shape(s) -> str:
@@ -21,11 +22,13 @@ def journey_figure(trace):
                + ("  (view)" if r.view_of_previous else "") for r in trace.rows]
     fig, ax = plt.subplots(figsize=(11, 0.42 * len(trace.rows) + 1.8))
     lim = float(np.abs(vals).max()) or 1.0
-    ax.imshow(vals, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
+    im = ax.imshow(vals, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto",
+                   interpolation="nearest")
+    rgba = im.to_rgba(vals)  # (steps, n, 4): each cell's colour as drawn
     for i, row in enumerate(vals):
         for j, v in enumerate(row):
             ax.text(j, i, f"{v:+.3f}", ha="center", va="center", fontsize=8,
-                    color="white" if abs(v) > 0.6 * lim else "black")
+                    color=text_color_on(rgba[i, j]))
     ax.set_xticks(range(vals.shape[1]), [f"feature {i}" for i in range(vals.shape[1])])
     ax.set_yticks(range(len(ylabels)), ylabels, fontsize=8)
     ax.set_title(f"Token {trace.token_id} (position t={trace.t}) through layer {trace.layer} of "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from andrea_edu.config import AndreaConfig
-from andrea_edu.figures.viz import head_colors
+from andrea_edu.figures.viz import head_colors, text_color_on
 
 
 def _cfg(n_head: int, d_model: int) -> AndreaConfig:
@@ -83,7 +83,8 @@ def fig_trap(T: int = 8, n_head: int = 12, d_model: int = 768):
             for t in range(T):
                 bad = not bool(correct[h, t]) and ax is axes[1]
                 ax.text(t, h, f"t{int(tk[h, t])}\nf{int(hd[h, t]) * hs}", ha="center",
-                        va="center", fontsize=6, fontweight="bold" if bad else "normal")
+                        va="center", fontsize=6, fontweight="bold" if bad else "normal",
+                        color=text_color_on(cmap(int(hd[h, t]))))
                 if bad:
                     ax.add_patch(plt.Rectangle((t - 0.5, h - 0.5), 1, 1, fill=False,
                                                edgecolor="black", lw=1.2))

@@ -25,7 +25,7 @@ from andrea_edu.figures.slider import (measure_update, render_png, slider, stati
 
 __all__ = ["slider", "static_frames", "static_html", "measure_update", "render_png",
            "head_colors", "head_color", "heatmap", "overview_figure", "savefig_for_readme",
-           "show_source", "source_markdown"]
+           "show_source", "source_markdown", "contrast_ratio", "text_color_on"]
 
 
 def show_source(*objs) -> None:
@@ -78,6 +78,40 @@ def head_colors(n_head: int) -> list[str]:
     return [head_color(h) for h in range(n_head)]
 
 
+def _relative_luminance(color) -> float:
+    """WCAG 2 relative luminance of an opaque colour (any matplotlib colour spec)."""
+    from matplotlib.colors import to_rgb
+
+    c = np.asarray(to_rgb(color), dtype=float)
+    lin = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    return float(lin @ (0.2126, 0.7152, 0.0722))
+
+
+def _over_white(color) -> tuple:
+    """An RGBA colour composited over the white figure background, as opaque RGB."""
+    from matplotlib.colors import to_rgba
+
+    r, g, b, a = to_rgba(color)
+    return tuple(a * x + (1 - a) for x in (r, g, b))
+
+
+def contrast_ratio(fg, bg) -> float:
+    """WCAG 2 contrast ratio (1..21) of text colour fg on background bg (RGBA: over white)."""
+    l1, l2 = sorted((_relative_luminance(_over_white(fg)),
+                     _relative_luminance(_over_white(bg))), reverse=True)
+    return (l1 + 0.05) / (l2 + 0.05)
+
+
+def text_color_on(background) -> str:
+    """Black or white, whichever reads better on ``background`` (WCAG contrast ratio).
+
+    The better of the two is always >= 4.58:1 on an opaque background, above WCAG's 4.5:1 for
+    normal text, so every annotated cell is readable whatever its colour map.
+    """
+    bg = _over_white(background)
+    return "black" if contrast_ratio("black", bg) >= contrast_ratio("white", bg) else "white"
+
+
 def _as_matrix(matrix) -> np.ndarray:
     if hasattr(matrix, "detach"):  # a torch tensor, possibly on a GPU or requiring grad
         matrix = matrix.detach().float().cpu().numpy()
@@ -111,12 +145,11 @@ def heatmap(ax, matrix, xlabels=None, ylabels=None, *, cmap="viridis", vmin=None
     if annotate is None:
         annotate = m.size <= 144
     if annotate:
-        lo, hi = np.nanmin(m), np.nanmax(m)
-        mid = (lo + hi) / 2
+        rgba = im.to_rgba(m)  # (rows, cols, 4): each cell's colour as drawn (norm + cmap)
         for i in range(rows):
             for j in range(cols):
                 ax.text(j, i, fmt.format(m[i, j]), ha="center", va="center", fontsize=7,
-                        color="white" if m[i, j] < mid else "black")
+                        color=text_color_on(rgba[i, j]))
     if colorbar:
         ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     if title:

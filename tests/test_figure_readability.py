@@ -1,0 +1,173 @@
+"""Figures stay readable: annotation text contrasts with its cell (WCAG 2 ratio >= 4.5), lines
+join only what belongs together, labels do not overlap what they label, colours have a legend.
+
+Contrast is checked twice: from the colour each cell was given (heatmap's own colour mapping),
+and from the rendered pixels under each text with the text hidden, which catches any figure that
+draws text on coloured cells, whatever draws the cells.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+from matplotlib.colors import to_rgba
+from matplotlib.patches import Rectangle
+
+from andrea_edu.figures import config_mirrors_hardware as cmh
+from andrea_edu.figures import cuda_stores_heads as csh
+from andrea_edu.figures import one_kernel_many_heads as okm
+from andrea_edu.figures import output_projection as op
+from andrea_edu.figures import why_heads_specialize as whs
+from andrea_edu.figures.viz import contrast_ratio, heatmap, text_color_on
+
+WCAG_AA = 4.5  # WCAG 2 minimum contrast for normal text
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def test_contrast_ratio_matches_wcag_reference_values():
+    assert contrast_ratio("black", "white") == pytest.approx(21.0)
+    assert contrast_ratio("white", "white") == pytest.approx(1.0)
+    assert contrast_ratio("#777777", "white") == pytest.approx(4.48, abs=0.01)  # WCAG's example
+    assert contrast_ratio((0, 0, 0, 0.0), "white") == pytest.approx(1.0)  # transparent = white
+
+
+def test_text_color_on_any_background_reaches_wcag_aa():
+    rng = np.random.default_rng(0)
+    greys = [(v, v, v) for v in np.linspace(0, 1, 101)]
+    for bg in greys + [tuple(c) for c in rng.random((500, 3))]:
+        assert contrast_ratio(text_color_on(bg), bg) >= WCAG_AA, bg
+
+
+@pytest.mark.parametrize("cmap", ["viridis", "magma_r", "magma", "gray", "RdBu_r", "YlOrRd"])
+def test_heatmap_annotations_contrast_with_their_cells(cmap):
+    # extreme values: a huge outlier, clipping at vmin/vmax narrower than the data, a NaN cell
+    m = np.array([[-1e6, -1.0, -0.5, 0.0],
+                  [0.25, 0.5, 0.75, 1.0],
+                  [1e-9, 2.0, 1e6, np.nan]])
+    fig, ax = plt.subplots()
+    im = heatmap(ax, m, vmin=-1, vmax=1, cmap=cmap, annotate=True)
+    rgba = im.to_rgba(m)
+    assert len(ax.texts) == m.size
+    for t in ax.texts:
+        j, i = (int(round(v)) for v in t.get_position())
+        ratio = contrast_ratio(t.get_color(), rgba[i, j])
+        assert ratio >= WCAG_AA, (cmap, i, j, m[i, j], t.get_color(), rgba[i, j], ratio)
+
+
+def _rendered_background_contrast(fig) -> list[tuple[str, float]]:
+    """(text, contrast) for every text inside an axes: the text's colour against the median
+    colour of the pixels under it, rendered with every text hidden."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = [t for ax in fig.axes for t in ax.texts if t.get_text().strip() and t.get_visible()]
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    for t in texts:
+        t.set_visible(False)
+    fig.canvas.draw()
+    img = np.asarray(fig.canvas.buffer_rgba())  # (H, W, 4), row 0 = top
+    H = img.shape[0]
+    out = []
+    for t, bb in zip(texts, boxes):
+        x0, x1 = int(np.floor(bb.x0)), int(np.ceil(bb.x1))
+        y0, y1 = H - int(np.ceil(bb.y1)), H - int(np.floor(bb.y0))
+        patch = img[max(y0, 0):y1, max(x0, 0):x1, :3].reshape(-1, 3) / 255.0
+        bg = tuple(np.median(patch, axis=0))
+        out.append((t.get_text(), contrast_ratio(t.get_color(), bg)))
+        t.set_visible(True)
+    return out
+
+
+def _assert_readable(fig):
+    pairs = _rendered_background_contrast(fig)
+    assert pairs, "the figure has no annotation text to check"
+    bad = [(s, round(r, 2)) for s, r in pairs if r < WCAG_AA]
+    assert not bad, f"annotations below {WCAG_AA}:1 contrast: {bad[:10]}"
+
+
+def test_ablation_heatmap_is_readable_on_pale_and_dark_cells():
+    abl = np.zeros((2, 4, 4))  # (L, nh, 1 + patterns): mostly 0 (palest), one huge, some mid
+    abl[0, 1, 1] = 3.0
+    abl[1, 2, 2] = 0.4
+    abl[1, 3, 3] = 1.5
+    abl[0, 0, 3] = 2.4
+    _assert_readable(whs.fig_ablation(abl))
+
+
+def test_cell_label_figures_are_readable():
+    _assert_readable(okm.grid_figure(2, 12))       # numbers on head colours
+    _assert_readable(csh.trap_figure())            # "t0 h0" on head colours
+    _assert_readable(csh.offset_figure(1, 2, 1, 3))
+
+
+def test_online_softmax_trace_draws_rows_as_points_and_labels_both_axes():
+    from andrea_edu.kernels.emulator import emulate
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 40, 16, generator=g) for _ in range(3))
+    _, trace = emulate(q, k, v, causal=True, kernel="v1")
+    fig = okm.trace_figure(trace, 1, 1)
+    ax_m, ax_l = fig.axes[1], fig.axes[2]  # the m axis and its twin (l)
+    for ax in (ax_m, ax_l):
+        data_lines = [ln for ln in ax.get_lines() if len(ln.get_xdata()) > 1]
+        assert data_lines
+        for ln in data_lines:  # one point per query row: independent rows are not joined
+            assert ln.get_linestyle() in ("None", "none", ""), ln.get_label()
+            assert ln.get_marker() not in (None, "None", "")
+        assert ax.get_ylabel().strip()
+    assert "l" in ax_l.get_ylabel() and ax_l.yaxis.get_label_position() == "right"
+
+
+def _text_boxes(fig, renderer):
+    out = []
+    for t in fig.texts + [t for ax in fig.axes for t in ax.texts + [ax.title]]:
+        if t.get_text().strip() and t.get_visible():
+            out.append((t.get_text(), t.get_window_extent(renderer)))
+    return out
+
+
+def test_mma_shapes_labels_do_not_overlap_the_matrices_or_each_other():
+    fig = cmh.mma_shapes_figure()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = _text_boxes(fig, renderer)
+    matrices = [p.get_window_extent(renderer) for ax in fig.axes for p in ax.patches
+                if isinstance(p, Rectangle)]
+    assert len(matrices) == 6  # A, B, C for each of the two instruction paths
+    for s, bb in texts:
+        assert fig.bbox.contains(bb.x0, bb.y0) and fig.bbox.contains(bb.x1, bb.y1), s
+        for mb in matrices:
+            assert not bb.overlaps(mb), f"label {s!r} overlaps a matrix"
+    for a in range(len(texts)):
+        for b in range(a + 1, len(texts)):
+            assert not texts[a][1].overlaps(texts[b][1]), (texts[a][0], texts[b][0])
+
+
+def test_mma_shapes_keep_api_ptx_and_sass_apart_and_name_wgmma():
+    fig = cmh.mma_shapes_figure()
+    words = " ".join(t.get_text() for ax in fig.axes for t in ax.texts) + " " + \
+        " ".join(t.get_text() for t in fig.texts)
+    for needle in ("nvcuda::wmma::mma_sync", "16x16x16 fragments", "wmma.mma.sync",
+                   "m16n16k16", "mma.sync.aligned", ".m16n8k16", "HMMA.16816", "wgmma",
+                   "FlashAttention-3"):
+        assert needle in words, needle
+    for level in ("CUDA C++", "PTX", "SASS"):
+        assert sum(t.get_text().startswith(level) for ax in fig.axes for t in ax.texts) == 2
+
+
+def test_head_mixing_bars_have_a_legend_of_heads():
+    g = torch.Generator().manual_seed(0)
+    shares = {n: torch.softmax(torch.randn(12, 64, generator=g), 0) for n in ("a", "b")}
+    fig = op.fig_head_mixing(shares, n_show=16)
+    legend = fig.axes[0].get_legend()
+    assert legend is not None
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert sorted(labels) == sorted(f"head {h}" for h in range(12))
+    colors = {t.get_text(): h.get_facecolor() for t, h in zip(legend.get_texts(),
+                                                               legend.legend_handles)}
+    assert colors["head 3"] == to_rgba(fig.axes[0].patches[3 * 16].get_facecolor())
