@@ -4,6 +4,7 @@ from __future__ import annotations
 import html.parser
 import json
 import re
+import time
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -188,22 +189,73 @@ def test_live_mode_returns_widgets_that_redraw(monkeypatch):
     import ipywidgets as widgets
 
     monkeypatch.delenv("ANDREA_BOOK_BUILD", raising=False)
-    box = viz.slider(plot_bars, valid=only_small, title="bars", n_head=N_HEAD, head_dim=HEAD_DIM)
+    box = viz.slider(plot_bars, valid=only_small, title="bars", n_head=N_HEAD, head_dim=HEAD_DIM,
+                     alt=lambda n_head, head_dim: f"{n_head} bars")
     assert isinstance(box, widgets.VBox)
     sliders = [c for c in box.children if isinstance(c, widgets.SelectionSlider)]
     assert [s.description for s in sliders] == ["n_head", "head_dim"]
     assert all(s.continuous_update is False for s in sliders)
-    assert any(isinstance(c, widgets.Output) for c in box.children)
+    assert box.figure in box.children and isinstance(box.figure, widgets.HTML)
     first = box.current["png"]
     assert first is not None and box.current["kw"] == {"n_head": 2, "head_dim": 8}
     assert re.search(r"updated in \d+ ms", box.timing.value) and box.update_ms > 0
+    # The figure carries its alt text (and shows it as a caption) and names its position.
+    img = [a for t, a in parse(box.figure.value).tags if t == "img"]
+    assert img[0]["alt"] == "2 bars (n_head=2, head_dim=8)"
+    assert img[0]["src"].startswith("data:image/png;base64,")
+    assert 'data-andrea-key="n_head=2, head_dim=8"' in box.figure.value
+    assert "<figcaption" in box.figure.value
     box.sliders["n_head"].value = 4
-    assert box.current["kw"] == {"n_head": 4, "head_dim": 8}
+    assert box.wait(10) and box.current["kw"] == {"n_head": 4, "head_dim": 8}
     assert box.current["png"] not in (None, first)
     box.sliders["head_dim"].value = 16
-    assert box.current["png"] is None and "exceeds 32" in box.current["message"]
+    assert box.wait(10) and box.current["png"] is None and "exceeds 32" in box.current["message"]
+    assert "andrea-live-msg" in box.figure.value and "exceeds 32" in box.figure.value
+    box.sliders["head_dim"].value = 8  # seen before: shown from the kept frame, not redrawn
+    assert box.wait(10) and box.current["source"] == "ready"
+    assert box.current["png"] == box.live.frames[(2, 0)].png
     for w in box.children:
         w.close()
+    box.close()
+
+
+def test_live_background_draws_ahead_and_the_last_move_wins():
+    """The drawing thread: neighbours drawn ahead of the reader, figures pyplot never sees, and
+    quick moves that show only the last position."""
+    import threading
+
+    from andrea_edu.figures import live
+    from andrea_edu.figures.slider import live_widget
+
+    calls, gate = [], threading.Event()
+
+    def slow_plot(n_head, head_dim):
+        calls.append((n_head, head_dim, threading.current_thread().name))
+        if len(calls) > 1:
+            gate.wait(10)  # the first background draw waits until the moves below are made
+        return plot_bars(n_head, head_dim)
+
+    before = set(plt.get_fignums())
+    box = live_widget(slow_plot, valid=only_small, n_head=N_HEAD, head_dim=HEAD_DIM,
+                      background=True, default={"n_head": 1, "head_dim": 8})
+    assert calls[0][2] == threading.current_thread().name  # the first view: the cell's thread
+    time.sleep(0.2)  # the thread is now drawing a neighbour (held by the gate)
+    for n in (2, 4, 1, 4):  # quick moves while it is busy
+        box.sliders["n_head"].value = n
+    gate.set()
+    assert box.wait(10) and box.current["kw"] == {"n_head": 4, "head_dim": 8}
+    deadline = time.monotonic() + 20
+    while len(box.live.frames) < 6 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # Every position is kept (the invalid ones as their message), each drawn once, off-thread.
+    assert set(box.live.frames) == {(i, j) for i in range(3) for j in range(2)}
+    drawn = [(n, d) for n, d, _ in calls]
+    assert len(drawn) == len(set(drawn)) == 5  # the 5 valid positions, each drawn once
+    assert drawn[2] == (4, 8)  # after the busy draw: the last move, not n_head=2 before it
+    assert {t for _, _, t in calls[1:]} == {"andrea-slider-render"}
+    assert set(plt.get_fignums()) == before  # pyplot never held a figure of the thread
+    assert box.live.frames[(2, 1)].message.startswith("n_head*head_dim=64")
+    assert isinstance(live.RENDERER, live.Renderer)
     box.close()
 
 

@@ -6,8 +6,11 @@ the values each parameter may take::
 
     slider(plot_fn, n_head=[1, 2, 4, 8, 12], head_dim=[16, 32, 64])
 
-- live (a running kernel, not a book build): one ``SelectionSlider`` per parameter; moving one
-  recomputes and redraws the figure and says how long that took on the reader's machine.
+- live (a running kernel, not a book build): one ``SelectionSlider`` per parameter and the
+  figure as an ``<img>`` with alt text and a caption (an ipywidgets HTML widget). Each position's
+  PNG is kept, moves are drawn on a background thread (the last move wins), and idle time draws
+  the neighbouring positions ahead: ``andrea_edu.figures.live``. The box says how long an update
+  took on the reader's machine.
 - static (``static=True``, or ``ANDREA_BOOK_BUILD=1``): every valid combination is rendered now
   to a PNG and embedded in one self-contained HTML block (range inputs + a few lines of vanilla
   JavaScript that swap the image). It needs no kernel, no CDN and no network.
@@ -33,6 +36,7 @@ import statistics
 import time
 
 from andrea_edu.env import book_build
+from andrea_edu.figures import live
 
 DPI = 90  # static frames: sharp enough on a laptop screen
 PALETTE = 256  # static frames are stored as 256-colour PNGs: ~3x smaller pages, ~10 ms/frame
@@ -255,51 +259,117 @@ def static_html(plot_fn, *, alt="", title=None, valid=None, default=None, dpi: i
             f'<script>{_JS % {"id": uid}}</script></div>')
 
 
-def live_widget(plot_fn, *, alt="", title=None, valid=None, default=None, dpi: int = DPI,
-                **params):
-    """ipywidgets front end: one SelectionSlider per parameter, the figure, the update time."""
+def _live_html(kw: dict, frame, alt_text: str, source: str) -> str:
+    """The figure part of a live slider: the PNG with its alt text and a visible caption, or the
+    message shown instead. ``data-andrea-key`` names the position (the benchmark and the tests
+    watch it); ``data-andrea-source`` says whether the frame was ready or drawn for this move."""
+    key = html.escape(_label(kw))
+    if frame.png is None:
+        return (f'<div class="andrea-live-msg" role="status" data-andrea-key="{key}" '
+                f'data-andrea-source="{source}" style="padding:1em;border:1px dashed #999">'
+                f'<b>{key}</b>: {html.escape(frame.message)}</div>')
+    src = "data:image/png;base64," + base64.b64encode(frame.png).decode("ascii")
+    # The caption repeats the alt text for sighted readers; aria-hidden so that a screen reader
+    # reads the description once (from alt).
+    return (f'<figure class="andrea-live-figure" data-andrea-key="{key}" '
+            f'data-andrea-source="{source}" style="margin:0.3em 0">'
+            f'<img src="{src}" alt="{html.escape(alt_text)}" style="max-width:100%;height:auto">'
+            f'<figcaption class="andrea-live-caption" aria-hidden="true" style="font-size:0.85em;'
+            f'color:var(--jp-ui-font-color2,#555)">{html.escape(alt_text)}</figcaption></figure>')
+
+
+def live_widget(plot_fn, *, alt="", title=None, valid=None, default=None,
+                dpi: int = live.LIVE_DPI, background=None, **params):
+    """ipywidgets front end: one SelectionSlider per parameter, the figure (an HTML widget with
+    an <img alt=...> and a caption), and how long the update took.
+
+    Frames are kept per position and drawn on a background thread (``andrea_edu.figures.live``):
+    a position seen before shows at once; quick successive moves draw only the last one; idle
+    time draws the neighbours of where each slider stands. background: None (default) means
+    "inside a running IPython kernel"; False draws on the observer's thread (plain Python).
+    The box's ``current`` is what is on screen; ``wait()`` blocks until the last move shows.
+    """
     import ipywidgets as widgets
-    from IPython.display import Image, Markdown, display
 
     params = _check_params(params)
     start = _check_default(params, default)
+    names = list(params)
+    if background is None:
+        background = _in_kernel()
     sliders = {n: widgets.SelectionSlider(options=list(vals), value=start[n], description=n,
                                           continuous_update=False,
                                           style={"description_width": "initial"})
                for n, vals in params.items()}
-    out = widgets.Output()
+    figure = widgets.HTML()
     timing = widgets.HTML()
 
-    def redraw(_change=None):
-        kw = {n: s.value for n, s in sliders.items()}
-        why = _verdict(valid, kw)
-        t0 = time.perf_counter()
-        png = None if why is not None else render_png(plot_fn, dpi=dpi, **kw)
-        elapsed = time.perf_counter() - t0
-        with out:
-            out.clear_output(wait=True)
-            if png is None:
-                display(Markdown(f"**{_label(kw)}**: {why}"))
-            else:
-                display(Image(data=png, format="png", alt=_alt_text(alt, kw)))
-        timing.value = ("" if png is None else
-                        f"<small>updated in {elapsed * 1e3:.0f} ms (compute + draw, "
-                        f"this machine)</small>")
-        box.update_ms = elapsed * 1e3
-        box.current = {"kw": kw, "png": png, "message": why}  # what is shown (tests read it)
+    def kw_of(key):
+        return {n: params[n][i] for n, i in zip(names, key)}
 
-    for s in sliders.values():
-        s.observe(redraw, names="value")
+    def make(key, how):
+        kw = kw_of(key)
+        why = _verdict(valid, kw)  # the drawing thread may reach a position nobody moved to
+        if why is not None:
+            return live.Frame(None, why, 0.0, "message")
+        t0 = time.perf_counter()
+        png = live.draw_png(plot_fn, kw, dpi=dpi)
+        return live.Frame(png, None, (time.perf_counter() - t0) * 1e3, how)
+
+    def show(key, frame, source, asked_at):
+        kw = kw_of(key)
+        alt_text = _alt_text(alt, kw)
+        figure.value = _live_html(kw, frame, alt_text, source)
+        ms = (time.perf_counter() - asked_at) * 1e3
+        if frame.png is None:
+            timing.value = ""
+        elif source == "ready":
+            made = "in the background" if frame.how == "ahead" else "earlier"
+            timing.value = (f"<small>updated in {ms:.0f} ms (figure drawn {made} in "
+                            f"{frame.draw_ms:.0f} ms, this machine)</small>")
+        else:
+            timing.value = (f"<small>updated in {ms:.0f} ms (compute + draw "
+                            f"{frame.draw_ms:.0f} ms, this machine)</small>")
+        box.update_ms = ms
+        box.current = {"kw": kw, "png": frame.png, "message": frame.message,
+                       "alt": alt_text, "source": source}  # what is shown (tests read it)
+
+    state = live.LiveFigure(make, show, tuple(len(v) for v in params.values()),
+                            background=background)
+
+    def on_move(_change=None):
+        key = tuple(params[n].index(sliders[n].value) for n in names)
+        state.move(key, _verdict(valid, kw_of(key)))
+
     children = ([widgets.HTML(f"<b>{html.escape(title)}</b>")] if title else [])
-    box = widgets.VBox(children + list(sliders.values()) + [timing, out])
+    box = widgets.VBox(children + list(sliders.values()) + [timing, figure])
     box.add_class("andrea-slider-live")
-    box.sliders, box.output, box.timing, box.redraw = sliders, out, timing, redraw
-    redraw()
+    box.sliders, box.figure, box.timing, box.live = sliders, figure, timing, state
+    box.wait = state.wait
+    key0 = tuple(params[n].index(start[n]) for n in names)
+    why = _verdict(valid, kw_of(key0))
+    if why is None:
+        state.first(key0)
+    else:
+        state.move(key0, why)
+        if background:
+            live.RENDERER.add(state)
+    for s in sliders.values():
+        s.observe(on_move, names="value")
     return box
 
 
+def _in_kernel() -> bool:
+    """True inside a running IPython kernel (JupyterLab, Colab, nbclient)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
 def slider(plot_fn, *, static=None, alt="", title=None, valid=None, default=None,
-           dpi: int = DPI, **params):
+           dpi: int | None = None, **params):
     """A figure with one slider per parameter; see the module docstring.
 
     plot_fn: ``plot_fn(**kw)`` returns a matplotlib Figure (closed here after drawing).
@@ -308,7 +378,9 @@ def slider(plot_fn, *, static=None, alt="", title=None, valid=None, default=None
     alt: alt text of the figure (a string, or ``alt(**kw) -> str``); the values are appended.
     title: shown above the sliders. valid: ``valid(**kw) -> bool | str`` filters combinations.
     default: ``{name: value}`` initial values (else the middle value of each list).
-    dpi: resolution of the rendered PNGs. params: ``name=[values...]``, one slider each.
+    dpi: resolution of the PNGs; default ``DPI`` (90) for static frames, ``live.LIVE_DPI`` (72)
+        for live figures, which are drawn while the reader waits.
+    params: ``name=[values...]``, one slider each.
     Returns an ``IPython.display.HTML`` (static) or an ipywidgets ``VBox`` (live).
     """
     if not callable(plot_fn):
@@ -319,6 +391,6 @@ def slider(plot_fn, *, static=None, alt="", title=None, valid=None, default=None
     if use_static:
         from IPython.display import HTML
         return HTML(static_html(plot_fn, alt=alt, title=title, valid=valid, default=default,
-                                dpi=dpi, **params))
-    return live_widget(plot_fn, alt=alt, title=title, valid=valid, default=default, dpi=dpi,
-                       **params)
+                                dpi=DPI if dpi is None else dpi, **params))
+    return live_widget(plot_fn, alt=alt, title=title, valid=valid, default=default,
+                       dpi=live.LIVE_DPI if dpi is None else dpi, **params)
