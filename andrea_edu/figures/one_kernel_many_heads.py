@@ -110,7 +110,7 @@ def trace_figure(trace, order: int, step: int):
                    f"{qt.q_start}..{qt.q_stop - 1}", fontsize=9)
     gx, gy = blk.grid_index
     fig.suptitle(f"{trace.kernel}: block blockIdx=({gx}, {gy}) -> (b={blk.b}, h={blk.h}), "
-                 f"step {step + 1} of {len(steps)} (T={T}, head_dim={hs}, "
+                 f"step {step} of steps 0..{len(steps) - 1} (T={T}, head_dim={hs}, "
                  f"{'causal' if trace.causal else 'not causal'})", fontsize=10)
     fig.text(0.5, 0.01, "The block never builds the T x T matrix: it keeps m and l per query "
              "row and rescales its output when m grows (online softmax).", ha="center",
