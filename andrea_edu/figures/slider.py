@@ -154,18 +154,19 @@ def static_frames(plot_fn, *, valid=None, dpi: int = DPI, **params) -> dict:
     return frames
 
 
-def measure_update(plot_fn, *, repeats: int = 5, dpi: int = DPI, **kw) -> float:
-    """Median seconds of one slider update (compute + draw to PNG) for ``plot_fn(**kw)``.
+def measure_update(plot_fn, *, repeats: int = 5, dpi: int = live.LIVE_DPI, **kw) -> float:
+    """Median seconds to draw one live frame (compute + draw to PNG) of ``plot_fn(**kw)``.
 
-    One warm-up call is not counted. This is what a live slider costs per move on this machine.
+    One warm-up call is not counted. This is what a live slider pays the first time it shows a
+    position on this machine; a position seen (or drawn ahead) before shows without it.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    render_png(plot_fn, dpi=dpi, **kw)
+    live.draw_png(plot_fn, kw, dpi=dpi)
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        render_png(plot_fn, dpi=dpi, **kw)
+        live.draw_png(plot_fn, kw, dpi=dpi)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
