@@ -7,13 +7,19 @@
 # 1. setup: uses the machine's python3 if it already has torch and NVIDIA's cuda-bindings (the
 #    GPU image does; jsonschema is optional); otherwise tries `pip install -r requirements.txt`.
 #    andrea_edu runs from this checkout (PYTHONPATH), nothing is installed into site-packages.
-# 2. python -m andrea_edu.bench gpu-check --out $OUT   (gpucheck.json: correctness on the GPU)
-# 3. python -m andrea_edu.bench gpu-suite --out $OUT   (bench_{projections,layout,headdim}_<gpu>.json)
+# 2. python -m andrea_edu.bench gpu-check --out $OUT   (gpucheck.json: correctness on the GPU,
+#    v1, v2 and v3 (cuda-flash) against the fp32 reference)
+# 3. python -m andrea_edu.bench gpu-suite --out $OUT   (bench_{projections,layout,headdim}_<gpu>.json;
+#    the head_dim sweep times cuda-naive, cuda-wmma and cuda-flash against SDPA)
+# 4. python -m andrea_edu.kernels.time_model --out $OUT (sass_model.json: the SASS counts and the
+#    lower-bound MODEL of v1, v2, v3 from the same commit, so that the chapter can show
+#    measured / model; no GPU needed for this step, it runs last and takes about 30 s)
 # Each step has a hard timeout; the whole script stays under 8 minutes (gpu-check <= 200 s,
-# gpu-suite <= 250 s, of which 210 s of measuring). Expected on an H200: about 3 to 5 minutes.
-# Results under $OUT (7 files, within the device tool's 8): gpucheck.json, bench_*_<gpu>.json,
-# gpu_suite.log, gpu_check.log, gpu_bench.log. Copy the bench_*.json files into book/data/ and
-# commit them: the chapters read them from there.
+# gpu-suite <= 250 s, of which 210 s of measuring, model <= 60 s). Expected on an H200: about
+# 4 to 5 minutes. Results under $OUT (8 files, the device tool's limit): gpucheck.json,
+# bench_*_<gpu>.json, sass_model.json, gpu_suite.log, gpu_check.log, gpu_bench.log (the model
+# step's output goes to gpu_suite.log). Copy the bench_*.json and sass_model.json files into
+# book/data/ and commit them: the chapters read them from there.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -56,6 +62,10 @@ timeout 250 "$PY" -m andrea_edu.bench gpu-suite --out "$OUT" --budget-s 210 --no
 suite=$?
 tail -n 25 "$OUT/gpu_bench.log" | tee -a "$log"
 say "gpu-suite exit status $suite (0 ok, 1 a backend invalid or failed, 2 no GPU, 124 timed out)"
+
+say "model: SASS evidence and lower-bound time model of v1, v2, v3 (timeout 60 s)"
+timeout 60 "$PY" -m andrea_edu.kernels.time_model --out "$OUT" 2>&1 | tee -a "$log"
+say "model exit status ${PIPESTATUS[0]} (a model, not a measurement; 0 ok)"
 ls -l "$OUT" | tee -a "$log"
 say "done"
 [ "$check" = 0 ] && [ "$suite" = 0 ]

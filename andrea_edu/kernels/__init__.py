@@ -9,6 +9,8 @@
     grid       the launch grid of each kernel, drawn block by block
     tiles      tile coverage, padding, MMA shapes, SDPA's head_dim rules
     emulator   the kernels' grid, tiles and online softmax, run block by block on the CPU
+    sass       SASS evidence: the instruction mix and shared-memory bytes of one warp's K/V tile
+    time_model a lower-bound time MODEL per kernel from those counts and published GPU limits
     *.cu       attention_v1.cu (one block per (batch, head)), attention_v2_wmma.cu (tensor cores),
                attention_v3_flash.cu (FlashAttention-2 style: mma.sync, ldmatrix, cp.async)
 

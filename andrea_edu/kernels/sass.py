@@ -1,0 +1,283 @@
+"""SASS evidence per kernel: what one warp executes for one K/V tile, read from the machine code.
+
+Chapter "From one block per head to FlashAttention: a kernel worklog". No GPU needed: the CUBIN
+that NVRTC compiled (kernels.nvrtc) is disassembled by cuobjdump from NVIDIA's pip wheel.
+
+    evidence(version, head_dim, dtype=torch.bfloat16, arch="sm_90") -> dict
+        per_tile: instruction mix one warp issues for one full, unmasked K/V tile
+                  (total, HMMA, LDSM, LDS, STS, LD, ST, LDG, LDGSTS, SHFL, MUFU.EX2, BAR; LD/ST are
+        generic loads/stores, which v2 uses for bf16 WMMA fragments in shared memory)
+        smem_bytes_per_tile: shared-memory bytes those instructions move, per warp
+        static: the same classes counted once over the K/V loop's SASS (every path)
+        registers, spills, shared memory, occupancy on H200 and RTX 4090 (kernels.occupancy)
+    parse_sass(text) -> [Instr];  kv_loop(instrs) -> (start, end);  tile_counts(...)
+
+How "per tile" is counted (an estimate from the code, not a measurement):
+  1. The K/V loop is the innermost SASS loop (a backward branch) that holds a BAR.SYNC: every
+     version synchronizes its block once or twice per K/V tile.
+  2. Its body is walked from top to bottom along the path of a full tile that needs no mask:
+     at an if/else the side with more work is taken, and of equal sides the shorter (the
+     full-tile side of v3's staging has the same copies as the tail side, and no guards);
+     an if without else is entered when it holds work (HMMA, LDSM, LDS, STS, LDG, LDGSTS,
+     SHFL, MUFU) and skipped otherwise (v3's mask fix-up holds only compares and selects);
+     a remainder block of an unrolled loop is skipped when the loop's trip count leaves no
+     remainder.
+  3. Inner loops (v1's loops over keys and dimensions, v1's and v2's staging loops) count their
+     body times their trip count: the source's iteration count (BC or BK keys, head_dim dims,
+     the tile's elements per thread) divided by the unroll factor ptxas chose, which is read
+     from the loop body (e.g. 8 LDG in a body whose source iteration loads one K and one V
+     element: 4 iterations per trip).
+  Predicated instructions count as issued. Bank conflicts are not modelled: smem bytes are the
+  bytes the instructions request (LDS.128: 16 per lane; LDSM .x4: 4 matrices of 128 bytes;
+  LDGSTS.128: 16 bytes written per lane). Generic LD/ST count as shared memory: in these
+  kernels every global access is an LDG, STG or LDGSTS.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+CLASSES = ("HMMA", "LDSM", "LDS", "STS", "LD", "ST", "LDG", "LDGSTS", "SHFL", "MUFU.EX2", "BAR")
+WORK = {"HMMA", "LDSM", "LDS", "STS", "LD", "ST", "LDG", "LDGSTS", "SHFL", "MUFU"}
+
+
+@dataclass(frozen=True)
+class Instr:
+    addr: int
+    op: str          # opcode with modifiers, e.g. "LDSM.16.M88.4"
+    text: str        # the whole instruction, predicate included
+    pred: str        # "" or e.g. "@!P0"
+
+    @property
+    def base(self) -> str:
+        return self.op.split(".")[0]
+
+    @property
+    def never(self) -> bool:
+        """ptxas's `@!PT` placeholders (e.g. before LDGSTS): issued, never executed."""
+        return self.pred == "@!PT"
+
+    def target(self) -> int | None:
+        """Branch target of a BRA, else None."""
+        if self.base != "BRA":
+            return None
+        m = re.search(r"(0x[0-9a-f]+)\s*$", self.text)
+        return int(m.group(1), 16) if m else None
+
+    @property
+    def conditional(self) -> bool:
+        return bool(self.pred) or bool(re.match(r"BRA\S*\s+!?U?P\w+\s*,", self.text))
+
+
+def parse_sass(text: str) -> list[Instr]:
+    """cuobjdump --dump-sass output -> instructions in address order (one kernel)."""
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", line)
+        if not m:
+            continue
+        body = m.group(2).strip()
+        pm = re.match(r"(@!?U?P\w+)\s+(.*)", body)
+        pred, rest = (pm.group(1), pm.group(2)) if pm else ("", body)
+        out.append(Instr(int(m.group(1), 16), rest.split()[0], body, pred))
+    return out
+
+
+def klass(ins: Instr) -> str | None:
+    """The evidence class of an instruction (CLASSES), or None."""
+    if ins.never:
+        return None
+    b = ins.base
+    if b == "MUFU":
+        return "MUFU.EX2" if ".EX2" in ins.op else None
+    if b == "BAR":
+        return "BAR" if ".SYNC" in ins.op or ins.op == "BAR" else None
+    return b if b in CLASSES else None
+
+
+def smem_bytes(ins: Instr) -> int:
+    """Shared-memory bytes one warp's instruction moves (requested, conflicts not counted)."""
+    if ins.never:
+        return 0
+    b, op = ins.base, ins.op
+    if b == "LDSM":
+        n = 4 if op.endswith(".4") else 2 if op.endswith(".2") else 1
+        return 128 * n                                        # n 8x8 matrices of 16-bit
+    if b in ("LDS", "STS", "LDGSTS", "LD", "ST"):   # generic LD/ST: shared memory here
+        m = re.search(r"\.(U8|S8|U16|S16|32|64|128)\b", op)
+        width = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "32": 4, "64": 8, "128": 16}[
+            m.group(1)] if m else 4
+        return 32 * width
+    return 0
+
+
+def loops(instrs: list[Instr]) -> list[tuple[int, int]]:
+    """(head, back-edge address) of every loop, i.e. every backward branch."""
+    return [(t, i.addr) for i in instrs if (t := i.target()) is not None and t <= i.addr]
+
+
+def kv_loop(instrs: list[Instr]) -> tuple[int, int]:
+    """The K/V loop: the innermost loop whose body holds a BAR.SYNC."""
+    bars = [i.addr for i in instrs if klass(i) == "BAR"]
+    cands = [(h, e) for h, e in loops(instrs) if any(h <= a <= e for a in bars)]
+    if not cands:
+        raise ValueError("no loop with a BAR.SYNC in this SASS: not an attention kernel?")
+    return min(cands, key=lambda he: he[1] - he[0])
+
+
+def _mix(instrs) -> dict:
+    c = dict.fromkeys(CLASSES, 0)
+    for i in instrs:
+        k = klass(i)
+        if k:
+            c[k] += 1
+    c["FFMA"] = sum(i.base == "FFMA" for i in instrs)      # for the trip plans only
+    c["total"] = len(instrs)
+    c["smem_bytes"] = sum(smem_bytes(i) for i in instrs)
+    return c
+
+
+def tile_counts(instrs: list[Instr], trip_plan) -> dict:
+    """Walk the K/V loop along a full, unmasked tile (module docstring); returns the mix.
+
+    trip_plan(body_mix) -> (source iterations per tile, markers per source iteration, marker)
+    for an inner loop's body, or None when the loop is not one the plan knows (counted once).
+    """
+    head, end = kv_loop(instrs)
+    body = [i for i in instrs if head <= i.addr <= end]
+    pos = {i.addr: n for n, i in enumerate(body)}
+    inner = [(h, e) for h, e in loops(body) if (h, e) != (head, end)]
+    unroll_max: dict = {}
+    plans = {}
+    for h, e in inner:
+        mix = _mix([i for i in body if h <= i.addr <= e])
+        p = trip_plan(mix)
+        if p:
+            n_src, per_iter, marker = p
+            u = max(1, mix[marker] // per_iter)
+            plans[(h, e)] = (n_src, u, marker)
+            unroll_max[marker] = max(unroll_max.get(marker, 0), u)
+
+    def trips(h, e):
+        if (h, e) not in plans:
+            return 1
+        n_src, u, marker = plans[(h, e)]
+        top = unroll_max[marker]
+        return n_src // u if u == top else (n_src % top) // u
+
+    def remainder_only(region):
+        """A straight-line block (no loop in it) that peels iterations off the unrolled loop
+        right after it: dead when that loop's trip count leaves no remainder."""
+        if any(h <= i.addr <= e for i in region for h, e in inner):
+            return False
+        after = [(h, e) for h, e in inner if h > region[-1].addr]
+        if not after:
+            return False
+        nxt = min(after)
+        if nxt not in plans:
+            return False
+        n_src, u, marker = plans[nxt]
+        return u == unroll_max[marker] and n_src % u == 0 and _mix(region)[marker] > 0
+
+    def work(region):
+        return sum(i.base in WORK and not i.never for i in region)
+
+    walked: list = []
+    n = 0
+    entered: dict = {}                                        # inner loop -> index in walked
+    while n < len(body) - 1:                                  # the last is the back edge
+        ins = body[n]
+        t = ins.target()
+        for h, e in inner:
+            if h == ins.addr and (h, e) not in entered:
+                entered[(h, e)] = len(walked)
+        loop = next(((h, e) for h, e in inner if e == ins.addr), None)
+        if loop is not None:                                  # an inner loop's back edge
+            walked.append(ins)
+            k = trips(*loop)
+            if k == 0:                                        # a remainder loop with no work
+                del walked[entered.get(loop, len(walked) - 1):]
+            else:
+                walked.extend([i for i in body if loop[0] <= i.addr <= loop[1]] * (k - 1))
+            n += 1
+            continue
+        walked.append(ins)
+        if t is None or t <= ins.addr or t not in pos:
+            n += 1
+            continue
+        if not ins.conditional:                               # plain jump forward
+            n = pos[t]
+            continue
+        region = body[n + 1:pos[t]]
+        last = region[-1] if region else None
+        if last is not None and last.target() and not last.conditional and \
+                last.target() > t and last.target() in pos:   # if / else
+            other = body[pos[t]:pos[last.target()]]
+            if (work(other), -len(other)) > (work(region), -len(region)):
+                n = pos[t]
+            else:
+                walked.extend(region)
+                n = pos[last.target()]
+            continue
+        heads = {h for h, _ in inner}
+        holds_work = any((i.base in WORK and not i.never) or i.addr in heads for i in region)
+        n = n + 1 if holds_work and not remainder_only(region) else pos[t]
+    mix = _mix(walked)
+    mix["kv_loop"] = (hex(head), hex(end))
+    return mix
+
+
+def trip_plan_for(version: str, head_dim: int, consts: dict):
+    """The source's inner-loop iteration counts for one K/V tile, per thread (see docstring)."""
+    if version == "v1":
+        hdp = 32 * max(1, -(-head_dim // 32))
+        stage = consts["V1_BC"] * hdp // consts["V1_THREADS"]
+
+        def plan(mix):
+            if mix["LDG"]:
+                return stage, 2, "LDG"                        # one K and one V element
+            if mix["SHFL"]:
+                return consts["V1_BC"], 1, "SHFL"             # p_j from lane j, per key
+            if mix["FFMA"]:
+                return head_dim, 1, "FFMA"                    # s += q_d k_d over head_dim
+            return None
+        return plan
+    if version == "v2":
+        stage = consts["V2_BK"] * head_dim // consts["V2_THREADS"]
+        return lambda mix: (stage, 2, "LDG") if mix["LDG"] else None
+    return lambda mix: None                                   # v3: no inner loops
+
+
+def evidence(version: str, head_dim: int, dtype=torch.bfloat16, arch: str = "sm_90") -> dict:
+    """The SASS evidence of one specialization (module docstring); compiles it if needed."""
+    from andrea_edu.kernels import nvrtc, occupancy
+    from andrea_edu.kernels.toolkit import kernel_constants
+    ck = nvrtc.compile_attention(version, head_dim, dtype, arch)
+    text = ck.sass()
+    if text is None:
+        raise RuntimeError("cuobjdump/nvdisasm not found: pip install nvidia-cuda-cuobjdump "
+                           "nvidia-cuda-nvdisasm")
+    instrs = parse_sass(text)
+    consts = kernel_constants(version)
+    plan = trip_plan_for(version, head_dim, consts)
+    per_tile = tile_counts(instrs, plan)
+    head, end = kv_loop(instrs)
+    static = _mix([i for i in instrs if head <= i.addr <= end])
+    bk = consts.get(f"{version.upper()}_BK", consts.get("V1_BC"))
+    r = ck.resources
+    occ = {name: occupancy.occupancy(r, ck.threads_per_block, sm)
+           for name, sm in (("H200", occupancy.H200), ("RTX 4090", occupancy.RTX_4090))}
+    return dict(version=version, head_dim=head_dim, dtype=str(dtype).replace("torch.", ""),
+                arch=arch, keys_per_tile=bk, threads_per_block=ck.threads_per_block,
+                warps_per_block=ck.threads_per_block // 32,
+                per_tile={k: per_tile[k] for k in ("total", *CLASSES)},
+                smem_bytes_per_tile=per_tile["smem_bytes"],
+                static={k: static[k] for k in ("total", *CLASSES)},
+                registers=r.registers, spill_stores=r.spill_stores, spill_loads=r.spill_loads,
+                shared_bytes=r.shared_bytes,
+                blocks_per_sm={k: v["blocks_per_sm"] for k, v in occ.items()},
+                limited_by={k: v["limiting"] for k, v in occ.items()},
+                kv_loop=per_tile["kv_loop"], name=ck.name_expression,
+                method="SASS walk of one full, unmasked K/V tile (andrea_edu.kernels.sass)")
