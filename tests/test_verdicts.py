@@ -27,3 +27,27 @@ def test_empty_box_and_empty_fields_are_refused():
         verdicts.box([])
     with pytest.raises(ValueError, match="measured must be a non-empty string"):
         verdicts.box([("claim", "  ", "holds")])
+
+
+def test_not_yet_measured_is_a_verdict_and_counts_are_by_value():
+    b = verdicts.box([("tensor cores reach peak", "no GPU file yet", verdicts.NOT_MEASURED),
+                      ("one call", "3 calls", "holds")])
+    assert "| tensor cores reach peak | no GPU file yet | ⏳ not yet measured |" in b.markdown()
+    assert verdicts.count(r.verdict for r in b.rows) == {
+        "holds": 1, "holds with a caveat": 0, "does not hold": 0, "not yet measured": 1}
+
+
+def test_the_book_extension_counts_the_same_verdicts():
+    import sys
+
+    from book_toc import REPO
+
+    sys.path.insert(0, str(REPO / "book" / "_ext"))
+    try:
+        import andrea_verdicts
+    finally:
+        sys.path.pop(0)
+    assert andrea_verdicts.VERDICTS == verdicts.VERDICTS
+    line = andrea_verdicts.count_line([{"rows": [{"verdict": "holds"}, {"verdict": "holds"}]},
+                                       {"rows": [{"verdict": "not yet measured"}]}])
+    assert line.startswith("3 verdicts in 2 boxes: ✅ 2 holds,") and "⏳ 1 not yet measured" in line

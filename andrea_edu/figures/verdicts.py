@@ -1,7 +1,10 @@
 """The "Checking the source" box that ends every chapter, and the book-wide list of verdicts.
 
 Each row is a claim of the source text, what the code measured, and a verdict: "holds",
-"holds with a caveat" or "does not hold". `box(rows)` returns a display object:
+"holds with a caveat", "does not hold", or "not yet measured" when the check needs a measurement
+that does not exist yet (a GPU timing, say): the chapter computes the verdict from the data it
+finds, so a box re-rates itself when that measurement lands in book/data/. `box(rows)` returns a
+display object:
 - in Jupyter or Colab it renders as an HTML table;
 - in the book build it renders as MyST Markdown: an admonition, plus an `andrea-verdict`
   directive that the Sphinx extension `book/_ext/andrea_verdicts.py` collects, so the page
@@ -14,8 +17,18 @@ import html
 import json
 from dataclasses import asdict, dataclass
 
-VERDICTS = ("holds", "holds with a caveat", "does not hold")
-_ICON = {"holds": "✅", "holds with a caveat": "⚠️", "does not hold": "❌"}
+NOT_MEASURED = "not yet measured"
+VERDICTS = ("holds", "holds with a caveat", "does not hold", NOT_MEASURED)
+_ICON = {"holds": "✅", "holds with a caveat": "⚠️", "does not hold": "❌", NOT_MEASURED: "⏳"}
+
+
+def count(verdicts) -> dict[str, int]:
+    """How many of each verdict, in the order of VERDICTS (zeros included)."""
+    verdicts = list(verdicts)
+    unknown = set(verdicts) - set(VERDICTS)
+    if unknown:
+        raise ValueError(f"unknown verdicts {sorted(unknown)}; allowed: {VERDICTS}")
+    return {v: verdicts.count(v) for v in VERDICTS}
 
 
 @dataclass(frozen=True)

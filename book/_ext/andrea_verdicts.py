@@ -3,7 +3,8 @@
 A chapter's box (andrea_edu.figures.verdicts.box) emits an `andrea-verdict` directive holding its rows
 as JSON; the directive leaves an anchor in the page and records the rows in the build
 environment. The directive `andrea-verdict-list` (on book/verdicts.md) becomes a table of all of
-them, in the order of the table of contents, each row linking back to its box.
+them, in the order of the table of contents, each row linking back to its box, after a line
+that counts the verdicts by value ("not yet measured" included: a check whose data does not exist).
 """
 from __future__ import annotations
 
@@ -11,6 +12,20 @@ import json
 
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
+
+
+# The verdicts a box may give, in this order, with their icons (as andrea_edu.figures.verdicts;
+# repeated here so that the extension loads without the library).
+VERDICTS = ("holds", "holds with a caveat", "does not hold", "not yet measured")
+ICONS = {"holds": "✅", "holds with a caveat": "⚠️", "does not hold": "❌", "not yet measured": "⏳"}
+
+
+def count_line(entries) -> str:
+    """'N verdicts: a holds, b hold with a caveat, ...' over every row of every box."""
+    values = [row["verdict"] for entry in entries for row in entry["rows"]]
+    parts = [f"{ICONS.get(v, '')} {values.count(v)} {v}".strip() for v in VERDICTS]
+    parts += [f"{values.count(v)} {v}" for v in sorted(set(values) - set(VERDICTS))]
+    return f"{len(values)} verdicts in {len(entries)} boxes: " + ", ".join(parts) + "."
 
 
 class verdict_list(nodes.General, nodes.Element):
@@ -96,12 +111,15 @@ def _resolve(app, doctree, fromdocname):
                 row += nodes.entry("", nodes.paragraph("", "", link))
                 row += nodes.entry("", nodes.paragraph(text=claim["claim"]))
                 row += nodes.entry("", nodes.paragraph(text=claim["measured"]))
-                row += nodes.entry("", nodes.paragraph(text=claim["verdict"]))
+                icon = ICONS.get(claim["verdict"], "")
+                row += nodes.entry("", nodes.paragraph(text=f"{icon} {claim['verdict']}".strip()))
                 body += row
         if not entries:
             node.replace_self(nodes.paragraph(text="No chapter has a Checking-the-source box yet."))
         else:
-            node.replace_self(table)
+            counts = nodes.paragraph("", "", nodes.strong(text=count_line(entries)),
+                                     classes=["andrea-verdict-counts"])
+            node.replace_self([counts, table])
 
 
 def setup(app):
