@@ -39,7 +39,9 @@ def test_version_header_reads_the_files_own_entry(v):
 def test_ladder_has_one_row_per_version_with_the_grid_of_each():
     table = figs.ladder_markdown().splitlines()
     assert len(table) == 2 + len(figs.VERSIONS)
-    assert "gridDim = (B * nh)" in table[2] and "ceil(T / 64)" in table[4]
+    assert [row[:4] for row in table[2:]] == ["| v1", "| v2", "| v3"]
+    assert "gridDim = (B * nh)" in table[2] and all("ceil(T / " in r for r in table[3:])
+    assert "reversed:" not in table[4]  # long parentheticals are left to the file itself
 
 
 @pytest.mark.parametrize("v, start", [("v1", r"for \(int k0 = 0; k0 < kv_end"),
@@ -176,3 +178,101 @@ def test_setup_sentence_names_the_case():
     cfg = SimpleNamespace(name="ANDREA-120M", n_head=12, head_dim=64)
     s = figs.setup_sentence(cfg, 8, 1024, torch.bfloat16, True, False, True)
     assert re.search(r"B=8, T=1024.*bfloat16, causal", s) and "fast mode" in s
+
+
+def test_fragment_tables_follow_the_isa_and_p_needs_no_data_movement():
+    # the ISA's figure for C/D: row r, column c of a 16x8 tile sits in lane 4(r%8) + c//2
+    assert figs.accumulator_owner(0, 0) == (0, "c0")
+    assert figs.accumulator_owner(9, 7) == (4 * 1 + 3, "c3")
+    # A: a4, a5 are rows 0-7 of columns 8-15; a6, a7 rows 8-15 of columns 8-15
+    assert figs.a_operand_owner(0, 8) == (0, "a4") and figs.a_operand_owner(15, 15) == (31, "a7")
+    # the kernel's pack2: a0a1 <- s[2kk][0..1], a2a3 <- s[2kk][2..3], a4..a7 <- s[2kk+1]
+    for r in range(16):
+        for c in range(16):
+            lane_s, reg_s = figs.accumulator_owner(r, c % 8)
+            lane_a, reg_a = figs.a_operand_owner(r, c)
+            assert lane_s == lane_a
+            assert int(reg_a[1]) == 4 * (c // 8) + int(reg_s[1])
+    ax = figs.fragment_figure().axes[0]
+    assert len(ax.texts) == 256 and not ax.lines  # no red cross: every lane agrees
+
+
+# --- SASS evidence and the time model, on fake dicts shaped like kernels.sass / time_model's ---
+def _ev(total, smem, hmma=0):
+    per = dict.fromkeys(figs.MIX, 1)
+    per.update(total=total, HMMA=hmma)
+    return dict(per_tile=per, smem_bytes_per_tile=smem, registers=64, spill_stores=0,
+                spill_loads=0, blocks_per_sm={"H200": 4, "RTX 4090": 2}, keys_per_tile=64)
+
+
+def _model(seconds, bound="smem"):
+    terms = dict(issue=seconds / 2, tensor=seconds / 4, smem=seconds / 3, mufu=seconds / 5,
+                 hbm=seconds / 6)
+    terms[bound] = seconds
+    return dict(kind="model", seconds=seconds, bound_by=bound, terms=terms, model_tflops=1.0,
+                B=8, n_head=12, T=1024, causal=True, dtype="bfloat16", gpu="NVIDIA H200",
+                work=dict(blocks=96))
+
+
+EV = {"v1": _ev(4000, 40000), "v2": _ev(1000, 10000, 32), "v3": _ev(500, 2500, 64)}
+SC = {"v1": 100, "v2": 100, "v3": 100}
+MO = {"v1": _model(1e-3), "v2": _model(1e-4, "issue"), "v3": _model(2e-5)}
+
+
+def test_evidence_table_labels_every_time_as_a_model():
+    table = figs.evidence_markdown(EV, SC, MO, MO).splitlines()
+    assert len(table) == 2 + 3
+    assert all(row.count("model") == 2 for row in table[2:])
+
+
+def test_ratio_sentence_divides_per_score():
+    s = figs.ratio_sentence(EV, SC, MO, 64, "B=8")
+    assert "from v1 to v2: 4.0x fewer instructions and 4.0x fewer shared-memory bytes" in s
+    assert "from v2 to v3: 2.0x fewer instructions and 4.0x fewer" in s
+    assert "model bound 5.0x lower" in s and "not measurements" in s
+
+
+def test_evidence_figure_draws_the_model_hatched_and_a_measurement_solid():
+    key = lambda d: {(v, 64): x for v, x in d.items()}  # noqa: E731
+    models = {(v, 64): {"H200": m} for v, m in MO.items()}
+    fig = figs.evidence_figure(key(EV), key(SC), models, "v3", 64, {"H200": 3e-5})
+    ax2 = fig.axes[1]
+    hatched = [p for p in ax2.patches if p.get_hatch()]
+    solid = [p for p in ax2.patches if not p.get_hatch()]
+    assert len(hatched) == 5 and all(p.get_facecolor()[3] == 0 for p in hatched)
+    assert len(solid) == 1 and solid[0].get_height() == pytest.approx(30)
+    labels = ax2.get_legend_handles_labels()[1]
+    assert any("model" in s for s in labels) and any(s.endswith("measured") for s in labels)
+    fig2 = figs.model_overview_figure(models)
+    assert all(p.get_hatch() == "///" for p in fig2.axes[0].patches)
+    assert "MODEL" in fig2.axes[0].get_ylabel()
+
+
+def test_source_block_shows_a_constant_with_its_comments():
+    text = "x = 1\nGPUS = {\n    # a source\n    'a': 1,\n}\ny = 2\n"
+    block = figs.source_block(text, r"^GPUS = \{")
+    assert block.startswith("```python\nGPUS = {") and "# a source" in block
+    assert block.endswith("}\n```") and "y = 2" not in block
+
+
+def test_measured_seconds_and_the_models_name_for_the_gpu():
+    res = _fake_results()
+    assert figs.model_gpu(res, {"H200": 0, "RTX 4090": 0}) == "H200"
+    assert figs.model_gpu(None, {"H200": 0}) is None
+    rows = figs.measured_rows(res, nh=12)
+    secs = figs.measured_seconds(rows, res, 8, 1024)
+    assert secs[("v3", 64)] == {"H200": pytest.approx(2e-3)}
+    assert figs.measured_seconds(rows, res, 4, 1024) == {}
+    text = figs.measured_markdown(rows, res, {("v3", 64): 1e-3})
+    assert "| 1.000 | 2.0x |" in text
+
+
+def test_summary_says_not_yet_measured_without_a_gpu_file():
+    traces = None
+    checks = {v: dict(max_abs_err=1e-3) for v in figs.VERSIONS}
+    bars = {"v1": 2, "v2": 2, "v3": 1}
+    text = figs.summary_markdown(traces, checks, EV, MO, bars, [], 8, 12, 1024)
+    assert text.count("(a model)") == 3 and "Not yet measured on a GPU" in text
+    rows = figs.measured_rows(_fake_results(), nh=12)
+    assert "Measured throughput vs torch SDPA" in figs.summary_markdown(
+        traces, checks, EV, MO, bars, rows, 8, 1024, 1024)

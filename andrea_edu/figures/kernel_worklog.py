@@ -51,7 +51,8 @@ def version_header(version: str) -> dict:
 
 
 def _first_sentence(text: str) -> str:
-    m = re.match(r"(.+?)\.(\s|$)", text)
+    """The first sentence, without long parenthetical remarks (the table stays narrow)."""
+    m = re.match(r"(.+?)\.(\s|$)", re.sub(r"\s*\([^()]{40,}\)", "", text))
     return m.group(1) if m else text
 
 
@@ -246,19 +247,6 @@ def emulator_table(traces: dict, checks: dict) -> str:
     return "\n".join(rows)
 
 
-def resources_table(compiled: dict, occ: dict, fills: dict, B: int, nh: int, T: int) -> str:
-    rows = ["| GPU | version | registers/thread | spill bytes | shared memory/block | "
-            "blocks/SM (limited by) | warps/SM | blocks at the design case |",
-            "|---|---|---|---|---|---|---|---|"]
-    for (g, v), ck in compiled.items():
-        r, o = ck.resources, occ[g, v]
-        rows.append(f"| {g} (`{ck.arch}`) | {v} | {r.registers} | "
-                    f"{r.spill_stores + r.spill_loads} | {r.shared_bytes:,} B | "
-                    f"{o['blocks_per_sm']} ({o['limiting']}) | {o['warps_per_sm']} | "
-                    f"{fills[v]['n_blocks'] if g == 'H200' else ''} |")
-    return "\n".join(rows)
-
-
 # ------------------------------------------------------------------ measurements (GPU files)
 HEAD_DIMS = (32, 64, 96, 128)  # the head_dims every version compiles for (v3's set)
 
@@ -297,17 +285,40 @@ def _device(results) -> str:
            f"{prov.get('date', '')[:10]}, commit {prov.get('git_commit', '')[:8]})"
 
 
-def measured_markdown(rows: list, results) -> str:
+def model_gpu(results, model_gpus: dict) -> str | None:
+    """The time model's key ("H200", "RTX 4090") for the GPU a results file came from, or None."""
+    device = results["provenance"]["device"] if results else ""
+    return next((g for g in model_gpus if g in device), None)
+
+
+def measured_seconds(rows: list, results, B: int, T: int) -> dict:
+    """{(version, head_dim): {GPU name as the model knows it: seconds}} for the rows measured at
+    this B and T (the design case), or {}."""
+    from andrea_edu.kernels.time_model import GPUS
+    gpu = model_gpu(results, GPUS)
+    return {(r["version"], r["head_dim"]): {gpu: r["ms"] / 1e3} for r in rows
+            if gpu and r["B"] == B and r["T"] == T}
+
+
+def measured_markdown(rows: list, results, model_s: dict | None = None) -> str:
     out = [f"Measured on {_device(results)}, file `{results['_path'].split('/')[-1]}`:", "",
            "| version | head_dim | kernel that ran | median (ms) | SDPA (ms) | "
-           "throughput vs SDPA |", "|---|---|---|---|---|---|"]
-    out += [f"| {r['version']} | {r['head_dim']} | {r['kernel']} | {r['ms']:.3f} | "
-            f"{r['sdpa_ms']:.3f} | {r['speed']:.2f}x |" for r in rows]
+           "throughput vs SDPA | model bound (ms), model | measured / model |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        m = (model_s or {}).get((r["version"], r["head_dim"]))
+        out.append(f"| {r['version']} | {r['head_dim']} | {r['kernel']} | {r['ms']:.3f} | "
+                   f"{r['sdpa_ms']:.3f} | {r['speed']:.2f}x | "
+                   + (f"{m * 1e3:.3f} | {r['ms'] / (m * 1e3):.1f}x |" if m else "| |"))
     return "\n".join(out)
 
 
 def not_measured_markdown(folder) -> str:
-    return (f"**Not yet measured on a GPU**: `{folder}` holds no `bench_headdim_<gpu>.json`. "
+    from pathlib import Path
+
+    folder = Path(folder)
+    return (f"**Not yet measured on a GPU**: `{folder.parent.name}/{folder.name}/` holds no "
+            "`bench_headdim_<gpu>.json`. "
             "To produce it on a machine with an NVIDIA GPU: `OUT=gpu-out bash "
             "scripts/gpu_suite.sh`, then copy `gpu-out/bench_headdim_*.json` into `book/data/` "
             "and re-run this chapter.")
@@ -392,22 +403,227 @@ def never_knows_row(v, sig, heads_in_params, reads, same_bits: bool) -> tuple:
     return (f"{CLAIM_NEVER_KNOWS} ({v})", measured, verdict)
 
 
-def summary_markdown(traces, checks, compiled, occ, fills, barriers, B, nh, T, measured) -> str:
-    g = "H200"
+def summary_markdown(traces, checks, ev, design, barriers, measured, B, nh, T) -> str:
+    """ev {version: sass.evidence}, design {version: model_bound} at the design case."""
     items = []
     for v in VERSIONS:
-        ck, o, f = compiled[g, v], occ[g, v], fills[v]
-        items.append(f"- **{v}** ({version_header(v)['title']}): {f['n_blocks']} blocks at "
-                     f"B={B}, n_head={nh}, T={T}; {ck.resources.registers} registers, "
-                     f"{ck.resources.shared_bytes:,} B of shared memory and {o['blocks_per_sm']} "
-                     f"resident blocks per SM on an H200; {barriers[v]} block-wide barrier(s) "
-                     f"per K/V tile; emulated error vs reference {checks[v]['max_abs_err']:.1e}.")
+        e, m = ev[v], design[v]
+        items.append(f"- **{v}** ({version_header(v)['title'].rstrip('.')}): "
+                     f"{m['work']['blocks']} blocks at B={B}, n_head={nh}, T={T}; per warp and "
+                     f"K/V tile {e['per_tile']['total']} instructions, "
+                     f"{e['per_tile']['HMMA']} HMMA, {e['smem_bytes_per_tile']:,} shared-memory "
+                     f"bytes; {e['registers']} registers, {e['blocks_per_sm']['H200']} blocks "
+                     f"per SM on an H200; {barriers[v]} block-wide barrier(s) per K/V tile; "
+                     f"model bound {m['seconds'] * 1e6:.0f} µs on an H200 (a model); emulated "
+                     f"error vs reference {checks[v]['max_abs_err']:.1e}.")
     if measured:
         best = {v: max((r["speed"] for r in measured if r["version"] == v), default=None)
                 for v in VERSIONS}
         items.append("- Measured throughput vs torch SDPA (best head_dim): " + ", ".join(
             f"{v} {s:.2f}x" for v, s in best.items() if s is not None) + ".")
     else:
-        items.append("- No GPU measurement yet: the speeds above are the model's bounds, not "
-                     "measurements.")
+        items.append("- Not yet measured on a GPU: every time in this chapter is the model's "
+                     "lower bound, not a measurement.")
     return "\n".join(items)
+
+
+# ------------------------------------------------------------------ v3's register fragments
+def accumulator_owner(row: int, col: int) -> tuple[int, str]:
+    """(lane, register) holding element (row, col) of a 16x8 mma.m16n8k16 accumulator, as the
+    PTX ISA draws it ("Matrix Fragments for mma.m16n8k16 with floating point type": lane
+    4g + t holds rows g and g+8, columns 2t and 2t+1, as c0, c1 and c2, c3)."""
+    g, half = row % 8, row // 8
+    return 4 * g + col // 2, f"c{2 * half + col % 2}"
+
+
+def a_operand_owner(row: int, col: int) -> tuple[int, str]:
+    """(lane, register) holding element (row, col) of the 16x16 A operand (same section):
+    a0, a1 rows 0-7 / columns 0-7; a2, a3 rows 8-15; a4..a7 the same for columns 8-15."""
+    g, rhalf, chalf, c = row % 8, row // 8, col // 8, col % 8
+    return 4 * g + c // 2, f"a{4 * chalf + 2 * rhalf + c % 2}"
+
+
+def fragment_figure():
+    """One 16 x 16 block of P (16 query rows x 16 keys). Each cell: the lane that holds the
+    element as an accumulator of S (s[2kk] for keys 0-7, s[2kk+1] for keys 8-15); the colour:
+    the A-operand registers of the next mma that element must be in. A cell where the A layout
+    puts the element in another lane would be marked with a red cross: there is none, so P
+    is S's registers, rounded and packed, with no data movement."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.patches import Patch
+
+    quad = np.array([[2 * (c // 8) + r // 8 for c in range(16)] for r in range(16)])
+    colors = ["#c6dbef", "#fdd0a2", "#c7e9c0", "#dadaeb"]
+    names = ["s[2kk] c0,c1 -> P a0,a1", "s[2kk] c2,c3 -> P a2,a3",
+             "s[2kk+1] c0,c1 -> P a4,a5", "s[2kk+1] c2,c3 -> P a6,a7"]
+    fig, ax = plt.subplots(figsize=(9, 5.6))
+    ax.imshow(quad, cmap=plt.matplotlib.colors.ListedColormap(colors), vmin=-0.5, vmax=3.5)
+    for r in range(16):
+        for c in range(16):
+            lane_s, _ = accumulator_owner(r, c % 8)
+            lane_a, _ = a_operand_owner(r, c)
+            ax.text(c, r, str(lane_s), ha="center", va="center", fontsize=7)
+            if lane_a != lane_s:
+                ax.plot(c, r, "x", color="red", ms=10)
+    ax.set_xticks(range(16))
+    ax.set_yticks(range(16))
+    ax.tick_params(labelsize=7)
+    ax.set_xlabel("key within the 16-key step (columns of P)", fontsize=8)
+    ax.set_ylabel("query row within the m16 tile", fontsize=8)
+    ax.set_title("P's 16 x 16 A fragment: number = lane holding the element as S's accumulator\n"
+                 "colour = the A registers it must be in (PTX ISA, mma.m16n8k16 fragments)",
+                 fontsize=9)
+    ax.legend(handles=[Patch(color=c, label=n) for c, n in zip(colors, names)], fontsize=7,
+              loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.subplots_adjust(left=0.07, right=0.66, top=0.88, bottom=0.09)
+    return fig
+
+
+# ------------------------------------------------------------------ SASS evidence and the model
+MIX = ("HMMA", "LDSM", "LDS", "STS", "LD", "LDG", "LDGSTS", "SHFL", "MUFU.EX2", "BAR")
+MODEL_STYLE = dict(facecolor="none", hatch="///", linewidth=1.2)  # no measurement is drawn so
+MODEL_LABEL = "model (lower bound from SASS counts)"
+
+
+def evidence_markdown(ev: dict, scores: dict, models: dict, models_4090: dict) -> str:
+    """ev {version: sass.evidence dict}, scores {version: scores per warp per K/V tile},
+    models / models_4090 {version: time_model.model_bound dict}: one row per version."""
+    head = ("| version | keys per tile | scores per warp-tile | " + " | ".join(MIX)
+            + " | all instructions | shared-memory bytes | registers | spill bytes | "
+            "blocks/SM H200 | blocks/SM RTX 4090 | model bound H200 | model bound RTX 4090 |")
+    out = [head, "|" + "---|" * (head.count("|") - 1)]
+    for v, e in ev.items():
+        p, m, m4 = e["per_tile"], models[v], models_4090[v]
+        out.append(f"| {v} | {e['keys_per_tile']} | {scores[v]} | "
+                   + " | ".join(str(p[k]) for k in MIX)
+                   + f" | {p['total']} | {e['smem_bytes_per_tile']:,} | {e['registers']} | "
+                   f"{e['spill_stores'] + e['spill_loads']} | {e['blocks_per_sm']['H200']} | "
+                   f"{e['blocks_per_sm']['RTX 4090']} | {m['seconds'] * 1e6:.1f} µs "
+                   f"({m['bound_by']}), model | {m4['seconds'] * 1e6:.1f} µs "
+                   f"({m4['bound_by']}), model |")
+    return "\n".join(out)
+
+
+def ratio_sentence(ev: dict, scores: dict, models: dict, head_dim: int, case: str) -> str:
+    def per(v, what):
+        e = ev[v]
+        x = e["smem_bytes_per_tile"] if what == "smem" else e["per_tile"]["total"]
+        return x / scores[v]
+
+    parts = []
+    for a, b in (("v1", "v2"), ("v2", "v3")):
+        parts.append(f"from {a} to {b}: {per(a, 'instr') / per(b, 'instr'):.1f}x fewer "
+                     f"instructions and {per(a, 'smem') / per(b, 'smem'):.1f}x fewer "
+                     f"shared-memory bytes per score, and a model bound "
+                     f"{models[a]['seconds'] / models[b]['seconds']:.1f}x lower")
+    return (f"Per score (one query-key pair), at head_dim={head_dim}: " + "; ".join(parts)
+            + f". Model bounds at {case}, H200: " + ", ".join(
+                f"{v} {m['seconds'] * 1e6:.0f} µs ({m['bound_by']}-bound, "
+                f"{m['model_tflops']:.0f} TFLOP/s)" for v, m in models.items())
+            + ". These are a model's lower bounds, not measurements.")
+
+
+def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim: int,
+                    measured_s: dict | None = None):
+    """The slider's figure; ev, scores and models are keyed by (version, head_dim).
+    Left: instructions and shared-memory bytes per score of `version`
+    (solid) with the other versions as outlines. Right: the model's five times for `version`
+    on each GPU, hatched (a model), the largest marked as the bound; a measured time, when
+    `measured_s` {gpu name: seconds} has one, drawn solid beside it."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.3, 1]})
+    names = list(MIX) + ["all instructions", "shared-memory bytes"]
+    y = np.arange(len(names))
+
+    def per_score(v):
+        e, n = ev[v, head_dim], scores[v, head_dim]
+        vals = [e["per_tile"][k] / n for k in MIX] + [e["per_tile"]["total"] / n,
+                                                       e["smem_bytes_per_tile"] / n]
+        return np.array(vals, dtype=float)
+
+    for v in VERSIONS:
+        vals = np.where(per_score(v) > 0, per_score(v), np.nan)
+        if v == version:
+            ax.barh(y, vals, color=COLORS[v], height=0.6, label=f"{v} (read from SASS)")
+        else:
+            ax.scatter(vals, y, marker="|", s=250, color=COLORS[v], label=v)
+    ax.set_xscale("log")
+    ax.set_yticks(y, names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("per score (one query-key pair), per warp; log scale", fontsize=8)
+    ax.legend(fontsize=7, loc="best")
+    e = ev[version, head_dim]
+    ax.set_title(f"{version}, head_dim={head_dim}: {e['registers']} registers, "
+                 f"{e['spill_stores'] + e['spill_loads']} spill bytes, blocks/SM H200 "
+                 f"{e['blocks_per_sm']['H200']}, RTX 4090 {e['blocks_per_sm']['RTX 4090']}",
+                 fontsize=9)
+    gpus = list(models[version, head_dim])
+    terms = list(next(iter(models[version, head_dim].values()))["terms"])
+    width = 0.8 / len(gpus)
+    for i, g in enumerate(gpus):
+        m = models[version, head_dim][g]
+        vals = [m["terms"][t] * 1e6 for t in terms]
+        xs = np.arange(len(terms)) + (i - (len(gpus) - 1) / 2) * width
+        ax2.bar(xs, vals, width * 0.9, edgecolor=["black", "#888888"][i % 2],
+                label=f"{g}: {MODEL_LABEL}", **MODEL_STYLE)
+        k = terms.index(m["bound_by"])
+        ax2.annotate(f"bound {vals[k]:.0f} µs", (xs[k], vals[k]), fontsize=7, ha="center",
+                     va="bottom")
+        if measured_s and measured_s.get(g):
+            ax2.bar(len(terms) + (i - (len(gpus) - 1) / 2) * width, measured_s[g] * 1e6,
+                    width * 0.9, color=COLORS[version], label=f"{g}: measured")
+    ax2.set_xticks(range(len(terms) + bool(measured_s)),
+                   terms + (["measured"] if measured_s else []), fontsize=8)
+    ax2.set_yscale("log")
+    lo = min(x for m in models[version, head_dim].values() for x in m["terms"].values() if x > 0)
+    hi = max(x for m in models[version, head_dim].values() for x in m["terms"].values())
+    ax2.set_ylim(lo * 1e6 / 2, max(hi, *(measured_s or {0: 0}).values()) * 1e6 * 3)
+    ax2.set_ylabel("µs per launch (log)", fontsize=8)
+    ax2.legend(fontsize=7, loc="upper left")
+    m0 = next(iter(models[version, head_dim].values()))
+    ax2.set_title(f"MODEL, B={m0['B']}, n_head={m0['n_head']}, T={m0['T']}"
+                  f"{', causal' if m0['causal'] else ''}: five lower bounds", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def model_overview_figure(models: dict, gpu: str = "H200"):
+    """The model bound of every (version, head_dim) on one GPU: hatched outlined bars (a model,
+    never a measurement), grouped by head_dim."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    hds = sorted({hd for _, hd in models})
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    width = 0.8 / len(VERSIONS)
+    for i, v in enumerate(VERSIONS):
+        vals = [models[v, hd][gpu]["seconds"] * 1e6 if (v, hd) in models else np.nan
+                for hd in hds]
+        ax.bar(np.arange(len(hds)) + (i - 1) * width, vals, width * 0.9, edgecolor=COLORS[v],
+               label=f"{v}: {MODEL_LABEL}", **MODEL_STYLE)
+    ax.set_xticks(range(len(hds)), [f"head_dim {hd}" for hd in hds])
+    ax.set_yscale("log")
+    low = min(m[gpu]["seconds"] for m in models.values() if gpu in m) * 1e6
+    ax.set_ylim(low / 2, None)
+    ax.set_ylabel("µs per launch (log), MODEL")
+    m0 = next(iter(models.values()))[gpu]
+    ax.set_title(f"Lower-bound model, {m0['gpu']}: B={m0['B']}, n_head={m0['n_head']}, "
+                 f"T={m0['T']}, {m0['dtype']}, {'causal' if m0['causal'] else 'full'} "
+                 f"(no measurement in this figure)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def source_block(text: str, start: str, end: str = r"^\}") -> str:
+    """The lines of `text` from the first matching `start` to the next matching `end`, as a
+    Markdown Python block (to show a library constant with the comments that cite it)."""
+    lines = text.splitlines()
+    i0 = next((i for i, t in enumerate(lines) if re.search(start, t)), None)
+    if i0 is None:
+        raise ValueError(f"no line matches {start!r}")
+    i1 = next((i for i in range(i0 + 1, len(lines)) if re.search(end, lines[i])), len(lines) - 1)
+    return "```python\n" + "\n".join(lines[i0:i1 + 1]) + "\n```"
