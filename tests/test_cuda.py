@@ -98,9 +98,11 @@ def test_tensor_cores_in_v2_and_not_in_v1(all_kernels):
             kind = "bf16.bf16" if ck.dtype == torch.bfloat16 else "f16.f16"
             assert tc and all(f"mma.sync.aligned.m16n8k16.row.col.f32.{kind}.f32" in line
                               for line in tc)
-            # per warp and K/V tile: S (BK/8 n8 tiles x HD/16 k-steps), O (HD/8 x BK/16)
+            # per warp and K/V tile, per m16 tile of the warp (2 up to head_dim 64, else 1):
+            # S (BK/8 n8 tiles x HD/16 k-steps), O (HD/8 x BK/16)
             c = cuda.kernel_constants("v3")
-            assert len(tc) == 2 * (c["V3_BK"] // 8) * (ck.tile // 16)
+            mt = 2 if ck.tile <= c["V3_NARROW_HD"] else 1
+            assert len(tc) == mt * 2 * (c["V3_BK"] // 8) * (ck.tile // 16)
         else:
             assert tc == [] and not ck.has_tensor_core_instructions()
     v2 = cuda.compile_attention("v2", 64, torch.float16, "sm_90")

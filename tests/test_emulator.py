@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from andrea_edu.attention import TOLERANCE, compare_to_reference, reference_attention
-from andrea_edu.kernels.toolkit import kernel_constants
+from andrea_edu.kernels.toolkit import block_rows, kernel_constants
 from andrea_edu.kernels.emulator import Trace, emulate
 
 C1, C2, C3 = kernel_constants("v1"), kernel_constants("v2"), kernel_constants("v3")
 BR, BC, BQ, BK = C1["V1_BR"], C1["V1_BC"], C2["V2_BQ"], C2["V2_BK"]
-BQ3, BK3 = C3["V3_BQ"], C3["V3_BK"]
+BK3 = C3["V3_BK"]
 
 shapes = st.fixed_dictionaries({
     "B": st.integers(1, 3), "nh": st.integers(1, 6), "T": st.integers(1, 80),
@@ -126,7 +126,9 @@ def test_trace_running_max_and_sum_are_the_softmax_statistics(kernel, causal):
 def test_v3_grid_runs_heaviest_query_tiles_first_and_stages_64_key_tiles(causal):
     """v3: blockIdx.y = 0 takes the last query tile; each block stages the K/V tiles its rows
     need, 64 keys at a time; the warps' split does not change the result."""
-    B, nh, T, hs = 1, 2, 150, 32
+    B, nh, T, hs = 1, 2, 300, 32
+    BQ3 = block_rows("v3", hs)
+    assert BQ3 == C3["V3_BQ_NARROW"] and block_rows("v3", 96) == C3["V3_BQ"]
     q, k, v = _qkv(B, nh, T, hs, seed=4)
     out, tr = emulate(q, k, v, causal=causal, kernel="v3")
     n_qt = math.ceil(T / BQ3)

@@ -35,7 +35,7 @@ _CT = {torch.float16: "__half", torch.bfloat16: "__nv_bfloat16"}
 
 def v3_launch(B: int, nh: int, T: int, hs: int, dtype) -> tuple[int, int, int, int]:
     """(grid_x, grid_y, threads, dynamic shared bytes): what kernels.launch passes on a GPU."""
-    gx, gy, _ = grid_shape("v3", B, nh, T)
+    gx, gy, _ = grid_shape("v3", B, nh, T, head_dim=hs)
     return gx, gy, kernel_constants("v3")["V3_THREADS"], shared_bytes("v3", hs, dtype)
 
 
@@ -108,6 +108,7 @@ CASES = [  # B, nh, T, hs, dtype, peak: tails of every tile, one head, batch 1, 
     (1, 3, 33, 96, torch.float16, 1.0),
     (1, 1, 70, 64, torch.float16, 12.0),      # peaked: scores spread over ~100 (fp16 exp2)
     (1, 1, 65, 32, torch.bfloat16, 12.0),
+    (1, 2, 200, 32, torch.float16, 1.0),      # 2 blocks of 128 rows; the diagonal spans 2 tiles
 ]
 
 
@@ -130,17 +131,12 @@ def test_v3_on_host_is_the_same_for_other_barrier_orders(build, tmp_path):
 # Deliberate bugs: each must make the on-host run disagree with the reference (or crash).
 MUTATIONS = {
     # K's ldmatrix x4: matrices 1 and 2 swapped (dims +8 vs keys +8): a wrong B fragment.
-    "wrong K fragment index": ("((lane >> 3) & 1) * 8);\n        ptx::mma_16816<T>(s[2 * np], "
-                               "qf[kk], b[0], b[1]);",
-                               "((lane >> 3) & 1) * 8);\n        ptx::mma_16816<T>(s[2 * np], "
-                               "qf[kk], b[0], b[2]);"),
+    "wrong K fragment index": ("          ptx::mma_16816<T>(s[mt][2 * np], qf[mt][kk], b[0], b[1]);",
+                               "          ptx::mma_16816<T>(s[mt][2 * np], qf[mt][kk], b[0], b[2]);"),
     # P's A fragment: rows g and g+8 exchanged in registers 1 and 2 (a2a3 <-> a4a5).
-    "wrong P fragment index": ("ptx::pack2<T>(s[2 * kk][2], s[2 * kk][3]),\n"
-                               "                             ptx::pack2<T>(s[2 * kk + 1][0], "
-                               "s[2 * kk + 1][1]),",
-                               "ptx::pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),\n"
-                               "                             ptx::pack2<T>(s[2 * kk][2], "
-                               "s[2 * kk][3]),"),
+    "wrong P fragment index": ("        p[mt][1] = ptx::pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);",
+                               "        p[mt][1] = ptx::pack2<T>(s[mt][2 * kk + 1][0], "
+                               "s[mt][2 * kk + 1][1]);"),
     # The wait before each tile's barrier: tile j+1's copies are never waited for.
     "missing cp.async wait": ("    ptx::cp_async_wait<0>();                    // tile j has "
                               "landed", "    // (wait removed)                    // tile j has "

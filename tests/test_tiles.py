@@ -92,7 +92,8 @@ def test_kernel_facts_tensor_cores_only_for_multiples_of_16():
     assert f64["resources"]["registers"] > 0 and f64["occupancy"]["blocks_per_sm"] >= 1
     B, nh, T = 8, 12, 1024
     assert f72["grid_fill"]["n_blocks"] == B * nh  # v1: one block per (batch, head)
-    bq, _ = tiles.v2_block_shape()
+    from andrea_edu.kernels.toolkit import block_rows
+    bq = block_rows(f64["kernel"], 64)              # v3: 128 query rows per block at 64
     assert f64["grid_fill"]["n_blocks"] == B * nh * math.ceil(T / bq)
     assert tile_figures.kernel_facts(300)["kernel"] is None  # above every kernel: sdpa, nothing compiled
 

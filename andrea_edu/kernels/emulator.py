@@ -17,8 +17,8 @@ matmul); blocks run one after another in grid order. What is not mirrored: the o
 floating-point additions inside a dot product, and which lane does what.
 v2 and v3 round P to q.dtype before P V, as the kernels do (a no-op for fp32, which the
 emulator accepts so that the algorithm can be checked exactly; the GPU kernels take fp16/bf16).
-v3's block is split further, as the kernel splits it: 4 warps of 16 query rows each take the
-block's 64-key tile in turn; the softmax runs in exp2 form on raw scores (c = scale * log2 e,
+v3's block is split further, as the kernel splits it: 4 warps of 32 query rows each (16 when
+head_dim > 64; blocks of 128 or 64 rows) take the block's 64-key tile in turn; the softmax runs in exp2 form on raw scores (c = scale * log2 e,
 p = exp2(s c - m c)), and masks are applied only on the tiles the kernel masks (a key past T,
 or causal and a key above one of the warp's rows). Its query tiles run heaviest first
 (blockIdx.y = 0 takes the last tile). The trace's running max is in units of scaled scores for
@@ -38,7 +38,7 @@ import torch
 
 from andrea_edu.kernels.limits import (V1_MAX_HEAD_DIM, V2_HEAD_DIMS, V3_HEAD_DIMS,
                                       v2_ineligibility, v3_ineligibility, validate_qkv)
-from andrea_edu.kernels.toolkit import kernel_constants
+from andrea_edu.kernels.toolkit import block_rows, kernel_constants
 
 
 @dataclass
@@ -196,8 +196,8 @@ def _run_block_v3(qh, kh, vh, oh, qtile, causal, scale, record, c, p_dtype):
     """attention_v3_flash's block: one 64-row query tile, 4 warps of 16 rows, 64-key tiles;
     the online softmax in exp2 form on raw scores, masks only where the kernel masks."""
     T, hs = qh.shape
-    BQ, BK, W = c["V3_BQ"], c["V3_BK"], c["V3_WARPS"]
-    R = BQ // W                                              # 16 query rows per warp
+    BQ, BK, W = block_rows("v3", hs), c["V3_BK"], c["V3_WARPS"]
+    R = BQ // W                                              # 32 query rows per warp (16 if hs > 64)
     log2e = 1.4426950408889634
     cc = scale * log2e                                       # exp(x scale) = exp2(x cc)
     q0 = qtile * BQ
@@ -271,9 +271,8 @@ def emulate(q, k, v, causal: bool = False, kernel: str | None = None, trace: boo
         grid = (B * nh, 1, 1)
         threads = c["V1_THREADS"]
     else:
-        pre = kernel.upper()                                 # V2_ / V3_ constants
-        grid = (B * nh, math.ceil(T / c[f"{pre}_BQ"]), 1)
-        threads = c[f"{pre}_THREADS"]
+        grid = (B * nh, math.ceil(T / block_rows(kernel, hs)), 1)
+        threads = c[f"{kernel.upper()}_THREADS"]
     p_dtype = q.dtype if q.dtype != torch.float32 else None
     tr = Trace(kernel, grid, threads, (B, nh, T, hs), causal) if trace else None
     with _one_thread():

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from andrea_edu.kernels import occupancy
-from andrea_edu.kernels.toolkit import KERNEL_FILES, kernel_constants, kernel_source
+from andrea_edu.kernels.toolkit import KERNEL_FILES, block_rows, kernel_constants, kernel_source
 
 KERNEL_NAMES = {"v1": "attention_v1", "v2": "attention_v2_wmma", "v3": "attention_v3_flash"}
 
@@ -53,8 +53,10 @@ def pair_of(block_x: int, n_head: int) -> tuple[int, int]:
     return divmod(block_x, n_head)
 
 
-def grid_shape(version: str, B: int, n_head: int, T: int) -> tuple[int, int, int]:
-    """gridDim of one launch, from the tile sizes in the .cu file (no compilation).
+def grid_shape(version: str, B: int, n_head: int, T: int, head_dim: int = 64
+               ) -> tuple[int, int, int]:
+    """gridDim of one launch, from the tile sizes in the .cu file (no compilation). head_dim
+    matters for v3 only (128-row query tiles up to head_dim 64, 64-row tiles above).
 
     Equals `cuda.compile_attention(version, ...).grid(B, n_head, T)`; the tests check it.
     """
@@ -62,8 +64,7 @@ def grid_shape(version: str, B: int, n_head: int, T: int) -> tuple[int, int, int
         _pos_int(name, v)
     if _version(version) == "v1":
         return (B * n_head, 1, 1)
-    bq = kernel_constants(version)[f"{version.upper()}_BQ"]   # v2, v3: 64-row query tiles
-    return (B * n_head, math.ceil(T / bq), 1)
+    return (B * n_head, math.ceil(T / block_rows(version, head_dim)), 1)
 
 
 # ---------------------------------------------------------------- what the kernel is told

@@ -194,7 +194,7 @@ def check_launch_inputs(q, k, v, version: str) -> tuple[int, int, int, int]:
     if q.device.type != "cuda":
         raise ValueError(f"q is on device {q.device}, but the CUDA kernel {version} needs CUDA "
                          f"tensors: move them with .cuda(), or use backend='emulator' (CPU)")
-    bq = 64 if version == "v1" else _tk.kernel_constants(version)[f"{version.upper()}_BQ"]
+    bq = 64 if version == "v1" else _tk.block_rows(version, hs)
     if B * nh > 2**31 - 1 or math.ceil(T / bq) > 65535:
         raise ValueError(f"grid too large for B*nh={B * nh}, T={T}")
     return B, nh, T, hs

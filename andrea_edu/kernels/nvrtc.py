@@ -172,8 +172,7 @@ class CompiledKernel:
         """Launch grid: v1 one block per (b, h); v2 and v3 one per (b, h, 64-row query tile)."""
         if self.version == "v1":
             return (B * nh, 1, 1)
-        bq = kernel_constants(self.version)[f"{self.version.upper()}_BQ"]
-        return (B * nh, math.ceil(T / bq), 1)
+        return (B * nh, math.ceil(T / _tk.block_rows(self.version, self.tile)), 1)
 
     def tensor_core_instructions(self) -> list[str]:
         """PTX lines that run on tensor cores (wmma.mma / mma.sync)."""

@@ -4,7 +4,9 @@ Chapter "From one block per head to FlashAttention: a kernel worklog". No GPU ne
 that NVRTC compiled (kernels.nvrtc) is disassembled by cuobjdump from NVIDIA's pip wheel.
 
     evidence(version, head_dim, dtype=torch.bfloat16, arch="sm_90") -> dict
-        per_tile: instruction mix one warp issues for one full, unmasked K/V tile
+        per_tile: instruction mix one warp issues for one full, unmasked K/V tile; a tile
+                  covers rows_per_warp query rows x keys_per_tile keys (scores_per_tile), which
+                  differ between versions: compare *_per_score
                   (total, HMMA, LDSM, LDS, STS, LD, ST, LDG, LDGSTS, SHFL, MUFU.EX2, BAR; LD/ST are
         generic loads/stores, which v2 uses for bf16 WMMA fragments in shared memory)
         smem_bytes_per_tile: shared-memory bytes those instructions move, per warp
@@ -253,7 +255,7 @@ def trip_plan_for(version: str, head_dim: int, consts: dict):
 def evidence(version: str, head_dim: int, dtype=torch.bfloat16, arch: str = "sm_90") -> dict:
     """The SASS evidence of one specialization (module docstring); compiles it if needed."""
     from andrea_edu.kernels import nvrtc, occupancy
-    from andrea_edu.kernels.toolkit import kernel_constants
+    from andrea_edu.kernels.toolkit import block_rows, kernel_constants
     ck = nvrtc.compile_attention(version, head_dim, dtype, arch)
     text = ck.sass()
     if text is None:
@@ -266,14 +268,19 @@ def evidence(version: str, head_dim: int, dtype=torch.bfloat16, arch: str = "sm_
     head, end = kv_loop(instrs)
     static = _mix([i for i in instrs if head <= i.addr <= end])
     bk = consts.get(f"{version.upper()}_BK", consts.get("V1_BC"))
+    warps = ck.threads_per_block // 32
+    rows = consts["V1_ROWS_PER_WARP"] if version == "v1" else block_rows(version, head_dim) // warps
+    scores = rows * bk                                        # (query row, key) pairs per tile
     r = ck.resources
     occ = {name: occupancy.occupancy(r, ck.threads_per_block, sm)
            for name, sm in (("H200", occupancy.H200), ("RTX 4090", occupancy.RTX_4090))}
     return dict(version=version, head_dim=head_dim, dtype=str(dtype).replace("torch.", ""),
-                arch=arch, keys_per_tile=bk, threads_per_block=ck.threads_per_block,
-                warps_per_block=ck.threads_per_block // 32,
+                arch=arch, keys_per_tile=bk, rows_per_warp=rows, scores_per_tile=scores,
+                threads_per_block=ck.threads_per_block, warps_per_block=warps,
                 per_tile={k: per_tile[k] for k in ("total", *CLASSES)},
                 smem_bytes_per_tile=per_tile["smem_bytes"],
+                smem_bytes_per_score=per_tile["smem_bytes"] / scores,
+                instructions_per_score=per_tile["total"] / scores,
                 static={k: static[k] for k in ("total", *CLASSES)},
                 registers=r.registers, spill_stores=r.spill_stores, spill_loads=r.spill_loads,
                 shared_bytes=r.shared_bytes,

@@ -55,7 +55,7 @@ HMMA_FLOPS = 2 * 16 * 8 * 16          # one HMMA.16816: m16 n8 k16 multiply-adds
 def launch_work(version: str, B: int, nh: int, T: int, causal: bool, head_dim: int) -> dict:
     """Blocks, K/V tiles and warp-tiles (one warp, one K/V tile) of one launch, from the .cu
     file's tile sizes (the same loops as the emulator)."""
-    from andrea_edu.kernels.toolkit import kernel_constants
+    from andrea_edu.kernels.toolkit import block_rows, kernel_constants
     c = kernel_constants(version)
     v = version.upper()
     if version == "v1":
@@ -63,7 +63,7 @@ def launch_work(version: str, B: int, nh: int, T: int, causal: bool, head_dim: i
         q_tiles = [(q0, B * nh) for q0 in range(0, T, rows)]   # every block runs every q tile
         blocks = B * nh
     else:
-        rows, keys, warps = c[f"{v}_BQ"], c[f"{v}_BK"], c[f"{v}_WARPS"]
+        rows, keys, warps = block_rows(version, head_dim), c[f"{v}_BK"], c[f"{v}_WARPS"]
         q_tiles = [(q0, B * nh) for q0 in range(0, T, rows)]   # one block per (b, h, q tile)
         blocks = B * nh * math.ceil(T / rows)
     kv_tiles = sum(n * math.ceil((min(T, q0 + rows) if causal else T) / keys)

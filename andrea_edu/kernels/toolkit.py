@@ -7,6 +7,7 @@ nvidia-cuda-cuobjdump + nvidia-cuda-nvdisasm), with $CUDA_HOME as a fallback; no
     nvrtc_version() -> (major, minor)      supported_archs() -> [int]
     include_dirs() -> [str]      header_version() -> str
     kernel_source(version) -> str           kernel_constants(version) -> {name: int}
+    block_rows(version, head_dim) -> int    query rows one block (v1: one query tile) covers
     find_binary(name) -> path or None
 Errors: NvrtcUnavailableError (names the pip packages), CompileError (carries NVRTC's log).
 """
@@ -154,6 +155,17 @@ def kernel_constants(version: str) -> dict:
         consts[name] = int(eval(expr, {"__builtins__": {}}, dict(consts)))  # ints and names only
     return consts
 
+
+
+def block_rows(version: str, head_dim: int = 64) -> int:
+    """Query rows per block (v2, v3) or per query tile (v1), from the .cu constants. v3 gives a
+    warp 32 rows (two m16 tiles) up to head_dim V3_NARROW_HD and 16 above it."""
+    c = kernel_constants(version)
+    if version == "v1":
+        return c["V1_BR"]
+    if version == "v3" and head_dim <= c["V3_NARROW_HD"]:
+        return c["V3_BQ_NARROW"]
+    return c[f"{version.upper()}_BQ"]
 
 
 def find_binary(name: str) -> str | None:
