@@ -29,6 +29,7 @@ import contextlib
 import json
 import os
 import secrets
+import signal
 import socket
 import statistics
 import subprocess
@@ -425,6 +426,21 @@ def table(summaries: list[dict]) -> str:
     return "\n".join(rows)
 
 
+def compare(before: Path, after: Path) -> str:
+    """A before/after table of two benchmark JSON files (chapters present in both)."""
+    a = {s["chapter"]: s for s in json.loads(Path(before).read_text())["summary"]}
+    b = {s["chapter"]: s for s in json.loads(Path(after).read_text())["summary"]}
+    cols = [("first_visit_median_ms", "first visit med"), ("revisit_median_ms", "revisit med"),
+            ("slowest_ms", "slowest"), ("console_errors", "console err")]
+    fmt = lambda v: "-" if v is None else str(v)  # noqa: E731
+    head = f"{'chapter (ms: before -> after)':30}" + "".join(f"{t:>20}" for _, t in cols)
+    rows = [head, "-" * len(head)]
+    for ch in [c for c in a if c in b]:
+        rows.append(f"{ch:30}" + "".join(f"{fmt(a[ch][k]) + ' -> ' + fmt(b[ch][k]):>20}"
+                                         for k, _ in cols))
+    return "\n".join(rows)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("chapters", nargs="*", help=f"default: all of {CHAPTERS}")
@@ -434,12 +450,19 @@ def main(argv=None) -> int:
                     help="seconds between moves once a figure came (a brisk reader)")
     ap.add_argument("--label", default="", help="suffix of the JSON file (e.g. before, after)")
     ap.add_argument("--no-burst", action="store_true")
+    ap.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"),
+                    help="print a before/after table of two JSON files and exit")
     args = ap.parse_args(argv)
+    if args.compare:
+        print(compare(*args.compare))
+        return 0
     why = missing_requirements()
     if why:
         print(f"live_bench: cannot run: {why}", file=sys.stderr)
         return 2
     chapters = args.chapters or CHAPTERS
+    # SIGTERM (timeout, kill) unwinds like Ctrl-C, so that jupyter lab and its kernels stop too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     runs = []
     with jupyter_lab(args.root.resolve(), fast=not args.full) as lab, chromium() as browser:
         for ch in chapters:

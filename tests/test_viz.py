@@ -315,3 +315,26 @@ def test_show_source_reads_the_library_and_refuses_what_has_no_source():
         viz.source_markdown(len)
     with pytest.raises(ValueError, match="at least one"):
         viz.show_source()
+
+
+def test_live_background_waits_for_cells_beyond_one_step():
+    """While a cell runs the thread draws only the positions one step away; the rest after."""
+    from andrea_edu.figures import live
+    from andrea_edu.figures.slider import live_widget
+
+    renderer = live.RENDERER
+    renderer.cell_running = True
+    try:
+        box = live_widget(plot_bars, background=True, n_head=[1, 2, 3, 4, 5], head_dim=[8])
+        deadline = time.monotonic() + 20
+        while len(box.live.frames) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # room for a wrong extra frame to appear
+        assert set(box.live.frames) == {(1, 0), (2, 0), (3, 0)}  # start 3: itself, 2 and 4
+    finally:
+        renderer._cell_finished()
+    deadline = time.monotonic() + 20
+    while len(box.live.frames) < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(box.live.frames) == 5
+    box.close()
