@@ -131,12 +131,13 @@ def test_v3_on_host_is_the_same_for_other_barrier_orders(build, tmp_path):
 # Deliberate bugs: each must make the on-host run disagree with the reference (or crash).
 MUTATIONS = {
     # K's ldmatrix x4: matrices 1 and 2 swapped (dims +8 vs keys +8): a wrong B fragment.
-    "wrong K fragment index": ("          ptx::mma_16816<T>(s[mt][2 * np], qf[mt][kk], b[0], b[1]);",
-                               "          ptx::mma_16816<T>(s[mt][2 * np], qf[mt][kk], b[0], b[2]);"),
+    "wrong K fragment index": (
+        "          ptx::mma_16816<T>(s[mt][2 * np], qf[mt][kk], b[0], b[1]);",
+        "          ptx::mma_16816<T>(s[mt][2 * np], qf[mt][kk], b[0], b[2]);"),
     # P's A fragment: rows g and g+8 exchanged in registers 1 and 2 (a2a3 <-> a4a5).
-    "wrong P fragment index": ("        p[mt][1] = ptx::pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);",
-                               "        p[mt][1] = ptx::pack2<T>(s[mt][2 * kk + 1][0], "
-                               "s[mt][2 * kk + 1][1]);"),
+    "wrong P fragment index": (
+        "        p[mt][1] = ptx::pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);",
+        "        p[mt][1] = ptx::pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);"),
     # The wait before each tile's barrier: tile j+1's copies are never waited for.
     "missing cp.async wait": ("    ptx::cp_async_wait<0>();                    // tile j has "
                               "landed", "    // (wait removed)                    // tile j has "

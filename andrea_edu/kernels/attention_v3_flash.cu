@@ -12,10 +12,11 @@
 //           memory through ldmatrix (.trans for V), each K/V fragment feeding both m16 tiles
 //           (half the shared-memory reads per score); S, P and O stay in the accumulator
 //           registers for the whole K/V loop, so the online softmax runs on the registers
-//           themselves: each row lives in one quad (4 lanes), its max needs two __shfl_xor_sync
-//           per tile and its sum none until the end. exp2 with log2(e) folded into the scale
-//           (one FFMA + one MUFU.EX2 per score: ex2.approx.ftz). K/V tiles arrive by 16-byte cp.async into a
-//           double buffer: tile j+1 is in flight while tile j is computed, one barrier per tile.
+//           themselves: each row lives in one quad (4 lanes), its max needs two
+//           __shfl_xor_sync per tile and its sum none until the end. exp2 with log2(e) folded
+//           into the scale (one FFMA + one MUFU.EX2 per score: ex2.approx.ftz). K/V tiles
+//           arrive by 16-byte cp.async into a double buffer: tile j+1 is in flight while tile j
+//           is computed, one barrier per tile.
 //           Masks only on the tiles that need them (the causal diagonal and the tail);
 //           the heaviest causal query tiles are launched first.
 //           What changed from v2: no fp32 S/P/O in shared memory (v2 wrote and re-read them on

@@ -197,7 +197,7 @@ def _run_block_v3(qh, kh, vh, oh, qtile, causal, scale, record, c, p_dtype):
     the online softmax in exp2 form on raw scores, masks only where the kernel masks."""
     T, hs = qh.shape
     BQ, BK, W = block_rows("v3", hs), c["V3_BK"], c["V3_WARPS"]
-    R = BQ // W                                              # 32 query rows per warp (16 if hs > 64)
+    R = BQ // W                                              # rows per warp: 32, or 16 (hs > 64)
     log2e = 1.4426950408889634
     cc = scale * log2e                                       # exp(x scale) = exp2(x cc)
     q0 = qtile * BQ

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from andrea_edu.kernels import occupancy
-from andrea_edu.kernels.toolkit import KERNEL_FILES, block_rows, kernel_constants, kernel_source
+from andrea_edu.kernels.toolkit import KERNEL_FILES, block_rows, kernel_source
 
 KERNEL_NAMES = {"v1": "attention_v1", "v2": "attention_v2_wmma", "v3": "attention_v3_flash"}
 

@@ -9,7 +9,7 @@
 //                          -> per lane: r0..r(N-1) (hex)
 //   cpasync                -> named steps and what the destination holds at each
 //   cpasync_leak           a thread that exits with a copy never waited for (must fail)
-//   shfl                   -> per lane: shfl_xor 1, shfl_xor 2, shfl_xor 16, shfl_sync from 7*lane%32
+//   shfl                   -> per lane: shfl_xor 1, 2 and 16, shfl_sync from lane 7*lane%32
 #include "ptx_sim.h"
 #include <iostream>
 #include <string>
@@ -31,9 +31,10 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "layout") {
     for (int lane = 0; lane < 32; ++lane) {
-      for (int i = 0; i < 8; ++i) { auto p = sim::frag::a_elem(lane, i); std::printf("%d %d ", p.row, p.col); }
-      for (int i = 0; i < 4; ++i) { auto p = sim::frag::b_elem(lane, i); std::printf("%d %d ", p.row, p.col); }
-      for (int i = 0; i < 4; ++i) { auto p = sim::frag::c_elem(lane, i); std::printf("%d %d ", p.row, p.col); }
+      auto show = [](sim::frag::RC p) { std::printf("%d %d ", p.row, p.col); };
+      for (int i = 0; i < 8; ++i) show(sim::frag::a_elem(lane, i));
+      for (int i = 0; i < 4; ++i) show(sim::frag::b_elem(lane, i));
+      for (int i = 0; i < 4; ++i) show(sim::frag::c_elem(lane, i));
       std::printf("\n");
     }
     return 0;
@@ -54,7 +55,8 @@ int main(int argc, char** argv) {
       else andrea::ptx::mma_16816<__half>(acc, a[l], b[l][0], b[l][1]);
       for (int i = 0; i < 4; ++i) d[l][i] = acc[i];
     });
-    for (int l = 0; l < 32; ++l) std::printf("%.9g %.9g %.9g %.9g\n", d[l][0], d[l][1], d[l][2], d[l][3]);
+    for (int l = 0; l < 32; ++l)
+      std::printf("%.9g %.9g %.9g %.9g\n", d[l][0], d[l][1], d[l][2], d[l][3]);
     return 0;
   }
   if (cmd == "ldmatrix") {
@@ -69,9 +71,20 @@ int main(int argc, char** argv) {
       if (l == 0) for (int e = 0; e < kElems; ++e) s[e] = (uint16_t)e;
       __syncwarp();
       const void* p = s + off[l];
-      if (n == 1) { unsigned x[1]; trans ? andrea::ptx::ldmatrix_x1_trans(x, p) : andrea::ptx::ldmatrix_x1(x, p); r[l][0] = x[0]; }
-      if (n == 2) { unsigned x[2]; trans ? andrea::ptx::ldmatrix_x2_trans(x, p) : andrea::ptx::ldmatrix_x2(x, p); for (int i = 0; i < 2; ++i) r[l][i] = x[i]; }
-      if (n == 4) { unsigned x[4]; trans ? andrea::ptx::ldmatrix_x4_trans(x, p) : andrea::ptx::ldmatrix_x4(x, p); for (int i = 0; i < 4; ++i) r[l][i] = x[i]; }
+      namespace px = andrea::ptx;
+      unsigned x[4] = {};
+      if (n == 1) {
+        unsigned y[1];
+        trans ? px::ldmatrix_x1_trans(y, p) : px::ldmatrix_x1(y, p);
+        x[0] = y[0];
+      }
+      if (n == 2) {
+        unsigned y[2];
+        trans ? px::ldmatrix_x2_trans(y, p) : px::ldmatrix_x2(y, p);
+        x[0] = y[0], x[1] = y[1];
+      }
+      if (n == 4) trans ? px::ldmatrix_x4_trans(x, p) : px::ldmatrix_x4(x, p);
+      for (int i = 0; i < 4; ++i) r[l][i] = x[i];
     });
     for (int l = 0; l < 32; ++l) {
       for (int i = 0; i < n; ++i) std::printf("%08x ", r[l][i]);
@@ -126,7 +139,8 @@ int main(int argc, char** argv) {
       out[l][2] = (int)__shfl_xor_sync(0xffffffffu, x, 16);
       out[l][3] = (int)__shfl_sync(0xffffffffu, x, (7 * l) % 32);
     });
-    for (int l = 0; l < 32; ++l) std::printf("%d %d %d %d\n", out[l][0], out[l][1], out[l][2], out[l][3]);
+    for (int l = 0; l < 32; ++l)
+      std::printf("%d %d %d %d\n", out[l][0], out[l][1], out[l][2], out[l][3]);
     return 0;
   }
   return 2;

@@ -160,7 +160,8 @@ template <int N, bool TRANS> inline void ldmatrix(unsigned* r, const void* p) {
 inline void cp_async_16(void* dst, const void* src, int src_bytes) {
   if (reinterpret_cast<uintptr_t>(dst) % 16) fail("cp.async destination not 16-byte aligned");
   if (!in_smem(dst, 16)) fail("cp.async destination outside shared memory");
-  if (src_bytes && reinterpret_cast<uintptr_t>(src) % 16) fail("cp.async source not 16-byte aligned");
+  if (src_bytes && reinterpret_cast<uintptr_t>(src) % 16)
+    fail("cp.async source not 16-byte aligned");
   std::memset(dst, 0xff, 16);                      // undefined until waited for: NaN
   cur()->cp_open.push_back({dst, src, src_bytes});
 }
