@@ -206,3 +206,86 @@ def committed_projection_rows(results: dict | None) -> list[dict]:
                      "blas_calls": r.get("blas_calls"), "median_ms": r.get("median_ms"),
                      "tflops": r.get("tflops"), "ratio_to_fused": r.get("time_ratio_to_fused")})
     return sorted(rows, key=lambda x: (x["n_head"] or 0, x["way"]))
+
+
+# ---------------------------------------------------------------- the tensor-core claim
+# Published figures, not measurements: NVIDIA's H200 data sheet gives 1,979 TFLOP/s of BF16 tensor
+# throughput *with sparsity*, so 989 TFLOP/s dense, and 4.8 TB/s of HBM3e bandwidth.
+PUBLISHED_PEAK = {"NVIDIA H200": {"bf16_tflops": 989.0, "hbm_tb_per_s": 4.8,
+                                  "source": "NVIDIA H200 Tensor Core GPU data sheet"}}
+
+
+def projection_roofline(rows: int, d_model: int = 768, gpu: str = "NVIDIA H200",
+                        bytes_per_element: int = 2) -> dict:
+    """A calculation (no measurement): one [rows, d_model] x [d_model, d_model] projection in
+    bf16 against `gpu`'s published peak and bandwidth. Returns its FLOPs, the time at peak
+    compute, the time to move its bytes once at full bandwidth, and the smallest `rows` (= B*T)
+    at which the compute time exceeds the memory time, i.e. the matmul becomes compute-bound."""
+    spec = PUBLISHED_PEAK[gpu]
+    peak, bw = spec["bf16_tflops"] * 1e12, spec["hbm_tb_per_s"] * 1e12
+    flops = 2.0 * rows * d_model * d_model
+    moved = bytes_per_element * (2 * rows * d_model + d_model * d_model)  # X, Y and W once
+    # compute-bound when 2 M C^2 / peak >= b (2 M C + C^2) / bw, i.e. M >= b C bw' / (2 C - 2 b bw')
+    ridge = peak / bw  # FLOPs per byte at which compute and memory take equally long
+    denom = 2 * d_model - 2 * bytes_per_element * ridge
+    min_rows = None if denom <= 0 else int(-(-bytes_per_element * d_model * ridge // denom))
+    return {"gpu": gpu, "source": spec["source"], "rows": rows, "flops": flops,
+            "compute_s": flops / peak, "memory_s": moved / bw, "ridge_flops_per_byte": ridge,
+            "compute_bound_from_rows": min_rows}
+
+
+def tensor_core_claim(gpu_results, n_head: int, cpu_ratio_12: float, cpu_ratio_big: float,
+                      big: int, timing_label: str, rows: int) -> tuple[str, str]:
+    """(measured, verdict) for "tensor cores reach peak throughput on matmuls of this size;
+    per-head matmuls would underuse the hardware". Without a committed GPU file the verdict is
+    "not yet measured"; with one it is rated from the GPU's per-head/fused ratio and, where the
+    GPU's published peak is known, the fused projection's share of it."""
+    from andrea_edu.figures.verdicts import NOT_MEASURED
+
+    calc = projection_roofline(rows)
+    calc_text = (f"Calculation from the {calc['gpu']}'s published peak ({calc['source']}): at "
+                 f"B·T = {rows} one 768×768 bf16 projection is {calc['flops'] / 1e9:.2f} GFLOP, "
+                 f"{calc['compute_s'] * 1e6:.2f} µs at peak, less than moving its bytes takes "
+                 f"({calc['memory_s'] * 1e6:.2f} µs) and far less than a kernel launch; it becomes "
+                 f"compute-bound from B·T ≈ {calc['compute_bound_from_rows']}.")
+    by = {(r["n_head"], r["way"]): r for r in committed_projection_rows(gpu_results)}
+    per, fused = by.get((n_head, "per-head")), by.get((n_head, "fused"))
+    if not (per and fused and per["median_ms"] and fused["median_ms"]):
+        return (f"No GPU measurement committed yet: the tensor-core part is not measured. "
+                f"{calc_text} On {timing_label} (no tensor cores) per-head takes "
+                f"{cpu_ratio_12:.2f}x the fused time at n_head={n_head}, {cpu_ratio_big:.2f}x at "
+                f"n_head={big}.", NOT_MEASURED)
+    device = gpu_results["provenance"]["device"]
+    ratio = per["median_ms"] / fused["median_ms"]
+    peak = PUBLISHED_PEAK.get(device, {}).get("bf16_tflops")
+    share = fused["tflops"] / peak if peak and fused.get("tflops") else None
+    text = (f"On {device} (committed): per-head takes {ratio:.2f}x the fused time at "
+            f"n_head={n_head}"
+            + (f"; the fused projection reaches {fused['tflops']:.3g} TFLOP/s, {share:.0%} of the "
+               f"published peak." if share is not None else
+               "; this GPU's published peak is not in the book, so the share of peak is unknown.")
+            + f" {calc_text}")
+    if ratio <= 1.1:
+        return text, "does not hold"
+    return text, ("holds" if share is not None and share >= 0.5 else "holds with a caveat")
+
+
+def gpu_projection_table(gpu_results) -> str:
+    """Markdown: the committed GPU comparison, or a sentence saying that none exists."""
+    rows = committed_projection_rows(gpu_results)
+    if not rows:
+        return ("**No GPU measurement of this comparison is committed yet** (no "
+                "`book/data/bench_projections_<gpu>.json`), so this page shows no GPU number. On "
+                "a machine with an NVIDIA GPU the measurement cell above runs on it, live, in "
+                "bfloat16.")
+    prov, settings = gpu_results["provenance"], gpu_results["settings"]
+    table = ["| n_head | way | BLAS calls | median (ms) | TFLOP/s | time / fused |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [r["n_head"], r["way"], r["blas_calls"], r["median_ms"], r["tflops"],
+                 r["ratio_to_fused"]]
+        table.append("| " + " | ".join("-" if v is None else (f"{v:.3g}" if isinstance(v, float)
+                                                                else str(v)) for v in cells) + " |")
+    return (f"Committed measurement from **{prov['device']}** (torch {prov['torch']}, CUDA "
+            f"{prov.get('cuda') or '-'}, {prov['date'][:10]}, {settings['dtype']}):\n\n"
+            + "\n".join(table))

@@ -262,3 +262,43 @@ def fig_scores_over_training(run, threshold: float = DETECT_THRESHOLD):
              f"below the floor).")
     fig.tight_layout(rect=(0, 0.05, 1, 0.93))
     return fig
+
+
+def specialists(scores) -> dict:
+    """{pattern: (layer, head, score)}: the head with the highest score for each pattern."""
+    sc = np.asarray(scores)  # (3, L, nh)
+    out = {}
+    for i, p in enumerate(PATTERN_NAMES):
+        l, h = np.unravel_index(sc[i].argmax(), sc[i].shape)
+        out[p] = (int(l), int(h), float(sc[i, l, h]))
+    return out
+
+
+def fig_specialists(maps: torch.Tensor, batch: Batch, scores, b: int, start: int,
+                    length: int = 28):
+    """One panel per pattern: the head with the highest score for it, its attention over one
+    window of one example (rows: queries, columns: keys), and circles on the keys that pattern
+    designates. What specializes, shown before any statistic."""
+    sl = slice(start, start + length)
+    toks = batch.tokens(b)[sl]
+    best = specialists(scores)
+    fig, axes = plt.subplots(1, 3, figsize=(13.5, 5.0))
+    for ax, (i, p) in zip(axes, enumerate(PATTERN_NAMES)):
+        l, h, s = best[p]
+        heatmap(ax, maps[l, b, h, sl, sl], colorbar=False, annotate=False, vmin=0, vmax=1,
+                cmap="Greys")
+        ax.set_xticks(range(length), toks, rotation=90, fontsize=6)
+        ax.set_yticks(range(length), toks, fontsize=6)
+        pts = [(t - start, int(batch.key[b, t]) - start) for t in range(start, start + length)
+               if PATTERNS.get(int(batch.pattern[b, t])) == p and start <= int(batch.key[b, t])]
+        if pts:
+            q, k = zip(*pts)
+            ax.scatter(k, q, s=28, facecolors="none", edgecolors=PATTERN_COLORS[p], linewidths=1.4)
+        ax.set_title(f"{p}: head L{l}H{h}\n(score {s:.2f})", fontsize=10, color=PATTERN_COLORS[p])
+        ax.set_xlabel("key (the token looked at)", fontsize=8)
+        ax.set_ylabel("query (the token looking)", fontsize=8)
+    fig.suptitle("One head per pattern, on one example: dark = much attention", fontsize=11)
+    caption(fig, "Circles: on each query whose next token the pattern decides, the key that holds "
+                 "the answer. A specialised head puts its dark square inside the circle.")
+    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
+    return fig
