@@ -276,3 +276,12 @@ def test_summary_says_not_yet_measured_without_a_gpu_file():
     rows = figs.measured_rows(_fake_results(), nh=12)
     assert "Measured throughput vs torch SDPA" in figs.summary_markdown(
         traces, checks, EV, MO, bars, rows, 8, 1024, 1024)
+
+
+def test_version_evidence_lists_the_nonzero_classes_and_calls_the_time_a_model():
+    e = dict(_ev(500, 2048, 64), head_dim=64, dtype="bfloat16", arch="sm_90", shared_bytes=4096)
+    text = figs.version_evidence("v3", e, 1024, {"H200": _model(2e-5)})
+    assert "64 HMMA" in text and "2 per score" in text and "**Model** (a lower bound" in text
+    assert "20.0 µs on the H200 (smem-bound)" in text
+    e["per_tile"]["LDS"] = 0
+    assert "0 LDS" not in figs.version_evidence("v3", e, 1024, {"H200": _model(2e-5)})

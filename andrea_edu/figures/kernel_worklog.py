@@ -505,6 +505,23 @@ def evidence_markdown(ev: dict, scores: dict, models: dict, models_4090: dict) -
     return "\n".join(out)
 
 
+def version_evidence(v: str, e: dict, scores: int, models: dict) -> str:
+    """One version's evidence paragraph: e a sass.evidence dict, models {gpu: model_bound}."""
+    p = e["per_tile"]
+    mix = ", ".join(f"{p[k]} {k}" for k in MIX if p[k])
+    bounds = "; ".join(f"{m['seconds'] * 1e6:.1f} µs on the {g} ({m['bound_by']}-bound)"
+                       for g, m in models.items())
+    return (f"**Evidence ({v}, head_dim={e['head_dim']}, {e['dtype']}, SASS for `{e['arch']}`).** "
+            f"One warp, one K/V tile of {e['keys_per_tile']} keys ({scores} scores): "
+            f"{p['total']} instructions, among them {mix}; {e['smem_bytes_per_tile']:,} "
+            f"shared-memory bytes ({e['smem_bytes_per_tile'] / scores:.0f} per score). "
+            f"{e['registers']} registers per thread, "
+            f"{e['spill_stores'] + e['spill_loads']} spill bytes, {e['shared_bytes']:,} B of "
+            f"shared memory per block: {e['blocks_per_sm']['H200']} blocks per SM on an H200, "
+            f"{e['blocks_per_sm']['RTX 4090']} on an RTX 4090. **Model** (a lower bound, not a "
+            f"measurement) at the design case: {bounds}.")
+
+
 def ratio_sentence(ev: dict, scores: dict, models: dict, head_dim: int, case: str) -> str:
     def per(v, what):
         e = ev[v]
@@ -521,7 +538,10 @@ def ratio_sentence(ev: dict, scores: dict, models: dict, head_dim: int, case: st
             + f". Model bounds at {case}, H200: " + ", ".join(
                 f"{v} {m['seconds'] * 1e6:.0f} µs ({m['bound_by']}-bound, "
                 f"{m['model_tflops']:.0f} TFLOP/s)" for v, m in models.items())
-            + ". These are a model's lower bounds, not measurements.")
+            + ". These are a model's lower bounds, not measurements. Registers per thread "
+            "and what limits the resident blocks on an H200: " + ", ".join(
+                f"{v} {e['registers']} ({e['blocks_per_sm']['H200']} blocks/SM, limited by "
+                f"{e.get('limited_by', {}).get('H200', '?')})" for v, e in ev.items()) + ".")
 
 
 def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim: int,
