@@ -70,8 +70,10 @@ def test_launch_work_counts_the_tiles_each_block_stages():
     assert w["warp_tiles"] == w["kv_tiles"] * c3["V3_WARPS"]
     causal = time_model.launch_work("v3", 1, 1, 256, True, 96)["kv_tiles"]   # 64-row blocks
     assert causal == sum(range(1, 256 // c3["V3_BK"] + 1))             # 1 + 2 + 3 + 4
-    narrow = time_model.launch_work("v3", 1, 1, 256, True, 64)["kv_tiles"]   # 128-row blocks
-    assert narrow == 2 + 4
+    narrow = time_model.launch_work("v3", 1, 1, 256, True, 64)               # 128-row blocks
+    assert narrow["kv_tiles"] == 2 + 4
+    # warps of 32 rows skip tiles wholly above their rows: (1+1+2+2) + (3+3+4+4)
+    assert narrow["warp_tiles"] == 6 + 14
     v1 = time_model.launch_work("v1", 1, 1, 64, False, 64)
     c1 = kernel_constants("v1")
     assert v1["kv_tiles"] == (64 // c1["V1_BR"]) * (64 // c1["V1_BC"])

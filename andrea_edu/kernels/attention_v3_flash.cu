@@ -17,8 +17,9 @@
 //           into the scale (one FFMA + one MUFU.EX2 per score: ex2.approx.ftz). K/V tiles
 //           arrive by 16-byte cp.async into a double buffer: tile j+1 is in flight while tile j
 //           is computed, one barrier per tile.
-//           Masks only on the tiles that need them (the causal diagonal and the tail);
-//           the heaviest causal query tiles are launched first.
+//           Masks only on the tiles that need them (the causal diagonal and the tail); a warp
+//           skips a causal tile that lies wholly above its rows; the heaviest causal query
+//           tiles are launched first.
 //           What changed from v2: no fp32 S/P/O in shared memory (v2 wrote and re-read them on
 //           every tile), vector copies instead of 2-byte loads, exp2 instead of expf, a
 //           pipeline instead of load-then-compute, and a fragment layout we choose (the PTX
@@ -275,6 +276,9 @@ attention_v3_flash(const T* __restrict__ q, const T* __restrict__ k, const T* __
       stage(s0 + (2 * ((j + 1) & 1) + 1) * TILE, vh, k0 + V3_BK);
     }
     ptx::cp_async_commit();                     // (an empty group on the last tile)
+    // Causal: a tile whose first key is past this warp's last row is masked whole for it; the
+    // warp skips its math (the block staged it for the other warps). Warp-uniform, no barrier.
+    if (causal && k0 > q0 + w0 + 16 * MT - 1) continue;
     const T* sK = s0 + 2 * (j & 1) * TILE;
     const T* sV = sK + TILE;
 

@@ -213,6 +213,8 @@ def _run_block_v3(qh, kh, vh, oh, qtile, causal, scale, record, c, p_dtype):
         kt, vt = kp[k0:k0 + BK], vp[k0:k0 + BK]              # (BK, hs) the block's K/V tile
         for w in range(W):
             r0 = q0 + w * R                                  # this warp's first query row
+            if causal and k0 > r0 + R - 1:                   # the whole tile is above its rows:
+                continue                                     # the kernel's warp skips it
             s = torch.mm(qt[w * R:(w + 1) * R], kt.T)        # (R, BK) raw scores
             if k0 + BK > T or (causal and k0 + BK - 1 > r0):  # the kernel's warp-level test
                 s.masked_fill_(~_mask(r0, R, k0, BK, T, causal, always=True), float("-inf"))

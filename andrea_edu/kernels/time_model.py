@@ -68,7 +68,12 @@ def launch_work(version: str, B: int, nh: int, T: int, causal: bool, head_dim: i
         blocks = B * nh * math.ceil(T / rows)
     kv_tiles = sum(n * math.ceil((min(T, q0 + rows) if causal else T) / keys)
                    for q0, n in q_tiles)
-    return dict(blocks=blocks, kv_tiles=kv_tiles, warp_tiles=kv_tiles * warps,
+    warp_tiles = kv_tiles * warps
+    if version == "v3" and causal:                # a warp skips tiles wholly above its rows
+        per = rows // warps
+        warp_tiles = sum(n * math.ceil(min(T, q0 + (w + 1) * per) / keys)
+                         for q0, n in q_tiles for w in range(warps))
+    return dict(blocks=blocks, kv_tiles=kv_tiles, warp_tiles=warp_tiles,
                 rows_per_block_tile=rows, keys_per_tile=keys, warps_per_block=warps)
 
 
