@@ -52,11 +52,8 @@ HARMLESS_EXCEPTIONS: list = []
 
 # Requests that leave the local server (all are blocked: the test is offline, like a reader
 # without network). Each entry: (URL pattern, why the page still works without it).
-HARMLESS_EXTERNAL = [
-    (re.compile(r"^https://cdn\.jsdelivr\.net/npm/mathjax@"),
-     "MathJax typesets $...$ math; offline the TeX source stays readable, and no figure or "
-     "slider depends on it"),
-]
+# (Empty: MathJax is served from the book's own _static, book/_ext/andrea_static.py.)
+HARMLESS_EXTERNAL: list = []
 
 
 def test_book_builds_without_warnings(built_book):
