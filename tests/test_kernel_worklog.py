@@ -151,8 +151,12 @@ def test_no_gpu_file_says_not_yet_measured_and_how_to_measure(tmp_path):
 
 def test_one_block_verdicts():
     tr = SimpleNamespace(shape=(2, 3, 130, 32))
-    assert figs.one_block_row("v1", tr, {(0, 0): 1}, (96, 1, 1), 8, 12, 1024)[2] == "holds"
-    row = figs.one_block_row("v3", tr, {(0, 0): 3}, (96, 16, 1), 8, 12, 1024)
+    full = dict(sms=132, slots=264, idle_sms=0)
+    idle = dict(sms=132, slots=924, idle_sms=36)
+    assert figs.one_block_row("v1", tr, {(0, 0): 1}, (264, 1, 1), full, 8, 12, 1024)[2] == "holds"
+    row = figs.one_block_row("v1", tr, {(0, 0): 1}, (96, 1, 1), idle, 8, 12, 1024)
+    assert row[2] == "holds with a caveat" and "36 SMs get no block" in row[1]
+    row = figs.one_block_row("v3", tr, {(0, 0): 3}, (96, 16, 1), full, 8, 12, 1024)
     assert row[2] == "holds with a caveat" and "16 block(s) per (b, h)" in row[1]
 
 

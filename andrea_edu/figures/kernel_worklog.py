@@ -376,15 +376,20 @@ CLAIM_ONE_BLOCK = "Each thread block handles one (batch, head) pair"
 CLAIM_NEVER_KNOWS = "The kernel never knows that it processes several heads"
 
 
-def one_block_row(v, trace, per_pair: dict, design_grid, B, nh, T) -> tuple:
+def one_block_row(v, trace, per_pair: dict, design_grid, fill: dict, B, nh, T) -> tuple:
+    """fill: occupancy.grid_fill of the design launch on an H200."""
     counts = set(per_pair.values())
     per_pair_design = design_grid[1] * design_grid[2]
     measured = (f"{v}: the emulated launch (B={trace.shape[0]}, n_head={trace.shape[1]}, "
                 f"T={trace.shape[2]}) gives every block one (b, h); each (b, h) gets "
                 f"{'/'.join(map(str, sorted(counts)))} block(s). At B={B}, T={T}: grid "
-                f"{design_grid}, {per_pair_design} block(s) per (b, h)")
+                f"{design_grid}, {per_pair_design} block(s) per (b, h); on an H200 "
+                f"({fill['sms']} SMs, {fill['slots']} resident-block slots) "
+                f"{fill['idle_sms']} SMs get no block")
     if counts == {1} and per_pair_design == 1:
-        verdict = "holds"
+        verdict = "holds" if fill["idle_sms"] == 0 else "holds with a caveat"
+        if fill["idle_sms"]:
+            measured += ": the mapping is as described, and too few blocks fill the GPU"
     else:
         verdict = "holds with a caveat"
         measured += (": one block per (batch, head, query tile); a block never mixes heads, "
