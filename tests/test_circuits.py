@@ -69,6 +69,9 @@ def _previous_token_model(T=10):
 def test_constructed_previous_token_head_is_read_as_one():
     P = K.positional_pattern(_previous_token_model(), 0, 0)
     assert K.previous_token_share(P) == 1.0 and K.mean_previous_weight(P) > 0.9
+    prof = K.offset_profile(P, depth=3, from_row=2)
+    assert prof[1] > 0.9 and prof[0] < 0.05 and prof[2] < 0.05
+    assert K.positional_table(_previous_token_model(), T=10)[0, 0, 1] > 0.9
     P_random = K.positional_pattern(_model(T=12, seed=3), 0, 0)
     assert K.previous_token_share(P_random) < 0.5 and K.mean_previous_weight(P_random) < 0.5
     assert torch.allclose(P_random.sum(-1), torch.ones(12)) and (P_random.triu(1) == 0).all()
@@ -99,5 +102,15 @@ def test_constructed_copier_and_suppressor():
 
 def test_tables_cover_every_head_of_the_toy_laboratory_shape():
     m = _model(C=64, nh=4, L=2, V=42, T=48)  # the toy laboratory's model shape
-    assert K.positional_table(m, T=16).shape == (2, 4, 2)
+    assert K.positional_table(m, T=16).shape == (2, 4, 3)
+    w = torch.arange(42.0)  # token weights change the average, not the shape
+    assert K.positional_table(m, T=16, token_weights=w).shape == (2, 4, 3)
     assert K.ov_table(m, tokens=range(10), k=3).shape == (2, 4, 2)
+
+
+def test_positional_inputs_average_over_tokens_exactly():
+    m = _model(C=32, nh=4, L=1, V=7, T=5)
+    w = torch.tensor([1.0, 0, 0, 3, 0, 0, 0])
+    X = K.positional_inputs(m, 0, 5, token_weights=w, chunk=2)  # chunks of the vocabulary
+    ref = (m.blocks[0].ln_1(m.wte[0] + m.wpe[:5]) + 3 * m.blocks[0].ln_1(m.wte[3] + m.wpe[:5])) / 4
+    torch.testing.assert_close(X, ref.detach())

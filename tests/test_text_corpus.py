@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from andrea_edu.heads import text_corpus as tc
 
@@ -112,3 +113,31 @@ def test_this_interpreters_stdlib_is_a_corpus():
     assert prov["n_files"] > 50 and prov["n_valid_files"] >= 5
     assert prov["total_bytes"] > 1_000_000 and 60 <= c.vocab_size <= 200
     assert all("(" in c.chars and ch in c.chars for ch in ")[]{}")
+
+
+def test_token_batch_with_a_character_tokenizer_equals_the_character_batch(corpus):
+    """The carry-over of labels to another tokenizer, checked where the answer is known."""
+    def chars(text):
+        return corpus.encode(text).tolist(), [(i, i + 1) for i in range(len(text))]
+    T = 48
+    a = tc.labelled_batch(corpus, 6, 8 * T, seed=5, split="train")  # same windows drawn
+    b = tc.token_batch(corpus, chars, 6, T, seed=5, split="train")
+    assert b.where == a.where
+    assert torch.equal(b.idx, a.idx[:, :T]) and torch.equal(b.key, a.key[:, :, :T])
+
+
+def test_token_batch_with_word_tokens_keeps_labels_that_fit_token_boundaries(corpus):
+    import re
+
+    def words(text):
+        spans = [m.span() for m in re.finditer(r"\w{1,2}|\s+|.", text)]  # names in 2-char pieces
+        return [hash(text[a:b]) % 50 for a, b in spans], spans
+    b = tc.token_batch(corpus, words, 6, 40, seed=2, split="train")
+    t = np.arange(40)
+    for p in tc.PATTERNS:
+        m = b.mask(p).numpy()
+        assert ((b.key[p].numpy()[m] >= 0) & (b.key[p].numpy()[m] <= np.broadcast_to(t, m.shape)[m])).all()
+    assert b.mask(tc.IDENT).any() and b.mask(tc.BRACKET).any()
+    bb, tt = np.nonzero(b.mask(tc.IDENT).numpy())
+    kk = b.key[tc.IDENT].numpy()[bb, tt]
+    assert (b.idx.numpy()[bb, kk] == b.targets.numpy()[bb, tt]).all()  # the next piece copied

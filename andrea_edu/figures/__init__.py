@@ -8,6 +8,7 @@ plotting helpers (viz), the slider (live in Jupyter, static frames in the book) 
     twelve_vectors_become_one   "Twelve vectors become one"
     output_projection           "The output projection W_O"
     why_heads_specialize        "Why heads specialize"
+    heads_on_real_text          "Heads on real text"
     why_twelve_heads            "Why twelve heads, not one wider head"
     cuda_stores_heads           "How CUDA stores the heads"
     one_kernel_many_heads       "One kernel, many heads"

@@ -13,4 +13,5 @@ head").
     text_training      a small ANDREA trained on it on the CPU, committed with provenance
     detectors          the three patterns per head on real text, against the uniform baseline
     circuits           QK = W_Q^h W_K^h^T (where a head looks), OV = W_V^h W_O[h] (what it writes)
+    gpt2               GPT-2's weights in AndreaModel (transformers state dict or safetensors file)
 """

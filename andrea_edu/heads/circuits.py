@@ -16,9 +16,10 @@ embeddings straight into the layer's ln_1 and read the output straight through t
 unembedding wte^T, ignoring the other layers, ln_f and, with GPT-2's biases, the bias terms; a
 statement about layer 0 holds exactly up to those, deeper layers only approximately):
 
-positional QK   X_t = ln_1(wpe[t] + e_mean), e_mean the mean token embedding: the attention
-                pattern a head would draw from positions alone. A previous-token head puts its
-                maximum on t-1.
+positional QK   X_t = the layer-0 input at position t averaged over tokens,
+                sum_x w_x ln_1(wte[x] + wpe[t]): the attention pattern a head draws from positions
+                alone. A purely positional previous-token head puts its maximum on t-1; a head whose
+                preference for t-1 comes from the tokens themselves does not.
 token OV        M = ln_1(wte + p_mean) . OV^h . wte^T  [V, V]: row x is the change of the logits
                 when the head attends to a token x. A copying head raises x's own logit: its
                 copy rate (the share of tokens whose own logit is their row's largest) is far above
@@ -64,20 +65,43 @@ def ov(model: AndreaModel, layer: int, head: int) -> torch.Tensor:
 
 
 @torch.no_grad()
+def positional_inputs(model: AndreaModel, layer: int, T: int, token_weights=None,
+                      chunk: int = 4096) -> torch.Tensor:
+    """(T, C): X_t = sum_x w_x ln_1(wte[x] + wpe[t]), the layer's input at position t averaged over
+    the tokens (weights w: `token_weights` (V,), e.g. the corpus's frequencies, else uniform).
+    Since x at the query and y at the key are averaged independently, X_t QK X_s^T is exactly the
+    token-averaged score between positions t and s."""
+    wte, wpe = model.wte.detach(), model.wpe.detach()[:T]
+    V = wte.shape[0]
+    w = torch.full((V,), 1.0 / V) if token_weights is None else \
+        torch.as_tensor(np.asarray(token_weights, dtype=np.float64), dtype=torch.float32)
+    w = w / w.sum()  # (V,)
+    ln = model.blocks[layer].ln_1
+    X = torch.zeros(T, wte.shape[1])
+    for a in range(0, V, chunk):
+        Xc = ln(wte[a: a + chunk, None, :] + wpe[None, :, :])  # (chunk, T, C)
+        X += (w[a: a + chunk, None, None] * Xc).sum(dim=0)
+    return X  # (T, C)
+
+
+@torch.no_grad()
 def positional_pattern(model: AndreaModel, layer: int, head: int, T: int | None = None,
-                       token_weights: torch.Tensor | None = None) -> torch.Tensor:
-    """(T, T) causal softmax of the head's scores on position-only inputs ln_1(wpe[t] + e_mean);
-    e_mean is the mean token embedding, weighted by `token_weights` (V,) when given."""
+                       token_weights=None) -> torch.Tensor:
+    """(T, T) causal softmax of the head's token-averaged scores between positions (see
+    `positional_inputs`): the attention pattern the head draws from positions alone."""
     T = model.cfg.block_size if T is None else T
-    wte = model.wte.detach()
-    w = torch.full((wte.shape[0],), 1.0 / wte.shape[0]) if token_weights is None else \
-        token_weights.float() / token_weights.float().sum()
-    e_mean = w @ wte  # (C,)
-    X = model.blocks[layer].ln_1(model.wpe.detach()[:T] + e_mean)  # (T, C)
+    X = positional_inputs(model, layer, T, token_weights)  # (T, C)
     W_Q, W_K, _, _ = _split(model, layer, head)
     s = (X @ W_Q) @ (X @ W_K).T / math.sqrt(W_Q.shape[1])  # (T, T) = X QK X^T / sqrt(hs)
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
-    return torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)  # (T, T)
+    return causal_softmax(s)
+
+
+def offset_profile(pattern: torch.Tensor, depth: int = 3, from_row: int = 16) -> np.ndarray:
+    """(depth,): mean weight of rows t >= from_row on keys t, t-1, ..., t-depth+1; works for one
+    (T, T) pattern or a stack (..., T, T) of real attention maps (averaged over the stack)."""
+    T = pattern.shape[-1]
+    rows = torch.arange(from_row, T)
+    return np.array([float(pattern[..., rows, rows - d].mean()) for d in range(depth)])
 
 
 def previous_token_share(pattern: torch.Tensor) -> float:
@@ -129,15 +153,17 @@ def ov_table(model: AndreaModel, tokens=None, k: int = 1) -> np.ndarray:
     return out
 
 
-def positional_table(model: AndreaModel, T: int | None = None) -> np.ndarray:
-    """(L, nh, 2): per head, its positional pattern's share of rows peaking at t-1 and its mean
-    weight on t-1."""
+def positional_table(model: AndreaModel, T: int | None = None, depth: int = 3,
+                     token_weights=None) -> np.ndarray:
+    """(L, nh, depth): per head, its positional pattern's mean weight on keys t, t-1, ...
+    (rows t >= T/4, away from the first positions)."""
+    T = model.cfg.block_size if T is None else T
     L, nh = model.cfg.n_layer, model.cfg.n_head
-    out = np.zeros((L, nh, 2))
+    out = np.zeros((L, nh, depth))
     for l in range(L):
         for h in range(nh):
-            P = positional_pattern(model, l, h, T)
-            out[l, h] = previous_token_share(P), mean_previous_weight(P)
+            P = positional_pattern(model, l, h, T, token_weights)
+            out[l, h] = offset_profile(P, depth, from_row=T // 4)
     return out
 
 

@@ -148,3 +148,25 @@ def load_gpt2_small(path: Path | None = None) -> AndreaModel:
         raise FileNotFoundError(f"GPT-2 small's weights are not on this machine: {HOW_TO_GET}")
     from safetensors.torch import load_file
     return from_gpt2(load_file(str(path)), GPT2_SMALL)
+
+
+def local_tokenizer():
+    """GPT-2's tokenizer from the Hugging Face cache, or None (never downloads)."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        return None
+    for repo in HF_REPOS:
+        try:
+            return AutoTokenizer.from_pretrained(repo, local_files_only=True)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def tokenize_with_offsets(tokenizer):
+    """`text -> (ids, offsets)` for `text_corpus.token_batch`, from a transformers fast tokenizer."""
+    def tokenize(text: str):
+        enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
+        return enc["input_ids"], enc["offset_mapping"]
+    return tokenize

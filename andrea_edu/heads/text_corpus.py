@@ -104,6 +104,7 @@ class Corpus:
     valid: list[SourceFile]
     chars: list[str]  # id -> character; chars[0] is UNK
     provenance: dict
+    counts: np.ndarray | None = None  # (vocab,) occurrences in the training files (id 0: unknowns)
     _stoi: dict = field(default_factory=dict, repr=False)
     _labels: dict = field(default_factory=dict, repr=False)
 
@@ -170,7 +171,9 @@ def load_corpus(root: Path | None = None, seed: int = SPLIT_SEED) -> Corpus:
                                  / max(1, sum(counts.values())), 6),
         "content_hash": h.hexdigest(), "files": listing,
     }
-    return Corpus(train, valid, chars, prov)
+    freq = np.array([0] + [counts[c] for c in chars[1:]], dtype=np.int64)
+    freq[0] = sum(counts.values()) - freq.sum()
+    return Corpus(train, valid, chars, prov, counts=freq)
 
 
 _CACHE: dict = {}
@@ -313,3 +316,50 @@ def labelled_batch(corpus: Corpus, B: int, T: int, seed: int, split: str = "vali
     a = torch.from_numpy(np.stack(idx))  # (B, T+1)
     key = torch.from_numpy(np.stack(keys, axis=1))  # (3, B, T)
     return TextBatch(idx=a[:, :-1], targets=a[:, 1:], key=key, where=where)
+
+
+# ---------------------------------------------------------------- other tokenizers (GPT-2's BPE)
+def token_batch(corpus: Corpus, tokenize, B: int, T: int, seed: int, split: str = "valid",
+                chars_per_window: int | None = None) -> TextBatch:
+    """B labelled windows of T tokens of another tokenizer, `tokenize(text) -> (ids, offsets)`
+    with offsets[i] = (start, end) characters of token i. The character labels carry over where
+    token boundaries allow: a bracket where the closer starts its token (query: the token before
+    it; key: the opener's token); an identifier copy where the query character ends its token and
+    the key character starts one (query and key: those tokens). Windows are drawn as in
+    `labelled_batch`, chars_per_window characters long (8 T by default), cut to T + 1 tokens."""
+    files = {"valid": corpus.valid, "train": corpus.train}[split]
+    n_chars = chars_per_window or 8 * T
+    rng = random.Random(seed)
+    idx, keys, where = [], [], []
+    for f, s in _window_offsets(files, B, n_chars, rng):
+        text = f.text[s: s + n_chars]
+        ids, offs = tokenize(text)
+        if len(ids) < T + 1:
+            raise ValueError(f"{n_chars} characters gave {len(ids)} tokens, fewer than T+1={T + 1}: "
+                             f"raise chars_per_window")
+        ids, offs = list(ids[: T + 1]), [tuple(o) for o in offs[: T]]
+        tok_of = np.full(len(text) + 1, -1, dtype=np.int64)  # character -> token (-1: none)
+        starts, ends = {}, {}
+        for i, (a, b) in enumerate(offs):
+            tok_of[a:b] = i
+            starts[a], ends[b] = i, i
+        lab = corpus.labels(f.name)
+        k = np.full((3, T), -1, dtype=np.int64)
+        k[PREV, 1:] = np.arange(T - 1)
+        for o, c in lab["pairs"]:
+            if s <= o and c < s + len(text) and (c - s) in starts and starts[c - s] >= 1:
+                q, key = starts[c - s] - 1, tok_of[o - s]
+                if 0 <= key <= q:
+                    k[BRACKET, q] = key
+        for qc in np.nonzero(lab["ident"][s: s + len(text)] >= 0)[0]:
+            kc = lab["ident"][s + qc] - s
+            if kc >= 0 and (qc + 1) in ends and kc in starts:
+                q, key = ends[qc + 1], starts[kc]
+                if key <= q:
+                    k[IDENT, q] = key
+        idx.append(np.asarray(ids, dtype=np.int64))
+        keys.append(k)
+        where.append((f.name, s))
+    a = torch.from_numpy(np.stack(idx))  # (B, T+1)
+    return TextBatch(idx=a[:, :-1], targets=a[:, 1:], key=torch.from_numpy(np.stack(keys, axis=1)),
+                     where=where)

@@ -1,0 +1,415 @@
+"""Figures and formatted text of the chapter "Heads on real text".
+
+Draws and formats what `andrea_edu.heads.text_corpus`, `.text_training`, `.detectors`,
+`.circuits` and `.gpt2` computed; decides nothing (verdicts come from `detectors`).
+"""
+from __future__ import annotations
+
+import html
+
+import matplotlib.pyplot as plt
+import numpy as np
+from IPython.display import HTML, Markdown, display
+
+from andrea_edu.figures.viz import head_color, heatmap
+from andrea_edu.heads import detectors as D
+from andrea_edu.heads import text_corpus as tc
+
+PATTERN_COLORS = {"all": "#555555", "previous token": "#1f77b4", "matching bracket": "#d62728",
+                  "recent identifier": "#2ca02c"}
+
+
+def md(text: str) -> None:
+    display(Markdown(text))
+
+
+def table(header, rows) -> None:
+    """A Markdown table of computed values."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    md("\n".join(lines))
+
+
+def hl(lh) -> str:
+    return f"L{lh[0]}H{lh[1]}"
+
+
+def caption(fig, text: str, y: float = 0.01) -> None:
+    fig.text(0.5, y, text, ha="center", va="bottom", fontsize=8, wrap=True, color="#333333")
+
+
+def mode_line(fast: bool) -> None:
+    md("Mode: **" + ("fast (ANDREA_FAST=1): fewer windows and re-check steps, the toy model barely "
+                     "trained; its numbers are not meaningful" if fast else "full") + "**.")
+
+
+def window(batch: tc.TextBatch, b: int) -> tc.TextBatch:
+    """The one-window batch of window b."""
+    return tc.TextBatch(idx=batch.idx[b: b + 1], targets=batch.targets[b: b + 1],
+                        key=batch.key[:, b: b + 1], where=batch.where[b: b + 1])
+
+
+# ---------------------------------------------------------------- the corpus
+def show_corpus(corpus: tc.Corpus, committed_prov: dict | None) -> None:
+    p = corpus.provenance
+    big = sorted(p["files"], key=lambda f: -f["chars"])[:3]
+    table(["", "this machine"],
+          [["Python", f"{p['implementation']} {p['python']}"], ["read from", f"`{p['stdlib']}`"],
+           ["files", f"{p['n_files']} top-level modules: {p['n_train_files']} for training, "
+                     f"{p['n_valid_files']} held out (validation)"],
+           ["characters", f"{p['train_chars']:,} training, {p['valid_chars']:,} validation "
+                          f"({p['total_bytes'] / 1e6:.1f} MB on disk)"],
+           ["largest files", ", ".join(f"`{f['name']}` ({f['chars']:,})" for f in big)],
+           ["vocabulary", f"{p['vocab_size']} characters (id 0 for the {p['unk_share_train']:.4%} "
+                          f"of training characters seen fewer than {tc.MIN_CHAR_COUNT} times)"],
+           ["content hash", f"`{p['content_hash'][:16]}…`"]])
+    if committed_prov is not None:
+        same, what = tc.same_corpus(committed_prov, corpus)
+        md(f"The committed run below was trained on {what}.")
+
+
+def show_label_counts(batch: tc.TextBatch) -> None:
+    n = batch.idx.numel()
+    base = D.baseline(batch)
+    table(["pattern", "kind (source)", "labelled queries", "share of positions",
+           "score of uniform attention"],
+          [[tc.PATTERNS[p], tc.PATTERN_KIND[p], f"{int(batch.mask(p).sum()):,}",
+            f"{float(batch.mask(p).sum()) / n:.1%}", f"{base[p]:.4f}"] for p in tc.PATTERNS])
+
+
+def example_html(corpus: tc.Corpus, batch: tc.TextBatch, b: int, start: int, length: int) -> str:
+    """One window as text: each labelled bracket query and its opener, each identifier query and
+    its key, coloured by pattern (previous token is every position, so it is not drawn)."""
+    chars = corpus.decode(batch.idx[b, start: start + length])
+    style = {i: [] for i in range(length)}
+    for p, css in ((tc.BRACKET, "background:#f6c6c6"), (tc.IDENT, "border-bottom:2px solid #2ca02c")):
+        for t in range(start, start + length):
+            k = int(batch.key[p, b, t])
+            if k >= start:
+                style[t - start].append(css)
+                style[k - start].append(css + ";outline:1px solid " +
+                                        PATTERN_COLORS[tc.PATTERNS[p]])
+    out = []
+    for i, c in enumerate(chars):
+        s = html.escape(c) if c != "\n" else "↵<br>"
+        out.append(f'<span style="{";".join(style[i])}">{s}</span>' if style[i] else s)
+    return ('<pre style="font-size:12px;line-height:1.6;white-space:pre-wrap">' + "".join(out)
+            + "</pre>")
+
+
+def pick_example(batch: tc.TextBatch, length: int = 48) -> tuple[int, int]:
+    """A window (b, start) of `length` holding the most bracket and identifier labels whose keys
+    lie inside it (deterministic)."""
+    best, arg = -1, (0, 0)
+    B, T = batch.idx.shape
+    for b in range(B):
+        for start in range(0, T - length + 1, 8):
+            n = [sum(1 for t in range(start, start + length)
+                     if int(batch.key[p, b, t]) >= start) for p in (tc.BRACKET, tc.IDENT)]
+            if min(n) * 10 + sum(n) > best:
+                best, arg = min(n) * 10 + sum(n), (b, start)
+    return arg
+
+
+def show_example(corpus, batch, b, start, length) -> None:
+    display(HTML(example_html(corpus, batch, b, start, length)))
+
+
+# ---------------------------------------------------------------- training
+def show_run_provenance(run, path_name: str, same_code: bool) -> None:
+    p = run.provenance
+    pins = ", ".join(f"{k}={v}" for k, v in p["pins"].items())
+    table(["provenance", ""],
+          [["file", f"`book/data/{path_name}` and its weights" if path_name else
+                    "none found: trained on this page"],
+           ["produced by", f"`{p['produced_by']}`"], ["date (UTC)", p["date_utc"]],
+           ["CPU", f"{p['cpu']} ({p['cores']} cores shared with other jobs; one torch thread)"],
+           ["instruction sets", f"{pins}; ATen used {p['cpu_capability']}, MKL's branch "
+                                f"{p.get('mkl_cbwr')}"],
+           ["software", f"torch {p['torch']}, Python {p['python']}"],
+           ["code", f"commit `{str(p['git_commit'])[:10]}`, code hash `{p['code_hash']}` "
+                    f"({'the same as this checkout' if same_code else 'this checkout differs'})"],
+           ["time", f"{run.wall_seconds / 60:.1f} min wall, {run.cpu_seconds / 60:.1f} min CPU"]])
+
+
+def fig_training(run):
+    s = run.settings
+    fig, (a0, a1) = plt.subplots(1, 2, figsize=(11, 3.8))
+    tl = np.asarray(run.train_loss)
+    k = 25
+    a0.plot(np.arange(len(tl)), tl, color="#bbbbbb", lw=0.6, label="training batch")
+    a0.plot(np.arange(k - 1, len(tl)), np.convolve(tl, np.ones(k) / k, "valid"), color="k", lw=1,
+            label=f"training, mean of {k} steps")
+    for i, key in enumerate(D.LOSS_KEYS):
+        a0.plot(run.eval_steps, run.eval_loss[:, i], color=PATTERN_COLORS[key], lw=1.8,
+                marker="o", ms=3, label=f"validation: {key}")
+    a0.set_xlabel("training step")
+    a0.set_ylabel("next-character loss (nats)")
+    a0.set_ylim(0, None)
+    a0.legend(fontsize=7)
+    base = np.asarray(run.baseline)
+    for p in tc.PATTERNS:
+        best = np.nanmax(run.scores[:, p].reshape(len(run.eval_steps), -1), axis=1) / base[p]
+        a1.plot(run.eval_steps, best, color=PATTERN_COLORS[tc.PATTERNS[p]], marker="o", ms=3,
+                label=tc.PATTERNS[p])
+    a1.axhline(D.FOUND_RATIO, color="k", ls="--", lw=0.8)
+    a1.text(0, D.FOUND_RATIO * 1.05, f"found: {D.FOUND_RATIO:g}x uniform", fontsize=7)
+    a1.set_yscale("log")
+    a1.set_xlabel("training step")
+    a1.set_ylabel("best head's score / uniform attention's")
+    a1.legend(fontsize=7)
+    fig.suptitle(f"Training on the standard library ({s.n_layer} layers x {s.n_head} heads, "
+                 f"d_model {s.d_model}, {s.steps} steps of {s.batch_size} x {s.seq_len} characters)",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def recheck_sentence(cmp: dict, n_steps: int, same: bool) -> None:
+    if not same:
+        md(f"Re-check: {n_steps} steps trained now on this machine's corpus, which is not the "
+           f"committed run's, so their losses are not expected to agree (largest difference "
+           f"{cmp['max_abs_diff']:.3g} nats); the committed numbers below are the committed "
+           f"corpus's.")
+        return
+    md(f"Re-check: the first {cmp['steps']} steps, trained again now in a subprocess with the same "
+       f"pins (ATen used {cmp['cpu_capability']}; {cmp['wall_seconds']:.1f} s), give training "
+       f"losses within **{cmp['max_abs_diff']:.2g}** nats of the committed ones: "
+       f"{'inside' if cmp['agrees'] else '**outside**'} the tolerance of {cmp['tol']:g} nats "
+       f"(measured, see `text_training`). "
+       + ("The committed run is confirmed." if cmp["agrees"] else
+          "The committed run is **not** confirmed on this machine."))
+
+
+# ---------------------------------------------------------------- detectors
+def rescore_sentence(live, run, batch: tc.TextBatch, same_corpus: bool) -> None:
+    """Compare the scores recomputed now from the committed weights with the committed ones."""
+    n = batch.idx.shape[0]
+    diff = float(np.nanmax(np.abs(np.asarray(live) - run.scores_after)))
+    if same_corpus and n == run.settings.eval_batch:
+        md(f"The committed weights, scored again now on the same {n} held-out windows, give every "
+           f"head's scores within {diff:.1g} of the committed ones.")
+    else:
+        why = "this machine's corpus" if not same_corpus else f"{n} windows (fast mode)"
+        md(f"Scored again now on {why}, the committed weights give scores within {diff:.2f} of the "
+           f"committed ones (another sample of windows, so not the same numbers). The table below "
+           f"is the committed run's.")
+
+def fig_ratios(scores, baseline):
+    s = np.asarray(scores) / np.asarray(baseline)[:, None, None]  # (3, L, nh)
+    L, nh = s.shape[1:]
+    fig, axes = plt.subplots(1, 3, figsize=(4.2 * 3, 1.1 * L + 1.6))
+    for p, ax in zip(tc.PATTERNS, axes):
+        heatmap(ax, s[p], [f"H{h}" for h in range(nh)], [f"L{l}" for l in range(L)],
+                cmap="Blues", vmin=0, vmax=max(D.FOUND_RATIO * 2, np.nanmax(s)), fmt="{:.1f}",
+                colorbar=False, title=f"{tc.PATTERNS[p]}: score / uniform")
+        for l in range(L):
+            for h in range(nh):
+                if s[p, l, h] >= D.FOUND_RATIO:
+                    ax.add_patch(plt.Rectangle((h - 0.5, l - 0.5), 1, 1, fill=False,
+                                               ec=PATTERN_COLORS[tc.PATTERNS[p]], lw=2))
+    caption(fig, f"Each head's score (mean attention on the key the pattern designates) divided "
+                 f"by uniform attention's. Framed: at least {D.FOUND_RATIO:g}x.")
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig
+
+
+def show_summary(rows, tol: float) -> None:
+    table(["pattern", "best head", "score", "uniform", "ratio", f"margin to {D.FOUND_RATIO:g}x",
+           "verdict", "its ablation (nats, ± s.e.)", "head whose ablation hurts most"],
+          [[r["pattern"], hl(r["head"]), f"{r['score']:.3f}", f"{r['baseline']:.4f}",
+            f"{r['ratio']:.1f}x", f"{r['margin']:+.3f}", r["verdict"],
+            f"+{r['ablation']:.3f} ± {r['ablation_se']:.3f}",
+            f"{hl(r['carrier'])} (+{r['carrier_ablation']:.3f} ± {r['carrier_se']:.3f})"]
+           for r in rows])
+    md(f"A verdict is *found* or *not found* only when the score clears the line "
+       f"{D.FOUND_RATIO:g} x uniform by more than the score tolerance, {tol:g} (the largest change "
+       f"of any head's score between two runs that differ only in float rounding, measured in "
+       f"`text_training`); otherwise it is *within noise of the threshold*.")
+
+
+def fig_heads_on_example(maps, corpus, batch, heads, b, start, length):
+    """The best head of each pattern on one window: rows queries, columns keys; circles mark the
+    key each labelled query's pattern designates."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5.6))
+    sl = slice(start, start + length)
+    toks = [c if c not in " \n" else {" ": "␣", "\n": "↵"}[c]
+            for c in corpus.decode(batch.idx[b, sl])]
+    for p, ax in zip(tc.PATTERNS, axes):
+        l, h = heads[p]
+        heatmap(ax, maps[l, b, h, sl, sl], colorbar=False, annotate=False, vmin=0, vmax=1,
+                cmap="Greys")
+        ax.set_xticks(range(length), toks, fontsize=6, rotation=0)
+        ax.set_yticks(range(length), toks, fontsize=6)
+        pts = [(t - start, int(batch.key[p, b, t]) - start) for t in range(start, start + length)
+               if int(batch.key[p, b, t]) >= start]
+        if pts:
+            q, k = zip(*pts)
+            ax.scatter(k, q, s=30, facecolors="none", edgecolors=PATTERN_COLORS[tc.PATTERNS[p]],
+                       linewidths=1.2)
+        ax.set_title(f"{tc.PATTERNS[p]}: head L{l}H{h}", fontsize=9, color=head_color(h))
+        ax.set_xlabel("key")
+        ax.set_ylabel("query")
+    caption(fig, "Each pattern's best-scoring head on one held-out window. Circles: the key the "
+                 "pattern designates for each labelled query.")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
+
+
+def fig_ablation(Dt):
+    L, nh, _ = Dt.shape
+    fig, axes = plt.subplots(1, 4, figsize=(16, 1.1 * L + 1.8))
+    for i, (key, ax) in enumerate(zip(D.LOSS_KEYS, axes)):
+        heatmap(ax, Dt[..., i], [f"H{h}" for h in range(nh)], [f"L{l}" for l in range(L)],
+                cmap="Reds", vmin=0, vmax=max(1e-3, float(np.nanmax(Dt[..., 1:]))),
+                fmt="{:.2f}", colorbar=False, title=f"{key}: loss increase")
+    caption(fig, "Loss increase (nats) on held-out windows when one head's row block of W_O is "
+                 "zeroed, on every position (left) and on each pattern's queries.")
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return fig
+
+
+def ablation_sentence(rows, Dt) -> None:
+    parts = []
+    for r in rows:
+        p = tc.PATTERN_NAMES.index(r["pattern"])
+        own, other = r["carrier_ablation"], max(
+            float(Dt[r["carrier"]][1 + q]) for q in range(3) if q != p)
+        parts.append(f"{r['pattern']}: removing {hl(r['carrier'])} costs it "
+                     f"+{own:.3f} ± {r['carrier_se']:.3f} nats (at most +{other:.3f} on another "
+                     f"pattern); the best-scoring head {hl(r['head'])} "
+                     + ("is that head" if r["carrier"] == r["head"] else
+                        f"costs it +{r['ablation']:.3f} ± {r['ablation_se']:.3f}"))
+    md("Per pattern, the head whose removal hurts it most: " + "; ".join(parts) + ". The previous-"
+       "token pattern labels every position, so its loss is the whole loss: a head the model needs "
+       "anywhere shows up there.")
+
+
+# ---------------------------------------------------------------- circuits
+def fig_positional(P, title: str, n: int = 24):
+    fig, ax = plt.subplots(figsize=(4.6, 4.2))
+    heatmap(ax, P[:n, :n], cmap="Greys", vmin=0, vmax=1, annotate=False, colorbar=True,
+            title=title, xlabel="key position", ylabel="query position")
+    fig.tight_layout()
+    return fig
+
+
+def fig_ov(M, labels, title: str):
+    m = np.asarray(M, dtype=float)
+    m = m - m.mean(axis=1, keepdims=True)  # a constant per row does not change a softmax
+    fig, ax = plt.subplots(figsize=(5.4, 4.8))
+    v = float(np.abs(m).max())
+    heatmap(ax, m, labels, labels, cmap="RdBu_r", vmin=-v, vmax=v, annotate=False,
+            title=title, xlabel="logit raised (output token)", ylabel="token attended to")
+    fig.tight_layout()
+    return fig
+
+
+def show_circuit_table(real, pos, ov_tab, chance: float, what: str) -> None:
+    """real, pos: (L, nh, 3) weight on keys t, t-1, t-2 (measured attention; positional QK);
+    ov_tab: (L, nh, 2) copy rate and eigenvalue copying score."""
+    L, nh, _ = pos.shape
+    f = lambda v: " / ".join(f"{x:.2f}" for x in v)  # noqa: E731
+    table(["head", "attention on t / t-1 / t-2 (measured)", "positional QK on t / t-1 / t-2",
+           f"OV copy rate ({what}; chance {chance:.3f})", "OV eigenvalue copying score"],
+          [[f"L{l}H{h}", f(real[l, h]), f(pos[l, h]), f"{ov_tab[l, h, 0]:.0%}",
+            f"{ov_tab[l, h, 1]:+.2f}"] for l in range(L) for h in range(nh)])
+
+
+def _reading(lh, real, pos, where: str = "on real text") -> str:
+    r, p = real[lh], pos[lh]
+    f = lambda v: ", ".join(f"{x:.2f}" for x in v)  # noqa: E731
+    head = (f"{hl(lh)} puts {f(r)} of its attention on t, t-1, t-2 {where}; on positions alone "
+            f"its QK gives {f(p)}")
+    if int(np.argmax(p)) == 1:
+        return head + ": the QK circuit alone makes it a previous-token head (a positional one)"
+    if int(np.argmax(r)) == 1 and int(np.argmax(p)) == 0:
+        return (head + ": from positions alone it looks at the last few characters, nearest first, "
+                "and what moves its peak from t itself to t-1 is the token part of the circuit "
+                "(which characters they are), which this reading averages away")
+    return head
+
+
+def circuits_sentence(rows, real, pos, ov_tab, chance: float) -> None:
+    best_ov = tuple(int(i) for i in np.unravel_index(np.argmax(ov_tab[..., 0]), ov_tab.shape[:2]))
+    rate = ov_tab[best_ov][0]
+    md(f"The detector's previous-token head {_reading(rows[tc.PREV]['head'], real, pos)}. "
+       f"The strongest copier by OV is {hl(best_ov)}: it raises the attended character's own logit "
+       f"above every other for {rate:.0%} of the characters (chance {chance:.1%}; eigenvalue "
+       f"score {ov_tab[best_ov][1]:+.2f})"
+       + (", so some copying is written into its weights" if rate >= 5 * chance else
+          ", no better than a few times chance: no head of this model is a copier") + ".")
+
+
+def toy_sentence(toy_run, heads, real, pos, ov_tab, chance: float) -> str:
+    """Display and return (for the verdict box) what the toy laboratory's circuits show."""
+    from andrea_edu.heads.measures import PATTERN_NAMES as TOY_PATTERNS
+    sc = np.asarray(toy_run.scores_after)
+    pl, el = heads[0], heads[2]
+    rate = ov_tab[el][0]
+    text = (f"its best {TOY_PATTERNS[0]} head (score {sc[0][pl]:.2f}) "
+            f"{_reading(pl, real, pos, 'on its corpus')}; "
+            f"its best {TOY_PATTERNS[2]} head {hl(el)} (score {sc[2][el]:.2f}) raises the attended "
+            f"name's own logit first for {rate:.0%} of the names (chance {chance:.0%}, eigenvalue "
+            f"score {ov_tab[el][1]:+.2f})"
+            + (": its OV circuit copies" if rate >= 0.5 and ov_tab[el][1] > 0 else
+               ": its OV circuit is not a plain copier"))
+    md(f"Toy laboratory: {text}.")
+    return text
+
+
+# ---------------------------------------------------------------- GPT-2
+def show_gpt2_scores(scores, base) -> None:
+    s = np.asarray(scores)
+    rows = []
+    for p in tc.PATTERNS:
+        l, h = np.unravel_index(np.nanargmax(s[p]), s[p].shape)
+        rows.append([tc.PATTERNS[p], f"L{l}H{h}", f"{s[p, l, h]:.3f}", f"{base[p]:.4f}",
+                     f"{s[p, l, h] / base[p]:.1f}x",
+                     f"{int((s[p] >= D.FOUND_RATIO * base[p]).sum())} of {s[p].size}"])
+    table(["pattern", "best head of GPT-2 small", "score", "uniform", "ratio",
+           f"heads at >= {D.FOUND_RATIO:g}x"], rows)
+    return "best heads " + ", ".join(f"{r[0]} {r[1]} at {r[4]} uniform" for r in rows)
+
+
+# ---------------------------------------------------------------- checking the source
+def claim_rows(rows, verdict: str, toy_found: str, gpt2_text: str | None):
+    found = [r for r in rows if r["verdict"] == "found"]
+    missing = [r for r in rows if r["verdict"] != "found"]
+    measured = ("On the standard library's source, a 2-layer ANDREA grows "
+                + "; ".join(f"a {r['pattern']} head ({hl(r['head'])}, {r['ratio']:.1f}x uniform, "
+                            f"its ablation +{r['ablation']:.3f} ± {r['ablation_se']:.3f} nats on "
+                            f"that pattern)" for r in found))
+    if missing:
+        measured += "; not found: " + "; ".join(
+            f"{r['pattern']} (best {hl(r['head'])} at {r['ratio']:.1f}x uniform, "
+            f"{r['verdict']})" for r in missing)
+    measured += f". In the toy laboratory: {toy_found}."
+    if gpt2_text:
+        measured += f" GPT-2 small: {gpt2_text}."
+    return [("Trained transformers show heads for positional (previous token), syntactic "
+             "(matching parenthesis) and semantic (most recent named entity) patterns",
+             measured, verdict)]
+
+
+def summary(rows, real, pos, ov_tab) -> None:
+    found = [r["pattern"] for r in rows if r["verdict"] == "found"]
+    other = [r for r in rows if r["verdict"] != "found"]
+    lh = rows[tc.PREV]["head"]
+    positional = int(np.argmax(pos[lh])) == 1
+    items = [
+        "Trained on text nobody arranged, with labels from a parser, the small ANDREA grows heads "
+        f"for: {', '.join(found) if found else 'none of the three patterns'}"
+        + ("" if not other else "; " + "; ".join(f"{r['pattern']}: {r['verdict']}" for r in other))
+        + ".",
+        "Scores and ablations answer different questions: a head can look at the right key "
+        "without the loss needing it, and the loss can need a head whose score is modest.",
+        f"Read from its weights alone, the previous-token head {hl(lh)} "
+        + ("is positional: its QK circuit on positions peaks at t-1." if positional else
+           "is not purely positional: its QK circuit on positions peaks "
+           + ("at t itself" if int(np.argmax(pos[lh])) == 0 else f"at t-{int(np.argmax(pos[lh]))}")
+           + "; which characters they are does the rest."),
+        "GPT-2 small has ANDREA-120M's shape and loads into the same model class; the same "
+        "detectors run on it when its weights are on the machine.",
+    ]
+    md("\n".join(f"* {x}" for x in items))

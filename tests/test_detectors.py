@@ -1,0 +1,147 @@
+"""heads.detectors and heads.text_training: scores against the uniform baseline, verdict margins,
+ablation, the run file's validation, and the committed real-text run."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from andrea_edu.config import AndreaConfig
+from andrea_edu.heads import detectors as D
+from andrea_edu.heads import text_corpus as tc
+from andrea_edu.heads import text_training as TT
+from andrea_edu.model import AndreaModel
+
+T = 16
+
+
+def _batch(B=3):
+    """Windows with hand-made labels: every t >= 1 previous token; a bracket at t=5 -> 2; an
+    identifier copy at t=9 -> 4."""
+    g = torch.Generator().manual_seed(0)
+    idx = torch.randint(0, 10, (B, T + 1), generator=g)
+    key = torch.full((3, B, T), -1, dtype=torch.long)
+    key[tc.PREV, :, 1:] = torch.arange(T - 1)
+    key[tc.BRACKET, :, 5] = 2
+    key[tc.IDENT, :, 9] = 4
+    return tc.TextBatch(idx=idx[:, :-1], targets=idx[:, 1:], key=key, where=[("x", 0)] * B)
+
+
+def test_uniform_attention_scores_exactly_the_baseline():
+    b = _batch()
+    uni = torch.ones(T, T).tril()
+    uni = uni / uni.sum(-1, keepdim=True)  # (T, T)
+    maps = uni.expand(2, 3, 4, T, T)  # (L, B, nh, T, T)
+    S = D.scores_from_maps(maps, b)
+    base = D.baseline(b)
+    for p in tc.PATTERNS:
+        assert torch.allclose(S[p], torch.full((2, 4), base[p], dtype=torch.float32))
+    assert base[tc.BRACKET] == pytest.approx(1 / 6) and base[tc.IDENT] == pytest.approx(1 / 10)
+
+
+def test_a_previous_token_map_scores_one():
+    b = _batch()
+    prev = torch.zeros(T, T)
+    prev[0, 0] = 1
+    prev[torch.arange(1, T), torch.arange(T - 1)] = 1
+    maps = torch.stack([prev, torch.eye(T)]).reshape(1, 1, 2, T, T).expand(1, 3, 2, T, T)
+    S = D.scores_from_maps(maps, b)  # head 0 previous-token, head 1 attends to itself
+    assert S[tc.PREV, 0, 0] == 1 and S[tc.PREV, 0, 1] == 0
+    assert D.best_heads(S)[tc.PREV] == (0, 0)
+
+
+def test_verdict_margins():
+    assert D.verdict(0.60, 0.1, tol=0.02) == "found"
+    assert D.verdict(0.51, 0.1, tol=0.02) == "within noise of the threshold"
+    assert D.verdict(0.49, 0.1, tol=0.02) == "within noise of the threshold"
+    assert D.verdict(0.40, 0.1, tol=0.02) == "not found"
+    assert D.verdict(float("nan"), 0.1, tol=0.02).startswith("not measured")
+
+
+def test_ablation_of_a_silent_head_changes_nothing_and_of_a_live_one_something():
+    m = AndreaModel(AndreaConfig(d_model=32, n_head=4, n_layer=1, vocab_size=10, block_size=T),
+                    seed=0)
+    with torch.no_grad():
+        m.blocks[0].attn.W_O[8:16] = 0  # head 1 writes nothing
+        m.blocks[0].attn.W_O.mul_(20)  # the others write a lot
+    b = _batch(4)
+    Dt, SE = D.ablation(m, b)
+    assert Dt.shape == SE.shape == (1, 4, 4)
+    assert np.all(Dt[0, 1] == 0) and np.abs(Dt[0, [0, 2, 3], 0]).min() > 0
+    assert torch.equal(m.blocks[0].attn.W_O[8:16], torch.zeros(8, 32))  # restored, still silent
+
+
+def test_head_scores_in_chunks_equal_one_pass():
+    m = AndreaModel(AndreaConfig(d_model=32, n_head=4, n_layer=2, vocab_size=10, block_size=T),
+                    seed=1)
+    b = _batch(5)
+    whole = D.scores_from_maps(m.attention_maps(b.idx), b)
+    torch.testing.assert_close(D.head_scores(m, b, chunk=2), whole)
+
+
+# ---------------------------------------------------------------- training and the run file
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lib")
+    src = 'def f(a, b):\n    return g(a, [b, {1: a}])\n' * 40
+    for i in range(8):
+        (root / f"m{i}.py").write_text(src + f"v{i} = f({i}, {i})\n")
+    corpus = tc.load_corpus(root, seed=1)
+    s = TT.TextSettings(n_head=2, d_model=16, n_layer=1, seq_len=24, batch_size=4, steps=6,
+                        eval_every=3, eval_batch=4, ablation_batch=4, warmup=2)
+    return corpus, s, TT.train(s, progress=False, corpus=corpus)
+
+
+def test_training_is_repeatable_and_the_first_steps_are_the_runs_first_steps(tiny_run):
+    corpus, s, run = tiny_run
+    again = TT.train(s, progress=False, stop_after=3, corpus=corpus)
+    assert np.array_equal(again.train_loss, run.train_loss[:3])
+    assert run.scores.shape == (3, 3, 1, 2) and run.ablation.shape == (1, 2, 4)
+    assert np.isfinite(run.train_loss).all() and len(run.eval_steps) == 3
+
+
+def test_run_file_round_trip_and_one_line_errors(tiny_run, tmp_path):
+    corpus, s, run = tiny_run
+    path = tmp_path / "run.json"
+    TT.save_run(run, path)
+    back = TT.load_run(path)
+    assert np.allclose(back.train_loss, run.train_loss, atol=1e-5)
+    x = torch.randint(0, corpus.vocab_size, (1, 8))
+    torch.testing.assert_close(back.model(x)[0], run.model(x)[0])
+    assert not list(tmp_path.glob(".*.tmp"))  # the temporary files were renamed away
+    d = json.loads(path.read_text())
+    d["scores"][0][0][0][0] = 3.0
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(d))
+    with pytest.raises(TT.RunFileError) as e:
+        TT.load_run(bad, with_model=False)
+    assert str(bad) in str(e.value) and "scores" in str(e.value) and "\n" not in str(e.value)
+    (tmp_path / TT.WEIGHTS_FILE).write_bytes(b"not the weights")
+    with pytest.raises(TT.RunFileError, match="sha256"):
+        TT.load_run(path)
+    bad.write_text("{")
+    with pytest.raises(TT.RunFileError, match="unreadable"):
+        TT.load_run(bad)
+
+
+def test_recheck_comparison_uses_the_tolerance(tiny_run):
+    _, _, run = tiny_run
+    close = {"train_loss": (run.train_loss[:3] + TT.RECHECK_TOL / 2).tolist(),
+             "cpu_capability": "AVX2", "pins": {}, "wall_seconds": 1.0}
+    far = dict(close, train_loss=(run.train_loss[:3] + 10 * TT.RECHECK_TOL).tolist())
+    assert TT.compare_recheck(run, close)["agrees"] and not TT.compare_recheck(run, far)["agrees"]
+
+
+def test_committed_run_finds_a_previous_token_head():
+    path = TT.find_data()
+    if path is None:
+        pytest.skip("no committed book/data/realtext_run.json next to this checkout")
+    run = TT.load_run(path)
+    same, what = tc.same_corpus(run.provenance["corpus"])
+    assert what  # the sentence the chapter shows, whichever corpus this machine has
+    prev = run.summary()[tc.PREV]
+    assert prev["ratio"] >= D.FOUND_RATIO and prev["verdict"] == "found"
+    assert run.provenance["pins"] == TT.CPU_PINS
+    assert run.cpu_seconds <= 600  # the budget; wall time depends on what else shares the CPU
