@@ -7,10 +7,14 @@ playwright, opens every page over a local HTTP server with every non-local reque
   the reason it is harmless; no request to the network except the listed ones;
 - every chapter (notebook) page shows at least one figure, and every image really loaded;
 - every static slider: each range input is swept over all its values (input events) and the
-  figure shown must be the frame for that combination (or the combination's message) and must
-  change at least once; one move per slider is made with the keyboard;
+  figure shown must be the frame for that combination and must change at least once; no
+  reachable position (no combination in the slider's frame table) may show a message instead
+  of a figure; one move per slider is made with the keyboard;
 - every internal link (.html on this site) answers HTTP 200 and its #fragment exists;
-- a full-page screenshot of each page goes to test-artifacts/screenshots/<page>.png.
+- a full-page screenshot of each page goes to test-artifacts/screenshots/<page>.png, and one at a
+  phone's width (390 px) to test-artifacts/screenshots/390px/<page>.png;
+- no machine residue in a page's text (None, nan, raw reprs, a stray " ;", an unparsed table) and
+  no error output or stderr in its executed notebook (test_no_machine_residue_on_the_page).
 Build time, per-page times, page weights and each slider's median compute+draw time per frame
 (measured during the build: what a live update costs) go to test-artifacts/book_report.json.
 
@@ -96,7 +100,11 @@ _SWEEP_JS = """([id, i]) => {
   }
   inp.value = start;
   inp.dispatchEvent(new Event("change", {bubbles: true}));
-  return {name: p.name, n: p.values.length, distinct: new Set(states).size, problems};
+  const shownMessages = states.filter(s => s.startsWith("msg:"));
+  const frameMessages = Object.entries(data.frames).filter(([k, f]) => f.msg !== undefined)
+                              .map(([k, f]) => k + ": " + f.msg);
+  return {name: p.name, n: p.values.length, distinct: new Set(states).size, problems,
+          messages: shownMessages, frame_messages: frameMessages};
 }"""
 
 _STATE_JS = """(id) => { const r = document.getElementById(id);
@@ -176,8 +184,8 @@ def _check_links(context, links, checked: dict) -> list[str]:
     return problems
 
 
-def _screenshot(page, name: str) -> None:
-    shots = ARTIFACTS / "screenshots"
+def _screenshot(page, name: str, folder: str = "") -> None:
+    shots = ARTIFACTS / "screenshots" / folder
     shots.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
 
@@ -213,6 +221,13 @@ def test_page_in_browser(docname, browser, site, built_book):
                 res = page.evaluate(_SWEEP_JS, [sid, i])
                 moves += res["n"]
                 problems += [f"slider {sid}: {p}" for p in res["problems"]]
+                # No reachable position may show a message instead of a figure: neither one met
+                # while sweeping this input, nor any combination of the slider's frame table.
+                problems += [f"slider {sid}: moving {res['name']} shows a message: {m[4:]}"
+                             for m in dict.fromkeys(res["messages"])]
+                problems += [f"slider {sid}: position ({m.split(': ', 1)[0]}) shows a message "
+                             f"instead of a figure: {m.split(': ', 1)[1]}"
+                             for m in res["frame_messages"] if i == 0]
                 if res["n"] > 1 and res["distinct"] < 2:
                     problems.append(f"slider {sid}: moving {res['name']} over {res['n']} values "
                                     f"never changes the figure")
@@ -226,6 +241,9 @@ def test_page_in_browser(docname, browser, site, built_book):
             if after[0] == before[0]:
                 problems.append(f"slider {sid}: the arrow key did not move the slider")
         problems += _check_links(context, figs["links"], _LINKS_CHECKED)
+        page.set_viewport_size({"width": 390, "height": 844})  # a phone, for a reader's eyes
+        page.wait_for_timeout(100)
+        _screenshot(page, docname.replace("/", "__"), "390px")
     finally:
         context.close()
     seconds = time.perf_counter() - t0
@@ -288,3 +306,92 @@ def test_other_pages_in_browser(browser, site, built_book):
         finally:
             context.close()
     assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------- machine residue
+# Text that a reader should never meet on a page: what a program leaves behind when a value is
+# missing (None, nan), a Python repr, or a sentence glued together from empty parts. Code blocks
+# (<pre>: library source shown on purpose) are not scanned; everything else in <main> is.
+RESIDUE = [
+    (re.compile(r"\bNone\b"), "a Python None printed as text"),
+    (re.compile(r"\bnan(x|%)?\b", re.I), "a NaN printed as a number"),
+    (re.compile(r"\b1 (comparisons|runs|cells|seeds|repeats|heads|steps)\b"), "a plural after 1"),
+    (re.compile(r"<[\w.]+ object at 0x[0-9a-f]+>"), "a raw object repr"),
+    (re.compile(r"\b(tensor|array|torch\.Size|dict_keys|OrderedDict)\(\["), "a raw tensor/array repr"),
+    (re.compile(r"\{'\w+': "), "a raw dict repr"),
+    (re.compile(r"\w \;(\s|$)"), "a stray ' ;' where a clause is missing"),
+    (re.compile(r"\|\s*-{3,}\s*\|"), "a Markdown table that did not parse"),
+    (re.compile(r"Traceback \(most recent call last\)"), "a traceback"),
+]
+
+
+def _page_text(html: str) -> str:
+    """The readable text of a page's <main>, without code blocks, scripts and styles."""
+    m = re.search(r"<main[^>]*>(.*)</main>", html, re.S)
+    body = m.group(1) if m else html
+    body = re.sub(r"<(pre|script|style)\b.*?</\1>", " ", body, flags=re.S)
+    inline = r"</?(a|code|span|strong|em|b|i|sup|sub|abbr|kbd|var|small)\b[^>]*>"
+    body = re.sub(inline, "", body)  # "<code>x</code>;" reads "x;", not "x ;"
+    body = re.sub(r"<[^>]+>", " ", body)
+    import html as _html
+    return re.sub(r"\s+", " ", _html.unescape(body))
+
+
+def residue_in(text: str) -> list[str]:
+    """'what: ...context...' for every residue pattern found in `text`."""
+    found = []
+    for pattern, what in RESIDUE:
+        for m in pattern.finditer(text):
+            found.append(f"{what}: ...{text[max(0, m.start() - 60):m.end() + 40]}...")
+    return found
+
+
+def _table_rows_broken(markdown: str) -> list[str]:
+    """Rows of Markdown tables whose count of unescaped | differs from the header's: an
+    unescaped | inside a cell (e.g. 'max |difference|') silently shifts the columns."""
+    bad, header = [], None
+    for line in markdown.splitlines() + [""]:
+        s = line.strip()
+        if s.startswith("|") and s.endswith("|"):
+            n = len(re.findall(r"(?<!\\)\|", s))
+            if header is None:
+                header = n
+            elif n != header:
+                bad.append(s[:120])
+        else:
+            header = None
+    return bad
+
+
+def test_residue_pages_unittest():
+    assert residue_in("unique heads received nan times the gradient")
+    assert residue_in("driver None, andrea_edu 0.1.0") and residue_in("this run: nanx")
+    assert residue_in("the loop took 1.2x as long with reference ; ok")
+    assert not residue_in("Nonetheless the nano-scale numbers hold; fine")
+    assert _table_rows_broken("| a | b |\n|---|---|\n| max |d| | 1 |") == ["| max |d| | 1 |"]
+    assert not _table_rows_broken("| a | b |\n|---|---|\n| max \\|d\\| | 1 |")
+
+
+@pytest.mark.parametrize("docname", toc_docnames())
+def test_no_machine_residue_on_the_page(docname, built_book):
+    """The built page's text has no residue; its executed notebook has no error output (except
+    in cells tagged raises-exception), no stderr, and no Markdown table with a shifted row."""
+    import json
+
+    html = (built_book.html / f"{docname}.html").read_text(encoding="utf-8")
+    problems = residue_in(_page_text(html))
+    executed = built_book.html.parent / "jupyter_execute" / f"{docname}.ipynb"
+    if executed.exists():
+        nb = json.loads(executed.read_text(encoding="utf-8"))
+        for i, cell in enumerate(nb["cells"]):
+            tags = cell.get("metadata", {}).get("tags", [])
+            for out in cell.get("outputs", []):
+                kind = out.get("output_type")
+                if kind == "error" and "raises-exception" not in tags:
+                    problems.append(f"cell {i}: error output {out.get('ename')}: {out.get('evalue')}")
+                elif kind == "stream" and out.get("name") == "stderr":
+                    problems.append(f"cell {i}: stderr: {''.join(out.get('text', ''))[:200]}")
+                md = "".join(out.get("data", {}).get("text/markdown", ""))
+                problems += [f"cell {i}: table row with a stray |: {r}"
+                             for r in _table_rows_broken(md)]
+    assert not problems, f"{docname}:\n" + "\n".join(problems)
