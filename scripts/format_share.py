@@ -4,10 +4,14 @@ Counts, per chapter notebook in book/, the visible code lines (code cells not ta
 hide-input, remove-input or remove-cell; blank and comment-only lines not counted) and, among
 them, the lines of top-level statements whose only job is to format output:
 - a call to display, Markdown, HTML, box or a table helper (``table``, ``*_table``), or to print
-  with an f-string;
+  with only strings (a label printed beside a tensor shows the tensor: not counted);
 - an assignment or ``+=`` whose value is built only of strings (literals, f-strings, joins,
   conditionals or lists/comprehensions of them), or a ``.append`` of such a value;
-- a loop, ``if`` or ``try`` made only of such statements, or a ``def`` whose body is.
+- a loop or ``if`` that contains such a statement and otherwise only assignments that prepare
+  its values (no other call, assert or plot), a ``try`` made of such statements, or a ``def``
+  whose body is;
+- a list or tuple that is at least two thirds text (rows of a table or of a verdict box), or a
+  call whose arguments are all text (a helper that turns text into text).
 Everything else (computing, plotting, showing library source, asserting) is teaching code.
 
     python scripts/format_share.py            # table per chapter and for the whole book
@@ -35,13 +39,17 @@ def _stringy(node) -> bool:
         return _stringy(node.left) or _stringy(node.right)
     if isinstance(node, ast.IfExp):
         return _stringy(node.body) and _stringy(node.orelse)
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return bool(node.elts) and all(_stringy(e) for e in node.elts)
+    if isinstance(node, (ast.List, ast.Tuple)):  # rows of text: mostly strings
+        return bool(node.elts) and sum(map(_stringy, node.elts)) * 3 >= 2 * len(node.elts)
     if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
         return _stringy(node.elt)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         if node.func.attr in {"join", "format", "replace", "strip"}:
             return _stringy(node.func.value) or any(_stringy(a) for a in node.args)
+    if isinstance(node, ast.Call) and node.args and not node.keywords:
+        # a helper that turns text into text, e.g. p("step", f"...")
+        return all(_stringy(a) for a in node.args) and any(
+            isinstance(a, ast.JoinedStr) for a in node.args)
     return False
 
 
@@ -56,17 +64,15 @@ def _formats(stmt) -> bool:
         name = _name(call.func)
         if name in FORMAT_CALLS or name.endswith("_table"):
             return True
-        if name == "print":
-            return any(isinstance(a, ast.JoinedStr) for a in call.args)
+        if name == "print":  # a label printed beside data is showing the data
+            return bool(call.args) and all(_stringy(a) for a in call.args)
         if name in {"append", "extend"}:
             return bool(call.args) and all(_stringy(a) for a in call.args)
         return False
     if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
         return stmt.value is not None and _stringy(stmt.value)
-    if isinstance(stmt, (ast.For, ast.While)):
-        return all(_formats(s) for s in stmt.body)
-    if isinstance(stmt, ast.If):
-        return all(_formats(s) for s in stmt.body + stmt.orelse)
+    if isinstance(stmt, (ast.For, ast.While, ast.If)):
+        return _formats_block(stmt.body + stmt.orelse)
     if isinstance(stmt, ast.Try):
         return all(_formats(s) for s in stmt.body) and all(
             _formats(s) for h in stmt.handlers for s in h.body)
@@ -74,6 +80,19 @@ def _formats(stmt) -> bool:
         body = [s for s in stmt.body if not (isinstance(s, ast.Expr) and _stringy(s.value))]
         return bool(body) and all(_formats(s) for s in body)
     return False
+
+
+def _formats_block(body) -> bool:
+    """A block that formats: at least one formatting statement, and the rest only prepares values
+    for it (assignments, continue/break/pass), with no other call, assert or plot of its own."""
+    def helper(stmt):
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Continue, ast.Break,
+                             ast.Pass)):
+            return True
+        if isinstance(stmt, (ast.For, ast.While, ast.If)):
+            return all(_formats(s) or helper(s) for s in stmt.body + stmt.orelse)
+        return False
+    return any(_formats(s) for s in body) and all(_formats(s) or helper(s) for s in body)
 
 
 def _counted(lines, lo, hi) -> int:
