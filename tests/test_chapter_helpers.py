@@ -1,0 +1,53 @@
+"""The chapter helpers added for issue 9: each computes what its chapter states."""
+import pytest
+
+
+def test_projection_roofline_is_the_published_ratio():
+    from andrea_edu.figures.three_matrices import projection_roofline
+
+    r = projection_roofline(128)
+    assert r["flops"] == 2 * 128 * 768 * 768
+    assert r["compute_s"] == pytest.approx(r["flops"] / 989e12)
+    m = r["compute_bound_from_rows"]
+    below, at = projection_roofline(m - 1), projection_roofline(m)
+    assert below["compute_s"] < below["memory_s"] and at["compute_s"] >= at["memory_s"]
+
+
+def test_tensor_core_claim_waits_for_a_gpu_file():
+    from andrea_edu.figures.three_matrices import tensor_core_claim
+    from andrea_edu.figures.verdicts import NOT_MEASURED
+
+    text, verdict = tensor_core_claim(None, 12, 1.5, 3.0, 96, "CPU: test", rows=128)
+    assert verdict == NOT_MEASURED and "not measured" in text and "None" not in text
+    fake = {"provenance": {"device": "NVIDIA H200"}, "records": [
+        {"status": "ok", "backend": w, "params": {"n_head": 12}, "blas_calls": c,
+         "median_ms": ms, "tflops": tf, "time_ratio_to_fused": None}
+        for w, c, ms, tf in (("per-head", 36, 0.3, 100.0), ("fused", 3, 0.1, 600.0))]}
+    text, verdict = tensor_core_claim(fake, 12, 1.5, 3.0, 96, "CPU: test", rows=128)
+    assert verdict == "holds" and "NVIDIA H200" in text and "61%" in text
+
+
+def test_kernel_walkthrough_marks_lines_of_the_cu_file():
+    from andrea_edu.figures.config_mirrors_hardware import V2_LOOP_KEY
+    from andrea_edu.figures.viz import kernel_walkthrough
+    from andrea_edu.kernels.toolkit import kernel_source
+
+    md = kernel_walkthrough("v2", V2_LOOP_KEY, start=r"for \(int k0", stop=r"^  }$").data
+    src = kernel_source("v2").splitlines()
+    rows = [r for r in md.splitlines() if r.startswith("| ") and r[2].isdigit()]
+    assert len(rows) == len(V2_LOOP_KEY)
+    for r in rows:  # the line number and the code agree with the file
+        n, code = r.split(" | ")[0][2:], r.split(" | ")[1].strip("`")
+        assert src[int(n) - 1].strip() == code.replace("&#124;", "|")
+    assert "wmma::mma_sync(sf, qf[kk], kf, sf);" in md
+
+
+def test_provenance_line_has_no_empty_fields():
+    from andrea_edu.figures.config_mirrors_hardware import provenance_line
+
+    res = {"provenance": {"device": "CPU: test", "device_kind": "cpu", "torch": "2", "cuda": "13",
+                          "driver": None, "andrea_edu": "0.1", "git_commit": "abc", "date": "2026"},
+           "settings": {"repeats": 3, "dtype": "bfloat16"}, "_path": "/x/bench_headdim_cpu.json"}
+    line = provenance_line(res, "CPU measurement")
+    assert "None" not in line and "driver" not in line and "bench_headdim_cpu.json" in line
+    assert provenance_line(None, "GPU measurement").endswith("**none exists yet**.")
