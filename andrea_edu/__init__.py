@@ -8,7 +8,7 @@ one way only: figures -> (heads, pipeline, bench) -> attention -> kernels -> cor
                         layout       how the heads sit in memory: views, strides, contiguity
                         model        a small GPT-style ANDREA (nn.Module)
                         attention    the one entry point: which backend ran, and why
-                        env          run-time switches (fast mode, book build)
+                        env          run-time switches (fast mode, book build, CPU ISA pins)
     kernels/   the .cu sources, their limits, NVRTC, launch, occupancy, grid, tiles, emulator
     heads/     the toy laboratory: corpus, training, head measures, gradient pressure, sweeps
     pipeline/  the forward pass as steps, its timing, op attribution, the token tracer
@@ -18,6 +18,12 @@ one way only: figures -> (heads, pipeline, bench) -> attention -> kernels -> cor
 The names below are what a reader calls first; everything else is one import away, e.g.
 `from andrea_edu.kernels import compile_attention`.
 """
+# Before anything imports torch: pin the CPU instruction sets of torch's numeric libraries (AVX2
+# on x86; ANDREA_CPU_ISA=native opts out), so CPU results are the same bits on every machine.
+from andrea_edu.env import pin_cpu_isa as _pin_cpu_isa
+
+_pin_cpu_isa(warn=False)  # silent here: a reader who imported torch first loses only the low bits
+
 from andrea_edu.attention import Decision, attention, choose_backend, reference_attention
 from andrea_edu.config import ANDREA_12M, ANDREA_120M, AndreaConfig, param_counts
 from andrea_edu.env import __version__

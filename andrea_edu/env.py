@@ -2,12 +2,38 @@
 
 ANDREA_FAST=1        shrink sizes so every notebook runs in seconds (the tests set it).
 ANDREA_BOOK_BUILD=1  the book is being built (scripts/build_book.sh): sliders render static frames.
+ANDREA_CPU_ISA       "avx2" (the default) pins the CPU instruction sets of torch's numeric
+                     libraries, so that CPU results are the same bits on every x86-64 machine
+                     (see `pin_cpu_isa`); "native" leaves every library free to pick its own.
+ANDREA_DATA_DIR      the folder of committed measurements (else found: see `data_search_dirs`).
+
+Why pin: on one machine two seeded CPU trainings are bit-identical, but ATen, MKL and oneDNN each
+pick kernels by the CPU's instruction set (AVX2 vs AVX-512), and the low bits grow through
+training: 3e-4 to 1.4e-3 after 100 steps between two x86 machines, enough to move a head score
+across the chapter's threshold. Every x86-64 machine this book targets has AVX2 (Haswell, 2013;
+every AMD Zen), so AVX2 is the level pinned. The three knobs are read by the libraries when torch
+is first imported: set them before that (importing `andrea_edu` does, if it comes first).
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import platform
+import sys
+import warnings
+from pathlib import Path
 
 __version__ = "0.1.0"  # the library's version, recorded in every provenance block
+
+# The pinned level, knob by knob (each one alone moved a 100-step training by 3e-4 to 8e-4).
+#   ATEN_CPU_CAPABILITY: ATen's own vectorised kernels (softmax, GELU, layer norm, reductions).
+#   MKL_CBWR: MKL's conditional bitwise reproducibility: the AVX2 code path, STRICT so that
+#             alignment and run-time dispatch cannot change the bits (the sgemm of every Linear).
+#   ONEDNN_MAX_CPU_ISA: the highest ISA oneDNN (mkldnn) may use.
+PINNED_ISA = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT",
+              "ONEDNN_MAX_CPU_ISA": "AVX2"}
+ISA_KNOBS = tuple(PINNED_ISA)
+_X86 = ("x86_64", "amd64", "i686", "x86")
 
 
 def _flag(name: str) -> bool:
@@ -27,3 +53,143 @@ def book_build() -> bool:
 def pick(full, fast):
     """`fast` in fast mode, `full` otherwise: one place for every size a notebook shrinks."""
     return fast if fast_mode() else full
+
+
+# ---------------------------------------------------------------- CPU instruction-set pinning
+def is_x86() -> bool:
+    return platform.machine().lower() in _X86
+
+
+def pinning_wanted() -> bool:
+    """False when ANDREA_CPU_ISA=native, or on a CPU that is not x86 (ARM has none of the knobs)."""
+    return is_x86() and os.environ.get("ANDREA_CPU_ISA", "avx2").strip().lower() != "native"
+
+
+def pin_cpu_isa(warn: bool = True) -> dict[str, str]:
+    """Set ATEN_CPU_CAPABILITY, MKL_CBWR and ONEDNN_MAX_CPU_ISA to the AVX2 level, each only where
+    it is not already set (a value set by hand wins). Returns the knobs' values now in effect.
+
+    Must run before torch is imported: the libraries read the knobs once, at load. If torch is
+    already imported and a knob was not yet set, the pin comes too late; with `warn` it says so
+    (the provenance records what ATen really uses, `torch.backends.cpu.get_cpu_capability()`).
+    """
+    if not pinning_wanted():
+        return isa_settings()
+    late = [k for k in ISA_KNOBS if k not in os.environ] if "torch" in sys.modules else []
+    for k, v in PINNED_ISA.items():
+        os.environ.setdefault(k, v)
+    if late and warn:
+        warnings.warn(f"torch was imported before andrea_edu pinned the CPU instruction sets "
+                      f"({', '.join(late)} set too late): CPU results may differ in the low bits "
+                      f"from the committed ones. Import andrea_edu before torch, or run through "
+                      f"scripts/ (they export the settings).", RuntimeWarning, stacklevel=2)
+    return isa_settings()
+
+
+def isa_settings() -> dict[str, str]:
+    """The three knobs as this process sees them ("" = not set: the library picks)."""
+    return {k: os.environ.get(k, "") for k in ISA_KNOBS}
+
+
+def cpu_name() -> str:
+    """The CPU's model name (from /proc/cpuinfo on Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def cpu_provenance() -> dict:
+    """What decides CPU results' low bits: the CPU, the knobs, and the level ATen really uses.
+    Goes into every provenance block; `same_cpu_numerics` compares two of them."""
+    cap = "unknown"
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            cap = str(torch.backends.cpu.get_cpu_capability())
+        except Exception:  # an old or unusual torch build
+            pass
+    return {"cpu": cpu_name(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
+            "isa_settings": isa_settings(), "aten_cpu_capability": cap}
+
+
+def same_cpu_numerics(a: dict | None, b: dict | None) -> bool:
+    """True when two cpu_provenance blocks promise the same bits: both x86 with the three knobs
+    set alike and the same ATen capability (the CPU model itself may differ: that is the point)."""
+    if not a or not b:
+        return False
+    keys = ("isa_settings", "aten_cpu_capability")
+    x86 = all(str(p.get("machine", "")).lower() in _X86 for p in (a, b))
+    return x86 and all(a.get(k) == b.get(k) for k in keys) and all(
+        (a.get("isa_settings") or {}).get(k) for k in ISA_KNOBS)
+
+
+# ---------------------------------------------------------------- committed data: find, write
+DATA_ENV = "ANDREA_DATA_DIR"
+
+
+def data_search_dirs() -> list[Path]:
+    """Where committed measurements are looked for, in order:
+    1. $ANDREA_DATA_DIR, when set, and then nowhere else (a reader or a test points the book at
+       other data, or at an empty folder, and gets exactly that);
+    2. book/data beside the installed package's repository (the clone an install cell made:
+       an editable install, or the clone put on sys.path), found from this file's location;
+    3. relative to the working directory, i.e. to the notebook: data/ (a chapter runs in book/),
+       book/data (the repository root), ../book/data.
+    """
+    if os.environ.get(DATA_ENV, "").strip():
+        return [Path(os.environ[DATA_ENV].strip()).expanduser()]
+    cwd = Path.cwd()
+    dirs = [Path(__file__).resolve().parents[1] / "book" / "data",
+            cwd / "data", cwd / "book" / "data", cwd.parent / "book" / "data"]
+    out, seen = [], set()
+    for d in dirs:  # the same folder reached twice is looked in once
+        key = os.path.normcase(os.path.realpath(d))
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
+
+
+def find_data_file(name: str) -> Path | None:
+    """The first data_search_dirs()/<name> that is a file, or None (see `where_looked`)."""
+    for d in data_search_dirs():
+        if (d / name).is_file():
+            return d / name
+    return None
+
+
+def where_looked(name: str) -> str:
+    """One line for a reader: every place `find_data_file(name)` tried, in order."""
+    return (f"no committed {name} found; looked in: "
+            + ", ".join(str(d / name) for d in data_search_dirs())
+            + f" (set {DATA_ENV} to the folder that holds it)")
+
+
+def write_json_atomic(path, obj, **dumps_kw) -> Path:
+    """Write obj as JSON to path through a temporary file in the same folder and os.replace:
+    a reader (or a crash) sees the old file or the new one, never half of one."""
+    import json
+    import tempfile
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(obj, **dumps_kw) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a data file is as readable as any
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path

@@ -1,6 +1,12 @@
-"""Shared test setup: notebook execution polls the kernel in short slices (see the extension)."""
+"""Shared test setup: the CPU instruction sets pinned before torch loads (results re-checked
+against committed ones are then the same bits on every x86-64 machine; andrea_edu.env), and
+notebook execution polls the kernel in short slices (see the extension)."""
 import sys
 from pathlib import Path
+
+from andrea_edu.env import pin_cpu_isa  # noqa: E402  (andrea_edu pins before importing torch)
+
+pin_cpu_isa()  # warns if a plugin imported torch first; notebooks' kernels inherit the settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -98,7 +98,7 @@ def device_slug(name: str) -> str:
 
 def provenance(device: str, command: str = "") -> dict:
     """Where a measurement came from: device, versions, commit, date (goes into every file)."""
-    from andrea_edu.env import __version__
+    from andrea_edu.env import __version__, cpu_provenance
 
     p = {"device_kind": "gpu" if device == "cuda" else "cpu",
          "torch": torch.__version__, "cuda": torch.version.cuda,
@@ -113,6 +113,8 @@ def provenance(device: str, command: str = "") -> dict:
     else:
         p.update(device=f"CPU: {_cpu_model()}", device_slug="cpu", driver=None,
                  cpu_threads=torch.get_num_threads(), cpu_count=os.cpu_count())
+    # the CPU, its instruction-set pins and the level ATen really used (decides CPU low bits)
+    p["cpu_numerics"] = cpu_provenance()
     if hasattr(os, "getloadavg"):  # other work on a shared machine slows CPU timings: say so
         p["load_avg_1min"] = round(os.getloadavg()[0], 2)
     return p

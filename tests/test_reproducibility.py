@@ -1,0 +1,178 @@
+"""Same bits on every x86-64 machine: the CPU instruction-set pins (andrea_edu.env), that each
+library honours its knob, that every entry point pins before torch loads, and that provenance
+records the settings. Plus the data finder and the atomic JSON writer every writer uses."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from andrea_edu import env
+
+REPO = Path(__file__).resolve().parents[1]
+X86 = env.is_x86()
+needs_x86 = pytest.mark.skipif(not X86, reason="the ISA knobs exist on x86-64 only")
+
+
+def _clean_env(**extra) -> dict:
+    e = {k: v for k, v in os.environ.items() if k not in env.ISA_KNOBS + ("ANDREA_CPU_ISA",)}
+    e.update(extra)
+    return e
+
+
+def _py(code: str, **extra) -> str:
+    r = subprocess.run([sys.executable, "-c", code], env=_clean_env(**extra), cwd=REPO,
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout + r.stderr
+
+
+# ---------------------------------------------------------------- the helper
+def test_pin_sets_only_what_is_unset(monkeypatch):
+    for k in env.ISA_KNOBS:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")  # set by hand: wins
+    monkeypatch.delenv("ANDREA_CPU_ISA", raising=False)
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if torch were not imported yet
+    monkeypatch.delitem(sys.modules, "torch")
+    got = env.pin_cpu_isa()
+    if X86:
+        assert got == {**env.PINNED_ISA, "MKL_CBWR": "COMPATIBLE"}
+    else:
+        assert got["ATEN_CPU_CAPABILITY"] == ""  # ARM: nothing to pin
+
+
+def test_native_opts_out(monkeypatch):
+    for k in env.ISA_KNOBS:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("ANDREA_CPU_ISA", "native")
+    assert env.pin_cpu_isa() == dict.fromkeys(env.ISA_KNOBS, "")
+
+
+@needs_x86
+def test_pinning_after_torch_warns(monkeypatch):
+    import torch  # noqa: F401  (already imported: the pin comes too late)
+    for k in env.ISA_KNOBS:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.delenv("ANDREA_CPU_ISA", raising=False)
+    with pytest.warns(RuntimeWarning, match="torch was imported before"):
+        env.pin_cpu_isa()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        env.pin_cpu_isa()  # everything set now: nothing to warn about
+
+
+def test_same_cpu_numerics_rule():
+    a = {"machine": "x86_64", "isa_settings": dict(env.PINNED_ISA), "aten_cpu_capability": "AVX2",
+         "cpu": "Intel(R) Xeon(R)"}
+    b = {**a, "cpu": "AMD EPYC 9B14"}  # another CPU, same pins: the same bits are promised
+    assert env.same_cpu_numerics(a, b)
+    assert not env.same_cpu_numerics(a, {**b, "aten_cpu_capability": "AVX512"})
+    assert not env.same_cpu_numerics(a, {**b, "machine": "aarch64"})
+    unpinned = {**a, "isa_settings": dict.fromkeys(env.ISA_KNOBS, "")}
+    assert not env.same_cpu_numerics(unpinned, unpinned)  # unpinned: no promise
+    assert not env.same_cpu_numerics(a, None)
+
+
+def test_scripts_pin_the_same_values():
+    sh = (REPO / "scripts" / "cpu_isa.sh").read_text()
+    for k, v in env.PINNED_ISA.items():
+        assert f'{k}="${{{k}:-{v}}}"' in sh, k
+    for script in ("test.sh", "build_book.sh"):
+        text = (REPO / "scripts" / script).read_text()
+        assert "source scripts/cpu_isa.sh" in text, script
+        assert text.index("cpu_isa.sh") < text.index("python -m pytest" if script == "test.sh"
+                                                      else "jupyter-book build")
+
+
+@needs_x86
+def test_the_test_session_is_pinned():
+    import torch
+    if os.environ.get("ANDREA_CPU_ISA", "").lower() == "native":
+        pytest.skip("ANDREA_CPU_ISA=native: pins switched off for this run")
+    for k in env.ISA_KNOBS:
+        assert os.environ.get(k), f"{k} not set in the test process (conftest pins it)"
+    if os.environ["ATEN_CPU_CAPABILITY"] == "avx2":
+        assert torch.backends.cpu.get_cpu_capability() == "AVX2"
+
+
+# ---------------------------------------------------------------- each knob is honoured
+@needs_x86
+def test_importing_andrea_edu_first_pins_aten():
+    out = _py("import andrea_edu, torch; print('CAP', torch.backends.cpu.get_cpu_capability())")
+    assert "CAP AVX2" in out
+    free = _py("import andrea_edu, torch; print('CAP', torch.backends.cpu.get_cpu_capability())",
+               ANDREA_CPU_ISA="native")
+    assert "CAP" in free  # the machine's own level (AVX2 on an AVX2-only CPU, else higher)
+
+
+@needs_x86
+def test_mkl_and_onednn_honour_their_knobs():
+    import torch
+    if not torch.backends.mkl.is_available():
+        pytest.skip("this torch has no MKL")
+    code = ("import andrea_edu, torch\n"
+            "a = torch.randn(64, 64); a @ a\n"
+            "x = torch.randn(2, 3, 16, 16); torch.nn.functional.conv2d(x, torch.randn(4, 3, 3, 3))\n")
+    out = _py(code, MKL_VERBOSE="1", ONEDNN_VERBOSE="1")
+    assert "CNR:AVX2,STRICT" in out  # MKL ran its AVX2 code path in strict reproducible mode
+    if "onednn_verbose" in out:
+        assert "isa:Intel AVX2" in out or "isa:AVX2" in out
+
+
+def test_provenance_blocks_record_the_settings():
+    import torch
+    from andrea_edu.bench.timing import provenance
+    p = provenance("cpu")["cpu_numerics"]
+    assert p["isa_settings"] == env.isa_settings()
+    assert p["aten_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert p["cpu"] == env.cpu_name() and p["machine"]
+
+
+# ---------------------------------------------------------------- data finder
+def test_data_dir_env_is_the_only_place_when_set(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
+    assert env.data_search_dirs() == [tmp_path]
+    assert env.find_data_file("specialization_sweep.json") is None
+    assert str(tmp_path) in env.where_looked("specialization_sweep.json")
+
+
+def test_finder_order_package_repository_then_notebook(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANDREA_DATA_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)  # a Colab-like working directory outside the clone
+    dirs = env.data_search_dirs()
+    assert dirs[0] == REPO / "book" / "data"  # beside the installed package's repository
+    assert dirs[1:] == [tmp_path / "data", tmp_path / "book" / "data",
+                        tmp_path.parent / "book" / "data"]
+    assert env.find_data_file("specialization_sweep.json") == REPO / "book" / "data" / \
+        "specialization_sweep.json"
+
+
+# ---------------------------------------------------------------- atomic writes
+def test_write_json_atomic_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch):
+    path = tmp_path / "d.json"
+    env.write_json_atomic(path, {"v": 1})
+    assert json.loads(path.read_text()) == {"v": 1}
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt  # killed between writing the temporary file and the rename
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(KeyboardInterrupt):
+        env.write_json_atomic(path, {"v": 2, "big": list(range(1000))})
+    assert json.loads(path.read_text()) == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["d.json"]  # no temporary file left
+
+
+def test_every_json_writer_is_atomic():
+    """No writer of committed data writes in place (a plain write_text can leave half a file)."""
+    files = ["andrea_edu/bench/results.py", "andrea_edu/heads/sweep.py",
+             "andrea_edu/pipeline/timing.py", "andrea_edu/bench/gpucheck.py"]
+    for f in files:
+        src = (REPO / f).read_text()
+        assert "write_json_atomic(" in src, f
+        assert ".write_text(json.dumps" not in src, f
