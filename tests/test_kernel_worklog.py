@@ -36,12 +36,11 @@ def test_version_header_reads_the_files_own_entry(v):
     assert "  " not in h["idea"]  # continuation lines joined with single spaces
 
 
-def test_ladder_has_one_row_per_version_with_the_grid_of_each():
-    table = figs.ladder_markdown().splitlines()
-    assert len(table) == 2 + len(figs.VERSIONS)
-    assert [row[:4] for row in table[2:]] == ["| v1", "| v2", "| v3"]
-    assert "gridDim = (B * nh)" in table[2] and all("ceil(T / " in r for r in table[3:])
-    assert "reversed:" not in table[4]  # long parentheticals are left to the file itself
+def test_ladder_has_one_entry_per_version_with_the_grid_of_each():
+    items = figs.ladder_markdown().splitlines()
+    assert [row[:8] for row in items] == ["- **v1**", "- **v2**", "- **v3**"]
+    assert "gridDim = (B * nh)" in items[0] and all("ceil(T / " in r for r in items[1:])
+    assert "reversed:" not in items[2]  # long parentheticals are left to the file itself
 
 
 @pytest.mark.parametrize("v, start", [("v1", r"for \(int k0 = 0; k0 < kv_end"),
@@ -86,10 +85,11 @@ def test_excerpt_numbers_lines_as_in_the_file_and_highlights_marks_in_the_book(m
     assert ":emphasize-lines:" not in only.data
 
 
-def test_changes_table_has_a_column_per_version():
+def test_changes_block_lists_each_versions_line_under_its_step():
     rows = [("S", {v: figs.first_line(v, r"blockIdx\.x") for v in figs.VERSIONS})]
-    table = figs.changes_markdown(rows).splitlines()
-    assert len(table) == 3 and table[2].count("`") == 2 * len(figs.VERSIONS)
+    block = figs.changes_markdown(rows).splitlines()
+    assert block[0] == "```cpp" and block[1] == "// ---- S" and block[-1] == "```"
+    assert [b.split()[1] for b in block[2:5]] == list(figs.VERSIONS)
 
 
 @pytest.mark.parametrize("v", figs.VERSIONS)
@@ -223,10 +223,13 @@ SC = {"v1": 100, "v2": 100, "v3": 100}
 MO = {"v1": _model(1e-3), "v2": _model(1e-4, "issue"), "v3": _model(2e-5)}
 
 
-def test_evidence_table_labels_every_time_as_a_model():
+def test_evidence_table_has_a_column_per_version_and_a_model_section():
     table = figs.evidence_markdown(EV, SC, MO, MO).splitlines()
-    assert len(table) == 2 + 3
-    assert all(row.count("model") == 2 for row in table[2:])
+    assert table[0] == "| per warp and K/V tile | v1 | v2 | v3 |"
+    assert all(row.count("|") == 5 for row in table)
+    model_rows = [r for r in table if r.startswith("| model bound")]
+    assert len(model_rows) == 2 and "**model, whole launch**" in "\n".join(table)
+    assert "| ... per score | 400 | 100 | 25 |" in table
 
 
 def test_ratio_sentence_divides_per_score():

@@ -57,14 +57,14 @@ def _first_sentence(text: str) -> str:
 
 
 def ladder_markdown(versions=VERSIONS) -> str:
-    """The worklog's ladder as a Markdown table, every cell read from the .cu files."""
-    rows = ["| version | file | idea (the file's title) | grid | speed (as the file says) |",
-            "|---|---|---|---|---|"]
+    """The worklog's ladder as a Markdown list, every entry read from the .cu files' headers."""
+    items = []
     for v in versions:
         h = version_header(v)
-        rows.append(f"| {v} `{h['name']}` | `{KERNEL_FILES[v]}` | {h['title']} | "
-                    f"{_first_sentence(h['grid'])} | {_first_sentence(h['speed'])} |")
-    return "\n".join(rows)
+        items.append(f"- **{v}**, `{h['name']}` in `{KERNEL_FILES[v]}`: {h['title']} "
+                     f"Grid: `{_first_sentence(h['grid'])}`. Speed, as the file says: "
+                     f"{_first_sentence(h['speed'])}.")
+    return "\n".join(items)
 
 
 def _code(line: str) -> str:
@@ -139,14 +139,13 @@ def excerpt(version: str, start: str, marks=(), whole_file: bool = False) -> lis
 
 
 def changes_markdown(rows) -> str:
-    """rows: [(role, {version: (line number, code)})] -> role x version table of source lines."""
-    vs = [v for v in VERSIONS if any(v in cols for _, cols in rows)]
-    out = ["| step | " + " | ".join(f"{v} (`{KERNEL_FILES[v]}`)" for v in vs) + " |",
-           "|---|" + "---|" * len(vs)]
-    for role, cols in rows:
-        cells = [f"{cols[v][0]}: `{_cell(cols[v][1])}`" if v in cols else "" for v in vs]
-        out.append(f"| {role} | " + " | ".join(cells) + " |")
-    return "\n".join(out)
+    """rows: [(step, {version: (line number, code)})] -> one C++ block, the step as a comment
+    and below it the line each version uses, tagged with its version and line number."""
+    out = []
+    for step, cols in rows:
+        out.append(f"// ---- {step}")
+        out += [f"/* {v} {cols[v][0]:>3} */ {cols[v][1]}" for v in VERSIONS if v in cols]
+    return "```cpp\n" + "\n".join(out) + "\n```"
 
 
 # ------------------------------------------------------------------ the emulator's launch
@@ -493,20 +492,29 @@ MODEL_LABEL = "model (lower bound from SASS counts)"
 
 def evidence_markdown(ev: dict, scores: dict, models: dict, models_4090: dict) -> str:
     """ev {version: sass.evidence dict}, scores {version: scores per warp per K/V tile},
-    models / models_4090 {version: time_model.model_bound dict}: one row per version."""
-    head = ("| version | keys per tile | scores per warp-tile | " + " | ".join(MIX)
-            + " | all instructions | shared-memory bytes | registers | spill bytes | "
-            "blocks/SM H200 | blocks/SM RTX 4090 | model bound H200 | model bound RTX 4090 |")
-    out = [head, "|" + "---|" * (head.count("|") - 1)]
-    for v, e in ev.items():
-        p, m, m4 = e["per_tile"], models[v], models_4090[v]
-        out.append(f"| {v} | {e['keys_per_tile']} | {scores[v]} | "
-                   + " | ".join(str(p[k]) for k in MIX)
-                   + f" | {p['total']} | {e['smem_bytes_per_tile']:,} | {e['registers']} | "
-                   f"{e['spill_stores'] + e['spill_loads']} | {e['blocks_per_sm']['H200']} | "
-                   f"{e['blocks_per_sm']['RTX 4090']} | {m['seconds'] * 1e6:.1f} µs "
-                   f"({m['bound_by']}), model | {m4['seconds'] * 1e6:.1f} µs "
-                   f"({m4['bound_by']}), model |")
+    models / models_4090 {version: time_model.model_bound dict}: one column per version."""
+    vs = list(ev)
+
+    def row(name, f):
+        return f"| {name} | " + " | ".join(f(v) for v in vs) + " |"
+
+    out = ["| per warp and K/V tile | " + " | ".join(vs) + " |", "|---|" + "---|" * len(vs),
+           row("keys per tile", lambda v: str(ev[v]["keys_per_tile"])),
+           row("scores (query-key pairs)", lambda v: str(scores[v]))]
+    out += [row(f"`{k}`", lambda v, k=k: str(ev[v]["per_tile"][k])) for k in MIX]
+    out += [row("all instructions", lambda v: str(ev[v]["per_tile"]["total"])),
+            row("shared-memory bytes", lambda v: f"{ev[v]['smem_bytes_per_tile']:,}"),
+            row("... per score", lambda v: f"{ev[v]['smem_bytes_per_tile'] / scores[v]:.0f}"),
+            row("**per thread and block**", lambda v: ""),
+            row("registers", lambda v: str(ev[v]["registers"])),
+            row("spill bytes", lambda v: str(ev[v]["spill_stores"] + ev[v]["spill_loads"])),
+            row("blocks per SM, H200", lambda v: str(ev[v]["blocks_per_sm"]["H200"])),
+            row("blocks per SM, RTX 4090", lambda v: str(ev[v]["blocks_per_sm"]["RTX 4090"])),
+            row("**model, whole launch**", lambda v: ""),
+            row("model bound, H200", lambda v: f"{models[v]['seconds'] * 1e6:.1f} µs "
+                                               f"({models[v]['bound_by']})"),
+            row("model bound, RTX 4090", lambda v: f"{models_4090[v]['seconds'] * 1e6:.1f} µs "
+                                                   f"({models_4090[v]['bound_by']})")]
     return "\n".join(out)
 
 
