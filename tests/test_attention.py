@@ -14,6 +14,7 @@ from andrea_edu.attention import (
     TOLERANCE,
     V1_MAX_HEAD_DIM,
     V2_HEAD_DIMS,
+    V3_HEAD_DIMS,
     Decision,
     attention,
     choose_backend,
@@ -213,10 +214,13 @@ def test_argument_errors():
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_GPU, reason=NO_GPU)
 @pytest.mark.parametrize("hs, dtype, backend", [
-    (64, torch.float16, "cuda-wmma"), (64, torch.bfloat16, "cuda-wmma"),
-    (72, torch.float16, "cuda-naive"), (64, torch.float32, "cuda-naive"),
-    (32, torch.bfloat16, "cuda-wmma"), (300, torch.float16, "sdpa")])
+    (64, torch.float16, "cuda-flash"), (64, torch.bfloat16, "cuda-flash"),
+    (48, torch.float16, "cuda-wmma"), (72, torch.float16, "cuda-naive"),
+    (64, torch.float32, "cuda-naive"), (32, torch.bfloat16, "cuda-flash"),
+    (300, torch.float16, "sdpa")])
 def test_auto_on_gpu_runs_the_kernel_it_names(hs, dtype, backend):
+    if backend == "cuda-flash" and torch.cuda.get_device_capability()[0] < 8:
+        pytest.skip("cuda-flash needs sm_80+: this GPU falls back (test_choose_backend_*)")
     B, T, nh = 2, 77, 4
     x = torch.randn(B, T, nh * hs, device="cuda").to(dtype)       # (B, T, C)
     q = x.view(B, T, nh, hs).transpose(1, 2)                      # (B, nh, T, hs), strided
@@ -235,9 +239,29 @@ def test_every_v2_head_dim_on_gpu():
         q, k, v = (torch.randn(1, 3, 130, hs, device="cuda", dtype=torch.float16)
                    for _ in range(3))
         for causal in (False, True):
-            out, d = attention(q, k, v, causal=causal, return_decision=True)
+            out, d = attention(q, k, v, causal=causal, backend="cuda-wmma",
+                               return_decision=True)
             assert d.backend == "cuda-wmma"
             assert compare_to_reference(out, q, k, v, causal)["passed"], hs
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason=NO_GPU)
+def test_every_v3_head_dim_on_gpu_and_a_misaligned_input():
+    if torch.cuda.get_device_capability()[0] < 8:
+        pytest.skip("cuda-flash needs sm_80+")
+    for hs in V3_HEAD_DIMS:
+        for dtype in (torch.float16, torch.bfloat16):
+            q, k, v = (torch.randn(2, 3, 200, hs, device="cuda").to(dtype) for _ in range(3))
+            for causal in (False, True):
+                out, d = attention(q, k, v, causal=causal, return_decision=True)
+                assert (d.backend, d.kernel) == ("cuda-flash", "v3")
+                assert compare_to_reference(out, q, k, v, causal)["passed"], (hs, dtype)
+    flat = torch.randn(1 * 2 * 70 * 64 + 1, device="cuda", dtype=torch.float16)
+    q = flat[1:].view(1, 2, 70, 64)                               # 2 bytes off 16-byte alignment
+    out, d = attention(q, q, q, causal=True, return_decision=True)
+    assert d.backend == "cuda-flash" and any("16-byte aligned" in n for n in d.notes)
+    assert compare_to_reference(out, q, q, q, True)["passed"]
 
 
 def test_forward_only_backends_and_autograd():

@@ -262,6 +262,22 @@ def test_launch_input_errors():
         cuda.launch_attention(q, k, v, causal="yes")
 
 
+def test_v3_launch_input_errors():
+    """v3's own checks run before any GPU is needed: its head_dims and dtypes, 16-byte
+    aligned rows (cp.async copies 16 bytes from each row's start)."""
+    with pytest.raises(ValueError, match=r"v3 cannot run this.*head_dim=48.*version='v2'"):
+        cuda.launch_attention(*_qkv(1, 1, 3, 48, dtype=torch.float16), version="v3")
+    with pytest.raises(ValueError, match=r"v3 cannot run this.*float32.*cuda-naive"):
+        cuda.launch_attention(*_qkv(1, 1, 3, 64), version="v3")
+    big = torch.randn(1 * 1 * 3 * 64 + 1).to(torch.float16)
+    shifted = big[1:].view(1, 1, 3, 64)                 # contiguous, 2 bytes off alignment
+    q, k, v = _qkv(1, 1, 3, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"q's data is not 16-byte aligned.*clone"):
+        cuda.launch_attention(shifted, k, v, version="v3")
+    with pytest.raises(ValueError, match=r"device cpu"):       # aligned: the device check next
+        cuda.launch_attention(q, k, v, version="v3")
+
+
 def test_device_info_without_gpu_or_with_one():
     info = cuda.device_info()
     assert info["gpu"] == HAS_GPU and info["torch"] == torch.__version__
@@ -312,7 +328,7 @@ shapes = st.fixed_dictionaries({
     "seed": st.integers(0, 2**16)})
 
 
-@pytest.mark.parametrize("version", ["v1", "v2"])
+@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
 @settings(max_examples=60, deadline=None)
 @given(s=shapes)
 @pytest.mark.gpu
@@ -320,6 +336,9 @@ shapes = st.fixed_dictionaries({
 def test_kernels_match_reference_on_gpu(version, s):
     if version == "v2" and (s["hs"] % 16 or s["dtype"] == torch.float32):
         return  # not a v2 case: the dispatcher sends it to v1 (tested in test_attention)
+    if version == "v3" and (s["hs"] not in cuda.V3_HEAD_DIMS or s["dtype"] == torch.float32
+                            or torch.cuda.get_device_capability()[0] < 8):
+        return  # not a v3 case (tested in test_attention: the dispatcher falls back)
     g = torch.Generator(device="cuda").manual_seed(s["seed"])
     q, k, v = (torch.randn(s["B"], s["nh"], s["T"], s["hs"], device="cuda", generator=g)
                .to(s["dtype"]) for _ in range(3))
@@ -337,12 +356,17 @@ def test_kernels_match_reference_on_gpu(version, s):
 def test_big_shapes_and_emulator_agreement_on_gpu(hs, dtype, causal):
     from andrea_edu.kernels.emulator import emulate
     q, k, v = _qkv(2, 12, 1000, hs, dtype=dtype, device="cuda")
-    for version in ("v1", "v2"):
+    v3 = torch.cuda.get_device_capability()[0] >= 8
+    for version in ("v1", "v2", "v3") if v3 else ("v1", "v2"):
         out = cuda.launch_attention(q, k, v, causal=causal, version=version)
-        assert compare_to_reference(out, q, k, v, causal)["passed"]
-    emu, _ = emulate(q[:1, :2], k[:1, :2], v[:1, :2], causal=causal, kernel="v2", trace=False)
-    atol, rtol = TOLERANCE[dtype]
-    torch.testing.assert_close(out[:1, :2].float(), emu.float(), atol=atol / 2, rtol=rtol / 2)
+        assert compare_to_reference(out, q, k, v, causal)["passed"], version
+        if version == "v1":
+            continue
+        emu, _ = emulate(q[:1, :2], k[:1, :2], v[:1, :2], causal=causal, kernel=version,
+                         trace=False)
+        atol, rtol = TOLERANCE[dtype]
+        torch.testing.assert_close(out[:1, :2].float(), emu.float(), atol=atol / 2,
+                                   rtol=rtol / 2)
 
 
 @pytest.mark.gpu
