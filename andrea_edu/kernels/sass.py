@@ -33,6 +33,11 @@ How "per tile" is counted (an estimate from the code, not a measurement):
   bytes the instructions request (LDS.128: 16 per lane; LDSM .x4: 4 matrices of 128 bytes;
   LDGSTS.128: 16 bytes written per lane). Generic LD/ST count as shared memory: in these
   kernels every global access is an LDG, STG or LDGSTS.
+  Precision: v2's and v3's counts follow their code exactly (v3's: every class checked against
+  the source in tests/test_sass.py). v1's is the roughest: its loops over head_dim and keys have
+  run-time bounds, which ptxas unrolls by 4 or 16 with remainder loops and duplicates per row.
+  Its broadcast reads of sQ (every lane, one address) count at full width, which overstates
+  its shared-memory bytes.
 """
 from __future__ import annotations
 

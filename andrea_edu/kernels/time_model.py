@@ -19,7 +19,8 @@ others, every SM busy, no bank conflicts, no tail effects):
     hbm       compulsory DRAM traffic (read Q, K, V once, write O once) / DRAM bandwidth
 The per-tile counts are those of kernels.sass.evidence (one warp, one full K/V tile), multiplied
 by the number of warp-tiles the launch runs (launch_work); tiles that need a mask cost more than
-the model says, which keeps it a lower bound for v3 and close to one for v1/v2.
+the model says, which keeps it a lower bound for v2 and v3. For v1 the smem term can overstate
+(its broadcast reads count at full width: kernels.sass): read v1's issue term as its bound.
 """
 from __future__ import annotations
 
