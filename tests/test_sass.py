@@ -56,10 +56,28 @@ def test_walk_takes_the_full_unmasked_path_and_weights_inner_loops():
     ins = sass.parse_sass(_sass(lines))
     assert sass.kv_loop(ins) == (0x00, 0x100)
     mix = sass.tile_counts(ins, lambda m: (8, 1, "LDG") if m["LDG"] else None)
-    # BAR, BRA(0x10), 3 of the short side, BRA(0x90), 3 x 8 loop trips, HMMA (back edge not)
-    assert mix["total"] == 1 + 1 + 3 + 1 + 3 * 8 + 1
+    # BAR, BRA(0x10), 3 of the short side, BRA(0x90), 3 x 8 loop trips, HMMA, the back edge
+    assert mix["total"] == 1 + 1 + 3 + 1 + 3 * 8 + 1 + 1
     assert (mix["LDGSTS"], mix["LDG"], mix["HMMA"], mix["BAR"]) == (1, 8, 1, 1)
     assert mix["smem_bytes"] == 512
+
+
+def test_walk_avoids_a_mask_entered_through_a_short_circuit():
+    """`if (tail || (causal && diagonal)) mask();` compiles to a jump *into* the mask when the
+    first test holds, then a jump over it when the second fails: the unmasked path is the
+    second jump's, not the first's."""
+    ins = sass.parse_sass(_sass([
+        (0x00, "BAR.SYNC.DEFER_BLOCKING 0x0"),
+        (0x10, "@P0 BRA 0x40"),                       # tail: into the mask
+        (0x20, "ISETP.GT.AND P1, PT, R1, R2, PT"),
+        (0x30, "@!P1 BRA 0x70"),                      # not diagonal: over the mask
+        (0x40, "FSEL R8, R8, -INF , P3"),
+        (0x50, "FSEL R9, R9, -INF , P3"),
+        (0x60, "FSEL R10, R10, -INF , P3"),
+        (0x70, "HMMA.16816.F32.BF16 R0, R4, R8, R0"),
+        (0x80, "@P5 BRA 0x0")]))
+    mix = sass.tile_counts(ins, lambda m: None)
+    assert mix["total"] == 6 and mix["HMMA"] == 1      # BAR, BRA, ISETP, BRA, HMMA, back edge
 
 
 def test_launch_work_counts_the_tiles_each_block_stages():

@@ -17,13 +17,13 @@ that NVRTC compiled (kernels.nvrtc) is disassembled by cuobjdump from NVIDIA's p
 How "per tile" is counted (an estimate from the code, not a measurement):
   1. The K/V loop is the innermost SASS loop (a backward branch) that holds a BAR.SYNC: every
      version synchronizes its block once or twice per K/V tile.
-  2. Its body is walked from top to bottom along the path of a full tile that needs no mask:
-     at an if/else the side with more work is taken, and of equal sides the shorter (the
-     full-tile side of v3's staging has the same copies as the tail side, and no guards);
-     an if without else is entered when it holds work (HMMA, LDSM, LDS, STS, LDG, LDGSTS,
-     SHFL, MUFU) and skipped otherwise (v3's mask fix-up holds only compares and selects);
-     a remainder block of an unrolled loop is skipped when the loop's trip count leaves no
-     remainder.
+  2. Its body (inner loops collapsed, see 3) is a graph of basic blocks with forward edges.
+     The path counted is the one that executes the most work instructions (HMMA, LDSM, LDS,
+     STS, LD, ST, LDG, LDGSTS, SHFL, MUFU) and, among those, the fewest instructions: a full
+     tile that needs no mask. So v3's prefetch is in and its mask fix-up (compares and
+     selects only) is out, and of the full-tile and tail staging (the same copies) the one
+     without guards is taken. A remainder block of an unrolled loop does no work when the
+     loop's trip count leaves no remainder.
   3. Inner loops (v1's loops over keys and dimensions, v1's and v2's staging loops) count their
      body times their trip count: the source's iteration count (BC or BK keys, head_dim dims,
      the tile's elements per thread) divided by the unroll factor ptxas chose, which is read
@@ -147,15 +147,16 @@ def _mix(instrs) -> dict:
 
 
 def tile_counts(instrs: list[Instr], trip_plan) -> dict:
-    """Walk the K/V loop along a full, unmasked tile (module docstring); returns the mix.
+    """One full, unmasked tile through the K/V loop (module docstring); returns the mix.
 
     trip_plan(body_mix) -> (source iterations per tile, markers per source iteration, marker)
     for an inner loop's body, or None when the loop is not one the plan knows (counted once).
     """
     head, end = kv_loop(instrs)
-    body = [i for i in instrs if head <= i.addr <= end]
-    pos = {i.addr: n for n, i in enumerate(body)}
-    inner = [(h, e) for h, e in loops(body) if (h, e) != (head, end)]
+    body = [i for i in instrs if head <= i.addr <= end][:-1]   # without the back edge
+    inner = [(h, e) for h, e in loops(body)]
+    outer = [(h, e) for h, e in inner                          # outermost inner loops
+             if not any(h2 <= h and e <= e2 and (h2, e2) != (h, e) for h2, e2 in inner)]
     unroll_max: dict = {}
     plans = {}
     for h, e in inner:
@@ -174,64 +175,72 @@ def tile_counts(instrs: list[Instr], trip_plan) -> dict:
         top = unroll_max[marker]
         return n_src // u if u == top else (n_src % top) // u
 
-    def remainder_only(region):
-        """A straight-line block (no loop in it) that peels iterations off the unrolled loop
-        right after it: dead when that loop's trip count leaves no remainder."""
-        if any(h <= i.addr <= e for i in region for h, e in inner):
+    # Units: single instructions, and each outermost inner loop as one unit (body x trips).
+    units: list = []                                          # (addr, [instructions], is_loop)
+    n = 0
+    while n < len(body):
+        loop = next(((h, e) for h, e in outer if h == body[n].addr), None)
+        if loop is None:
+            units.append((body[n].addr, [body[n]], False))
+            n += 1
+            continue
+        lb = [i for i in body if loop[0] <= i.addr <= loop[1]]
+        units.append((loop[0], lb * trips(*loop), True))
+        n += len(lb)
+    at = {a: k for k, (a, _, _) in enumerate(units)}
+
+    def branch(k):
+        a, ins, is_loop = units[k]
+        return None if is_loop else ins[0]
+
+    # Basic blocks of units; edges forward only (the K/V back edge was dropped).
+    leaders = {0}
+    for k in range(len(units)):
+        b = branch(k)
+        if b is not None and b.target() is not None:
+            leaders.add(k + 1)
+            if b.target() in at:
+                leaders.add(at[b.target()])
+    starts = sorted(x for x in leaders if x < len(units))
+    blocks = [(st, (starts[j + 1] if j + 1 < len(starts) else len(units)))
+              for j, st in enumerate(starts)]
+    block_of = {st: j for j, (st, _) in enumerate(blocks)}
+
+    def succ(j):
+        st, en = blocks[j]
+        b = branch(en - 1)
+        nxt = [j + 1] if j + 1 < len(blocks) else [None]
+        if b is None or b.target() is None:
+            return nxt
+        t = b.target()
+        tj = block_of.get(at.get(t)) if t in at else None      # past the body: the loop end
+        return [tj] if not b.conditional else [tj] + nxt
+
+    def remainder_block(region):
+        """Straight-line code that peels iterations off the unrolled loop right after it:
+        dead when that loop's trip count leaves no remainder."""
+        if not region or any(h <= i.addr <= e for i in region for h, e in inner):
             return False
         after = [(h, e) for h, e in inner if h > region[-1].addr]
-        if not after:
+        if not after or min(after) not in plans:
             return False
-        nxt = min(after)
-        if nxt not in plans:
-            return False
-        n_src, u, marker = plans[nxt]
+        n_src, u, marker = plans[min(after)]
         return u == unroll_max[marker] and n_src % u == 0 and _mix(region)[marker] > 0
 
-    def work(region):
-        return sum(i.base in WORK and not i.never for i in region)
+    def value(j):
+        st, en = blocks[j]
+        ins = [i for k in range(st, en) for i in units[k][1]]
+        work = sum(i.base in WORK and not i.never for i in ins)
+        return (0 if remainder_block(ins) else work, -len(ins)), ins
 
-    walked: list = []
-    n = 0
-    entered: dict = {}                                        # inner loop -> index in walked
-    while n < len(body) - 1:                                  # the last is the back edge
-        ins = body[n]
-        t = ins.target()
-        for h, e in inner:
-            if h == ins.addr and (h, e) not in entered:
-                entered[(h, e)] = len(walked)
-        loop = next(((h, e) for h, e in inner if e == ins.addr), None)
-        if loop is not None:                                  # an inner loop's back edge
-            walked.append(ins)
-            k = trips(*loop)
-            if k == 0:                                        # a remainder loop with no work
-                del walked[entered.get(loop, len(walked) - 1):]
-            else:
-                walked.extend([i for i in body if loop[0] <= i.addr <= loop[1]] * (k - 1))
-            n += 1
-            continue
-        walked.append(ins)
-        if t is None or t <= ins.addr or t not in pos:
-            n += 1
-            continue
-        if not ins.conditional:                               # plain jump forward
-            n = pos[t]
-            continue
-        region = body[n + 1:pos[t]]
-        last = region[-1] if region else None
-        if last is not None and last.target() and not last.conditional and \
-                last.target() > t and last.target() in pos:   # if / else
-            other = body[pos[t]:pos[last.target()]]
-            if (work(other), -len(other)) > (work(region), -len(region)):
-                n = pos[t]
-            else:
-                walked.extend(region)
-                n = pos[last.target()]
-            continue
-        heads = {h for h, _ in inner}
-        holds_work = any((i.base in WORK and not i.never) or i.addr in heads for i in region)
-        n = n + 1 if holds_work and not remainder_only(region) else pos[t]
-    mix = _mix(walked)
+    # Longest path on the DAG, lexicographic: most work, then fewest instructions.
+    best: dict = {None: ((0, 0), [])}
+    for j in reversed(range(len(blocks))):
+        (w, c), ins = value(j)
+        options = [best[s] for s in succ(j) if s is None or s > j]
+        (bw, bc), path = max(options, key=lambda o: o[0]) if options else ((0, 0), [])
+        best[j] = ((w + bw, c + bc), ins + path)
+    mix = _mix(best[0][1] + [instrs[[i.addr for i in instrs].index(end)]])
     mix["kv_loop"] = (hex(head), hex(end))
     return mix
 
