@@ -292,3 +292,17 @@ def test_version_evidence_lists_the_nonzero_classes_and_calls_the_time_a_model()
     assert "20.0 µs on the H200 (smem-bound)" in text
     e["per_tile"]["LDS"] = 0
     assert "0 LDS" not in figs.version_evidence("v3", e, 1024, {"H200": _model(2e-5)})
+
+
+def test_log_axes_label_ticks_without_mathtext():
+    """A live slider draws frames on a background thread; mathtext is not thread-safe."""
+    key = lambda d: {(v, 64): x for v, x in d.items()}  # noqa: E731
+    models = {(v, 64): {"H200": m} for v, m in MO.items()}
+    rows = figs.measured_rows(_fake_results(), nh=12)
+    for fig in (figs.evidence_figure(key(EV), key(SC), models, "v2", 64),
+                figs.model_overview_figure(models),
+                figs.measured_figure(rows, _fake_results(), model={("v3", 64): 1e-3})):
+        fig.canvas.draw()
+        for ax in fig.axes:
+            labels = [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()]
+            assert labels and not any("$" in t for t in labels), labels

@@ -148,6 +148,16 @@ def changes_markdown(rows) -> str:
     return "```cpp\n" + "\n".join(out) + "\n```"
 
 
+def _plain_log(axis) -> None:
+    """Log-scale tick labels as plain text ("0.01", "1000"), not mathtext: a live slider draws
+    its next frames on a background thread, and matplotlib's mathtext parser is not thread-safe
+    (a main-thread figure with "$10^{2}$" labels can fail while a frame is being drawn)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 # ------------------------------------------------------------------ the emulator's launch
 def decomposition_figure(trace, pair=(0, 0)):
     """Left: the launch grid, one cell per block (colour = K/V tiles it loaded, number = launch
@@ -330,7 +340,7 @@ def measured_figure(rows: list, results, model=None):
     import numpy as np
 
     hds = sorted({r["head_dim"] for r in rows})
-    fig, ax = plt.subplots(figsize=(8, 3.6))
+    fig, ax = plt.subplots(figsize=(10, 3.6))
     width = 0.8 / (len(VERSIONS) + 1)
     x = np.arange(len(hds))
     sdpa = [next((r["sdpa_ms"] for r in rows if r["head_dim"] == hd), np.nan) for hd in hds]
@@ -346,8 +356,9 @@ def measured_figure(rows: list, results, model=None):
                    hatch="///", label=f"{v} model (lower bound)")
     ax.set_xticks(x, [f"head_dim {hd}" for hd in hds])
     ax.set_yscale("log")
+    _plain_log(ax.yaxis)
     ax.set_ylabel("ms per call (log)")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     r0 = rows[0]
     ax.set_title(f"B={r0['B']}, T={r0['T']}, {r0['dtype']}, causal={r0['causal']}: "
                  f"{results['provenance']['device']}", fontsize=9)
@@ -584,6 +595,7 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
         else:
             ax.scatter(vals, y, marker="|", s=250, color=COLORS[v], label=v)
     ax.set_xscale("log")
+    _plain_log(ax.xaxis)
     ax.set_yticks(y, names, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("per score (one query-key pair), per warp; log scale", fontsize=8)
@@ -611,6 +623,7 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
     ax2.set_xticks(range(len(terms) + bool(measured_s)),
                    terms + (["measured"] if measured_s else []), fontsize=8)
     ax2.set_yscale("log")
+    _plain_log(ax2.yaxis)
     lo = min(x for m in models[version, head_dim].values() for x in m["terms"].values() if x > 0)
     hi = max(x for m in models[version, head_dim].values() for x in m["terms"].values())
     ax2.set_ylim(lo * 1e6 / 2, max(hi, *(measured_s or {0: 0}).values()) * 1e6 * 3)
@@ -639,6 +652,7 @@ def model_overview_figure(models: dict, gpu: str = "H200"):
                label=f"{v}: {MODEL_LABEL}", **MODEL_STYLE)
     ax.set_xticks(range(len(hds)), [f"head_dim {hd}" for hd in hds])
     ax.set_yscale("log")
+    _plain_log(ax.yaxis)
     low = min(m[gpu]["seconds"] for m in models.values() if gpu in m) * 1e6
     ax.set_ylim(low / 2, None)
     ax.set_ylabel("µs per launch (log), MODEL")
