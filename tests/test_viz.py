@@ -338,3 +338,18 @@ def test_live_background_waits_for_cells_beyond_one_step():
         time.sleep(0.05)
     assert len(box.live.frames) == 5
     box.close()
+
+
+def test_live_draws_ahead_in_the_direction_of_the_last_move():
+    from andrea_edu.figures import live
+
+    def lf_at(came_from):  # positions 4, 5, 6 of 0..8 drawn; the reader moved to 5
+        lf = live.LiveFigure(lambda key, how: None, lambda *a: None, (9,), background=True)
+        lf.frames = {(k,): live.Frame(b"", None, 1.0, "drawn") for k in (4, 5, 6)}
+        lf.wanted = (came_from,)
+        lf.move((5,))
+        return lf
+
+    # 3 and 7 are both two steps away: the one ahead of the move comes first.
+    assert lf_at(4).todo() == (3, (7,), "ahead")
+    assert lf_at(6).todo() == (3, (3,), "ahead")

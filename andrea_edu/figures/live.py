@@ -37,6 +37,9 @@ PREFETCH_MAX = 48  # frames drawn ahead per slider (~40-100 KiB each at 72 dpi)
 # While a cell runs, draw ahead only one step from where each slider stands: drawing further
 # competes with the reader's cells for the interpreter (Run All measured 2-3x slower with it).
 RING_WHILE_CELLS_RUN = 1
+# ... and until the kernel has been idle this long: Run All starts the next cell within
+# milliseconds of the last one, and a frame once begun cannot be stopped.
+IDLE_GRACE_S = 0.75
 # Interpreter switch interval while the thread draws: the main thread gets the GIL back within
 # 1 ms (not Python's 5 ms) at each of the many points where it releases it to answer a move.
 SWITCH_INTERVAL_S = 0.001
@@ -136,6 +139,7 @@ class LiveFigure:
         self.touched = time.monotonic()
         self.prefetch_left = prefetch_max if background else 0
         self.failed: set = set()  # positions whose background draw raised: drawn only if asked
+        self.heading = (0,) * len(shape)  # sign of the last move on each slider
 
     # -------------------------------------------------------------- main thread: moves
     def first(self, key: tuple) -> None:
@@ -153,6 +157,8 @@ class LiveFigure:
         """The reader moved a slider: show ``key`` now if its frame exists, else have it drawn."""
         now = time.perf_counter()
         with self.lock:
+            if self.wanted is not None:  # which way the reader is going, slider by slider
+                self.heading = tuple((a > b) - (a < b) for a, b in zip(key, self.wanted))
             self.wanted, self.asked_at, self.touched = key, now, time.monotonic()
             if key not in self.frames and message is not None:
                 self.frames[key] = Frame(None, message, 0.0, "message")
@@ -189,7 +195,8 @@ class LiveFigure:
         """(priority, key, how) of the next frame to draw for this slider, or None.
 
         Priority 0 is the wanted position; then 1 + its distance (in steps, summed over the
-        sliders) from the wanted position, nearest first, while the prefetch budget lasts.
+        sliders) from the wanted position, nearest first, while the prefetch budget lasts; at
+        equal distance the positions ahead of the last move come before those behind it.
         """
         with self.lock:
             want = self.wanted
@@ -204,12 +211,13 @@ class LiveFigure:
                 if key in self.frames or key in self.failed:
                     continue
                 d = sum(abs(a - b) for a, b in zip(key, want))
-                if best is None or d < best[0]:
-                    best = (d, key)
+                behind = any(h and (k - w) * h < 0 for k, w, h in zip(key, want, self.heading))
+                if best is None or (d, behind) < best[0]:
+                    best = ((d, behind), key)
             if best is None:
                 self.prefetch_left = 0
                 return None
-            return (1 + best[0], best[1], "ahead")
+            return (1 + best[0][0], best[1], "ahead")
 
 
 def _positions(shape: tuple):
@@ -237,6 +245,7 @@ class Renderer:
         self._thread = None
         self._hooked = False
         self.cell_running = False
+        self.idle_since = 0.0  # when the last cell finished (monotonic clock)
         self.drawn = 0  # frames drawn by the thread (tests read it)
 
     def _hook_cells(self) -> None:
@@ -258,7 +267,14 @@ class Renderer:
     def _cell_finished(self, _result=None) -> None:
         with self._cond:
             self.cell_running = False
+            self.idle_since = time.monotonic()
             self._cond.notify_all()
+
+    def _far_allowed_in(self) -> float:
+        """Seconds until drawing beyond one step is allowed (0: now; inf: a cell runs)."""
+        if self.cell_running:
+            return float("inf")
+        return max(0.0, self.idle_since + IDLE_GRACE_S - time.monotonic())
 
     def add(self, live: LiveFigure) -> None:
         self._hook_cells()
@@ -275,23 +291,31 @@ class Renderer:
             self._cond.notify_all()
 
     def _next(self):
-        best = None
+        """(job, wait_s): the most urgent frame to draw now, else how long to sleep (None:
+        until woken)."""
+        best, far_in = None, self._far_allowed_in()
+        deferred = False
         for live in list(self._lives):
             job = live.todo()
-            if job is None or (self.cell_running and job[0] > 1 + RING_WHILE_CELLS_RUN):
+            if job is None:
+                continue
+            if far_in > 0 and job[0] > 1 + RING_WHILE_CELLS_RUN:
+                deferred = True
                 continue
             rank = (job[0], -live.touched)
             if best is None or rank < best[0]:
                 best = (rank, live, job[1], job[2])
-        return best
+        if best is not None:
+            return best, None
+        return None, (far_in if deferred and far_in != float("inf") else None)
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                job = self._next()
+                job, wait_s = self._next()
                 while job is None:
-                    self._cond.wait()
-                    job = self._next()
+                    self._cond.wait(wait_s)
+                    job, wait_s = self._next()
             _, live, key, how = job
             interval = sys.getswitchinterval()
             sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
