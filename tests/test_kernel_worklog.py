@@ -306,3 +306,53 @@ def test_log_axes_label_ticks_without_mathtext():
         for ax in fig.axes:
             labels = [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()]
             assert labels and not any("$" in t for t in labels), labels
+
+
+# --- the chapter itself, with a GPU results file (fake, never committed) -----------------------
+def _fake_gpu_headdim(out_dir):
+    """A head_dim results file as a GPU run would write it: ANDREA-120M, n_head=12, every
+    version and SDPA, device relabelled as a fake so that no reader could take it for a GPU."""
+    import json
+
+    from andrea_edu.bench import validate_result
+    from book_toc import REPO
+
+    obj = json.loads((REPO / "book" / "data" / "bench_headdim_cpu.json").read_text())
+    obj["provenance"].update(device_kind="gpu", device="NVIDIA H200 (fake, test)",
+                             device_slug="fake-gpu", driver="0.0 (test)", cuda="0.0")
+    obj["settings"]["timer"] = "cuda-events"
+    recs = []
+    for hd in figs.HEAD_DIMS:
+        p = dict(shape="ANDREA-120M", series="n_head=12", B=8, T=1024, n_head=12, head_dim=hd,
+                 d_model=12 * hd, causal=True, dtype="bfloat16")
+        for backend, ms, kernel in (("sdpa", 0.1, None), ("cuda-naive", 6.0, "v1"),
+                                    ("cuda-wmma", 0.6, "v2"), ("cuda-flash", 0.16, "v3")):
+            recs.append(dict(case=f"ANDREA-120M/n_head=12/head_dim={hd}", backend=backend,
+                             params=p, status="ok", reason=None, flops=1.0, max_abs_err=0.01,
+                             min_ms=ms, median_ms=ms, max_ms=ms, repeats=10, kernel=kernel))
+    obj["records"] = recs
+    validate_result(obj)
+    (out_dir / "bench_headdim_fake-gpu.json").write_text(json.dumps(obj))
+
+
+def test_chapter_shows_a_gpu_file_beside_the_model(tmp_path, monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+
+    from book_toc import REPO
+
+    _fake_gpu_headdim(tmp_path)
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("ANDREA_FAST", "1")
+    monkeypatch.delenv("ANDREA_BOOK_BUILD", raising=False)
+    path = REPO / "book" / "kernel_worklog.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    outs = [o for c in nb.cells for o in c.get("outputs", [])]
+    errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in outs if o["output_type"] == "error"]
+    assert not errors, errors
+    text = "\n".join("".join(o.get("data", {}).get("text/markdown", "")) for o in outs)
+    assert "Measured on NVIDIA H200 (fake, test)" in text and "Not yet measured" not in text
+    assert "| v3 | 64 | v3 | 0.160 | 0.100 | 0.62x |" in text  # measured beside the model
+    assert "Measured throughput vs torch SDPA" in text
