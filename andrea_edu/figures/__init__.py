@@ -2,7 +2,7 @@
 plotting helpers (viz), the slider (live in Jupyter, static frames in the book) and the
 "Checking the source" box (verdicts).
 
-    viz, slider, verdicts       shared by every chapter
+    viz, slider, verdicts       shared by every chapter (slider draws live frames with live)
     three_matrices              "Three matrices per head, or one big matrix"
     parameter_count             "Parameter count" (with "Naming the projections")
     twelve_vectors_become_one   "Twelve vectors become one"

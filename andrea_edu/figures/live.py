@@ -10,8 +10,9 @@ chapter still writes one ``plot_fn(**kw) -> Figure``; this module decides when i
   next move, so quick successive moves draw only the last one (latest wins: a frame finished for
   a position the reader has already left is kept for later but not shown);
 - when nobody waits, the same thread draws the positions nearest to where each slider stands
-  (one step on each slider first, then two...), up to ``PREFETCH_MAX`` frames per slider, so
-  that a first visit usually finds its frame ready.
+  (one step on each slider first, then two..., ahead of the last move before behind it), up to
+  ``PREFETCH_MAX`` frames per slider, so that a first visit usually finds its frame ready. While
+  the reader's cells run (Run All) it draws only one step ahead, the rest once the kernel idles.
 
 Thread safety. pyplot's figure registry is shared with the reader's cells (the inline backend
 shows and closes every figure it holds after each cell), so the drawing thread must never put a
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 LIVE_DPI = 72  # live figures: matplotlib's inline-backend resolution; static frames use 90
 PREFETCH_MAX = 48  # frames drawn ahead per slider (~40-100 KiB each at 72 dpi)
 # While a cell runs, draw ahead only one step from where each slider stands: drawing further
-# competes with the reader's cells for the interpreter (Run All measured 2-3x slower with it).
+# competes with the reader's cells for the interpreter (the GIL) and for the CPU.
 RING_WHILE_CELLS_RUN = 1
 # ... and until the kernel has been idle this long: Run All starts the next cell within
 # milliseconds of the last one, and a frame once begun cannot be stopped.
@@ -122,8 +123,8 @@ class Frame:
 class LiveFigure:
     """Frames of one slider by position, the wanted position and the shown one.
 
-    keys are tuples of value indices, one per parameter. ``make(key)`` returns the Frame of a
-    position (it calls plot_fn, so it runs on the drawing thread, or on the caller's thread when
+    keys are tuples of value indices, one per parameter. ``make(key, how)`` returns the Frame
+    of a position (it calls plot_fn, so it runs on the drawing thread, or on the caller's thread when
     there is none). ``show(key, frame, source, asked_at)`` puts a frame on screen; it is called
     with the lock held, from whichever thread finished last, and only for the wanted position.
     """
