@@ -356,3 +356,12 @@ def test_chapter_shows_a_gpu_file_beside_the_model(tmp_path, monkeypatch):
     assert "Measured on NVIDIA H200 (fake, test)" in text and "Not yet measured" not in text
     assert "| v3 | 64 | v3 | 0.160 | 0.100 | 0.62x |" in text  # measured beside the model
     assert "Measured throughput vs torch SDPA" in text
+
+
+def test_doc_paragraph_quotes_one_paragraph_of_a_docstring():
+    import types
+    mod = types.ModuleType("m")
+    mod.__doc__ = "Title.\n\n  Rule: one\n  two.\n\n  Other: three.\n"
+    assert figs.doc_paragraph(mod, "Rule:") == "> Rule: one two. (`m`)"
+    with pytest.raises(ValueError, match="no paragraph"):
+        figs.doc_paragraph(mod, "Missing:")

@@ -665,6 +665,21 @@ def model_overview_figure(models: dict, gpu: str = "H200"):
     return fig
 
 
+def doc_paragraph(module, start: str) -> str:
+    """The paragraph of a module's docstring that begins with `start`, as a Markdown quote."""
+    lines = (module.__doc__ or "").splitlines()
+    i0 = next((i for i, t in enumerate(lines) if t.strip().startswith(start)), None)
+    if i0 is None:
+        raise ValueError(f"{module.__name__}'s docstring has no paragraph starting {start!r}")
+    indent = len(lines[i0]) - len(lines[i0].lstrip())
+    para = [lines[i0].strip()]
+    for t in lines[i0 + 1:]:  # to a blank line or a line indented less
+        if not t.strip() or len(t) - len(t.lstrip()) < indent:
+            break
+        para.append(t.strip())
+    return f"> {' '.join(para)} (`{module.__name__}`)"
+
+
 def source_block(text: str, start: str, end: str = r"^\}") -> str:
     """The lines of `text` from the first matching `start` to the next matching `end`, as a
     Markdown Python block (to show a library constant with the comments that cite it)."""
