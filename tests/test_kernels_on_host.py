@@ -22,6 +22,7 @@ import torch
 
 from andrea_edu import kernels as cuda
 from andrea_edu.attention import compare_to_reference
+from andrea_edu.kernels.nvrtc import _tile
 
 HERE = Path(__file__).parent / "host_sim"
 CXX = shutil.which("g++") or shutil.which("c++")
@@ -49,7 +50,7 @@ def build(tmp_path_factory):
     built = {}
 
     def _build(version, head_dim, dtype, mutate=None):
-        ck_tile = cuda._tile(version, head_dim, dtype)
+        ck_tile = _tile(version, head_dim, dtype)
         key = (version, ck_tile, dtype, mutate)
         if key not in built:
             tag = f"{version}_{ck_tile}_{_CT[dtype]}_{len(built)}"
