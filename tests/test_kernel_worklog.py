@@ -365,3 +365,11 @@ def test_doc_paragraph_quotes_one_paragraph_of_a_docstring():
     assert figs.doc_paragraph(mod, "Rule:") == "> Rule: one two. (`m`)"
     with pytest.raises(ValueError, match="no paragraph"):
         figs.doc_paragraph(mod, "Missing:")
+
+
+def test_header_quote_cites_the_file():
+    q = figs.header_quote("v3", "What changed from v2")
+    assert q.startswith("> What changed from v2")
+    assert q.endswith("(`attention_v3_flash.cu`, its header)")
+    with pytest.raises(ValueError, match="has no"):
+        figs.header_quote("v1", "What changed from v2")

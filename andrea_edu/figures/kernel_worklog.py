@@ -67,6 +67,15 @@ def ladder_markdown(versions=VERSIONS) -> str:
     return "\n".join(items)
 
 
+def header_quote(version: str, start: str, field: str = "idea") -> str:
+    """The part of a header field from `start` on, quoted with the file it comes from."""
+    text = version_header(version)[field]
+    i = text.find(start)
+    if i < 0:
+        raise ValueError(f"{KERNEL_FILES[version]}'s {field} has no {start!r}")
+    return f"> {text[i:]} (`{KERNEL_FILES[version]}`, its header)"
+
+
 def _code(line: str) -> str:
     return line.split("//")[0]
 
