@@ -421,7 +421,7 @@ def never_knows_row(v, sig, heads_in_params, reads, same_bits: bool) -> tuple:
                 + ("no n_head, no batch" if not heads_in_params else
                    f"head parameters: {heads_in_params}") + "); grid read on "
                 + "; ".join(f"line {n}: {_code(c).strip()}" for n, c in reads)
-                + f". All heads in one launch vs one launch per (b, h): "
+                + ". All heads in one launch vs one launch per (b, h): "
                 + ("identical bits" if same_bits else "different results"))
     verdict = "holds" if not heads_in_params and same_bits else "does not hold"
     return (f"{CLAIM_NEVER_KNOWS} ({v})", measured, verdict)
