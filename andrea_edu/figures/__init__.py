@@ -13,6 +13,7 @@ plotting helpers (viz), the slider (live in Jupyter, static frames in the book) 
     cuda_stores_heads           "How CUDA stores the heads"
     one_kernel_many_heads       "One kernel, many heads"
     kernel_worklog              "From one block per head to FlashAttention: a kernel worklog"
+    kernel_source               kernel code shown in a chapter, found in the .cu files by pattern
     config_mirrors_hardware     "The configuration mirrors the hardware"
     final_picture               "The final picture"
     reading_the_pipeline        "Reading the pipeline"

@@ -1,27 +1,31 @@
 """Figures of the chapter "From one block per head to FlashAttention: a kernel worklog".
 
-    VERSIONS, BACKEND                          v1, v2, v3 and the dispatcher backend of each
-    version_header(version) -> dict            the .cu file's own entry in "Versions in this file"
-    ladder_markdown(versions)                  one row per version: idea, grid, speed (from the .cu)
-    loop_lines(version, start) -> [(n, line)]  one loop of a kernel, from `start` to its brace
-    excerpt(version, start, marks)             that loop as a code block numbered as in the .cu,
-                                               marked lines highlighted, plus a table of them
-    changes_markdown(rows)                     one row per role: the line each version uses
+    VERSIONS, BACKEND, HEAD_DIMS               v1, v2, v3, the dispatcher backend of each, and
+                                               the head_dims all three compile for
+    ladder_markdown(), changes_markdown(rows)  the ladder and the lines that changed, read from
+                                               the .cu files (helpers of figures.kernel_source,
+                                               re-exported: excerpt, loop_lines, first_line...)
     decomposition_figure(trace)                the emulator's launch: blocks, and the tiles of one
                                                head's score matrix each block computed
-    evidence_figure(...), measured_figure(...) SASS counts, the time model (hatched, "model")
-                                               and measurements (solid) when a GPU file exists
+    fragment_figure()                          v3's mma fragments: S's accumulator lanes are P's
+    version_evidence, evidence_markdown, ratio_sentence, evidence_figure, model_overview_figure
+                                               SASS counts (kernels.sass) and the time model
+                                               (kernels.time_model): hatched, labelled "model"
+    measured_rows, measured_markdown, measured_figure, live_markdown
+                                               a GPU results file or a live GPU run, solid
+    one_block_row, never_knows_row             the rows of "Checking the source"
 
 The figures module formats and draws; every number a chapter states is computed in a cell from
-andrea_edu.kernels (sources, compiler, emulator, SASS evidence) or andrea_edu.bench.
+andrea_edu.kernels (sources, compiler, emulator, SASS evidence, model) or andrea_edu.bench.
 """
 from __future__ import annotations
 
-import re
-
-from andrea_edu.env import book_build
-from andrea_edu.kernels import grid
-from andrea_edu.kernels.toolkit import KERNEL_FILES, kernel_source
+# The source helpers live in kernel_source (shown kernel code is its own concept); the chapter
+# takes them from here, with the rest of its figures.
+from andrea_edu.figures.kernel_source import (  # noqa: F401  (re-exported for the chapter)
+    _code, _first_sentence, code_part, doc_paragraph, excerpt, first_line, header_quote,
+    loop_lines, marked_lines, source_block, version_header)
+from andrea_edu.kernels.toolkit import KERNEL_FILES
 
 VERSIONS = ("v1", "v2", "v3")
 BACKEND = {"v1": "cuda-naive", "v2": "cuda-wmma", "v3": "cuda-flash"}
@@ -29,33 +33,6 @@ COLORS = {"v1": "#7f7f7f", "v2": "#1f77b4", "v3": "#d62728"}
 
 
 # ------------------------------------------------------------------ the .cu files, as text
-def version_header(version: str) -> dict:
-    """{"name", "title", "idea", "grid", "limits", "speed"} of the kernel's entry in its file's
-    "Versions in this file" comment (continuation lines joined)."""
-    name = grid.KERNEL_NAMES[version]
-    lines = kernel_source(version).splitlines()
-    start = next((i for i, t in enumerate(lines) if re.match(rf"// {name}\s{{2,}}\S", t)), None)
-    if start is None:
-        raise ValueError(f"{KERNEL_FILES[version]} has no '// {name}  <title>' version entry")
-    out = {"name": name, "title": lines[start][len(f"// {name}"):].strip()}
-    key = None
-    for t in lines[start + 1:]:
-        m = re.match(r"//\s{2,4}(\w+):\s+(.*)", t)
-        if m:
-            key, out[m.group(1)] = m.group(1), m.group(2).strip()
-        elif key and re.match(r"//\s{5,}\S", t):
-            out[key] += " " + t[2:].strip()
-        else:
-            break
-    return out
-
-
-def _first_sentence(text: str) -> str:
-    """The first sentence, without long parenthetical remarks (the table stays narrow)."""
-    m = re.match(r"(.+?)\.(\s|$)", re.sub(r"\s*\([^()]{40,}\)", "", text))
-    return m.group(1) if m else text
-
-
 def ladder_markdown(versions=VERSIONS) -> str:
     """The worklog's ladder as a Markdown list, every entry read from the .cu files' headers."""
     items = []
@@ -65,86 +42,6 @@ def ladder_markdown(versions=VERSIONS) -> str:
                      f"Grid: `{_first_sentence(h['grid'])}`. Speed, as the file says: "
                      f"{_first_sentence(h['speed'])}.")
     return "\n".join(items)
-
-
-def header_quote(version: str, start: str, field: str = "idea") -> str:
-    """The part of a header field from `start` on, quoted with the file it comes from."""
-    text = version_header(version)[field]
-    i = text.find(start)
-    if i < 0:
-        raise ValueError(f"{KERNEL_FILES[version]}'s {field} has no {start!r}")
-    return f"> {text[i:]} (`{KERNEL_FILES[version]}`, its header)"
-
-
-def _code(line: str) -> str:
-    return line.split("//")[0]
-
-
-def _file_lines(version: str) -> list[tuple[int, str]]:
-    return list(enumerate(kernel_source(version).splitlines(), start=1))
-
-
-def loop_lines(version: str, start: str, whole_file: bool = False) -> list[tuple[int, str]]:
-    """(line number in the .cu file, line) from the first line matching `start` (in the kernel
-    function, or anywhere in the file with whole_file=True) to the brace closing its block."""
-    lines = _file_lines(version) if whole_file else grid.kernel_lines(version)
-    i0 = next((i for i, (_, t) in enumerate(lines) if re.search(start, _code(t))), None)
-    if i0 is None:
-        raise ValueError(f"no line of {KERNEL_FILES[version]} matches {start!r}")
-    depth, opened = 0, False
-    for i in range(i0, len(lines)):
-        code = _code(lines[i][1])
-        depth += code.count("{") - code.count("}")
-        opened = opened or "{" in code
-        if opened and depth <= 0:
-            return lines[i0:i + 1]
-    raise ValueError(f"the block opened at {KERNEL_FILES[version]}:{lines[i0][0]} never closes")
-
-
-def first_line(version: str, pattern: str) -> tuple[int, str]:
-    """(line number, code) of the kernel function's first line whose code matches `pattern`."""
-    return marked_lines(grid.kernel_lines(version), [(pattern, "")])[0][:2]
-
-
-def marked_lines(lines, marks) -> list[tuple[int, str, str]]:
-    """(line number, code without its comment, role) for each (pattern, role) in `marks`: the
-    first line matching the pattern that no earlier mark took (two marks on `__syncthreads`
-    find both)."""
-    out, taken = [], set()
-    for pattern, role in marks:
-        hit = next(((n, _code(t).strip()) for n, t in lines
-                    if n not in taken and re.search(pattern, _code(t))), None)
-        if hit is None:
-            raise ValueError(f"no line matches {pattern!r} (the source changed?)")
-        taken.add(hit[0])
-        out.append((*hit, role))
-    return out
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "&#124;")
-
-
-def excerpt(version: str, start: str, marks=(), whole_file: bool = False) -> list:
-    """Display objects: the block starting at `start` (numbered as in the .cu, marked lines
-    highlighted in the book) and a table of the marked lines and what they do."""
-    from IPython.display import Markdown
-
-    lines = loop_lines(version, start, whole_file)
-    marked = marked_lines(lines, marks)
-    body = "\n".join(t for _, t in lines)
-    first = lines[0][0]
-    if book_build():
-        emph = ",".join(str(n - first + 1) for n, _, _ in marked)
-        code = (f"```{{code-block}} cuda\n:lineno-start: {first}\n"
-                + (f":emphasize-lines: {emph}\n" if emph else "") + f"{body}\n```")
-    else:
-        code = f"```cpp\n// {KERNEL_FILES[version]}, lines {first}-{lines[-1][0]}\n{body}\n```"
-    if not marked:
-        return [Markdown(code)]
-    table = "| line | code | what it does |\n|---|---|---|\n" + "\n".join(
-        f"| {n} | `{_cell(t)}` | {role} |" for n, t, role in marked)
-    return [Markdown(code), Markdown(table)]
 
 
 def changes_markdown(rows) -> str:
@@ -234,11 +131,6 @@ def _tile_width(trace) -> int:
 
 
 # ------------------------------------------------------------------ sentences and tables
-def code_part(line: str) -> str:
-    """A .cu line without its // comment."""
-    return _code(line)
-
-
 def setup_sentence(cfg, B, T, dtype, causal, gpu_here, fast) -> str:
     dt = str(dtype).replace("torch.", "")
     where = ("A CUDA GPU is visible: the kernels also run." if gpu_here else
@@ -672,29 +564,3 @@ def model_overview_figure(models: dict, gpu: str = "H200"):
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
-
-
-def doc_paragraph(module, start: str) -> str:
-    """The paragraph of a module's docstring that begins with `start`, as a Markdown quote."""
-    lines = (module.__doc__ or "").splitlines()
-    i0 = next((i for i, t in enumerate(lines) if t.strip().startswith(start)), None)
-    if i0 is None:
-        raise ValueError(f"{module.__name__}'s docstring has no paragraph starting {start!r}")
-    indent = len(lines[i0]) - len(lines[i0].lstrip())
-    para = [lines[i0].strip()]
-    for t in lines[i0 + 1:]:  # to a blank line or a line indented less
-        if not t.strip() or len(t) - len(t.lstrip()) < indent:
-            break
-        para.append(t.strip())
-    return f"> {' '.join(para)} (`{module.__name__}`)"
-
-
-def source_block(text: str, start: str, end: str = r"^\}") -> str:
-    """The lines of `text` from the first matching `start` to the next matching `end`, as a
-    Markdown Python block (to show a library constant with the comments that cite it)."""
-    lines = text.splitlines()
-    i0 = next((i for i, t in enumerate(lines) if re.search(start, t)), None)
-    if i0 is None:
-        raise ValueError(f"no line matches {start!r}")
-    i1 = next((i for i in range(i0 + 1, len(lines)) if re.search(end, lines[i])), len(lines) - 1)
-    return "```python\n" + "\n".join(lines[i0:i1 + 1]) + "\n```"
