@@ -353,3 +353,22 @@ def test_live_draws_ahead_in_the_direction_of_the_last_move():
     # 3 and 7 are both two steps away: the one ahead of the move comes first.
     assert lf_at(4).todo() == (3, (7,), "ahead")
     assert lf_at(6).todo() == (3, (3,), "ahead")
+
+
+def test_mathtext_parses_take_turns_across_threads():
+    """A live slider draws on a background thread while the reader's cells draw on the main
+    one; matplotlib's mathtext parser is one shared object, so parses must take turns."""
+    import threading
+
+    from matplotlib.mathtext import MathTextParser
+
+    from andrea_edu.figures import live
+
+    live._install_figure_hook()
+    parser, done = MathTextParser("path"), threading.Event()
+    with live._mathtext_lock:  # as if the other thread were parsing now
+        t = threading.Thread(target=lambda: (parser.parse(r"$10^{3}$"), done.set()))
+        t.start()
+        assert not done.wait(0.3)  # this parse waits its turn
+    assert done.wait(10)
+    t.join(10)

@@ -47,6 +47,7 @@ SWITCH_INTERVAL_S = 0.001
 
 _owned = threading.local()
 _hook_lock = threading.Lock()
+_mathtext_lock = threading.RLock()
 
 
 def _owned_figure(num=None, figsize=None, dpi=None, *, facecolor=None, edgecolor=None,
@@ -62,12 +63,14 @@ def _owned_figure(num=None, figsize=None, dpi=None, *, facecolor=None, edgecolor
 
 
 def _install_figure_hook() -> None:
-    """Wrap ``pyplot.figure`` once so that owning threads get registry-free figures."""
+    """Wrap ``pyplot.figure`` once so that owning threads get registry-free figures, and make
+    mathtext parsing one thread at a time (see ``_serialize_mathtext``)."""
     import matplotlib.pyplot as plt
 
     with _hook_lock:
         if getattr(plt.figure, "_andrea_owned", False):
             return
+        _serialize_mathtext()
         original = plt.figure
 
         @functools.wraps(original)
@@ -78,6 +81,31 @@ def _install_figure_hook() -> None:
 
         figure._andrea_owned = True
         plt.figure = figure  # pyplot.subplots and subplot_mosaic look it up at call time
+
+
+def _serialize_mathtext() -> None:
+    """Hold a lock around ``MathTextParser.parse``, for every thread.
+
+    matplotlib's mathtext parser is one shared object (a pyparsing grammar with its own state
+    stack and packrat cache): two threads parsing "$10^{2}$" at once can corrupt it, and a
+    figure in the reader's cell failed that way while a frame was drawn here. Every mathtext
+    string, from any thread, goes through ``MathTextParser.parse`` (Agg's draw_mathtext and the
+    text-extent code both do), so one lock there makes the parses take turns; a parse takes
+    well under a millisecond once cached.
+    """
+    from matplotlib.mathtext import MathTextParser
+
+    original = MathTextParser.parse
+    if getattr(original, "_andrea_locked", False):
+        return
+
+    @functools.wraps(original)
+    def parse(self, *args, **kwargs):
+        with _mathtext_lock:
+            return original(self, *args, **kwargs)
+
+    parse._andrea_locked = True
+    MathTextParser.parse = parse
 
 
 @contextlib.contextmanager
