@@ -109,8 +109,10 @@ def test_load_results_prefers_gpu_and_handles_missing(cpu_results, tmp_path):
     (tmp_path / "bench_layout_nvidia-h200.json").write_text(json.dumps(fake))
     assert bench.load_results("layout", data_dir_=tmp_path)["provenance"]["device"] == "NVIDIA H200"
     (tmp_path / "bench_layout_nvidia-h200.json").write_text("{not json")
-    with pytest.warns(RuntimeWarning, match="not a valid results file"):
-        got = bench.load_results("layout", data_dir_=tmp_path)
+    with pytest.raises(bench.ResultsFileError, match="bench_layout_nvidia-h200.json: not valid"):
+        bench.load_results("layout", data_dir_=tmp_path)  # a damaged file: its reason, not a
+    with pytest.warns(RuntimeWarning, match="not valid JSON"):  # silent fallback
+        got = bench.load_results("layout", data_dir_=tmp_path, errors="warn")
     assert got["provenance"]["device_kind"] == "cpu"
     with pytest.raises(ValueError, match="suite"):
         bench.load_results("nope")

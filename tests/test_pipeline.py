@@ -220,8 +220,10 @@ def test_time_steps_shares_sum_to_one_with_every_step(model, tmp_path):
     bad = json.loads(path.read_text())
     bad["device"] = "NVIDIA H200"  # a CPU file must say CPU
     (tmp_path / "pipeline_cpu.json").write_text(json.dumps(bad))
+    with pytest.raises(PT.PipelineFileError, match="pipeline_cpu.json.*labelled 'CPU"):
+        PT.load_pipeline_timing("cpu", data_dir_=tmp_path)  # never shown; the reason, named
     with pytest.warns(RuntimeWarning, match="skipped"):
-        assert PT.load_pipeline_timing("cpu", data_dir_=tmp_path) is None
+        assert PT.load_pipeline_timing("cpu", data_dir_=tmp_path, errors="warn") is None
 
 
 def test_profiler_ranges_are_attributed_to_the_right_steps(model):

@@ -118,7 +118,8 @@ def test_mkl_and_onednn_honour_their_knobs():
         pytest.skip("this torch has no MKL")
     code = ("import andrea_edu, torch\n"
             "a = torch.randn(64, 64); a @ a\n"
-            "x = torch.randn(2, 3, 16, 16); torch.nn.functional.conv2d(x, torch.randn(4, 3, 3, 3))\n")
+            "x = torch.randn(2, 3, 16, 16)\n"
+            "torch.nn.functional.conv2d(x, torch.randn(4, 3, 3, 3))\n")
     out = _py(code, MKL_VERBOSE="1", ONEDNN_VERBOSE="1")
     assert "CNR:AVX2,STRICT" in out  # MKL ran its AVX2 code path in strict reproducible mode
     if "onednn_verbose" in out:

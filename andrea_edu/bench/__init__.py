@@ -2,7 +2,8 @@
 "One kernel, many heads", "The configuration mirrors the hardware").
 
     timing       FLOP formulas, time_fns (validate, warm up, take turns), provenance
-    results      the JSON schema of book/data/bench_*.json, writing and loading
+    results      the JSON schema of book/data/bench_*.json, validation, atomic writing, loading
+    args         argument checks shared by every command line (one line, exit status 2)
     runner       the validate-then-time runner every suite shares, shapes per device
     cases        the head_dim sweep over every backend
     matmuls      projections three ways; strided vs contiguous heads
@@ -14,13 +15,13 @@
 
 Results go to `book/data/bench_<suite>_<device>.json` (device: "cpu" or e.g. "nvidia-h200").
 """
-from andrea_edu.bench.results import (SCHEMA, SCHEMA_VERSION, SUITES, data_dir, load_results,
-                                      validate_result, write_results)
+from andrea_edu.bench.results import (SCHEMA, SCHEMA_VERSION, SUITES, ResultsFileError,
+                                      data_dir, load_results, validate_result, write_results)
 from andrea_edu.bench.timing import (ValidationError, attention_flops, check_close, device_slug,
                                      matmul_flops, pick_device, provenance, time_fn, time_fns,
                                      tolerance)
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "SUITES", "ValidationError", "attention_flops",
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "SUITES", "ResultsFileError", "ValidationError", "attention_flops",
            "check_close", "data_dir", "device_slug", "load_results", "matmul_flops",
            "pick_device", "provenance", "time_fn", "time_fns", "tolerance", "validate_result",
            "write_results"]

@@ -6,50 +6,87 @@
     python -m andrea_edu.bench all                 # the three above, on this machine
     python -m andrea_edu.bench gpu-check --out D   # andrea_edu.bench.gpucheck.main
     python -m andrea_edu.bench gpu-suite --out D   # everything GPU, <= 5 min on an H200
+
+Arguments are checked before anything runs (one line naming the flag, exit status 2). A fast
+run, or one that measured nothing, never replaces full-size data unless --replace says so.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from pathlib import Path
 
 import torch
 
 from andrea_edu.bench import suites as bench_cases
-from andrea_edu.bench.results import write_results
+from andrea_edu.bench.args import (check_device, check_int, check_number, check_out_dir, fail,
+                                   first_problem)
+from andrea_edu.bench.results import data_dir, write_results
 from andrea_edu.bench.timing import pick_device
 from andrea_edu.env import fast_mode
 
 
-
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m andrea_edu.bench", description=__doc__.split("\n")[0],
+    ap = argparse.ArgumentParser(prog="python -m andrea_edu.bench",
+                                 description=__doc__.split("\n")[0],
+                                 epilog="CPU instruction sets are pinned to AVX2 (ANDREA_CPU_ISA="
+                                 "native turns that off); provenance records them.",
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     for name, help_ in (("head-dim", "head_dim sweep per backend"),
                         ("projections", "per-head vs fused vs c_attn projections"),
                         ("layout", "strided vs contiguous matmul, cost of .contiguous()"),
                         ("all", "head-dim, projections and layout on this machine"),
                         ("gpu-suite", "everything GPU in <= 5 min (refuses to run on a CPU)")):
-        p = sub.add_parser(name, help=help_)
-        p.add_argument("--out", default=None, help="output folder (default: book/data)")
-        p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-        p.add_argument("--fast", action="store_true", help="tiny sizes (also: ANDREA_FAST=1)")
-        p.add_argument("--repeats", type=int, default=None, help="timed calls per case")
-        p.add_argument("--warmup", type=int, default=None, help="untimed calls per case")
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.add_argument("--out", default=None,
+                       help="output folder, created if missing (default: $ANDREA_DATA_DIR, else "
+                            "the repository's book/data)")
+        p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                       help="where to measure: auto = cuda when torch sees a GPU, else cpu; "
+                            "cuda without a GPU is refused (default: auto)")
+        p.add_argument("--fast", action="store_true",
+                       help="tiny sizes, seconds (also: ANDREA_FAST=1); never replaces "
+                            "full-size data unless --replace")
+        p.add_argument("--repeats", type=int, default=None,
+                       help="timed calls per case, an integer >= 1 (default: 20 on a GPU, 7 on "
+                            "a CPU, 3 when fast)")
+        p.add_argument("--warmup", type=int, default=None,
+                       help="untimed calls per case, an integer >= 0 (default: 3, 1 when fast)")
         p.add_argument("--budget-s", type=float, default=None,
-                       help="stop timing new cases after this many seconds (left: 'skipped')")
+                       help="seconds > 0: stop timing new cases after this long (the rest is "
+                            "recorded as 'skipped'); default: no limit (270 for gpu-suite)")
         p.add_argument("--threads", type=int, default=None,
-                       help="torch CPU threads while measuring (default on a CPU: 1)")
+                       help="torch CPU threads while measuring, an integer >= 1 (default on a "
+                            "CPU: 1)")
         p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
         p.add_argument("--keep-going", action="store_true",
                        help="record an invalid backend and go on (exit status 1 at the end)")
-    g = sub.add_parser("gpu-check", help="andrea_edu.gpucheck.main (extra arguments passed on)")
-    g.add_argument("rest", nargs=argparse.REMAINDER)
+        p.add_argument("--replace", action="store_true",
+                       help="allow a fast run, or one that measured nothing, to replace a file "
+                            "of full-size measurements")
+    g = sub.add_parser("gpu-check", help="andrea_edu.bench.gpucheck.main (extra arguments "
+                       "passed on; see gpu-check --help)")
+    g.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for gpucheck")
     return ap
 
 
+def _check_args(args) -> str | None:
+    """One line naming the first bad flag and what is allowed, or None (before any work)."""
+    return first_problem(check_int("--repeats", args.repeats, 1),
+                         check_int("--warmup", args.warmup, 0),
+                         check_int("--threads", args.threads, 1),
+                         check_number("--budget-s", args.budget_s, 0.0),
+                         check_device("--device", args.device),
+                         check_out_dir("--out", args.out))
+
+
 def main(argv=None) -> int:
+    """Exit status: 0 all measured; 1 a backend invalid or failed, or nothing measured at all
+    (every case skipped or unavailable: nothing is written then); 2 bad arguments, no GPU for
+    gpu-suite, or a refusal to replace full-size data."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["gpu-check"]:  # everything after the word goes to gpucheck untouched
         try:
@@ -58,7 +95,12 @@ def main(argv=None) -> int:
             print(f"gpu-check: andrea_edu.bench.gpucheck is not available ({e})", file=sys.stderr)
             return 2
         return int(gpucheck.main(argv[1:]) or 0)
-    args = _parser().parse_args(argv)
+    ap = _parser()
+    args = ap.parse_args(argv)
+    prog = f"{ap.prog} {args.cmd}"
+    problem = _check_args(args)
+    if problem:
+        return fail(prog, problem)
     fast = args.fast or fast_mode()
     if args.cmd == "gpu-suite":
         if not torch.cuda.is_available():
@@ -73,19 +115,49 @@ def main(argv=None) -> int:
     suites = {"head-dim": ["headdim"], "projections": ["projections"], "layout": ["layout"]}.get(
         args.cmd, ["projections", "layout", "headdim"])
     device = pick_device(args.device)
+    if not args.replace:  # refuse before measuring, not after: a fast run over full data
+        problem = _would_replace_full(suites, device, fast, args.out)
+        if problem:
+            return fail(prog, problem)
     deadline = None if args.budget_s is None else time.monotonic() + args.budget_s
     command = "python -m andrea_edu.bench " + " ".join(argv)
-    bad = 0
+    bad = nothing = 0
     for suite in suites:
         obj = bench_cases.run_suite(suite, device=device, fast=fast, repeats=args.repeats,
                                     warmup=args.warmup, deadline=deadline,
                                     progress=not args.no_progress,
                                     strict=not (args.keep_going or args.cmd == "gpu-suite"),
                                     command=command, threads=args.threads)
-        path = write_results(obj, args.out)
         n = {s: sum(r["status"] == s for r in obj["records"]) for s in
              ("ok", "unavailable", "invalid", "failed", "skipped")}
         bad += n["invalid"] + n["failed"]
+        if not n["ok"]:
+            nothing += 1
+            print(f"[bench] {suite}: {n}: nothing measured, nothing written", file=sys.stderr)
+            continue
+        try:
+            path = write_results(obj, args.out, replace=args.replace)
+        except FileExistsError as e:
+            return fail(prog, str(e))
         print(f"[bench] {suite}: {n} -> {path}")
-    return 1 if bad else 0
+    return 1 if (bad or nothing) else 0
 
+
+def _would_replace_full(suites, device, fast, out) -> str | None:
+    """The reason to refuse, when a fast run would land on a file of full-size measurements."""
+    if not fast:
+        return None
+    from andrea_edu.bench.results import _is_full
+    from andrea_edu.bench.timing import device_slug
+    folder = Path(out) if out is not None else data_dir()
+    slug = "cpu" if device == "cpu" else device_slug(torch.cuda.get_device_properties(0).name)
+    for suite in suites:
+        path = folder / f"bench_{suite}_{slug}.json"
+        try:
+            old = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(old, dict) and _is_full(old):
+            return (f"--fast: {path} holds full-size measurements; a fast run does not replace "
+                    f"them (add --replace, or write elsewhere with --out DIR)")
+    return None

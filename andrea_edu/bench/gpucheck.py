@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import os
 import subprocess
 import sys
@@ -127,9 +126,15 @@ def run_gpu_tests(timeout: int = 240) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m andrea_edu.gpucheck", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True, help="folder for gpucheck.json")
-    ap.add_argument("--skip-pytest", action="store_true", help="only the correctness sweep")
+    ap.add_argument("--out", required=True,
+                    help="folder for gpucheck.json (created if missing; must be writable)")
+    ap.add_argument("--skip-pytest", action="store_true",
+                    help="only the correctness sweep, not the gpu-marked tests")
     args = ap.parse_args(argv)
+    from andrea_edu.bench.args import check_out_dir, fail
+    problem = check_out_dir("--out", args.out)
+    if problem:  # before minutes of GPU work, not after
+        return fail(ap.prog, problem)
     from andrea_edu.kernels.launch import device_info, has_gpu
     if not has_gpu():
         print("gpucheck needs an NVIDIA GPU, and torch sees none here "
@@ -152,8 +157,8 @@ def main(argv=None) -> int:
                   seconds=round(time.perf_counter() - t0, 1))
     report["passed"] = not failed and report["pytest"]["returncode"] in (0, None)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gpucheck.json").write_text(json.dumps(report, indent=1))
+    from andrea_edu.env import write_json_atomic
+    write_json_atomic(out / "gpucheck.json", report, indent=1)  # temp file + rename
     print(f"gpucheck on {report['device'].get('name')}: {report['n_cases'] - len(failed)}/"
           f"{report['n_cases']} cases passed, pytest rc={report['pytest']['returncode']}, "
           f"{report['seconds']} s -> {out / 'gpucheck.json'}")

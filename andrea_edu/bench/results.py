@@ -4,32 +4,46 @@ Introduced in the chapter "The configuration mirrors the hardware"; every chapte
 committed measurement reads it with `load_results` (re-exported by andrea_edu.bench).
 
     validate_result(obj)                    ValueError unless obj follows SCHEMA (+ timing sanity)
-    write_results(obj, out_dir=None)        -> <out_dir>/bench_<suite>_<device_slug>.json
-    load_results(suite, device="any")       committed results (GPU first) or None
-    data_dir()                              $ANDREA_DATA_DIR, else the repository's book/data
-jsonschema is used when installed; the GPU machines' image lacks it, so a small validator for
-the subset of JSON Schema that SCHEMA uses stands in there.
+    write_results(obj, out_dir=None)        -> <out_dir>/bench_<suite>_<device_slug>.json,
+                                            atomically; never replaces full data with a fast or
+                                            empty run unless replace=True
+    load_results(suite, device="any")       committed results (GPU first) or None; a file that
+                                            is there but invalid raises ResultsFileError (one
+                                            line: the file and the reason)
+    data_dir()                              where results are written: $ANDREA_DATA_DIR, else
+                                            the repository's book/data
+Files are found through andrea_edu.env.data_search_dirs ($ANDREA_DATA_DIR; beside the installed
+package's repository; relative to the notebook). Validation: the schema, plus what a schema does
+not say: timings finite and 0 <= min <= median <= max, TFLOP/s consistent with the FLOPs and the
+median (a timing scaled by 1000 is caught), the sizes every chapter reads present in params, and
+the device in the file agreeing with its name and with the device asked for. JSON's NaN and
+Infinity are refused. jsonschema is used when installed; the GPU machines' image lacks it, so a
+small validator for the subset of JSON Schema that SCHEMA uses stands in there.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 from pathlib import Path
 
+from andrea_edu.env import data_search_dirs, where_looked, write_json_atomic
+
 SCHEMA_VERSION = 1
 SUITES = ("headdim", "projections", "layout")
-_REPO = Path(__file__).resolve().parents[2]
 
 
 _NUM = {"type": ["number", "null"]}
+REQUIRED_PARAMS = ("B", "T", "d_model", "n_head", "head_dim", "dtype")  # every chapter reads them
+_TIMES = ("min_ms", "median_ms", "max_ms")
 RECORD_SCHEMA = {
     "type": "object",
     "required": ["case", "backend", "status", "params"],
     "properties": {
         "case": {"type": "string"}, "backend": {"type": "string"},
         "status": {"enum": ["ok", "unavailable", "invalid", "failed", "skipped"]},
-        "reason": {"type": ["string", "null"]}, "params": {"type": "object"},
+        "reason": {"type": ["string", "null"]}, "params": {"type": "object", "required": list(REQUIRED_PARAMS)},
         "min_ms": _NUM, "median_ms": _NUM, "max_ms": _NUM, "tflops": _NUM,
         "time_ratio_to_sdpa": _NUM, "max_abs_err": _NUM, "flops": _NUM,
         "repeats": {"type": ["integer", "null"], "minimum": 1},
@@ -89,9 +103,17 @@ def _mini_validate(obj, schema: dict, path: str = "$") -> None:
             _mini_validate(item, schema["items"], f"{path}[{i}]")
 
 
-def validate_result(obj) -> None:
-    """Raise ValueError unless obj is a valid results object (SCHEMA, plus: an "ok" record has
-    min <= median <= max timings and a CPU file is labelled "CPU: ...")."""
+class ResultsFileError(ValueError):
+    """A results file that is there but cannot be trusted: the message is one line, naming the
+    file and the reason. A chapter shows it instead of "nothing was measured"."""
+
+
+def validate_result(obj, expect_device: str | None = None, file_name: str | None = None) -> None:
+    """Raise ValueError unless obj is a valid results object: SCHEMA, plus: a CPU file is
+    labelled "CPU: ..."; every number finite; an "ok" record has 0 <= min <= median <= max,
+    non-negative TFLOP/s equal to flops / median (so a timing scaled by 1000 is caught);
+    expect_device "cpu"/"gpu": the file must be that kind; file_name: its device part must be
+    the file's device_slug (CPU data in a GPU-named file is refused)."""
     try:
         import jsonschema
     except ImportError:
@@ -106,56 +128,138 @@ def validate_result(obj) -> None:
     if prov["device_kind"] == "cpu" and not prov["device"].startswith("CPU"):
         raise ValueError(f"provenance.device={prov['device']!r}: CPU results must be labelled "
                          f"'CPU: <model>'")
+    if (prov["device_kind"] == "cpu") != (prov["device_slug"] == "cpu"):
+        raise ValueError(f"provenance: device_kind {prov['device_kind']!r} but device_slug "
+                         f"{prov['device_slug']!r}")
+    if expect_device in ("cpu", "gpu") and prov["device_kind"] != expect_device:
+        raise ValueError(f"holds {prov['device_kind'].upper()} results ({prov['device']}) where "
+                         f"{expect_device.upper()} results were asked for")
+    if file_name is not None:
+        want = f"bench_{obj['suite']}_{prov['device_slug']}.json"
+        if Path(file_name).name != want:
+            raise ValueError(f"its content ({obj['suite']}, {prov['device_kind']} "
+                             f"{prov['device']!r}) belongs in {want}, not {Path(file_name).name}")
     for i, r in enumerate(obj["records"]):
-        if r["status"] == "ok":
-            t = [r.get(k) for k in ("min_ms", "median_ms", "max_ms")]
-            if any(x is None for x in t) or not (0 <= t[0] <= t[1] <= t[2]):
-                raise ValueError(f"records[{i}] ({r['case']}, {r['backend']}) is 'ok' but its "
-                                 f"timings {t} are not 0 <= min <= median <= max")
+        at = f"records[{i}] ({r['case']}, {r['backend']})"
+        for k, v in r.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ValueError(f"{at}: {k} = {v} is not a finite number")
+        if r["status"] != "ok":
+            continue
+        t = [r.get(k) for k in _TIMES]
+        if any(x is None for x in t) or not (0 < t[0] <= t[1] <= t[2]):
+            raise ValueError(f"{at} is 'ok' but its timings {t} are not 0 < min <= median <= max")
+        if t[2] > 3.6e6:
+            raise ValueError(f"{at}: max_ms = {t[2]} is more than an hour per call")
+        for k in ("tflops", "time_ratio_to_sdpa", "max_abs_err", "flops"):
+            if r.get(k) is not None and r[k] < 0:
+                raise ValueError(f"{at}: {k} = {r[k]} is negative")
+        if r.get("flops") and r.get("tflops") is not None:
+            expect = r["flops"] / (t[1] * 1e-3) / 1e12
+            if not math.isclose(r["tflops"], expect, rel_tol=1e-3, abs_tol=1e-12):
+                raise ValueError(f"{at}: tflops = {r['tflops']:.4g} but flops / median_ms gives "
+                                 f"{expect:.4g} (a timing or the FLOP count was changed)")
 
 
 def data_dir() -> Path:
-    """Where committed results live: $ANDREA_DATA_DIR, else the repository's book/data."""
-    if os.environ.get("ANDREA_DATA_DIR"):
-        return Path(os.environ["ANDREA_DATA_DIR"])
-    for cand in (_REPO / "book" / "data", Path.cwd() / "data", Path.cwd() / "book" / "data"):
-        if cand.is_dir():
-            return cand
-    return _REPO / "book" / "data"
+    """Where results are written by default: $ANDREA_DATA_DIR, else the repository's book/data
+    (the first of andrea_edu.env.data_search_dirs)."""
+    return data_search_dirs()[0]
 
 
-def write_results(obj: dict, out_dir=None) -> Path:
-    """Validate obj and write it to <out_dir>/bench_<suite>_<device_slug>.json."""
+def _is_full(obj) -> bool:
+    """Full-size data: not a fast run, and at least one record measured."""
+    return not obj.get("settings", {}).get("fast", False) and any(
+        r.get("status") == "ok" for r in obj.get("records", []))
+
+
+def write_results(obj: dict, out_dir=None, replace: bool = False) -> Path:
+    """Validate obj and write it, atomically, to <out_dir>/bench_<suite>_<device_slug>.json.
+
+    Refuses (FileExistsError, nothing written) to replace a file of full-size measurements with
+    a fast run or a run that measured nothing, unless replace=True (the CLI's --replace)."""
     validate_result(obj)
     out = Path(out_dir) if out_dir is not None else data_dir()
-    out.mkdir(parents=True, exist_ok=True)
     path = out / f"bench_{obj['suite']}_{obj['provenance']['device_slug']}.json"
-    path.write_text(json.dumps(obj, indent=1, sort_keys=False) + "\n")
-    return path
+    if path.exists() and not replace and not _is_full(obj):
+        try:
+            old = json.loads(path.read_text())
+        except (OSError, ValueError):
+            old = None  # a damaged file is not worth keeping
+        if isinstance(old, dict) and _is_full(old):
+            why = ("a fast run" if obj.get("settings", {}).get("fast") else
+                   "a run with no 'ok' record")
+            raise FileExistsError(f"{path} holds full-size measurements; {why} does not replace "
+                                  f"them (pass replace=True, on the command line --replace, or "
+                                  f"write elsewhere with --out)")
+    return write_json_atomic(path, obj, indent=1, sort_keys=False)
 
 
-def load_results(suite: str, device: str = "any", data_dir_=None) -> dict | None:
-    """The committed results of one suite ("headdim", "projections", "layout"), or None.
+def _reject_constant(name):
+    raise ValueError(f"{name} is not a number JSON allows (NaN/Infinity)")
+
+
+def read_results_file(path, expect_device: str | None = None) -> dict:
+    """One results file, parsed and validated; ResultsFileError (one line: the file and the
+    reason) when it cannot be trusted."""
+    path = Path(path)
+    try:
+        obj = json.loads(path.read_text(), parse_constant=_reject_constant)
+    except json.JSONDecodeError as e:
+        raise ResultsFileError(f"{path}: not valid JSON (truncated or damaged?): {e}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ResultsFileError(f"{path}: {e}") from None
+    try:
+        if not isinstance(obj, dict):
+            raise ValueError(f"top level is {type(obj).__name__}, not an object")
+        validate_result(obj, expect_device=expect_device, file_name=path.name)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ResultsFileError(f"{path}: {e}") from None
+    obj["_path"] = str(path)
+    return obj
+
+
+def results_folder(suite: str) -> Path | None:
+    """The first folder of andrea_edu.env.data_search_dirs holding a bench_<suite>_*.json."""
+    for d in data_search_dirs():
+        if d.is_dir() and any(d.glob(f"bench_{suite}_*.json")):
+            return d
+    return None
+
+
+def load_results(suite: str, device: str = "any", data_dir_=None,
+                 errors: str = "raise") -> dict | None:
+    """The committed results of one suite ("headdim", "projections", "layout"), or None when
+    there is no file.
 
     device: "gpu" (any GPU file), "cpu", or "any" (a GPU file when one exists, else the CPU one).
-    Files that fail validation are skipped (with a warning), never shown.
+    A file that is there but invalid (damaged, truncated, out of range, the wrong device) is
+    never shown: errors="raise" raises ResultsFileError naming the file and the reason;
+    errors="warn" warns the same line and goes on to the next file.
     """
     if suite not in SUITES:
         raise ValueError(f"suite={suite!r} is not one of {SUITES}")
     if device not in ("any", "gpu", "cpu"):
         raise ValueError(f"device={device!r} is not one of 'any', 'gpu', 'cpu'")
-    folder = Path(data_dir_) if data_dir_ is not None else data_dir()
+    if errors not in ("raise", "warn"):
+        raise ValueError(f"errors={errors!r} is not one of 'raise', 'warn'")
+    folder = Path(data_dir_) if data_dir_ is not None else results_folder(suite)
+    if folder is None:
+        return None
     files = sorted(folder.glob(f"bench_{suite}_*.json"))
     gpu = [f for f in files if not f.name.endswith("_cpu.json")]
     cpu = [f for f in files if f.name.endswith("_cpu.json")]
     order = {"gpu": gpu, "cpu": cpu, "any": gpu + cpu}[device]
     for f in order:
         try:
-            obj = json.loads(f.read_text())
-            validate_result(obj)
-        except (OSError, ValueError) as e:
-            warnings.warn(f"{f}: skipped, not a valid results file ({e})", RuntimeWarning)
-            continue
-        obj["_path"] = str(f)
-        return obj
+            return read_results_file(f, expect_device="cpu" if f in cpu else "gpu")
+        except ResultsFileError as e:
+            if errors == "raise":
+                raise
+            warnings.warn(f"{e} (skipped, not shown)", RuntimeWarning)
     return None
+
+
+def where_results_looked(suite: str) -> str:
+    """One line: where load_results looked for bench_<suite>_*.json."""
+    return where_looked(f"bench_{suite}_*.json")

@@ -42,7 +42,10 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
         raise ValueError(f"suite={suite!r} is not one of {tuple(suites)}")
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device={device!r} is not one of 'cpu', 'cuda'")
-    repeats = repeats or (3 if fast else (20 if device == "cuda" else 7))
+    for name, v, lo in (("repeats", repeats, 1), ("warmup", warmup, 0), ("threads", threads, 1)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < lo):
+            raise ValueError(f"{name}={v!r} must be an int >= {lo} (None: the default)")
+    repeats = repeats if repeats is not None else (3 if fast else (20 if device == "cuda" else 7))
     warmup = 1 if fast and warmup is None else (warmup if warmup is not None else 3)
     if case_budget_s is None:
         case_budget_s = 2.0 if device == "cuda" else 10.0

@@ -11,6 +11,16 @@ the code that produced the numbers, the wall and CPU time of every run). A chapt
 re-runs a configuration live and compares (`compare_runs`): single-threaded training is
 bit-for-bit repeatable on one machine, and stays within rounding on another CPU for the first
 steps (later steps may drift: training amplifies rounding differences).
+
+Bits and machines: the committed file is produced with the CPU instruction sets pinned to AVX2
+(andrea_edu.env.pin_cpu_isa; its provenance says so under "cpu_numerics"). A re-check on a machine
+with the same pins expects the stored numbers up to their 4-decimal rounding; anywhere else (ARM,
+another torch build, pins switched off) it allows the spread measured across instruction-set
+settings on one machine (`recheck`, CROSS_ISA_SPREAD), and says which comparison it made.
+
+Validation: `load_sweep` checks the file against SWEEP_SCHEMA plus the invariants a run must
+satisfy (finite losses, one run per (n_head, seed), settings that match the key), and fails with
+one line naming the file and the reason (SweepFileError).
 """
 from __future__ import annotations
 
@@ -31,7 +41,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from andrea_edu.env import __version__
+from andrea_edu.env import (__version__, cpu_provenance, data_search_dirs, find_data_file,
+                            same_cpu_numerics, where_looked, write_json_atomic)
+from andrea_edu.bench.args import check_int, check_out_file, fail, first_problem
 from andrea_edu.heads.training import Run, Settings, default_settings, train
 
 N_HEADS = (1, 2, 4, 8, 16)  # d_model 64: head_dim 64, 32, 16, 8, 4
@@ -51,32 +63,30 @@ def code_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def _git_commit() -> str:
+    """HEAD, plus "-dirty" and the changed files when the library differs from it."""
     try:
-        here = Path(__file__).resolve().parent
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
-                              text=True, timeout=10).stdout.strip() or "unknown"
+        here = Path(__file__).resolve().parents[1]  # andrea_edu/
+        run = dict(cwd=here, capture_output=True, text=True, timeout=10)
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
+        if not sha:
+            return "unknown"
+        changed = subprocess.run(["git", "status", "--porcelain", "--", "."], **run).stdout
+        files = sorted(line[3:] for line in changed.splitlines() if line[3:].endswith(".py"))
+        return sha + (f"-dirty ({', '.join(files)})" if files else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
 
 def provenance(base: Settings, n_heads, seeds, wall_seconds: float,
                command: str = "andrea_edu.specialization_sweep.run_sweep(...)") -> dict:
+    cpu = cpu_provenance()  # the CPU, the ISA pins and the level ATen really used
     return {
         "what": "specialization runs: toy ANDREA trained on andrea_edu.heads.corpus, per n_head and seed",
         "produced_by": command,
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": f"CPU: {_cpu_name()} ({os.cpu_count()} cores), one torch thread per run",
+        "device": f"CPU: {cpu.get('cpu')} ({os.cpu_count()} cores), one torch thread per run",
+        "cpu_numerics": cpu,
         "platform": platform.platform(), "python": platform.python_version(),
         "torch": torch.__version__, "numpy": np.__version__, "andrea_edu": __version__,
         "git_commit": _git_commit(), "code_hash": code_hash(),
@@ -122,32 +132,145 @@ def run_sweep(n_heads=N_HEADS, seeds=SEEDS, base: Settings | None = None, worker
 
 
 def save_sweep(path, prov: dict, runs: dict) -> Path:
-    path = Path(path)
+    """Write the sweep atomically (temporary file + rename: an interrupted write leaves the old
+    file whole); the payload is validated first, so a file this writes always loads."""
     payload = {"provenance": prov,
                "runs": [{"n_head": n, "seed": s, **r.to_dict()} for (n, s), r in runs.items()]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, separators=(",", ":")) + "\n")
+    validate_sweep(payload, str(path))
+    return write_json_atomic(path, payload, separators=(",", ":"))
+
+
+def find_data(name: str = DATA_NAME, say: bool = True) -> Path | None:
+    """book/data/<name> through andrea_edu.env.data_search_dirs: $ANDREA_DATA_DIR, beside the
+    installed package's repository, then relative to the notebook. When nothing is found and
+    `say`, prints every place it looked (before a caller starts computing the sweep itself)."""
+    path = find_data_file(name)
+    if path is None and say:
+        print(where_looked(name) + ": the sweep will be computed now, which takes a while",
+              flush=True)
     return path
 
 
-def find_data(name: str = DATA_NAME) -> Path | None:
-    """book/data/<name> seen from the repository root or from book/ (where chapters run)."""
-    for p in (Path("data") / name, Path("book") / "data" / name, Path("..") / "book" / "data" / name):
-        if p.is_file():
-            return p
-    return None
+# ---------------------------------------------------------------- the file's schema
+class SweepFileError(ValueError):
+    """A sweep file that cannot be trusted; the message is one line naming the file and why."""
+
+
+_RUN_KEYS = {"n_head": int, "seed": int, "settings": dict, "param_count": int,
+             "param_by_part": dict, "train_loss": list, "eval_steps": list, "eval_loss": list,
+             "scores": list, "floors": dict, "chance": dict, "probes": list, "ablation": list,
+             "correlations": list, "wall_seconds": (int, float), "cpu_seconds": (int, float)}
+SWEEP_SCHEMA = {  # documentation of the format; validate_sweep checks it (and more) by hand
+    "type": "object", "required": ["provenance", "runs"],
+    "properties": {
+        "provenance": {"type": "object"},
+        "runs": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "required": sorted(_RUN_KEYS),
+            "properties": {k: {"type": "integer" if t is int else "number" if t == (int, float)
+                               else "array" if t is list else "object"}
+                           for k, t in _RUN_KEYS.items()}}}},
+}
+
+
+def _finite(x) -> bool:
+    a = np.asarray(x, dtype=float)
+    return bool(np.isfinite(a[~np.isnan(a)]).all())  # NaN is allowed: "no such position"
+
+
+def validate_sweep(obj, where: str = "sweep") -> None:
+    """SweepFileError unless obj follows SWEEP_SCHEMA and its runs make sense: n_head and seed
+    match the run's settings, no (n_head, seed) twice, losses finite and not negative, scores in
+    [0, 1], non-negative times, settings Settings accepts."""
+    def bad(msg):
+        raise SweepFileError(f"{where}: {msg}")
+    if not isinstance(obj, dict):
+        bad(f"top level is {type(obj).__name__}, not an object with 'provenance' and 'runs'")
+    for k in ("provenance", "runs"):
+        if k not in obj:
+            bad(f"'{k}' is missing")
+    if not isinstance(obj["provenance"], dict):
+        bad("'provenance' is not an object")
+    if not isinstance(obj["runs"], list) or not obj["runs"]:
+        bad("'runs' is not a non-empty list")
+    seen = set()
+    for i, r in enumerate(obj["runs"]):
+        at = f"runs[{i}]"
+        if not isinstance(r, dict):
+            bad(f"{at} is not an object")
+        for k, t in _RUN_KEYS.items():
+            if k not in r:
+                bad(f"{at}: '{k}' is missing")
+            if not isinstance(r[k], t) or isinstance(r[k], bool):
+                bad(f"{at}.{k} is {type(r[k]).__name__}, not {getattr(t, '__name__', 'number')}")
+        key = (r["n_head"], r["seed"])
+        if key in seen:
+            bad(f"{at}: n_head={key[0]}, seed={key[1]} appears twice")
+        seen.add(key)
+        try:
+            st = Settings(**r["settings"])
+        except TypeError as e:
+            bad(f"{at}.settings: {e}")
+        if (st.n_head, st.seed) != key:
+            bad(f"{at}: n_head={key[0]}, seed={key[1]} but its settings say n_head={st.n_head}, "
+                f"seed={st.seed}")
+        for k in ("train_loss", "eval_loss", "ablation"):
+            try:
+                a = np.asarray(r[k], dtype=float)
+            except (TypeError, ValueError):
+                bad(f"{at}.{k} is not a numeric array")
+            if not _finite(a) or (k != "ablation" and (a[~np.isnan(a)] < 0).any()):
+                bad(f"{at}.{k} holds a negative or infinite loss")
+        try:
+            sc = np.asarray(r["scores"], dtype=float)
+        except (TypeError, ValueError):
+            bad(f"{at}.scores is not a numeric array")
+        if ((sc[~np.isnan(sc)] < 0) | (sc[~np.isnan(sc)] > 1)).any():
+            bad(f"{at}.scores: a score outside [0, 1] (scores are probabilities)")
+        if not r["train_loss"] or len(r["eval_steps"]) != len(r["eval_loss"]):
+            bad(f"{at}: empty train_loss, or eval_steps and eval_loss of different lengths")
+        if min(r["wall_seconds"], r["cpu_seconds"]) < 0 or not _finite(
+                [r["wall_seconds"], r["cpu_seconds"]]):
+            bad(f"{at}: wall_seconds/cpu_seconds negative or not finite")
+        if not r["probes"] or any(not isinstance(p, dict) or "step" not in p or "grad" not in p
+                                  for p in r["probes"]):
+            bad(f"{at}.probes: empty, or a probe without 'step' and 'grad'")
 
 
 def load_sweep(path=None) -> tuple[dict, dict]:
-    """(provenance, {(n_head, seed): Run}) from the JSON; runs carry no model."""
-    path = Path(path) if path is not None else find_data()
+    """(provenance, {(n_head, seed): Run}) from the JSON; runs carry no model.
+    Raises FileNotFoundError (saying where it looked) or SweepFileError (one line: the file and
+    what is wrong with it: not JSON, truncated, a field missing, a duplicate run...)."""
+    path = Path(path) if path is not None else find_data(say=False)
     if path is None or not path.is_file():
-        raise FileNotFoundError(f"no sweep file at {path}: create it with "
-                                f"`python -m andrea_edu.specialization_sweep --out "
-                                f"book/data/{DATA_NAME}`")
-    data = json.loads(Path(path).read_text())
-    runs = {(d["n_head"], d["seed"]): Run.from_dict(d) for d in data["runs"]}
+        looked = (where_looked(DATA_NAME) if path is None else f"no sweep file at {path}")
+        raise FileNotFoundError(f"{looked}: create it with `python -m "
+                                f"andrea_edu.specialization_sweep --out book/data/{DATA_NAME}`")
+    try:
+        data = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise SweepFileError(f"{path}: not valid JSON (truncated or damaged?): {e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SweepFileError(f"{path}: cannot be read: {e}") from None
+    validate_sweep(data, str(path))
+    try:
+        runs = {(d["n_head"], d["seed"]): Run.from_dict(d) for d in data["runs"]}
+    except (KeyError, TypeError, ValueError) as e:
+        raise SweepFileError(f"{path}: a run cannot be rebuilt ({type(e).__name__}: {e})") from None
     return data["provenance"], runs
+
+
+# ---------------------------------------------------------------- re-checking a stored run
+# The spread of the training loss over the first 100 steps of the chapter's run (n_head 4, seed
+# 1) across the instruction-set settings one machine can select (an Intel Xeon with AVX-512,
+# torch 2.14.1: ATEN_CPU_CAPABILITY default/avx2/avx512, MKL_CBWR AUTO/COMPATIBLE/AVX2/AVX512,
+# ONEDNN_MAX_CPU_ISA AVX2 or free, alone and combined) was at most MEASURED_ISA_SPREAD_100; a
+# second x86 machine (AVX2-only EPYC) was 1.4e-3 from an AVX-512 one. The tolerance for a
+# re-check without matching pins is that, with a factor 2 of margin. With matching pins the
+# stored numbers come back exactly, up to the file's rounding to 4 decimals.
+MEASURED_ISA_SPREAD_100 = 2.6e-3
+CROSS_ISA_SPREAD = 2 * MEASURED_ISA_SPREAD_100  # first 100 steps, different numerics
+ROUNDING = 5e-5  # train_loss is stored rounded to 4 decimals
+FINAL_LOSS_TOLERANCE = 0.05  # final per-pattern losses after 1500 steps, different numerics
 
 
 def compare_runs(live: Run, stored: Run, first_steps: int = 100) -> dict:
@@ -167,22 +290,86 @@ def compare_runs(live: Run, stored: Run, first_steps: int = 100) -> dict:
     return out
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=f"book/data/{DATA_NAME}")
-    ap.add_argument("--n-heads", type=int, nargs="+", default=list(N_HEADS))
-    ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
-    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+def recheck(live: Run, stored: Run, stored_prov: dict | None, first_steps: int = 100) -> dict:
+    """compare_runs plus the verdict, and which comparison it was:
+    "exact" when this process runs with the same CPU numerics as the file's producer (x86, the
+    three ISA pins alike, the same ATen capability): the first steps must match to the file's
+    rounding (ROUNDING); "tolerance" otherwise: within CROSS_ISA_SPREAD, the measured spread
+    across instruction-set settings (final losses within FINAL_LOSS_TOLERANCE).
+    Returns compare_runs' dict plus mode, allowed, ok and a one-line `says`."""
+    cmp = compare_runs(live, stored, first_steps)
+    here = cpu_provenance()
+    there = (stored_prov or {}).get("cpu_numerics")
+    exact = same_cpu_numerics(here, there)
+    allowed = ROUNDING if exact else CROSS_ISA_SPREAD
+    ok = cmp["max_diff_first_steps"] <= allowed
+    final = cmp.get("final_loss_diff")
+    if final and not exact:
+        ok = ok and max(final.values()) <= FINAL_LOSS_TOLERANCE
+    why = ("same CPU numerics as the file (ISA pins "
+           f"{here['isa_settings']}, ATen {here['aten_cpu_capability']}): bit-exact up to the "
+           f"stored rounding {ROUNDING:g}" if exact else
+           "different CPU numerics from the file's producer (here: "
+           f"{here['machine']}, ATen {here['aten_cpu_capability']}, pins "
+           f"{here['isa_settings'] if any(here['isa_settings'].values()) else 'none'}): within "
+           f"the measured cross-ISA spread {allowed:g}")
+    says = (f"{'reproduced' if ok else 'NOT reproduced'}: largest training-loss difference over "
+            f"the first {cmp['first_steps']} steps {cmp['max_diff_first_steps']:.2g} "
+            f"({why})")
+    return {**cmp, "mode": "exact" if exact else "tolerance", "allowed": allowed, "ok": ok,
+            "says": says}
+
+
+# ---------------------------------------------------------------- the command line
+def _parser() -> argparse.ArgumentParser:
+    d_model = default_settings(fast=False).d_model
+    ap = argparse.ArgumentParser(
+        prog="python -m andrea_edu.specialization_sweep",
+        description=__doc__.splitlines()[0] + " The instruction sets of torch's CPU libraries "
+        "are pinned to AVX2 (ANDREA_CPU_ISA=native turns that off).")
+    ap.add_argument("--out", default=f"book/data/{DATA_NAME}",
+                    help="JSON file to write (atomically); default %(default)s")
+    ap.add_argument("--n-heads", type=int, nargs="+", default=list(N_HEADS), metavar="N",
+                    help=f"head counts to train; each must divide d_model={d_model} "
+                         f"(default: {' '.join(map(str, N_HEADS))})")
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), metavar="S",
+                    help=f"seeds, integers >= 0 (default: {' '.join(map(str, SEEDS))})")
+    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                    help="parallel single-threaded training processes, 1.."
+                         f"{os.cpu_count() or 1} (default %(default)s)")
+    return ap
+
+
+def _check_args(args) -> str | None:
+    d_model = default_settings(fast=False).d_model
+    ok_heads = [n for n in range(1, d_model + 1) if d_model % n == 0]
+    for n in args.n_heads:
+        if n not in ok_heads:
+            return (f"--n-heads: {n} is not allowed; each must divide d_model={d_model}: "
+                    f"one of {' '.join(map(str, ok_heads))}")
+    if len(set(args.n_heads)) != len(args.n_heads):
+        return "--n-heads: a head count is given twice; allowed: distinct divisors of d_model"
+    if any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
+        return "--seeds: must be distinct integers >= 0"
+    return first_problem(check_int("--workers", args.workers, 1, max(1, os.cpu_count() or 1)),
+                         check_out_file("--out", args.out, f"book/data/{DATA_NAME}"))
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = _parser()
     args = ap.parse_args(argv)
+    problem = _check_args(args)
+    if problem:  # before any training: one line, exit status 2 (argparse's convention)
+        return fail(ap.prog, problem)
     base = default_settings(fast=False)
-    command = "python -m andrea_edu.specialization_sweep " + " ".join(
-        sys.argv[1:] if argv is None else argv)
-    prov, runs = run_sweep(args.n_heads, args.seeds, base, workers=args.workers,
-                           command=command.strip())
+    command = ("python -m andrea_edu.specialization_sweep " + " ".join(argv)).strip()
+    prov, runs = run_sweep(args.n_heads, args.seeds, base, workers=args.workers, command=command)
     path = save_sweep(args.out, prov, runs)
     print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB): {len(runs)} runs in "
           f"{prov['total_wall_seconds']} s")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import statistics
 import time
 from pathlib import Path
@@ -134,12 +135,12 @@ class StepTiming:
     def save(self, out_dir=None) -> Path:
         """Write pipeline_<device_slug>.json into out_dir (default: the book's data folder)."""
         from andrea_edu.bench.results import data_dir
+        from andrea_edu.env import write_json_atomic
 
         out = Path(out_dir) if out_dir is not None else data_dir()
-        out.mkdir(parents=True, exist_ok=True)
         path = out / f"pipeline_{self.provenance.get('device_slug', self.device_kind)}.json"
-        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        return path
+        StepTiming.from_dict(self.to_dict())  # what is written must load again
+        return write_json_atomic(path, self.to_dict(), indent=1)  # temp file + rename
 
     @classmethod
     def from_dict(cls, d: dict) -> "StepTiming":
@@ -157,7 +158,28 @@ class StepTiming:
             raise ValueError(f"unknown step names {unknown}; known: {list(STEP_INFO)}")
         if t.device_kind == "cpu" and not t.device.startswith("CPU"):
             raise ValueError(f"device={t.device!r}: a CPU measurement must be labelled 'CPU: ...'")
+        for name, v in (("B", t.B), ("T", t.T), ("repeats", t.repeats)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name}={v!r} must be a positive int")
+        for i, st in enumerate(t.steps):
+            if not isinstance(st, dict) or not {"name", "min_ms", "median_ms"} <= set(st):
+                raise ValueError(f"steps[{i}] lacks name, min_ms or median_ms")
+            lo, med = st["min_ms"], st["median_ms"]
+            if not all(_finite_nonneg(x) for x in (lo, med)) or lo > med:
+                raise ValueError(f"steps[{i}] ({st['name']}): timings min {lo}, median {med} are "
+                                 f"not 0 <= min <= median, finite")
+        for k in ("forward_ms", "marked_forward_ms"):
+            if not _finite_nonneg(getattr(t, k)):
+                raise ValueError(f"{k}={getattr(t, k)!r} is not a finite number >= 0")
         return t
+
+
+def _finite_nonneg(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+class PipelineFileError(ValueError):
+    """A pipeline timing file that is there but cannot be trusted (one line: file, reason)."""
 
 
 def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 1,
@@ -241,51 +263,111 @@ def _time_forward(model, idx, dev) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def load_pipeline_timing(device: str = "gpu", data_dir_=None) -> StepTiming | None:
+def load_pipeline_timing(device: str = "gpu", data_dir_=None,
+                         errors: str = "raise") -> StepTiming | None:
     """A committed measurement: device "gpu" (any GPU file), "cpu", or "any" (GPU first).
-    None when no valid file exists; an invalid file is skipped, never shown."""
+    None when there is no file. A file that is there but invalid (damaged, NaN/Infinity or
+    negative timings, a field missing, the wrong device for its name) is never shown:
+    errors="raise" raises PipelineFileError, one line naming the file and the reason;
+    errors="warn" warns that line and goes on."""
     import warnings
 
-    from andrea_edu.bench.results import data_dir
+    from andrea_edu.env import data_search_dirs
 
     if device not in ("gpu", "cpu", "any"):
         raise ValueError(f"device={device!r} is not one of 'gpu', 'cpu', 'any'")
-    folder = Path(data_dir_) if data_dir_ is not None else data_dir()
+    if errors not in ("raise", "warn"):
+        raise ValueError(f"errors={errors!r} is not one of 'raise', 'warn'")
+    if data_dir_ is not None:
+        folder = Path(data_dir_)
+    else:  # $ANDREA_DATA_DIR; beside the installed package's repository; beside the notebook
+        folder = next((d for d in data_search_dirs() if d.is_dir() and
+                       any(d.glob("pipeline_*.json"))), None)
+        if folder is None:
+            return None
     files = sorted(folder.glob("pipeline_*.json"))
     gpu = [f for f in files if f.name != "pipeline_cpu.json"]
     cpu = [f for f in files if f.name == "pipeline_cpu.json"]
+
+    def bad(f, why):
+        raise PipelineFileError(f"{f}: {why}")
     for f in {"gpu": gpu, "cpu": cpu, "any": gpu + cpu}[device]:
         try:
-            t = StepTiming.from_dict(json.loads(f.read_text()))
-        except (OSError, ValueError, TypeError, KeyError) as e:
-            warnings.warn(f"{f}: skipped, not a valid pipeline timing file ({e})", RuntimeWarning)
-            continue
-        if device == "any" or t.device_kind == device:
+            try:
+                d = json.loads(f.read_text(),
+                               parse_constant=lambda c: bad(f, f"{c} is not a number"))
+            except json.JSONDecodeError as e:
+                bad(f, f"not valid JSON (truncated or damaged?): {e}")
+            except (OSError, UnicodeDecodeError) as e:
+                bad(f, f"cannot be read: {e}")
+            if not isinstance(d, dict):
+                bad(f, f"top level is {type(d).__name__}, not an object")
+            try:
+                t = StepTiming.from_dict(d)
+            except (ValueError, TypeError, KeyError) as e:
+                bad(f, str(e))
+            want = "cpu" if f in cpu else "gpu"
+            if t.device_kind != want:
+                bad(f, f"holds {t.device_kind.upper()} data ({t.device}) in a file named for "
+                       f"{want.upper()} data")
             return t
+        except PipelineFileError as e:
+            if errors == "raise":
+                raise
+            warnings.warn(f"{e} (skipped, not shown)", RuntimeWarning)
     return None
 
 
+def _parser(presets) -> argparse.ArgumentParser:
+    from andrea_edu.attention import BACKENDS
+
+    ap = argparse.ArgumentParser(prog="python -m andrea_edu.pipeline_timing",
+                                 description="Time each step of one ANDREA forward pass and write "
+                                             "pipeline_<device>.json (atomically).")
+    ap.add_argument("--config", default="ANDREA-120M", choices=sorted(presets),
+                    help="model preset (default %(default)s)")
+    ap.add_argument("-B", type=int, default=1, help="batch size, an integer >= 1 (default 1)")
+    ap.add_argument("-T", type=int, default=128,
+                    help="sequence length, 1..the preset's block_size (default 128)")
+    ap.add_argument("--dtype", default="float32", choices=sorted(DTYPES),
+                    help="parameter and activation dtype (default %(default)s)")
+    ap.add_argument("--backend", default="auto", choices=BACKENDS,
+                    help="attention backend (default auto: the dispatcher decides)")
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                    help="auto = cuda when torch sees a GPU; cuda without one is refused")
+    ap.add_argument("--repeats", type=int, default=5,
+                    help="timed forward passes, an integer >= 1 (default 5)")
+    ap.add_argument("--out", default=None,
+                    help="folder for the JSON (default: $ANDREA_DATA_DIR, else book/data)")
+    return ap
+
+
 def main(argv=None) -> int:
+    from andrea_edu.bench.args import (check_device, check_int, check_out_dir, fail,
+                                       first_problem)
     from andrea_edu.config import PRESETS
     from andrea_edu.model import AndreaModel
 
-    ap = argparse.ArgumentParser(prog="python -m andrea_edu.pipeline_timing",
-                                 description="Time each step of one ANDREA forward pass.")
-    ap.add_argument("--config", default="ANDREA-120M", choices=sorted(PRESETS))
-    ap.add_argument("-B", type=int, default=1)
-    ap.add_argument("-T", type=int, default=128)
-    ap.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
-    ap.add_argument("--backend", default="auto")
-    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", default=None, help="folder for the JSON (default: book/data)")
+    ap = _parser(PRESETS)
     a = ap.parse_args(argv)
+    cfg = PRESETS[a.config]
+    problem = first_problem(check_int("-B", a.B, 1), check_int("-T", a.T, 1, cfg.block_size),
+                            check_int("--repeats", a.repeats, 1),
+                            check_device("--device", a.device), check_out_dir("--out", a.out))
+    if problem:  # before building a 120M-parameter model: one line, exit status 2
+        return fail(ap.prog, problem)
     from andrea_edu.bench.timing import pick_device
 
     dev = pick_device(a.device)
-    # built on the CPU (its seeded initialisation uses a CPU generator), then moved
-    model = AndreaModel(PRESETS[a.config], backend=a.backend).to(device=dev, dtype=DTYPES[a.dtype])
-    t = time_steps(model, a.B, a.T, repeats=a.repeats, warmup=2)
+    if a.backend.startswith("cuda") and dev != "cuda":
+        return fail(ap.prog, f"--backend: {a.backend} needs a CUDA GPU and this run is on the "
+                             f"CPU; allowed here: auto, reference, sdpa, emulator")
+    try:
+        # built on the CPU (its seeded initialisation uses a CPU generator), then moved
+        model = AndreaModel(cfg, backend=a.backend).to(device=dev, dtype=DTYPES[a.dtype])
+        t = time_steps(model, a.B, a.T, repeats=a.repeats, warmup=2)
+    except ValueError as e:  # e.g. a backend that cannot run this dtype or device: its reason
+        return fail(ap.prog, str(e).splitlines()[0])
     print(t.label())
     for k, v in t.shares().items():
         print(f"  {k:28s} {100 * v:5.1f} %")

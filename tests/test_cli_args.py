@@ -1,0 +1,126 @@
+"""Every command line checks its arguments before any work: one line naming the flag and what
+is allowed, exit status 2; --help describes every option; an all-skipped bench run exits 1."""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from andrea_edu.bench import cli as bench_cli
+from andrea_edu.bench import gpucheck, runner
+from andrea_edu.heads import sweep
+from andrea_edu.pipeline import timing as pipeline_timing
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def no_work(monkeypatch):
+    """Any real work fails the test: the refusals must come first."""
+    def boom(*a, **k):
+        raise AssertionError("work started before the arguments were checked")
+    monkeypatch.setattr(runner._Runner, "check", boom)
+    monkeypatch.setattr(sweep, "run_sweep", boom)
+    monkeypatch.setattr(pipeline_timing, "time_steps", boom)
+    monkeypatch.setattr(gpucheck, "run_sweep", boom)
+
+
+def _one_line(capsys, *words):
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    for w in words:
+        assert w in err, err
+    return err
+
+
+BENCH_BAD = [(["--repeats", "-3"], "--repeats", ">= 1"), (["--repeats", "0"], "--repeats", ">= 1"),
+             (["--warmup", "-1"], "--warmup", ">= 0"), (["--threads", "-2"], "--threads", ">= 1"),
+             (["--threads", "0"], "--threads", ">= 1"), (["--budget-s", "-1"], "--budget-s", "> 0"),
+             (["--budget-s", "nan"], "--budget-s", "finite")]
+
+
+@pytest.mark.parametrize("extra, flag, allowed", BENCH_BAD)
+def test_bench_refuses_bad_numbers(no_work, capsys, tmp_path, extra, flag, allowed):
+    assert bench_cli.main(["all", "--out", str(tmp_path), *extra]) == 2
+    _one_line(capsys, flag, allowed)
+
+
+def test_bench_refuses_unusable_out_and_missing_gpu(no_work, capsys, tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert bench_cli.main(["layout", "--out", str(f)]) == 2
+    _one_line(capsys, "--out", "is a file")
+    assert bench_cli.main(["layout", "--out", str(f / "below")]) == 2
+    _one_line(capsys, "--out", "not a folder")
+    if not torch.cuda.is_available():
+        assert bench_cli.main(["layout", "--device", "cuda", "--out", str(tmp_path)]) == 2
+        _one_line(capsys, "--device", "auto or cpu")
+
+
+def test_bench_fast_does_not_replace_full_data(no_work, capsys, tmp_path):
+    shutil.copy(REPO / "book" / "data" / "bench_layout_cpu.json", tmp_path)
+    assert bench_cli.main(["layout", "--fast", "--device", "cpu", "--out", str(tmp_path)]) == 2
+    _one_line(capsys, "--fast", "full-size", "--replace")
+
+
+def test_bench_all_skipped_exits_nonzero_and_writes_nothing(capsys, tmp_path):
+    assert bench_cli.main(["layout", "--fast", "--no-progress", "--budget-s", "1e-9",
+                           "--out", str(tmp_path)]) == 1
+    assert "nothing measured" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*.json"))
+
+
+@pytest.mark.parametrize("argv, flag, allowed", [
+    (["--n-heads", "3"], "--n-heads", "1 2 4 8 16 32 64"),
+    (["--n-heads", "0"], "--n-heads", "divide"), (["--seeds", "-1"], "--seeds", ">= 0"),
+    (["--workers", "0"], "--workers", "1.."), (["--out", "/"], "--out", "folder")])
+def test_sweep_refuses_bad_arguments(no_work, capsys, argv, flag, allowed):
+    assert sweep.main(argv) == 2
+    _one_line(capsys, flag, allowed)
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["-B", "0"], "-B"), (["-T", "0"], "-T"), (["-T", "100000"], "-T"),
+    (["--repeats", "-1"], "--repeats"), (["--out", "/dev/null"], "--out")])
+def test_pipeline_timing_refuses_bad_arguments(no_work, capsys, argv, flag):
+    assert pipeline_timing.main(argv) == 2
+    _one_line(capsys, flag)
+
+
+def test_pipeline_timing_refuses_a_cuda_backend_on_the_cpu(no_work, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert pipeline_timing.main(["--backend", "cuda-wmma", "--device", "cpu"]) == 2
+    _one_line(capsys, "--backend", "emulator")
+
+
+def test_gpucheck_refuses_an_unusable_out(no_work, capsys, tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert gpucheck.main(["--out", str(f)]) == 2
+    _one_line(capsys, "--out")
+
+
+def _parsers():
+    yield "bench", bench_cli._parser()
+    yield "sweep", sweep._parser()
+    from andrea_edu.config import PRESETS
+    yield "pipeline_timing", pipeline_timing._parser(PRESETS)
+
+
+@pytest.mark.parametrize("name, ap", list(_parsers()),
+                         ids=lambda x: x if isinstance(x, str) else "")
+def test_help_describes_every_option(name, ap):
+    parsers = [ap]
+    for a in ap._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            parsers += list(a.choices.values())
+    for p in parsers:
+        for a in p._actions:
+            if isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            assert a.help and len(a.help) > 8, (name, p.prog, a.option_strings or a.dest)

@@ -1,0 +1,219 @@
+"""Committed data that cannot be lost or silently wrong: validation of the bench results, the
+sweep and the pipeline timings (one line naming the file and the reason), and no fast or empty
+run replacing full-size data."""
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from andrea_edu.bench import results as R
+from andrea_edu.heads import sweep as W
+from andrea_edu.pipeline import timing as PT
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "book" / "data"
+
+
+# ---------------------------------------------------------------- bench results
+@pytest.fixture()
+def layout(tmp_path):
+    """The committed CPU layout file, copied into a scratch folder."""
+    shutil.copy(DATA / "bench_layout_cpu.json", tmp_path)
+    return tmp_path, json.loads((tmp_path / "bench_layout_cpu.json").read_text())
+
+
+def test_committed_results_are_valid():
+    for suite in R.SUITES:
+        obj = R.load_results(suite, device="cpu")
+        assert obj is not None and Path(obj["_path"]).parent == DATA
+
+
+def _ok(obj):
+    return next(r for r in obj["records"] if r["status"] == "ok")
+
+
+def _mutate(kind, obj):
+    r = _ok(obj)
+    if kind == "negative":
+        r["min_ms"] = -1.0
+    elif kind == "times_1000":  # the timings scaled, the TFLOP/s left as they were
+        for k in ("min_ms", "median_ms", "max_ms"):
+            r[k] *= 1000
+    elif kind == "negative_tflops":
+        r["tflops"] = -r["tflops"]
+    elif kind == "no_n_head":
+        del r["params"]["n_head"]
+    elif kind == "gpu_data_in_cpu_file":
+        obj["provenance"].update(device_kind="gpu", device="NVIDIA H200", device_slug="nvidia-h200")
+    return obj
+
+
+@pytest.mark.parametrize("kind, reason", [
+    ("negative", "min <= median"), ("times_1000", "flops / median"),
+    ("negative_tflops", "negative"), ("no_n_head", "n_head"),
+    ("gpu_data_in_cpu_file", "holds GPU results")])
+def test_loader_names_the_file_and_the_reason(layout, kind, reason):
+    folder, good = layout
+    (folder / "bench_layout_cpu.json").write_text(json.dumps(_mutate(kind, copy.deepcopy(good))))
+    with pytest.raises(R.ResultsFileError) as e:
+        R.load_results("layout", device="cpu", data_dir_=folder)
+    msg = str(e.value)
+    assert "\n" not in msg and "bench_layout_cpu.json" in msg and reason in msg, msg
+
+
+@pytest.mark.parametrize("text, reason", [
+    ('{"schema_version": 1, "suite": "lay', "not valid JSON"), ("", "not valid JSON"),
+    ("[1, 2]", "not an object"), ('{"x": Infinity}', "Infinity"), ('{"x": NaN}', "NaN")])
+def test_damaged_or_non_finite_files_are_refused(tmp_path, text, reason):
+    (tmp_path / "bench_layout_cpu.json").write_text(text)
+    with pytest.raises(R.ResultsFileError, match=reason):
+        R.load_results("layout", data_dir_=tmp_path)
+    with pytest.warns(RuntimeWarning, match="bench_layout_cpu.json"):
+        assert R.load_results("layout", data_dir_=tmp_path, errors="warn") is None
+
+
+def test_device_asked_for_must_match(layout):
+    folder, good = layout
+    fake = copy.deepcopy(good)  # CPU data in a GPU-named file
+    (folder / "bench_layout_nvidia-h200.json").write_text(json.dumps(fake))
+    with pytest.raises(R.ResultsFileError, match="holds CPU results .* GPU results were asked"):
+        R.load_results("layout", device="gpu", data_dir_=folder)
+
+
+def test_fast_or_empty_run_does_not_replace_full_data(layout):
+    folder, good = layout
+    before = (folder / "bench_layout_cpu.json").read_text()
+    fast = copy.deepcopy(good)
+    fast["settings"]["fast"] = True
+    with pytest.raises(FileExistsError, match="full-size"):
+        R.write_results(fast, folder)
+    empty = copy.deepcopy(good)
+    for r in empty["records"]:
+        r.update(status="skipped", reason="budget")
+        for k in ("min_ms", "median_ms", "max_ms", "tflops"):
+            r.pop(k, None)
+    with pytest.raises(FileExistsError, match="no 'ok' record"):
+        R.write_results(empty, folder)
+    assert (folder / "bench_layout_cpu.json").read_text() == before
+    R.write_results(fast, folder, replace=True)  # asked for: done
+    assert json.loads((folder / "bench_layout_cpu.json").read_text())["settings"]["fast"]
+
+
+def test_results_are_found_beside_the_package_from_anywhere(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANDREA_DATA_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert Path(R.load_results("layout")["_path"]) == DATA / "bench_layout_cpu.json"
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
+    assert R.load_results("layout") is None
+
+
+# ---------------------------------------------------------------- the sweep file
+@pytest.fixture(scope="module")
+def sweep_obj():
+    return json.loads((DATA / W.DATA_NAME).read_text())
+
+
+def test_committed_sweep_is_valid(sweep_obj):
+    W.validate_sweep(sweep_obj, "committed")
+    prov, runs = W.load_sweep(DATA / W.DATA_NAME)
+    assert len(runs) == len(prov["n_heads"]) * len(prov["seeds"])
+
+
+def _sweep_mutations():
+    def truncated(o):
+        return None
+
+    def duplicate(o):
+        o["runs"].append(copy.deepcopy(o["runs"][0]))
+
+    def key_mismatch(o):
+        o["runs"][0]["seed"] = 7
+
+    def negative_loss(o):
+        o["runs"][0]["train_loss"][3] = -1.0
+
+    def score_above_one(o):
+        o["runs"][0]["scores"][0][0][0][0] = 1.5
+
+    def missing(o):
+        del o["runs"][1]["probes"]
+
+    def wrong_type(o):
+        o["runs"][1]["param_count"] = "many"
+    return {"truncated": (truncated, "not valid JSON"), "duplicate": (duplicate, "appears twice"),
+            "key_mismatch": (key_mismatch, "settings say"),
+            "negative_loss": (negative_loss, "negative or infinite loss"),
+            "score_above_one": (score_above_one, "outside [0, 1]"),
+            "missing": (missing, "'probes' is missing"), "wrong_type": (wrong_type, "param_count")}
+
+
+@pytest.mark.parametrize("name", list(_sweep_mutations()))
+def test_sweep_loader_refuses_bad_files_in_one_line(sweep_obj, tmp_path, name):
+    mutate, reason = _sweep_mutations()[name]
+    obj = copy.deepcopy(sweep_obj)
+    path = tmp_path / "s.json"
+    if mutate(obj) is None and name == "truncated":
+        text = json.dumps(obj)
+        path.write_text(text[: len(text) // 2])
+    else:
+        path.write_text(json.dumps(obj))
+    with pytest.raises(W.SweepFileError) as e:
+        W.load_sweep(path)
+    assert str(path) in str(e.value) and reason in str(e.value) and "\n" not in str(e.value)
+
+
+def test_sweep_not_found_says_where_it_looked(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
+    assert W.find_data() is None
+    out = capsys.readouterr().out
+    assert str(tmp_path / W.DATA_NAME) in out and "computed now" in out
+    with pytest.raises(FileNotFoundError, match="looked in"):
+        W.load_sweep()
+
+
+def test_save_sweep_validates_before_writing(tmp_path, sweep_obj):
+    _, runs = W.load_sweep(DATA / W.DATA_NAME)
+    key = next(iter(runs))
+    bad = copy.deepcopy(runs[key])
+    bad.train_loss = np.full_like(bad.train_loss, np.inf)
+    with pytest.raises(W.SweepFileError):
+        W.save_sweep(tmp_path / "s.json", {"what": "t"}, {key: bad})
+    assert not (tmp_path / "s.json").exists()
+
+
+# ---------------------------------------------------------------- pipeline timings
+def _pipeline_dict():
+    step = {"layer": 0, "name": next(iter(PT.STEP_INFO)), "median_ms": 2.0, "min_ms": 1.0}
+    return {"config": "c", "B": 1, "T": 8, "dtype": "float32", "backend": "auto",
+            "device": "CPU: test", "device_kind": "cpu", "repeats": 3, "steps": [step],
+            "forward_ms": 3.0, "marked_forward_ms": 3.1, "decision": {}, "ops": {},
+            "kernels": {}, "provenance": {"device_slug": "cpu"}}
+
+
+def test_pipeline_round_trip_and_validation(tmp_path):
+    t = PT.StepTiming.from_dict(_pipeline_dict())
+    path = t.save(tmp_path)
+    assert path.name == "pipeline_cpu.json"
+    assert PT.load_pipeline_timing("cpu", data_dir_=tmp_path) == t
+    for change, reason in ((("steps", 0, "min_ms", -1.0), "min"),
+                           (("forward_ms", None), "forward_ms")):
+        d = _pipeline_dict()
+        if change[0] == "steps":
+            d["steps"][0][change[2]] = change[3]
+        else:
+            d[change[0]] = change[1]
+        path.write_text(json.dumps(d))
+        with pytest.raises(PT.PipelineFileError, match=reason) as e:
+            PT.load_pipeline_timing("cpu", data_dir_=tmp_path)
+        assert "pipeline_cpu.json" in str(e.value)
+    path.write_text('{"steps": [Infinity]}')
+    with pytest.raises(PT.PipelineFileError, match="Infinity"):
+        PT.load_pipeline_timing("cpu", data_dir_=tmp_path)
+    (tmp_path / "pipeline_nvidia-h200.json").write_text(json.dumps(_pipeline_dict()))
+    with pytest.raises(PT.PipelineFileError, match="holds CPU data"):
+        PT.load_pipeline_timing("gpu", data_dir_=tmp_path)
