@@ -107,18 +107,25 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
     requires_grad: autograd must flow through the result. The kernels and the emulator are
     forward-only: auto then picks sdpa (GPU) or reference (CPU), and asking for them raises.
 
-    Raises ValueError for an unknown backend, dtype, device_type or a non-positive head_dim, and
-    for a CUDA backend asked for on the CPU (with the fix: backend="emulator").
+    Raises ValueError for an unknown backend, dtype, device_type, a head_dim that is not a
+    positive int (True is not 1), an sm that is not an int like 90, a requires_grad that is not
+    a bool, a CUDA backend asked for on the CPU (with the fix: backend="emulator"), and the
+    emulator asked for a head_dim no kernel runs.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r} is not one of {BACKENDS}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype={dtype} is not supported; allowed: "
                          f"{[_dtype_name(d) for d in DTYPES]}")
-    if not isinstance(head_dim, int) or head_dim < 1:
+    if not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim < 1:
         raise ValueError(f"head_dim={head_dim!r} must be a positive int")
     if device_type not in ("cpu", "cuda"):
         raise ValueError(f"device_type={device_type!r} is not supported; allowed: 'cpu', 'cuda'")
+    if sm is not None and (not isinstance(sm, int) or isinstance(sm, bool) or not 10 <= sm < 1000):
+        raise ValueError(f"sm={sm!r} must be None or the compute capability as an int "
+                         f"10*major + minor, e.g. 90 for sm_90")
+    if not isinstance(requires_grad, bool):
+        raise ValueError(f"requires_grad={requires_grad!r} must be True or False")
     no_v3 = v3_ineligibility(head_dim, dtype, sm if device_type == "cuda" else None)
     no_v2 = v2_ineligibility(head_dim, dtype, sm if device_type == "cuda" else None)
     no_v1 = v1_ineligibility(head_dim, sm if device_type == "cuda" else None)
@@ -145,6 +152,9 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
             return Decision("emulator", "backend='emulator' was requested; emulating v2 "
                             "(the kernel cuda-wmma runs for this head_dim and dtype)",
                             kernel="v2", **kw)
+        if no_v1 is not None:
+            raise ValueError(f"backend='emulator' cannot run head_dim={head_dim}: no kernel "
+                             f"does ({no_v1}); use backend='reference' or 'sdpa'")
         return Decision("emulator", f"backend='emulator' was requested; emulating v1 "
                         f"(the kernel cuda-naive runs: {no_v2})", kernel="v1", **kw)
     if backend.startswith("cuda") and device_type != "cuda":

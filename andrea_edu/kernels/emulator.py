@@ -252,6 +252,10 @@ def emulate(q, k, v, causal: bool = False, kernel: str | None = None, trace: boo
     B, nh, T, hs = validate_qkv(q, k, v)
     if not isinstance(causal, bool):
         raise TypeError(f"causal={causal!r} must be True or False")
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        raise ValueError("emulate() is forward-only (like the kernels it emulates): the inputs "
+                         "require grad and no gradient would flow back; call it under "
+                         "torch.no_grad(), or pass q.detach(), k.detach(), v.detach()")
     if kernel is None:
         kernel = ("v3" if v3_ineligibility(hs, q.dtype) is None else
                   "v2" if v2_ineligibility(hs, q.dtype) is None else "v1")

@@ -11,7 +11,10 @@ Public API
         (kernels/attention_v3_flash.cu, sm_80+ only).
         One specialization per (version, tile, dtype, arch), compiled once and cached in memory
         and on disk (ANDREA_CACHE_DIR, default ~/.cache/andrea_edu/kernels; key: source hash,
-        options, NVRTC and header versions). The tile is v1's CHUNKS = ceil(head_dim/32) rounded
+        options, NVRTC and header versions). Each entry's meta file records the length and
+        sha256 of its .ptx and .cubin; they are checked on every load, and an entry that fails
+        (truncated, emptied, replaced, a meta that is not an object) is recompiled with a
+        warning that names its path. The tile is v1's CHUNKS = ceil(head_dim/32) rounded
         up to 1, 2, 4 or 8 (so head_dim 72 and 100 share a kernel), or v2's and v3's
         HD = head_dim.
         `causal` is a kernel argument, not a specialization.
@@ -46,6 +49,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,10 +113,22 @@ def shared_bytes(version: str, head_dim: int, dtype) -> int:
 
 
 def _arch_number(arch: str) -> int:
-    m = re.fullmatch(r"sm_(\d+)", arch or "")
+    """90 for "sm_90". ValueError for anything else (an int, "90", "sm_x"), and for an
+    architecture this NVRTC cannot compile for (it lists the ones it can)."""
+    m = re.fullmatch(r"sm_(\d+)", arch) if isinstance(arch, str) else None
     if not m:
-        raise ValueError(f"arch={arch!r} must look like 'sm_90' (e.g. one of {ARCHS})")
-    return int(m.group(1))
+        raise ValueError(f"arch={arch!r} must be a string like 'sm_90' (the book compiles for "
+                         f"{', '.join(ARCHS)})")
+    n = int(m.group(1))
+    try:
+        ok = _tk.supported_archs()
+    except Exception:  # NVRTC missing: compile_attention reports that itself, with the pip hint
+        return n
+    if n not in ok:
+        raise ValueError(f"arch={arch!r} is not supported by this NVRTC "
+                         f"{'.'.join(map(str, _tk.nvrtc_version()))}; supported: "
+                         f"{', '.join(f'sm_{a}' for a in ok)}")
+    return n
 
 
 @dataclass(frozen=True)
@@ -235,16 +251,19 @@ def compile_attention(version: str, head_dim: int, dtype, arch: str = "sm_90",
     dyn = shared_bytes(version, head_dim, dtype)
     if use_cache and (disk.with_suffix(".json")).is_file():
         try:
-            meta = json.loads(disk.with_suffix(".json").read_text())
+            meta, ptx_text, cubin_bytes = _read_disk(disk)
             ck = CompiledKernel(version, tile, dtype, arch, name_expr, meta["lowered_name"],
-                                disk.with_suffix(".ptx").read_text(),
-                                disk.with_suffix(".cubin").read_bytes(), meta["log"],
+                                ptx_text, cubin_bytes, meta["log"],
                                 parse_ptxas_log(meta["log"], meta["lowered_name"], dyn),
                                 meta["compile_seconds"], from_cache=True)
             _MEMORY[key] = ck
             return ck
-        except (OSError, KeyError, ValueError, CompileError):
-            pass  # a damaged entry: compile again and overwrite it
+        except _UnverifiableEntry:
+            pass  # written before the cache checked itself: compile again, quietly, and overwrite
+        except (OSError, KeyError, TypeError, ValueError, CompileError) as e:
+            # a damaged, truncated or unverifiable entry: say so, compile again, overwrite it
+            warnings.warn(f"kernel cache entry {disk}.* failed its check ({e}); recompiling",
+                          RuntimeWarning, stacklevel=2)
     t0 = time.perf_counter()
     prog = _tk._call(nvrtc, "nvrtcCreateProgram", nvrtc.nvrtcCreateProgram(
         src.encode(), KERNEL_FILES[version].encode(), 0, [], []))
@@ -278,15 +297,55 @@ def _write_disk(disk: Path, ck: CompiledKernel) -> None:
     """Best effort: an unwritable cache folder only costs a recompile next time."""
     try:
         disk.parent.mkdir(parents=True, exist_ok=True)
+        blobs = {".ptx": ck.ptx.encode(), ".cubin": ck.cubin}
         meta = json.dumps(dict(lowered_name=ck.lowered_name, log=ck.log,
-                               compile_seconds=ck.compile_seconds))
-        for suffix, data in ((".ptx", ck.ptx.encode()), (".cubin", ck.cubin),
+                               compile_seconds=ck.compile_seconds,
+                               files={k: _fingerprint(v) for k, v in blobs.items()}))
+        for suffix, data in (*blobs.items(),
                              (".json", meta.encode())):  # .json last: it marks a full entry
             tmp = disk.with_suffix(suffix + f".{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_bytes(data)
             os.replace(tmp, disk.with_suffix(suffix))
     except OSError:
         pass
+
+
+class _UnverifiableEntry(ValueError):
+    """A cache entry from before the cache recorded lengths and hashes: recompiled quietly."""
+
+
+def _fingerprint(data: bytes) -> dict:
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _read_disk(disk: Path) -> tuple[dict, str, bytes]:
+    """(meta, ptx, cubin) of a disk cache entry, each file checked against the length and
+    sha256 its meta recorded; ValueError naming the file and what is wrong otherwise."""
+    meta_path = disk.with_suffix(".json")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{meta_path}: not valid JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{meta_path}: holds a {type(meta).__name__}, not an object")
+    need = {"lowered_name": str, "log": str, "compile_seconds": (int, float)}
+    for k, t in need.items():
+        if not isinstance(meta.get(k), t):
+            raise ValueError(f"{meta_path}: {k!r} missing or of the wrong type")
+    if "files" not in meta:
+        raise _UnverifiableEntry(f"{meta_path}: no lengths and hashes recorded")
+    if not isinstance(meta["files"], dict):
+        raise ValueError(f"{meta_path}: 'files' is not an object")
+    blobs = {}
+    for suffix in (".ptx", ".cubin"):
+        path, want = disk.with_suffix(suffix), meta["files"].get(suffix)
+        data = path.read_bytes()
+        if not isinstance(want, dict) or _fingerprint(data) != {"bytes": want.get("bytes"),
+                                                              "sha256": want.get("sha256")}:
+            raise ValueError(f"{path}: {len(data)} bytes that do not match the length and "
+                             f"sha256 recorded in {meta_path.name}")
+        blobs[suffix] = data
+    return meta, blobs[".ptx"].decode(), blobs[".cubin"]
 
 
 def specializations() -> list[tuple[str, int, torch.dtype]]:
