@@ -297,3 +297,10 @@ def test_chapter_shows_a_gpu_file_beside_the_model(tmp_path, monkeypatch):
     assert "Measured on NVIDIA H200 (fake, test)" in text and "Not yet measured" not in text
     assert "| v3 | 64 | v3 | 0.160 | 0.100 | 0.62x |" in text  # measured beside the model
     assert "Measured throughput vs torch SDPA" in text
+
+
+def test_cooperate_verdicts():
+    e = dict(keys_per_tile=64, warps_per_block=4, rows_per_warp=32)
+    assert figs.cooperate_row("v1", 130, 130, e, 2)[2] == "holds"
+    row = figs.cooperate_row("v3", 128, 130, e, 1)
+    assert row[2] == "holds with a caveat" and "128 of the T=130 query rows" in row[1]

@@ -308,11 +308,27 @@ def one_block_row(v, trace, per_pair: dict, design_grid, fill: dict, B, nh, T) -
     return (f"{CLAIM_ONE_BLOCK} ({v})", measured, verdict)
 
 
+CLAIM_COOPERATE = "The threads inside the block cooperate on the seq_len x head_dim tile"
+
+
+def cooperate_row(v, block_rows: int, T: int, e: dict, barriers: int) -> tuple:
+    """block_rows: query rows one emulated block computed (of T); e: sass.evidence."""
+    measured = (f"{v}: one block computes {block_rows} of the T={T} query rows (every key "
+                f"streams past it in K/V tiles of {e['keys_per_tile']}); its "
+                f"{e['warps_per_block']} warps own {e['rows_per_warp']} query rows each and "
+                f"share each K/V tile through shared memory ({barriers} block-wide barrier(s) "
+                f"per tile)")
+    if block_rows >= T:
+        return (f"{CLAIM_COOPERATE} ({v})", measured, "holds")
+    return (f"{CLAIM_COOPERATE} ({v})", measured + ": the block's tile is a band of query rows "
+            "x head_dim, not the whole seq_len x head_dim", "holds with a caveat")
+
+
 def never_knows_row(v, sig, heads_in_params, reads, same_bits: bool) -> tuple:
     measured = (f"{v}: parameters {', '.join(sig.param_names)} ("
                 + ("no n_head, no batch" if not heads_in_params else
                    f"head parameters: {heads_in_params}") + "); grid read on "
-                + "; ".join(f"line {n}: {_code(c).strip()}" for n, c in reads)
+                + "; ".join(f"line {n}: {_code(c).strip().rstrip(';')}" for n, c in reads)
                 + ". All heads in one launch vs one launch per (b, h): "
                 + ("identical bits" if same_bits else "different results"))
     verdict = "holds" if not heads_in_params and same_bits else "does not hold"
