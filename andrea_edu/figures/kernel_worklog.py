@@ -109,6 +109,16 @@ def decomposition_figure(trace, pair=(0, 0)):
                                         qt.q_stop - qt.q_start, facecolor=palette(c % 10),
                                         alpha=0.55, edgecolor="white", lw=0.5,
                                         hatch="////" if masked else None))
+    warps = trace.threads_per_block // 32
+    band = max(t.q_stop - t.q_start for blk in mine for t in blk.q_tiles)
+    if trace.kernel != "v1" and band % warps == 0:  # each warp owns band / warps query rows
+        for blk in mine:
+            for qt in blk.q_tiles:
+                right = max((st.k_stop for st in qt.steps), default=0)
+                for w in range(1, warps):
+                    y = qt.q_start + w * band // warps
+                    if y < qt.q_stop:
+                        ax2.plot([0, right], [y, y], color="#333333", lw=0.6, ls=":")
     if trace.causal:
         ax2.plot([0, T], [0, T], color="black", lw=0.8)
     ax2.set_xlim(0, T)
@@ -117,8 +127,9 @@ def decomposition_figure(trace, pair=(0, 0)):
     ax2.set_xlabel("key j", fontsize=8)
     ax2.set_ylabel("query i", fontsize=8)
     ax2.tick_params(labelsize=7)
-    ax2.set_title(f"head (b, h) = {tuple(pair)}: {len(mine)} block(s), T={T}\ncolour = block; "
-                  f"hatched = tile holds a masked score", fontsize=9)
+    ax2.set_title(f"head (b, h) = {tuple(pair)}: {len(mine)} block(s), T={T}\ncolour = block, "
+                  f"hatched = holds a masked score"
+                  + (", dotted = warps" if trace.kernel != "v1" else ""), fontsize=9)
     fig.tight_layout()
     return fig
 
