@@ -17,6 +17,8 @@ plotting helpers (viz), the slider (live in Jupyter, static frames in the book) 
     config_mirrors_hardware     "The configuration mirrors the hardware"
     final_picture               "The final picture"
     reading_the_pipeline        "Reading the pipeline"
+    execute                     python -m andrea_edu.figures.execute book/*.ipynb: chapters run
+                                headless without the ZeroMQ stall, per-cell timeout
 
 A figures module draws and formats; it computes nothing that a chapter claims. It imports the
 computation (andrea_edu.heads, .pipeline, .bench, .kernels) and the core, never the reverse.

@@ -10,35 +10,12 @@ notebook runs on this 2-core machine, with ipykernel 6 and 7 alike.
 The patch keeps get_msg's contract (a message, or queue.Empty once `timeout` seconds have passed
 with none) but polls in slices of at most 0.5 s, so a missed wake-up costs half a second.
 It is loaded as a Sphinx extension by the book build (_config.yml) and by tests/conftest.py.
+The code lives in the library (andrea_edu.figures.execute.patch_zmq_poll), where readers who
+execute chapters headless get it too: python -m andrea_edu.figures.execute book/*.ipynb.
 """
 from __future__ import annotations
 
-from queue import Empty
-from time import monotonic
-
-SLICE_S = 0.5
-
-
-def patch() -> None:
-    from jupyter_client.channels import AsyncZMQSocketChannel
-
-    if getattr(AsyncZMQSocketChannel.get_msg, "_andrea_sliced", False):
-        return
-
-    async def get_msg(self, timeout: float | None = None):
-        assert self.socket is not None
-        deadline = None if timeout is None else monotonic() + timeout
-        while True:
-            left = SLICE_S if deadline is None else min(SLICE_S, deadline - monotonic())
-            if left > 0 and await self.socket.poll(max(1, int(left * 1000))):
-                return await self._recv()
-            if left <= 0 and await self.socket.poll(0):  # one last look at the deadline
-                return await self._recv()
-            if deadline is not None and monotonic() >= deadline:
-                raise Empty
-
-    get_msg._andrea_sliced = True
-    AsyncZMQSocketChannel.get_msg = get_msg
+from andrea_edu.figures.execute import SLICE_S, patch_zmq_poll as patch  # noqa: F401
 
 
 def setup(app):

@@ -1,0 +1,136 @@
+"""Run chapters headless without stalls: python -m andrea_edu.figures.execute book/*.ipynb
+
+    python -m andrea_edu.figures.execute book/why_heads_specialize.ipynb --timeout 600
+    python -m andrea_edu.figures.execute book/*.ipynb --fast --out /tmp/executed
+
+Plain nbclient / nbconvert --execute now and then sits idle after a cell has finished: the
+kernel's reply is there, but a ZeroMQ wake-up was missed in the asyncio poll that
+jupyter_client's AsyncZMQSocketChannel.get_msg awaits, and pyzmq's poller looks again only when
+its timeout fires (seen about once in 12 to 30 runs on a 2-core machine; a whole 600 s per-cell
+timeout lost each time). `patch_zmq_poll` keeps get_msg's contract (a message, or queue.Empty
+once `timeout` seconds have passed with none) but polls in slices of at most SLICE_S seconds, so
+a missed wake-up costs half a second. The book build and the tests load the same function
+(book/_ext/andrea_zmq_poll.py); this command gives it to readers who execute chapters
+themselves. Each notebook runs in its own folder (where chapters find book/data), with the CPU
+instruction sets pinned (andrea_edu.env) and a per-cell timeout. Exit status: 0 every notebook
+ran, 1 a cell failed or timed out (one line per notebook saying which cell and why), 2 bad
+arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from queue import Empty
+from time import monotonic
+
+SLICE_S = 0.5
+
+
+def patch_zmq_poll() -> None:
+    """Make jupyter_client's AsyncZMQSocketChannel.get_msg poll in SLICE_S slices (idempotent)."""
+    from jupyter_client.channels import AsyncZMQSocketChannel
+
+    if getattr(AsyncZMQSocketChannel.get_msg, "_andrea_sliced", False):
+        return
+
+    async def get_msg(self, timeout: float | None = None):
+        assert self.socket is not None
+        deadline = None if timeout is None else monotonic() + timeout
+        while True:
+            left = SLICE_S if deadline is None else min(SLICE_S, deadline - monotonic())
+            if left > 0 and await self.socket.poll(max(1, int(left * 1000))):
+                return await self._recv()
+            if left <= 0 and await self.socket.poll(0):  # one last look at the deadline
+                return await self._recv()
+            if deadline is not None and monotonic() >= deadline:
+                raise Empty
+
+    get_msg._andrea_sliced = True
+    AsyncZMQSocketChannel.get_msg = get_msg
+
+
+def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_dir=None) -> dict:
+    """Execute one notebook in its own folder; returns {path, seconds, ok, error, written}.
+    error: "cell N: Name: message" for the first failing cell, or the timeout, else None."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError
+
+    from andrea_edu.env import pin_cpu_isa
+
+    patch_zmq_poll()
+    pin_cpu_isa(warn=False)  # the kernel inherits the settings: committed results' bits
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel, allow_errors=False,
+                            resources={"metadata": {"path": str(path.parent.resolve())}})
+    t0, error = time.perf_counter(), None
+    try:
+        client.execute()
+    except CellTimeoutError:
+        error = f"a cell ran past the per-cell timeout of {timeout:g} s"
+    except CellExecutionError as e:
+        error = f"{e.ename}: {str(e.evalue).splitlines()[0] if e.evalue else ''}"
+    except Exception as e:  # noqa: BLE001  (a kernel that died or never started)
+        error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    if error:
+        idx = next((i for i, c in enumerate(nb.cells) for o in c.get("outputs", [])
+                    if o.get("output_type") == "error"), None)
+        if idx is None:  # the cell that was running when time ran out
+            idx = next((i for i, c in reversed(list(enumerate(nb.cells)))
+                        if c.get("cell_type") == "code" and c.get("execution_count")), None)
+        error = f"cell {idx}: {error}" if idx is not None else error
+    written = None
+    if out_dir is not None:
+        written = Path(out_dir) / path.name
+        written.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, written)
+    return {"path": str(path), "seconds": round(time.perf_counter() - t0, 1),
+            "ok": error is None, "error": error, "written": str(written) if written else None}
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m andrea_edu.figures.execute",
+                                 description="Execute chapter notebooks headless, without the "
+                                             "ZeroMQ stall, with a per-cell timeout.")
+    ap.add_argument("notebooks", nargs="+", help="the .ipynb files to execute, e.g. book/*.ipynb")
+    ap.add_argument("--timeout", type=float, default=600.0,
+                    help="seconds one cell may run, a number > 0 (default 600)")
+    ap.add_argument("--out", default=None,
+                    help="folder for the executed copies (default: none written; the "
+                         "notebooks themselves are never changed)")
+    ap.add_argument("--fast", action="store_true",
+                    help="ANDREA_FAST=1: shrunk sizes, seconds per chapter (numbers not "
+                         "meaningful)")
+    ap.add_argument("--kernel", default="python3", help="Jupyter kernel name (default python3)")
+    return ap
+
+
+def main(argv=None) -> int:
+    from andrea_edu.bench.args import check_number, check_out_dir, fail, first_problem
+
+    ap = _parser()
+    a = ap.parse_args(argv)
+    missing = next((n for n in a.notebooks if not (Path(n).is_file() and n.endswith(".ipynb"))),
+                   None)
+    problem = first_problem(
+        f"notebooks: {missing} is not an .ipynb file" if missing else None,
+        check_number("--timeout", a.timeout, 0.0), check_out_dir("--out", a.out))
+    if problem:
+        return fail(ap.prog, problem)
+    if a.fast:
+        os.environ["ANDREA_FAST"] = "1"
+    bad = 0
+    for n in a.notebooks:
+        r = execute_notebook(n, a.timeout, a.kernel, a.out)
+        bad += not r["ok"]
+        print(f"[execute] {r['path']}: {'ok' if r['ok'] else 'FAILED, ' + r['error']} "
+              f"({r['seconds']} s)" + (f" -> {r['written']}" if r["written"] else ""), flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

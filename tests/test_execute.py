@@ -1,0 +1,96 @@
+"""Headless execution without stalls (issue 12, item 7): the sliced ZeroMQ poll and the
+python -m andrea_edu.figures.execute command with its per-cell timeout."""
+from __future__ import annotations
+
+import asyncio
+import time
+from queue import Empty
+
+import nbformat
+import pytest
+
+from andrea_edu.figures import execute as X
+
+
+class _MissedWakeupSocket:
+    """A socket whose message arrives at `arrives` seconds, but whose poll is never woken by
+    it: a poll returns only when its own timeout ends (the missed ZeroMQ wake-up)."""
+
+    def __init__(self, arrives: float):
+        self.t0, self.arrives = time.monotonic(), arrives
+
+    async def poll(self, timeout_ms: int = 0):
+        await asyncio.sleep(timeout_ms / 1000)
+        return time.monotonic() - self.t0 >= self.arrives
+
+
+class _Channel:
+    def __init__(self, socket):
+        self.socket = socket
+
+    async def _recv(self):
+        return {"msg_type": "execute_reply"}
+
+
+def test_sliced_poll_costs_half_a_second_not_the_whole_timeout():
+    from jupyter_client.channels import AsyncZMQSocketChannel
+    X.patch_zmq_poll()
+    get_msg = AsyncZMQSocketChannel.get_msg
+    assert get_msg._andrea_sliced
+    t0 = time.monotonic()
+    msg = asyncio.run(get_msg(_Channel(_MissedWakeupSocket(0.1)), timeout=60))
+    took = time.monotonic() - t0
+    assert msg["msg_type"] == "execute_reply"
+    assert took < 0.1 + 2 * X.SLICE_S + 1.0, took  # an unsliced poll would wait all 60 s
+    with pytest.raises(Empty):  # the contract: Empty once the timeout has passed
+        asyncio.run(get_msg(_Channel(_MissedWakeupSocket(99)), timeout=0.3))
+
+
+def test_the_book_build_uses_the_same_patch():
+    import andrea_zmq_poll  # book/_ext, on sys.path through conftest
+    assert andrea_zmq_poll.patch is X.patch_zmq_poll
+
+
+def _notebook(path, *sources):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    nbformat.write(nb, path)
+    return path
+
+
+def test_execute_runs_in_the_notebook_folder_pinned_and_writes_copies(tmp_path, capsys):
+    src = tmp_path / "book"
+    src.mkdir()
+    nb = _notebook(src / "a.ipynb", "import os; print(os.getcwd())",
+                   "print('ISA', os.environ.get('ATEN_CPU_CAPABILITY', 'unset'))")
+    out = tmp_path / "out"
+    assert X.main([str(nb), "--timeout", "120", "--out", str(out)]) == 0
+    assert "a.ipynb: ok" in capsys.readouterr().out
+    done = nbformat.read(out / "a.ipynb", as_version=4)
+    text = "".join(o.get("text", "") for c in done.cells for o in c.outputs)
+    assert str(src) in text
+    import os
+    assert f"ISA {os.environ.get('ATEN_CPU_CAPABILITY', 'unset')}" in text  # the pins reach it
+    assert nbformat.read(nb, as_version=4).cells[0].outputs == []  # the source is untouched
+
+
+def test_a_cell_past_the_timeout_fails_with_one_line(tmp_path, capsys):
+    nb = _notebook(tmp_path / "slow.ipynb", "x = 1", "import time; time.sleep(30)")
+    assert X.main([str(nb), "--timeout", "3"]) == 1
+    out = capsys.readouterr().out
+    assert "slow.ipynb: FAILED, cell 1: a cell ran past the per-cell timeout of 3 s" in out
+
+
+def test_an_error_names_the_cell(tmp_path, capsys):
+    nb = _notebook(tmp_path / "err.ipynb", "x = 1", "raise ValueError('no data here')")
+    assert X.main([str(nb)]) == 1
+    assert "cell 1: ValueError: no data here" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, flag", [(["--timeout", "0"], "--timeout"),
+                                        (["--timeout", "-5"], "--timeout")])
+def test_bad_arguments_fail_fast(tmp_path, capsys, argv, flag):
+    nb = _notebook(tmp_path / "a.ipynb", "1")
+    assert X.main([str(nb), *argv]) == 2
+    assert flag in capsys.readouterr().err
+    assert X.main([str(tmp_path / "missing.ipynb")]) == 2
