@@ -199,12 +199,25 @@ class CompiledKernel:
         return bool(self.tensor_core_instructions())
 
     def sass(self) -> str | None:
-        """The CUBIN disassembled by cuobjdump (needs nvdisasm beside it), or None."""
+        """The CUBIN disassembled by cuobjdump (needs nvdisasm beside it), or None.
+
+        Kept on disk beside the kernel cache, named by the CUBIN's sha256 and the cuobjdump
+        binary's size (a listing is a pure function of both), so a chapter that reads the SASS
+        of many kernels pays cuobjdump once per kernel and machine, not once per run."""
         if self._sass is not None:
             return self._sass
         tool, disasm = _tk.find_binary("cuobjdump"), _tk.find_binary("nvdisasm")
         if tool is None or disasm is None:
             return None
+        key = f"{hashlib.sha256(self.cubin).hexdigest()[:32]}-{Path(tool).stat().st_size}"
+        cached = cache_dir() / "sass" / f"{key}.sass"
+        try:
+            text = cached.read_text()
+            if text.strip() and "Function" in text:  # a listing, not an empty or cut file
+                self._sass = text
+                return text
+        except (OSError, UnicodeDecodeError):
+            pass
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "k.cubin"
             path.write_bytes(self.cubin)
@@ -215,6 +228,13 @@ class CompiledKernel:
         if run.returncode != 0:
             return None
         self._sass = run.stdout
+        try:  # best effort: a read-only cache folder only costs the next run a disassembly
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp_path = cached.with_suffix(f".{os.getpid()}.tmp")
+            tmp_path.write_text(run.stdout)
+            os.replace(tmp_path, cached)
+        except OSError:
+            pass
         return self._sass
 
 

@@ -1,0 +1,38 @@
+"""CompiledKernel.sass() keeps each listing on disk, named by the CUBIN's hash, and never trusts
+an empty or cut file."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from andrea_edu.kernels import nvrtc
+from andrea_edu.kernels.toolkit import find_binary
+
+pytestmark = pytest.mark.skipif(find_binary("cuobjdump") is None or find_binary("nvdisasm") is None,
+                                reason="cuobjdump/nvdisasm wheels are not installed")
+
+
+def _fresh_kernel(monkeypatch, tmp_path):
+    monkeypatch.setenv("ANDREA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(nvrtc, "_MEMORY", {})
+    return nvrtc.compile_attention("v2", 64, torch.float16, arch="sm_90")
+
+
+def test_listing_is_written_once_and_read_back(monkeypatch, tmp_path):
+    text = _fresh_kernel(monkeypatch, tmp_path).sass()
+    files = list((tmp_path / "sass").glob("*.sass"))
+    assert text and "HMMA" in text and len(files) == 1 and files[0].read_text() == text
+    calls = []
+    real_run = nvrtc.subprocess.run
+    monkeypatch.setattr(nvrtc.subprocess, "run", lambda *a, **k: calls.append(a) or real_run(*a, **k))
+    again = _fresh_kernel(monkeypatch, tmp_path).sass()  # a new process would start like this
+    assert again == text and calls == []  # read from disk, cuobjdump not run
+
+
+@pytest.mark.parametrize("damage", ["", "cut in the mid"])
+def test_damaged_listing_is_disassembled_again(monkeypatch, tmp_path, damage):
+    text = _fresh_kernel(monkeypatch, tmp_path).sass()
+    (path,) = (tmp_path / "sass").glob("*.sass")
+    path.write_text(damage)
+    assert _fresh_kernel(monkeypatch, tmp_path).sass() == text
+    assert path.read_text() == text
