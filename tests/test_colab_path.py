@@ -1,0 +1,124 @@
+"""The Colab path (issue 12, item 3): a bare runtime outside the clone finds the committed data
+beside the installed package and installs the pinned CUDA toolkit.
+
+The test stands in for Colab without a network: a fresh virtual environment in which andrea_edu
+is NOT importable (it sees this venv's other packages through a path entry, so nothing is
+downloaded), a local mirror of this repository as the "remote", HOME and the working directory
+in a scratch folder (/content's role). The chapter runs its own install cell (clone, then
+pip install -e repo[cuda], with pip kept offline by PIP_NO_INDEX), then a check cell appended by
+the test says which andrea_edu, which data file and which toolkit the chapter used."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import sysconfig
+import tomllib
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CHAPTER = REPO / "book" / "why_twelve_heads.ipynb"
+
+
+def _requirements() -> dict[str, str]:
+    out = {}
+    for line in (REPO / "requirements.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            m = re.match(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?(.*)", line)
+            out[m.group(1).lower()] = (m.group(2) or "") + m.group(3).strip()
+    return out
+
+
+def _specs(lines) -> dict[str, str]:
+    return {m.group(1).lower(): (m.group(2) or "") + m.group(3).strip()
+            for m in (re.match(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?(.*)", s) for s in lines)}
+
+
+def test_cuda_extra_pins_what_requirements_pin():
+    """One source of truth: the [cuda] extra's specifiers are requirements.txt's, and it brings
+    cuobjdump and nvdisasm (the SASS sections)."""
+    py = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    req, extra = _requirements(), _specs(py["optional-dependencies"]["cuda"])
+    assert {"cuda-toolkit", "cuda-bindings", "nvidia-cuda-cuobjdump",
+            "nvidia-cuda-nvdisasm"} <= set(extra)
+    for name, spec in extra.items():
+        assert req.get(name) == spec, (name, spec, req.get(name))
+    assert "==" in extra["cuda-toolkit"]  # pinned: the book's register counts
+    for name, spec in _specs(py["dependencies"]).items():  # torch: the reader's own is allowed
+        if name != "torch":
+            assert req.get(name) == spec, (name, spec, req.get(name))
+
+
+@pytest.fixture()
+def bare_runtime(tmp_path, monkeypatch):
+    """(python of a venv without andrea_edu, HOME, /content, the mirror's URL)."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                              "['purelib'])"], capture_output=True, text=True, check=True).stdout
+    ours = sysconfig.get_paths()["purelib"]  # a plain path entry: its .pth files (our editable
+    (Path(purelib.strip()) / "shared_site.pth").write_text(  # andrea_edu) are not run
+        f"import sys; sys.path.append({ours!r})\n")
+    check = subprocess.run([str(py), "-c", "import importlib.util as u; "
+                            "print(u.find_spec('andrea_edu') is None)"],
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert check.stdout.strip() == "True", check.stderr
+    mirror = tmp_path / "mirror.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(REPO), str(mirror)], check=True)
+    home, content = tmp_path / "home", tmp_path / "content"
+    home.mkdir()
+    content.mkdir()
+    kernels = tmp_path / "jupyter" / "kernels" / "bare"
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [str(py), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "bare runtime", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: the extras must already be satisfied
+    monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")  # (pip's spelling for: no isolation)
+    monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+    monkeypatch.setenv("ANDREA_FAST", "1")
+    monkeypatch.setenv("ANDREA_REPO_URL", mirror.as_uri())
+    monkeypatch.delenv("ANDREA_DATA_DIR", raising=False)
+    monkeypatch.delenv("ANDREA_BOOK_BUILD", raising=False)
+    return py, home, content, mirror
+
+
+CHECK = '''
+import importlib.metadata as md, json, andrea_edu
+from andrea_edu.heads.sweep import find_data
+print("COLAB-CHECK " + json.dumps({"andrea_edu": andrea_edu.__file__,
+      "sweep": str(find_data(say=False)), "cuda-toolkit": md.version("cuda-toolkit"),
+      "cwd": __import__("os").getcwd()}))
+'''
+
+
+def test_a_chapter_on_a_bare_runtime_uses_the_committed_data(bare_runtime):
+    from nbclient import NotebookClient
+    py, home, content, mirror = bare_runtime
+    nb = nbformat.read(CHAPTER, as_version=4)
+    install = nb.cells[1].source
+    assert "pip" in install and "install" in install and "find_spec" in install
+    if "ANDREA_REPO_URL" not in install:  # until the chapter reads it: the cell's own path,
+        subprocess.run(["git", "clone", "-q", str(mirror), str(home / "andrea-attention")],
+                       check=True)  # cloned from the local mirror, as the cell would
+    nb.cells.append(nbformat.v4.new_code_cell(CHECK))
+    NotebookClient(nb, timeout=600, kernel_name="bare", allow_errors=False,
+                   resources={"metadata": {"path": str(content)}}).execute()
+    text = "\n".join(o.get("text", "") + json.dumps(o.get("data", {}))
+                     for c in nb.cells for o in c.get("outputs", []))
+    found = json.loads(text.split("COLAB-CHECK ", 1)[1].splitlines()[0])
+    clone = home / "andrea-attention"
+    assert found["cwd"] == str(content)
+    assert Path(found["andrea_edu"]).is_relative_to(clone)  # the clone the install cell made
+    assert found["sweep"] == str(clone / "book" / "data" / "specialization_sweep.json")
+    assert "computed now" not in text and "no committed" not in text  # nothing retrained
+    pinned = _requirements()["cuda-toolkit"].split("==")[1]
+    assert found["cuda-toolkit"] == pinned
