@@ -28,7 +28,12 @@ not independent, probes of one run follow each other, so read its p-value as a g
 Verdict rule: "holds" when the pooled ratio >= 1.25 and ratio > 1 in >= 75 % of cells;
 "holds with a caveat" when the pooled ratio >= 1.1 and ratio > 1 in more than half of them (a
 weak or inconsistent effect in the claimed direction); "does not hold" otherwise (no difference,
-or the opposite); "not measurable" with fewer than MIN_CELLS cells.
+or the opposite); "not measurable" with fewer than MIN_CELLS cells (`reason` says why, and the
+ratios are `Unmeasured`: they print as "not measurable", never as "nan").
+Robustness: one run's pooled ratio moves with the CPU's rounding (a run that sits near a rule's
+bound can change verdict on another machine), so a chapter's verdict is the pooled one over the
+committed multi-seed sweep; `Pressure.robust` says whether the pooled ratio is at least
+RATIO_MARGIN (relative) away from every bound of the rule.
 """
 from __future__ import annotations
 
@@ -43,6 +48,26 @@ MIN_CELLS = 3
 VERDICT_RATIO = 1.25
 VERDICT_CONSISTENCY = 0.75
 CAVEAT_RATIO = 1.1
+# Relative distance from a bound of the rule (1.1, 1.25) inside which a pooled ratio is "at the
+# edge": rounding alone moved one run's pooled ratio by up to this much between two x86 CPUs.
+RATIO_MARGIN = 0.05
+
+
+class Unmeasured(float):
+    """NaN that formats as "not measurable" (f"{x:.2f}" included), never as "nan"."""
+
+    def __new__(cls, reason: str = ""):
+        obj = super().__new__(cls, float("nan"))
+        obj.reason = reason
+        return obj
+
+    def __format__(self, spec: str) -> str:
+        return "not measurable"
+
+    def __str__(self) -> str:
+        return "not measurable"
+
+    __repr__ = __str__
 
 
 def classify(delta: float, solo: float, corr: float | None = None, by: str = "ablation") -> str:
@@ -69,18 +94,33 @@ class Pressure:
     fraction_above_1: float
     sign_test_p: float
     verdict: str
+    reason: str = ""  # why "not measurable", in words; "" otherwise
+
+    @property
+    def robust(self) -> bool:
+        """True when the pooled ratio is at least RATIO_MARGIN (relative) from every bound of
+        the verdict rule, so that rounding alone cannot change the verdict."""
+        if self.verdict == "not measurable":
+            return False
+        return all(abs(self.pooled_ratio / b - 1) >= RATIO_MARGIN
+                   for b in (CAVEAT_RATIO, VERDICT_RATIO))
+
+    def ratio_text(self) -> str:
+        """"1.83x", or "not measurable because ..." (never "nanx")."""
+        if self.verdict == "not measurable":
+            return f"not measurable because {self.reason}"
+        return f"{self.pooled_ratio:.2f}x"
 
     def mean_grad(self, cls: str) -> float:
         g = [r["grad"] for r in self.rows if r["cls"] == cls]
-        return float(np.mean(g)) if g else float("nan")
+        return float(np.mean(g)) if g else Unmeasured(f"no {cls} head")
 
     def count(self, cls: str) -> int:
         return sum(r["cls"] == cls for r in self.rows)
 
     def summary(self) -> str:
         if self.verdict == "not measurable":
-            return (f"{len(self.ratios)} comparable cells (fewer than {MIN_CELLS}): "
-                    f"not measurable")
+            return f"not measurable because {self.reason}"
         return (f"{len(self.ratios)} cells with both kinds of head: unique heads received "
                 f"{self.pooled_ratio:.2f}x the gradient of redundant ones (geometric mean); "
                 f"more in {100 * self.fraction_above_1:.0f}% of cells (sign test "
@@ -122,8 +162,12 @@ def gradient_pressure(runs, by: str = "ablation") -> Pressure:
                            "ratio": float(np.mean(u) / np.mean(d)),
                            "n_unique": len(u), "n_redundant": len(d)})
     if len(ratios) < MIN_CELLS:
-        nan = float("nan")
-        return Pressure(by, rows, ratios, nan, nan, nan, "not measurable")
+        n_u, n_r = (sum(r["cls"] == c for r in rows) for c in ("unique", "redundant"))
+        reason = (f"only {len(ratios)} (layer, probe) cell{'s' * (len(ratios) != 1)} held both a "
+                  f"unique and a redundant head ({MIN_CELLS} needed; {n_u} unique and {n_r} "
+                  f"redundant head-probes in all)")
+        u = Unmeasured(reason)
+        return Pressure(by, rows, ratios, u, u, u, "not measurable", reason)
     logs = [math.log(r["ratio"]) for r in ratios]
     pooled = math.exp(sum(logs) / len(logs))
     k = sum(r["ratio"] > 1 for r in ratios)

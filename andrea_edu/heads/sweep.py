@@ -320,6 +320,46 @@ def recheck(live: Run, stored: Run, stored_prov: dict | None, first_steps: int =
             "says": says}
 
 
+# ---------------------------------------------------------------- claims robust to rounding
+def pattern_heads(runs: dict, n_head: int | None = None, threshold: float | None = None,
+                  margin: float | None = None) -> dict[str, dict]:
+    """Per pattern, over the runs of the sweep (those with `n_head`, or all): how often the best
+    head's score is above, at or below the detection threshold (`threshold_call`, with its
+    margin), how often that best head is also the one whose removal hurts the pattern most, and
+    a verdict that float rounding cannot flip:
+      "holds"                every run's best head is clearly above the threshold;
+      "holds with a caveat"  most are clearly above, none clearly below (some at the threshold);
+      "does not hold"        otherwise.
+    Returns {pattern: {"calls": {(n_head, seed): call}, "scores": [...], "above", "at",
+    "below", "carries", "n", "verdict", "says"}}."""
+    from andrea_edu.heads.measures import (DETECT_THRESHOLD, PATTERN_NAMES, SCORE_MARGIN,
+                                           best_heads)
+    threshold = DETECT_THRESHOLD if threshold is None else threshold
+    margin = SCORE_MARGIN if margin is None else margin
+    chosen = {k: r for k, r in runs.items() if n_head is None or k[0] == n_head}
+    if not chosen:
+        raise ValueError(f"no run with n_head={n_head} in the sweep ({sorted(runs)})")
+    out = {}
+    for i, name in enumerate(PATTERN_NAMES):
+        calls, scores, carries = {}, [], 0
+        for key, r in sorted(chosen.items()):
+            b = best_heads(r.scores_after, threshold, margin)[name]
+            calls[key], _ = b["call"], scores.append(round(b["score"], 3))
+            carries += int(np.argmax(r.ablation[b["layer"], b["head"], 1:])) == i
+        n = len(calls)
+        above, at, below = (sum(c == k for c in calls.values())
+                            for k in ("above", "at the threshold", "below"))
+        verdict = ("holds" if above == n else
+                   "holds with a caveat" if below == 0 and above > n / 2 else "does not hold")
+        says = (f"{name}: the best head scores {min(scores):.2f} to {max(scores):.2f} over {n} "
+                f"runs; clearly above {threshold:g} (by {margin:g} or more) in {above}, within "
+                f"{margin:g} of it in {at}, clearly below in {below}; the best head carries the "
+                f"pattern (its removal hurts it most) in {carries} of {n}")
+        out[name] = {"calls": calls, "scores": scores, "above": above, "at": at, "below": below,
+                     "carries": carries, "n": n, "verdict": verdict, "says": says}
+    return out
+
+
 # ---------------------------------------------------------------- the command line
 def _parser() -> argparse.ArgumentParser:
     d_model = default_settings(fast=False).d_model

@@ -28,10 +28,10 @@ from andrea_edu.config import AndreaConfig
 from andrea_edu.heads.corpus import VOCAB_SIZE, make_batch
 from andrea_edu.env import book_build, fast_mode
 from andrea_edu.heads.measures import (DETECT_THRESHOLD, LOSS_KEYS, PATTERN_IDS, PATTERN_NAMES,
-                                       ablation_table, chance_scores, detect, floors,
-                                       head_grad_norms, head_output_correlations, head_scores,
-                                       max_other_correlation, pattern_losses, scores_from_maps,
-                                       solo_values)
+                                       SCORE_MARGIN, ablation_table, best_heads, chance_scores,
+                                       detect, floors, head_grad_norms, head_output_correlations,
+                                       head_scores, max_other_correlation, pattern_losses,
+                                       scores_from_maps, solo_values, threshold_call)
 from andrea_edu.model import AndreaModel, count_parameters, count_parameters_by_part
 
 EVAL_SEED = 12345  # every run is evaluated on the same batch, whatever its training seed
