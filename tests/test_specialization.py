@@ -254,11 +254,21 @@ def test_every_pattern_gets_a_specialised_head_in_every_committed_run(committed)
 
 @pytest.mark.slow
 def test_the_live_run_scores_like_its_committed_entry(full_run, committed):
-    _, runs = committed
+    prov, runs = committed
     stored = runs[(4, S.CHAPTER_SEED)]
-    live = np.asarray(full_run.scores_after).reshape(3, -1).max(axis=1)
-    kept = np.asarray(stored.scores_after).reshape(3, -1).max(axis=1)
-    assert np.abs(live - kept).max() <= S.SCORE_MARGIN, (live, kept)
+    if recheck(full_run, stored, prov)["mode"] != "exact":
+        pytest.skip("CPU numerics differ from the file's producer (no matching ISA pins): after "
+                    "1500 steps it is another run (best scores moved by up to 0.36 between two "
+                    "CPUs); the first steps are compared in test_the_committed_sweep_holds_this_run")
+    live = np.asarray(full_run.scores_after)
+    assert np.abs(live - np.asarray(stored.scores_after)).max() <= 5e-4  # stored to 3 decimals
+
+
+def test_the_chapter_seed_follows_its_rule(committed):
+    _, runs = committed  # the n_head-4 run whose worst pattern ends closest to its floor
+    worst = {s: max(r.final_loss[p] - r.floors[p] for p in S.PATTERN_NAMES)
+             for (n, s), r in runs.items() if n == 4}
+    assert S.CHAPTER_SEED == min(worst, key=worst.get), worst
 
 
 def test_a_clearly_specialised_head_is_needed_for_its_pattern(committed):

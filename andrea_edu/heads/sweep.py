@@ -261,16 +261,25 @@ def load_sweep(path=None) -> tuple[dict, dict]:
 
 # ---------------------------------------------------------------- re-checking a stored run
 # The spread of the training loss over the first 100 steps of the chapter's run (n_head 4, seed
-# 1) across the instruction-set settings one machine can select (an Intel Xeon with AVX-512,
-# torch 2.14.1: ATEN_CPU_CAPABILITY default/avx2/avx512, MKL_CBWR AUTO/COMPATIBLE/AVX2/AVX512,
-# ONEDNN_MAX_CPU_ISA AVX2 or free, alone and combined) was at most MEASURED_ISA_SPREAD_100; a
-# second x86 machine (AVX2-only EPYC) was 1.4e-3 from an AVX-512 one. The tolerance for a
-# re-check without matching pins is that, with a factor 2 of margin. With matching pins the
-# stored numbers come back exactly, up to the file's rounding to 4 decimals.
-MEASURED_ISA_SPREAD_100 = 2.6e-3
+# 1) across the instruction-set settings one machine can select (an Intel Xeon with AVX-512 and
+# AVX512-FP16, torch 2.14.1+cu130, MKL 2024.2, oneDNN 3.12; measured one knob at a time and
+# combined: ATEN_CPU_CAPABILITY default/avx2/avx512, MKL_CBWR AUTO/COMPATIBLE/AVX2/AVX2,STRICT/
+# AVX512, ONEDNN_MAX_CPU_ISA AVX2 or free, the three pins together; 11 settings, 9 distinct
+# results): largest pairwise difference 5.7e-3 (MKL_CBWR=COMPATIBLE against MKL_CBWR=AVX2). Two
+# x86 machines without pins differed by 1.4e-3. A re-check without matching pins allows twice the
+# measured spread. Under the same pins two runs are bit-identical (measured: the pinned run twice,
+# and the sweep's committed entry), so the stored numbers come back up to their rounding.
+MEASURED_ISA_SPREAD_100 = 5.7e-3
 CROSS_ISA_SPREAD = 2 * MEASURED_ISA_SPREAD_100  # first 100 steps, different numerics
 ROUNDING = 5e-5  # train_loss is stored rounded to 4 decimals
-FINAL_LOSS_TOLERANCE = 0.05  # final per-pattern losses after 1500 steps, different numerics
+# After 1500 steps runs with different numerics are different runs: between the unpinned
+# AVX-512 EPYC sweep and the pinned AVX2 sweep (same code, same seeds, all 15 runs) the final
+# per-pattern losses differed by up to 0.57 (median 0.013), the best head's score by up to 0.36
+# (median 0.096), a single run's gradient-pressure ratio by up to 85 %, while the pooled ratio over
+# the 15 runs moved by 0.7 % (1.050 -> 1.044) and the n_head-4 pattern verdicts did not change.
+# So a re-check without matching pins compares the first steps only; the final losses are
+# reported, not judged.
+MEASURED_CROSS_CPU_FINAL_LOSS = 0.57
 
 
 def compare_runs(live: Run, stored: Run, first_steps: int = 100) -> dict:
@@ -294,8 +303,10 @@ def recheck(live: Run, stored: Run, stored_prov: dict | None, first_steps: int =
     """compare_runs plus the verdict, and which comparison it was:
     "exact" when this process runs with the same CPU numerics as the file's producer (x86, the
     three ISA pins alike, the same ATen capability): the first steps must match to the file's
-    rounding (ROUNDING); "tolerance" otherwise: within CROSS_ISA_SPREAD, the measured spread
-    across instruction-set settings (final losses within FINAL_LOSS_TOLERANCE).
+    rounding (ROUNDING), and so must the final losses when both runs went the whole way;
+    "tolerance" otherwise: the first steps within CROSS_ISA_SPREAD, the spread measured across
+    instruction-set settings for the chapter's run (the final losses are reported only: with
+    other numerics it is another run, see MEASURED_CROSS_CPU_FINAL_LOSS).
     Returns compare_runs' dict plus mode, allowed, ok and a one-line `says`."""
     cmp = compare_runs(live, stored, first_steps)
     here = cpu_provenance()
@@ -304,8 +315,8 @@ def recheck(live: Run, stored: Run, stored_prov: dict | None, first_steps: int =
     allowed = ROUNDING if exact else CROSS_ISA_SPREAD
     ok = cmp["max_diff_first_steps"] <= allowed
     final = cmp.get("final_loss_diff")
-    if final and not exact:
-        ok = ok and max(final.values()) <= FINAL_LOSS_TOLERANCE
+    if final and exact:  # the same bits all the way: the stored 4-decimal rounding only
+        ok = ok and max(final.values()) <= ROUNDING
     why = ("same CPU numerics as the file (ISA pins "
            f"{here['isa_settings']}, ATen {here['aten_cpu_capability']}): bit-exact up to the "
            f"stored rounding {ROUNDING:g}" if exact else

@@ -35,10 +35,14 @@ from andrea_edu.heads.measures import (DETECT_THRESHOLD, LOSS_KEYS, PATTERN_IDS,
 from andrea_edu.model import AndreaModel, count_parameters, count_parameters_by_part
 
 EVAL_SEED = 12345  # every run is evaluated on the same batch, whatever its training seed
-# The chapter's main run: n_head 4, seed 1. Chosen after looking at seeds 0, 1 and 2 (the sweep):
-# seed 1 is the one where every pattern has a head above DETECT_THRESHOLD; the chapter shows the
-# other two seeds beside it.
-CHAPTER_SEED = 1
+# The chapter's main run: n_head 4, seed 2. The rule (tests/test_specialization.py checks it on
+# the committed sweep): of seeds 0, 1, 2 at n_head 4, the run whose worst pattern ends closest to
+# its floor (largest final loss above the floor, smallest over the seeds). Under the pinned CPU
+# numerics (andrea_edu.env, sweep of 2026-12-01): seed 0 0.033, seed 1 0.587 (its recent-entity
+# pattern unlearned at step 1500), seed 2 0.018. (Seed 1 was the choice on an unpinned AVX-512
+# EPYC, where it learned all three: single runs are at the mercy of rounding, so the chapter's
+# verdicts rest on the sweep.) The chapter shows the other two seeds beside it.
+CHAPTER_SEED = 2
 KEEP_TRAIN_STEPS = 200  # a run stored as JSON keeps the training loss of its first steps only
 
 
