@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from andrea_edu.env import __version__
+from andrea_edu.env import __version__, cpu_provenance
 
 from andrea_edu.kernels.limits import V2_HEAD_DIMS, V3_HEAD_DIMS, V3_MIN_SM
 from andrea_edu.attention import attention, compare_to_reference
@@ -145,7 +145,7 @@ def main(argv=None) -> int:
     report = dict(schema="andrea_edu.gpucheck/1", device=device_info(),
                   versions=dict(andrea_edu=__version__, torch=torch.__version__,
                                 torch_cuda=torch.version.cuda, python=sys.version.split()[0]),
-                  git_commit=_git_commit(),
+                  git_commit=_git_commit(), cpu_numerics=cpu_provenance(),
                   date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     report["versions"]["nvrtc"] = report["device"].get("nvrtc")
     report["versions"]["driver_cuda"] = report["device"].get("driver_cuda")
