@@ -223,9 +223,10 @@ def show_summary(rows, tol: float) -> None:
             f"{hl(r['carrier'])} (+{r['carrier_ablation']:.3f} ± {r['carrier_se']:.3f})"]
            for r in rows])
     md(f"A verdict is *found* or *not found* only when the score clears the line "
-       f"{D.FOUND_RATIO:g} x uniform by more than the score tolerance, {tol:g} (the largest change "
-       f"of any head's score between two runs that differ only in float rounding, measured in "
-       f"`text_training`); otherwise it is *within noise of the threshold*.")
+       f"{D.FOUND_RATIO:g} x uniform by more than the score tolerance, {tol:g} (a hundred times "
+       f"the largest change of any head's score between two full runs that differ only in their "
+       f"CPU kernels, measured in `text_training`); otherwise it is *within noise of the "
+       f"threshold*.")
 
 
 def fig_heads_on_example(maps, corpus, batch, heads, b, start, length):
@@ -253,6 +254,35 @@ def fig_heads_on_example(maps, corpus, batch, heads, b, start, length):
     caption(fig, "Each pattern's best-scoring head on one held-out window. Circles: the key the "
                  "pattern designates for each labelled query.")
     fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
+
+
+def fig_one_head(maps, corpus, batch, lh, b, start, length, scores, baseline):
+    """One head (the slider's frame): its attention on the window, every pattern's designated
+    keys marked, its three score ratios in the title."""
+    l, h = lh
+    sl = slice(start, start + length)
+    toks = [c if c not in " \n" else {" ": "␣", "\n": "↵"}[c]
+            for c in corpus.decode(batch.idx[b, sl])]
+    fig, ax = plt.subplots(figsize=(6.2, 6.0))
+    heatmap(ax, maps[l, b, h, sl, sl], colorbar=False, annotate=False, vmin=0, vmax=1,
+            cmap="Greys")
+    ax.set_xticks(range(length), toks, fontsize=6, rotation=0)
+    ax.set_yticks(range(length), toks, fontsize=6)
+    for p in tc.PATTERNS:
+        pts = [(t - start, int(batch.key[p, b, t]) - start) for t in range(start, start + length)
+               if int(batch.key[p, b, t]) >= start]
+        if pts:
+            q, k = zip(*pts)
+            ax.scatter(k, q, s=26 if p else 10, facecolors="none", linewidths=1.0,
+                       edgecolors=PATTERN_COLORS[tc.PATTERNS[p]], label=tc.PATTERNS[p])
+    r = np.asarray(scores)[:, l, h] / np.asarray(baseline)
+    ax.set_title(f"L{l}H{h}: " + ", ".join(f"{tc.PATTERNS[p]} {r[p]:.1f}x" for p in tc.PATTERNS),
+                 fontsize=8, color=head_color(h))
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    ax.legend(fontsize=6, loc="upper right")
+    fig.tight_layout()
     return fig
 
 
@@ -347,7 +377,7 @@ def toy_sentence(toy_run, heads, real, pos, ov_tab, chance: float) -> str:
     sc = np.asarray(toy_run.scores_after)
     pl, el = heads[0], heads[2]
     rate = ov_tab[el][0]
-    text = (f"its best {TOY_PATTERNS[0]} head (score {sc[0][pl]:.2f}) "
+    text = (f"its best {TOY_PATTERNS[0]} head (score {sc[0][pl]:.2f}): "
             f"{_reading(pl, real, pos, 'on its corpus')}; "
             f"its best {TOY_PATTERNS[2]} head {hl(el)} (score {sc[2][el]:.2f}) raises the attended "
             f"name's own logit first for {rate:.0%} of the names (chance {chance:.0%}, eigenvalue "
@@ -373,23 +403,29 @@ def show_gpt2_scores(scores, base) -> None:
 
 
 # ---------------------------------------------------------------- checking the source
-def claim_rows(rows, verdict: str, toy_found: str, gpt2_text: str | None):
+def claim_rows(rows, verdict: str, toy_found: str, gpt2_text: str | None,
+               gpt2_verdict: str | None, how_to: str, settings):
     found = [r for r in rows if r["verdict"] == "found"]
     missing = [r for r in rows if r["verdict"] != "found"]
-    measured = ("On the standard library's source, a 2-layer ANDREA grows "
+    measured = (f"On the standard library's source, an ANDREA of {settings.n_layer} layers x "
+                f"{settings.n_head} heads grows "
                 + "; ".join(f"a {r['pattern']} head ({hl(r['head'])}, {r['ratio']:.1f}x uniform, "
                             f"its ablation +{r['ablation']:.3f} ± {r['ablation_se']:.3f} nats on "
                             f"that pattern)" for r in found))
     if missing:
-        measured += "; not found: " + "; ".join(
-            f"{r['pattern']} (best {hl(r['head'])} at {r['ratio']:.1f}x uniform, "
-            f"{r['verdict']})" for r in missing)
+        measured += "; " + "; ".join(
+            f"{r['pattern']}: {r['verdict']} (best {hl(r['head'])} at {r['ratio']:.1f}x uniform)"
+            for r in missing)
     measured += f". In the toy laboratory: {toy_found}."
-    if gpt2_text:
-        measured += f" GPT-2 small: {gpt2_text}."
+    from andrea_edu.figures.verdicts import NOT_MEASURED
     return [("Trained transformers show heads for positional (previous token), syntactic "
              "(matching parenthesis) and semantic (most recent named entity) patterns",
-             measured, verdict)]
+             measured, verdict),
+            ("The same, in a transformer trained at scale on natural text (GPT-2 small, "
+             "ANDREA-120M's shape)",
+             f"GPT-2 small on the same held-out files: {gpt2_text}" if gpt2_text else
+             f"GPT-2 small's weights are not on the machine that built this page ({how_to})",
+             gpt2_verdict or NOT_MEASURED)]
 
 
 def summary(rows, real, pos, ov_tab) -> None:

@@ -11,6 +11,7 @@ head").
   Heads on real text (chapter "Heads on real text"):
     text_corpus        the Python standard library's own source as a corpus, parser-made labels
     text_training      a small ANDREA trained on it on the CPU, committed with provenance
+    text_runs          a real-text run's settings and files (atomic writes, validated loads)
     detectors          the three patterns per head on real text, against the uniform baseline
     circuits           QK = W_Q^h W_K^h^T (where a head looks), OV = W_V^h W_O[h] (what it writes)
     gpt2               GPT-2's weights in AndreaModel (transformers state dict or safetensors file)

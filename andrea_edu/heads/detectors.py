@@ -176,3 +176,12 @@ def claim_verdict(rows: list[dict]) -> str:
         return r["verdict"] == "found" and r["ablation"] > 2 * r["ablation_se"]
     n = sum(shown(r) for r in rows)
     return "holds" if n == len(rows) else "holds with a caveat" if n else "does not hold"
+
+
+def scores_verdict(scores, base, tol: float) -> str:
+    """The same claim rated from scores alone (e.g. GPT-2 small, where ablating 144 heads is not
+    run): "holds" when every pattern is found, "holds with a caveat" when some are, "does not
+    hold" when none is."""
+    s = np.asarray(scores)
+    n = sum(verdict(float(np.nanmax(s[p])), float(base[p]), tol) == "found" for p in PATTERNS)
+    return "holds" if n == len(PATTERNS) else "holds with a caveat" if n else "does not hold"

@@ -10,15 +10,25 @@ losses, scores, ablation) and the model's weights beside it (`realtext_model.pt`
 JSON), both atomically (temporary file + os.replace). `load_run` validates the JSON and says in one
 line which file is wrong and why.
 
-The live re-check (`--recheck`, or `recheck()` from a chapter) trains the same schedule's first
-RECHECK_STEPS steps, again in a pinned subprocess, and compares its training losses with the
-committed ones: they must agree within RECHECK_TOL. That tolerance was measured: the same 40 steps
-under every combination of ATEN_CPU_CAPABILITY (default = avx512 on the measuring machine, avx2) x
-MKL_CBWR (unset, AVX2,STRICT) x ONEDNN_MAX_CPU_ISA (unset, AVX2) moved the losses by at most
-MEASURED_SPREAD nats (`python -m andrea_edu.heads.text_training --measure-spread`); RECHECK_TOL is
-ten times that, rounded up, so that a machine with other kernels still passes while a changed
-schedule, corpus or model (which moves the losses by far more) does not. SCORE_TOL, the margin of
-the detectors' verdicts, was measured the same way on the final scores of full runs.
+The live re-check (`recheck_losses`, or `--recheck N`) trains the schedule's first RECHECK_STEPS
+steps again, in a subprocess with the same pins, and compares its training losses with the
+committed ones (stored to 5 decimals): they must agree within RECHECK_TOL.
+
+How the tolerances were measured (python -m andrea_edu.heads.text_training --measure-spread, on an
+Intel Xeon with AVX-512, 2 cores; and two full runs):
+  * the first 40 steps under each of the 8 combinations of ATEN_CPU_CAPABILITY (unset = AVX512
+    there, avx2) x MKL_CBWR (unset, AVX2,STRICT) x ONEDNN_MAX_CPU_ISA (unset, AVX2): losses within
+    4.8e-7 nats of the pinned run (two float32 ulps); with 2 torch threads (another summation
+    order): 2.4e-7 to 4.8e-7 (two runs). The smallest real change tried, the learning rate
+    x 1.001, moves them 2.0e-3.
+    RECHECK_TOL = 1e-4 nats: 20x the JSON's rounding (5e-6), 200x the float noise, 20x below
+    that smallest real change.
+  * the whole run with nothing pinned (ATen AVX512, MKL and oneDNN free) against the committed
+    pinned one: every head's final score within 1e-4 (the JSON's 4-decimal resolution), every
+    ablation within 3e-5 nats, the same best heads. SCORE_TOL = 0.01, a hundred times that, is
+    the margin a detector verdict must clear (RECIPES: between two x86 machines without pins,
+    noise has moved a toy score by far more, which the pins exist to prevent).
+Set ANDREA_CPU_ISA=native to leave the knobs unset (`import andrea_edu` pins them otherwise).
 """
 from __future__ import annotations
 
@@ -33,18 +43,18 @@ import random
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from .. import env
-from ..config import AndreaConfig
-from ..env import book_build, fast_mode
+from ..env import book_build
 from ..model import AndreaModel
 from . import detectors as D
 from . import text_corpus as tc
+from .text_runs import (FAST, RUN_FILE, SCHEMA, WEIGHTS_FILE, RunFileError,  # noqa: F401
+                        TextRun, TextSettings, default_settings, find_data, load_run, save_run)
 
 # The pins the committed file is produced with, set before torch is imported (_reexec_pinned):
 # the book's shared AVX2 level (env.PINNED_ISA) where env has it.
@@ -52,50 +62,12 @@ CPU_PINS = dict(getattr(env, "PINNED_ISA", None) or
                 {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT",
                  "ONEDNN_MAX_CPU_ISA": "AVX2"})
 
-RUN_FILE = "realtext_run.json"
-WEIGHTS_FILE = "realtext_model.pt"
 EVAL_SEED = 2024  # validation windows of every evaluation
 ABLATION_SEED = 2025  # held-out windows of the final ablation
 RECHECK_STEPS = 40
-MEASURED_SPREAD = None  # filled in from --measure-spread (nats, max over settings and steps)
-RECHECK_TOL = 2e-3  # nats; see the module docstring
-SCORE_TOL = 0.02  # absolute score; see the module docstring
-SCHEMA = 1
+RECHECK_TOL = 1e-4  # nats: measured, see the module docstring
+SCORE_TOL = 0.01  # absolute score: measured, see the module docstring
 MODULE = "andrea_edu.heads.text_training"  # for `python -m` (this file may run as __main__)
-
-
-@dataclass(frozen=True)
-class TextSettings:
-    """The committed run: 2 layers, d_model 128, 8 heads of 16, 128-character windows,
-    1200 AdamW steps of 32 windows (4.9M characters, 1.5 passes over the training files)."""
-
-    n_head: int = 8
-    d_model: int = 128
-    n_layer: int = 2
-    seq_len: int = 128
-    batch_size: int = 32
-    steps: int = 1200
-    lr: float = 3e-3  # AdamW, linear warm-up then cosine decay to 0
-    warmup: int = 50
-    weight_decay: float = 0.01
-    seed: int = 0  # initialisation and the training windows
-    eval_every: int = 100
-    eval_batch: int = 128
-    ablation_batch: int = 256
-    threads: int = 1  # one torch thread: a run is bit-for-bit repeatable on one machine
-
-    def model_config(self, vocab_size: int) -> AndreaConfig:
-        return AndreaConfig(d_model=self.d_model, n_head=self.n_head, n_layer=self.n_layer,
-                            vocab_size=vocab_size, block_size=self.seq_len,
-                            name=f"real-text ANDREA, {self.n_layer} layers x {self.n_head} heads")
-
-
-FAST = dict(steps=60, eval_every=30, eval_batch=32, ablation_batch=32)
-
-
-def default_settings(fast: bool | None = None, **changes) -> TextSettings:
-    fast = fast_mode() if fast is None else fast
-    return TextSettings(**{**(FAST if fast else {}), **changes})
 
 
 def _lr(s: TextSettings, step: int) -> float:
@@ -115,41 +87,6 @@ def _progress_bar(total: int, desc: str, enabled: bool):
         def close(self): ...
         def write(self, s): ...
     return _Null()
-
-
-@dataclass
-class TextRun:
-    settings: TextSettings
-    provenance: dict
-    train_loss: np.ndarray  # (steps,)
-    eval_steps: list
-    eval_loss: np.ndarray  # (n_eval, 4) LOSS_KEYS
-    scores: np.ndarray  # (n_eval, 3, L, nh)
-    baseline: np.ndarray  # (3,)
-    ablation: np.ndarray  # (L, nh, 4)
-    ablation_se: np.ndarray  # (L, nh, 4)
-    wall_seconds: float
-    cpu_seconds: float
-    model: AndreaModel | None = None
-
-    @property
-    def scores_after(self) -> np.ndarray:
-        return self.scores[-1]
-
-    def summary(self, tol: float = SCORE_TOL) -> list[dict]:
-        return D.summary(self.scores_after, self.baseline, self.ablation, self.ablation_se, tol)
-
-    def to_dict(self) -> dict:
-        def r(a, n=5):  # rounded nested lists, nan (a pattern with no labelled query) as null
-            a = np.round(np.asarray(a, dtype=float), n)
-            return np.where(np.isnan(a), None, a).tolist()
-        return {"schema": SCHEMA, "settings": dataclasses.asdict(self.settings),
-                "provenance": self.provenance, "train_loss": r(self.train_loss),
-                "eval_steps": list(self.eval_steps), "eval_loss": r(self.eval_loss),
-                "scores": r(self.scores, 4), "baseline": r(self.baseline, 6),
-                "ablation": r(self.ablation), "ablation_se": r(self.ablation_se),
-                "wall_seconds": round(self.wall_seconds, 2),
-                "cpu_seconds": round(self.cpu_seconds, 2)}
 
 
 def train(settings: TextSettings | None = None, progress: bool = True,
@@ -287,108 +224,13 @@ def provenance(corpus: tc.Corpus) -> dict:
     }
 
 
-# ---------------------------------------------------------------- saving and loading
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def save_run(run: TextRun, path: Path) -> None:
-    """Write the run JSON and the weights beside it, each atomically; the JSON names the
-    weights file and its sha256."""
-    path = Path(path)
-    d = run.to_dict()
-    if run.model is not None:
-        wpath = path.with_name(WEIGHTS_FILE)
-        state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
-        _atomic_write(wpath, lambda p: torch.save(state, p))
-        d["weights"] = {"file": wpath.name, "sha256": hashlib.sha256(wpath.read_bytes()).hexdigest()}
-    _atomic_write(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))
-
-
-class RunFileError(ValueError):
-    """A committed run file that cannot be used; the message is one line naming file and reason."""
-
-
-def _need(cond: bool, path: Path, reason: str) -> None:
-    if not cond:
-        raise RunFileError(f"{path}: {reason}")
-
-
-def load_run(path: Path, with_model: bool = True) -> TextRun:
-    """Read and validate a run JSON (and its weights when with_model)."""
-    path = Path(path)
-    try:
-        d = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise RunFileError(f"{path}: unreadable ({type(e).__name__}: {e})".replace("\n", " ")) from None
-    _need(isinstance(d, dict) and d.get("schema") == SCHEMA, path,
-          f"schema must be {SCHEMA}, got {d.get('schema') if isinstance(d, dict) else type(d).__name__}")
-    for k in ("settings", "provenance", "train_loss", "eval_steps", "eval_loss", "scores",
-              "baseline", "ablation", "ablation_se", "wall_seconds", "cpu_seconds"):
-        _need(k in d, path, f"missing key {k!r}")
-    try:
-        s = TextSettings(**d["settings"])
-    except TypeError as e:
-        raise RunFileError(f"{path}: settings do not match TextSettings ({e})") from None
-    L, nh = s.n_layer, s.n_head
-    a = {k: np.asarray(d[k], dtype=float) for k in ("train_loss", "eval_loss", "scores",
-                                                     "baseline", "ablation", "ablation_se")}
-    n_eval = len(d["eval_steps"])
-    for k, shape in (("train_loss", (s.steps,)), ("eval_loss", (n_eval, 4)),
-                     ("scores", (n_eval, 3, L, nh)), ("baseline", (3,)),
-                     ("ablation", (L, nh, 4)), ("ablation_se", (L, nh, 4))):
-        _need(a[k].shape == shape, path, f"{k} has shape {a[k].shape}, expected {shape}")
-    _need(bool(np.isfinite(a["train_loss"]).all()) and a["train_loss"].min() > 0, path,
-          "train_loss must be finite and positive")
-    sc, bl = a["scores"], a["baseline"]  # nan: a pattern with no labelled query
-    _need(bool(np.isfinite(sc[:, tc.PREV]).all()), path, "previous-token scores must be finite")
-    _need(bool(((sc >= 0) & (sc <= 1) | np.isnan(sc)).all()), path, "scores must lie in [0, 1]")
-    _need(bool(((bl > 0) & (bl < 1) | np.isnan(bl)).all()), path, "baseline must lie in (0, 1)")
-    corpus_prov = d["provenance"].get("corpus", {})
-    _need("content_hash" in corpus_prov, path, "provenance.corpus.content_hash is missing")
-    model = None
-    if with_model:
-        _need("weights" in d, path, "no weights file is named (key 'weights')")
-        wpath = path.with_name(d["weights"]["file"])
-        _need(wpath.exists(), path, f"weights file {wpath.name} is missing")
-        _need(hashlib.sha256(wpath.read_bytes()).hexdigest() == d["weights"]["sha256"], path,
-              f"weights file {wpath.name} does not match the sha256 recorded in the run")
-        state = torch.load(wpath, map_location="cpu", weights_only=True)
-        vocab = corpus_prov.get("vocab_size")
-        model = AndreaModel(s.model_config(vocab), seed=s.seed)
-        try:
-            model.load_state_dict(state)
-        except RuntimeError as e:
-            raise RunFileError(f"{wpath}: weights do not fit the settings "
-                               f"({str(e).splitlines()[0]})") from None
-        model.eval()
-    return TextRun(settings=s, provenance=d["provenance"], train_loss=a["train_loss"],
-                   eval_steps=d["eval_steps"], eval_loss=a["eval_loss"], scores=a["scores"],
-                   baseline=a["baseline"], ablation=a["ablation"], ablation_se=a["ablation_se"],
-                   wall_seconds=float(d["wall_seconds"]), cpu_seconds=float(d["cpu_seconds"]),
-                   model=model)
-
-
-def find_data(name: str = RUN_FILE) -> Path | None:
-    """The committed file: $ANDREA_DATA_DIR, then book/data beside the package, then ./data."""
-    cands = []
-    if os.environ.get("ANDREA_DATA_DIR"):
-        cands.append(Path(os.environ["ANDREA_DATA_DIR"]) / name)
-    cands += [Path(__file__).resolve().parents[2] / "book" / "data" / name,
-              Path.cwd() / "data" / name, Path.cwd() / "book" / "data" / name]
-    return next((p for p in cands if p.exists()), None)
-
-
 # ---------------------------------------------------------------- the pinned subprocess
 def pinned_env(pins: dict | None = None) -> dict:
+    """This process's environment with the three knobs set as `pins` says (CPU_PINS by default;
+    a value None removes that knob). ANDREA_CPU_ISA=native stops `import andrea_edu` from filling
+    in the knobs left unset, so that an unset knob really is the library's own choice."""
     env = dict(os.environ)
+    env["ANDREA_CPU_ISA"] = "native"
     for k, v in (CPU_PINS if pins is None else pins).items():
         if v is None:
             env.pop(k, None)
@@ -506,7 +348,8 @@ def main(argv: list[str] | None = None) -> None:
     save_run(run, args.out)
     print(f"wrote {args.out}: {run.wall_seconds:.0f} s wall, {run.cpu_seconds:.0f} s CPU; "
           + "; ".join(f"{x['pattern']}: L{x['head'][0]}H{x['head'][1]} {x['score']:.3f} "
-                      f"({x['ratio']:.1f}x uniform, {x['verdict']})" for x in run.summary()))
+                      f"({x['ratio']:.1f}x uniform, {x['verdict']})"
+                      for x in run.summary(SCORE_TOL)))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,197 @@
+"""A real-text run's settings, its record, and its files: written atomically, validated on load.
+
+Introduced in the chapter "Heads on real text"; `text_training` makes the runs (and re-exports
+these names). A run is a JSON file (settings, provenance, losses, scores, ablation) plus the
+model's weights beside it (`realtext_model.pt`), the JSON holding their sha256. `load_run` raises
+RunFileError with one line that names the file and the reason.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..config import AndreaConfig
+from ..env import fast_mode
+from ..model import AndreaModel
+from . import detectors as D
+from . import text_corpus as tc
+
+RUN_FILE = "realtext_run.json"
+WEIGHTS_FILE = "realtext_model.pt"
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class TextSettings:
+    """The committed run: 2 layers, d_model 128, 8 heads of 16, 128-character windows,
+    1200 AdamW steps of 32 windows (4.9M characters, 1.5 passes over the training files)."""
+
+    n_head: int = 8
+    d_model: int = 128
+    n_layer: int = 2
+    seq_len: int = 128
+    batch_size: int = 32
+    steps: int = 1200
+    lr: float = 3e-3  # AdamW, linear warm-up then cosine decay to 0
+    warmup: int = 50
+    weight_decay: float = 0.01
+    seed: int = 0  # initialisation and the training windows
+    eval_every: int = 100
+    eval_batch: int = 128
+    ablation_batch: int = 256
+    threads: int = 1  # one torch thread: a run is bit-for-bit repeatable on one machine
+
+    def model_config(self, vocab_size: int) -> AndreaConfig:
+        return AndreaConfig(d_model=self.d_model, n_head=self.n_head, n_layer=self.n_layer,
+                            vocab_size=vocab_size, block_size=self.seq_len,
+                            name=f"real-text ANDREA, {self.n_layer} layers x {self.n_head} heads")
+
+
+FAST = dict(steps=60, eval_every=30, eval_batch=32, ablation_batch=32)
+
+
+def default_settings(fast: bool | None = None, **changes) -> TextSettings:
+    fast = fast_mode() if fast is None else fast
+    return TextSettings(**{**(FAST if fast else {}), **changes})
+
+
+@dataclass
+class TextRun:
+    settings: TextSettings
+    provenance: dict
+    train_loss: np.ndarray  # (steps,)
+    eval_steps: list
+    eval_loss: np.ndarray  # (n_eval, 4) LOSS_KEYS
+    scores: np.ndarray  # (n_eval, 3, L, nh)
+    baseline: np.ndarray  # (3,)
+    ablation: np.ndarray  # (L, nh, 4)
+    ablation_se: np.ndarray  # (L, nh, 4)
+    wall_seconds: float
+    cpu_seconds: float
+    model: AndreaModel | None = None
+
+    @property
+    def scores_after(self) -> np.ndarray:
+        return self.scores[-1]
+
+    def summary(self, tol: float) -> list[dict]:
+        """detectors.summary of the final scores; tol: the verdicts' score margin (SCORE_TOL)."""
+        return D.summary(self.scores_after, self.baseline, self.ablation, self.ablation_se, tol)
+
+    def to_dict(self) -> dict:
+        def r(a, n=5):  # rounded nested lists, nan (a pattern with no labelled query) as null
+            a = np.round(np.asarray(a, dtype=float), n)
+            return np.where(np.isnan(a), None, a).tolist()
+        return {"schema": SCHEMA, "settings": dataclasses.asdict(self.settings),
+                "provenance": self.provenance, "train_loss": r(self.train_loss),
+                "eval_steps": list(self.eval_steps), "eval_loss": r(self.eval_loss),
+                "scores": r(self.scores, 4), "baseline": r(self.baseline, 6),
+                "ablation": r(self.ablation), "ablation_se": r(self.ablation_se),
+                "wall_seconds": round(self.wall_seconds, 2),
+                "cpu_seconds": round(self.cpu_seconds, 2)}
+
+
+# ---------------------------------------------------------------- saving and loading
+def _atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def save_run(run: TextRun, path: Path) -> None:
+    """Write the run JSON and the weights beside it, each atomically; the JSON names the
+    weights file and its sha256."""
+    path = Path(path)
+    d = run.to_dict()
+    if run.model is not None:
+        wpath = path.with_name(WEIGHTS_FILE)
+        state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
+        _atomic_write(wpath, lambda p: torch.save(state, p))
+        d["weights"] = {"file": wpath.name, "sha256": hashlib.sha256(wpath.read_bytes()).hexdigest()}
+    _atomic_write(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))
+
+
+class RunFileError(ValueError):
+    """A committed run file that cannot be used; the message is one line naming file and reason."""
+
+
+def _need(cond: bool, path: Path, reason: str) -> None:
+    if not cond:
+        raise RunFileError(f"{path}: {reason}")
+
+
+def load_run(path: Path, with_model: bool = True) -> TextRun:
+    """Read and validate a run JSON (and its weights when with_model)."""
+    path = Path(path)
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise RunFileError(f"{path}: unreadable ({type(e).__name__}: {e})".replace("\n", " ")) from None
+    _need(isinstance(d, dict) and d.get("schema") == SCHEMA, path,
+          f"schema must be {SCHEMA}, got {d.get('schema') if isinstance(d, dict) else type(d).__name__}")
+    for k in ("settings", "provenance", "train_loss", "eval_steps", "eval_loss", "scores",
+              "baseline", "ablation", "ablation_se", "wall_seconds", "cpu_seconds"):
+        _need(k in d, path, f"missing key {k!r}")
+    try:
+        s = TextSettings(**d["settings"])
+    except TypeError as e:
+        raise RunFileError(f"{path}: settings do not match TextSettings ({e})") from None
+    L, nh = s.n_layer, s.n_head
+    a = {k: np.asarray(d[k], dtype=float) for k in ("train_loss", "eval_loss", "scores",
+                                                     "baseline", "ablation", "ablation_se")}
+    n_eval = len(d["eval_steps"])
+    for k, shape in (("train_loss", (s.steps,)), ("eval_loss", (n_eval, 4)),
+                     ("scores", (n_eval, 3, L, nh)), ("baseline", (3,)),
+                     ("ablation", (L, nh, 4)), ("ablation_se", (L, nh, 4))):
+        _need(a[k].shape == shape, path, f"{k} has shape {a[k].shape}, expected {shape}")
+    _need(bool(np.isfinite(a["train_loss"]).all()) and a["train_loss"].min() > 0, path,
+          "train_loss must be finite and positive")
+    sc, bl = a["scores"], a["baseline"]  # nan: a pattern with no labelled query
+    _need(bool(np.isfinite(sc[:, tc.PREV]).all()), path, "previous-token scores must be finite")
+    _need(bool(((sc >= 0) & (sc <= 1) | np.isnan(sc)).all()), path, "scores must lie in [0, 1]")
+    _need(bool(((bl > 0) & (bl < 1) | np.isnan(bl)).all()), path, "baseline must lie in (0, 1)")
+    corpus_prov = d["provenance"].get("corpus", {})
+    _need("content_hash" in corpus_prov, path, "provenance.corpus.content_hash is missing")
+    model = None
+    if with_model:
+        _need("weights" in d, path, "no weights file is named (key 'weights')")
+        wpath = path.with_name(d["weights"]["file"])
+        _need(wpath.exists(), path, f"weights file {wpath.name} is missing")
+        _need(hashlib.sha256(wpath.read_bytes()).hexdigest() == d["weights"]["sha256"], path,
+              f"weights file {wpath.name} does not match the sha256 recorded in the run")
+        state = torch.load(wpath, map_location="cpu", weights_only=True)
+        vocab = corpus_prov.get("vocab_size")
+        model = AndreaModel(s.model_config(vocab), seed=s.seed)
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as e:
+            raise RunFileError(f"{wpath}: weights do not fit the settings "
+                               f"({str(e).splitlines()[0]})") from None
+        model.eval()
+    return TextRun(settings=s, provenance=d["provenance"], train_loss=a["train_loss"],
+                   eval_steps=d["eval_steps"], eval_loss=a["eval_loss"], scores=a["scores"],
+                   baseline=a["baseline"], ablation=a["ablation"], ablation_se=a["ablation_se"],
+                   wall_seconds=float(d["wall_seconds"]), cpu_seconds=float(d["cpu_seconds"]),
+                   model=model)
+
+
+def find_data(name: str = RUN_FILE) -> Path | None:
+    """The committed file: $ANDREA_DATA_DIR, then book/data beside the package, then ./data."""
+    cands = []
+    if os.environ.get("ANDREA_DATA_DIR"):
+        cands.append(Path(os.environ["ANDREA_DATA_DIR"]) / name)
+    cands += [Path(__file__).resolve().parents[2] / "book" / "data" / name,
+              Path.cwd() / "data" / name, Path.cwd() / "book" / "data" / name]
+    return next((p for p in cands if p.exists()), None)
