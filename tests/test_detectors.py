@@ -145,3 +145,21 @@ def test_committed_run_finds_a_previous_token_head():
     assert prev["ratio"] >= D.FOUND_RATIO and prev["verdict"] == "found"
     assert run.provenance["pins"] == TT.CPU_PINS
     assert run.cpu_seconds <= 600  # the budget; wall time depends on what else shares the CPU
+
+
+def test_toy_model_file_round_trip(tmp_path):
+    from andrea_edu.heads import training as toy_training
+    s = toy_training.Settings(n_head=2, d_model=16, n_layer=1, seq_len=12, batch_size=4, steps=3,
+                              eval_every=3, eval_batch=8, n_probes=1, probe_batch=4)
+    run = toy_training.train(s, progress=False)
+    path = tmp_path / "toy.json"
+    from andrea_edu.heads.text_runs import save_toy
+    save_toy(run, path, {"produced_by": "test"})
+    s2, scores, model, cpu = TT.load_toy(path)
+    assert s2 == s and np.allclose(scores, run.scores_after, atol=1e-4) and cpu >= 0
+    x = torch.randint(0, s.model_config().vocab_size, (1, 12))
+    torch.testing.assert_close(model(x)[0], run.model(x)[0])
+    path.with_suffix(".pt").write_bytes(b"changed")
+    with pytest.raises(TT.RunFileError, match="sha256"):
+        TT.load_toy(path)
+    assert TT.toy_settings().steps == toy_training.default_settings(4, fast=False).steps

@@ -371,10 +371,10 @@ def circuits_sentence(rows, real, pos, ov_tab, chance: float) -> None:
           ", no better than a few times chance: no head of this model is a copier") + ".")
 
 
-def toy_sentence(toy_run, heads, real, pos, ov_tab, chance: float) -> str:
+def toy_sentence(scores, heads, real, pos, ov_tab, chance: float) -> str:
     """Display and return (for the verdict box) what the toy laboratory's circuits show."""
     from andrea_edu.heads.measures import PATTERN_NAMES as TOY_PATTERNS
-    sc = np.asarray(toy_run.scores_after)
+    sc = np.asarray(scores)
     pl, el = heads[0], heads[2]
     rate = ov_tab[el][0]
     text = (f"its best {TOY_PATTERNS[0]} head (score {sc[0][pl]:.2f}): "
@@ -386,6 +386,15 @@ def toy_sentence(toy_run, heads, real, pos, ov_tab, chance: float) -> str:
                ": its OV circuit is not a plain copier"))
     md(f"Toy laboratory: {text}.")
     return text
+
+
+def toy_source(path_name: str | None, seconds: float, settings, chapter_seed: int) -> None:
+    where = (f"`book/data/{path_name}`, committed with its weights" if path_name else
+             "trained now (no committed file found)")
+    same = ("the seed the toy chapter trains with" if settings.seed == chapter_seed else
+            f"not the toy chapter's current seed ({chapter_seed}): another draw of the same run")
+    md(f"The toy model: {where}; {settings.n_layer} layers x {settings.n_head} heads, seed "
+       f"{settings.seed} ({same}), {settings.steps} steps, {seconds:.0f} s of CPU to train.")
 
 
 # ---------------------------------------------------------------- GPT-2

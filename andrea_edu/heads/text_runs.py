@@ -195,3 +195,50 @@ def find_data(name: str = RUN_FILE) -> Path | None:
     cands += [Path(__file__).resolve().parents[2] / "book" / "data" / name,
               Path.cwd() / "data" / name, Path.cwd() / "book" / "data" / name]
     return next((p for p in cands if p.exists()), None)
+
+
+# ---------------------------------------------------------------- the toy laboratory's model
+TOY_FILE = "toy_lab_model.json"  # + toy_lab_model.pt: the toy chapter's model, for its circuits
+
+
+def toy_settings():
+    """The toy chapter's run (4 heads, CHAPTER_SEED), with one probe and evaluations only at the
+    ends: the same weights (probes and evaluations use no randomness), in a fraction of the time."""
+    from . import training as toy_training
+    s = toy_training.default_settings(4, seed=toy_training.CHAPTER_SEED, fast=False)
+    return dataclasses.replace(s, n_probes=1, eval_every=s.steps)
+
+
+def save_toy(run, path: Path, provenance: dict) -> None:
+    """The toy run's settings, final scores and weights (JSON + .pt beside it, atomically)."""
+    path = Path(path)
+    wpath = path.with_suffix(".pt")
+    state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
+    _atomic_write(wpath, lambda p: torch.save(state, p))
+    d = {"schema": SCHEMA, "settings": dataclasses.asdict(run.settings),
+         "scores_after": np.round(np.asarray(run.scores_after, dtype=float), 4).tolist(),
+         "wall_seconds": round(run.wall_seconds, 2), "cpu_seconds": round(run.cpu_seconds, 2),
+         "provenance": provenance,
+         "weights": {"file": wpath.name, "sha256": hashlib.sha256(wpath.read_bytes()).hexdigest()}}
+    _atomic_write(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))
+
+
+def load_toy(path: Path):
+    """(settings, scores_after (3, L, nh), model, cpu_seconds) of a saved toy run; RunFileError
+    (one line: the file and the reason) when it cannot be used."""
+    from . import training as toy_training
+    path = Path(path)
+    try:
+        d = json.loads(path.read_text())
+        s = toy_training.Settings(**d["settings"])
+        sc = np.asarray(d["scores_after"], dtype=float)
+        cpu = float(d["cpu_seconds"])
+        wpath = path.with_name(d["weights"]["file"])
+        ok = hashlib.sha256(wpath.read_bytes()).hexdigest() == d["weights"]["sha256"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise RunFileError(f"{path}: unreadable ({type(e).__name__}: {e})".replace("\n", " ")) from None
+    _need(ok, path, f"weights file {wpath.name} does not match the sha256 recorded in the run")
+    _need(sc.shape == (3, s.n_layer, s.n_head), path, f"scores_after has shape {sc.shape}")
+    model = AndreaModel(s.model_config(), seed=s.seed)
+    model.load_state_dict(torch.load(wpath, map_location="cpu", weights_only=True))
+    return s, sc, model.eval(), cpu

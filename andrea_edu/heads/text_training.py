@@ -53,8 +53,9 @@ from ..env import book_build
 from ..model import AndreaModel
 from . import detectors as D
 from . import text_corpus as tc
-from .text_runs import (FAST, RUN_FILE, SCHEMA, WEIGHTS_FILE, RunFileError,  # noqa: F401
-                        TextRun, TextSettings, default_settings, find_data, load_run, save_run)
+from .text_runs import (FAST, RUN_FILE, SCHEMA, TOY_FILE, WEIGHTS_FILE,  # noqa: F401
+                        RunFileError, TextRun, TextSettings, default_settings, find_data,
+                        load_run, load_toy, save_run, toy_settings)
 
 # The pins the committed file is produced with, set before torch is imported (_reexec_pinned):
 # the book's shared AVX2 level (env.PINNED_ISA) where env has it.
@@ -317,6 +318,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--settings", help="TextSettings as JSON (for --recheck)")
     ap.add_argument("--steps", type=int, help="override the number of steps (testing)")
     ap.add_argument("--no-pin", action="store_true", help="do not set CPU_PINS")
+    ap.add_argument("--toy-out", type=Path, help="train the toy chapter's model, save it here")
     ap.add_argument("--measure-spread", action="store_true",
                     help="re-check under every combination of the pins; print the spread")
     ap.add_argument("--compare", nargs=2, type=Path, metavar="RUN",
@@ -339,8 +341,21 @@ def main(argv: list[str] | None = None) -> None:
     if args.compare:
         print(compare_scores(*(load_run(p, with_model=False) for p in args.compare)))
         return
+    if args.toy_out:
+        if not args.no_pin:
+            _reexec_pinned(raw)
+        from . import training as toy_training
+        from .text_runs import save_toy
+        toy = toy_training.train(toy_settings(), progress=True)
+        prov = {k: v for k, v in provenance(tc.corpus_cached()).items()
+                if k not in ("corpus", "code_hash", "what")}
+        prov["what"] = "the toy laboratory's model (heads.training, CHAPTER_SEED), for its circuits"
+        prov["produced_by"] = "python -m andrea_edu.heads.text_training --toy-out " + str(args.toy_out)
+        save_toy(toy, args.toy_out, prov)
+        print(f"wrote {args.toy_out}: {toy.wall_seconds:.0f} s wall, {toy.cpu_seconds:.0f} s CPU")
+        return
     if args.out is None:
-        ap.error("give --out PATH or --recheck N")
+        ap.error("give --out PATH, --toy-out PATH or --recheck N")
     if not args.no_pin:
         _reexec_pinned(raw)
     s = default_settings(False, **({"steps": args.steps} if args.steps else {}))
