@@ -28,7 +28,8 @@ Intel Xeon with AVX-512, 2 cores; and two full runs):
     ablation within 3e-5 nats, the same best heads. SCORE_TOL = 0.01, a hundred times that, is
     the margin a detector verdict must clear (RECIPES: between two x86 machines without pins,
     noise has moved a toy score by far more, which the pins exist to prevent).
-Set ANDREA_CPU_ISA=native to leave the knobs unset (`import andrea_edu` pins them otherwise).
+`--no-pin` leaves the knobs to the libraries: it re-runs itself with ANDREA_CPU_ISA=native and the
+knobs removed (`import andrea_edu` pins them otherwise).
 """
 from __future__ import annotations
 
@@ -341,6 +342,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.compare:
         print(compare_scores(*(load_run(p, with_model=False) for p in args.compare)))
         return
+    if args.no_pin and not os.environ.get("_ANDREA_NATIVE"):  # knobs left to the libraries
+        env = pinned_env(dict.fromkeys(CPU_PINS))
+        env["_ANDREA_NATIVE"] = "1"
+        os.execve(sys.executable, [sys.executable, "-m", MODULE, *raw], env)
     if args.toy_out:
         if not args.no_pin:
             _reexec_pinned(raw)
