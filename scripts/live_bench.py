@@ -17,6 +17,8 @@ JSON goes to test-artifacts/live_bench[-LABEL].json, a table to stdout.
     python scripts/live_bench.py                       # every chapter with a slider, fast mode
     python scripts/live_bench.py one_kernel_many_heads output_projection --label after
     python scripts/live_bench.py --root /tmp/old-checkout --label before   # another tree's code
+    python scripts/live_bench.py --compare test-artifacts/live_bench-before.json \
+                                           test-artifacts/live_bench-after.json
 
 Needs JupyterLab (requirements.txt), playwright and Debian's chromium (/usr/bin/chromium).
 tests/test_jupyterlab.py uses the same functions on two chapters. The numbers depend on the
@@ -29,6 +31,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import statistics
@@ -113,7 +116,7 @@ def jupyter_lab(root: Path = REPO, *, fast: bool = True, python: str = sys.execu
     env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
     env["JUPYTER_CONFIG_DIR"] = str(config)
     env["JUPYTER_RUNTIME_DIR"] = str(tmp / "runtime")
-    log = tmp / "lab.log"
+    log = tmp / "lab.log"  # removed with tmp at the end; its tail is in any start error
     cmd = [python, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:  # containers run as root
@@ -143,6 +146,7 @@ def jupyter_lab(root: Path = REPO, *, fast: bool = True, python: str = sys.execu
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextlib.contextmanager
