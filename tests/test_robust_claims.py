@@ -109,7 +109,8 @@ def test_recheck_says_which_comparison_it_made(committed):
         assert not W.recheck(live, stored, same)["ok"]
     else:  # ARM, another build, or pins off: only the tolerance is promised
         assert chk["mode"] == "tolerance"
-    other = {**prov, "cpu_numerics": {**env.cpu_provenance(), "aten_cpu_capability": "AVX512"}}
+    arm = {**env.cpu_provenance(), "machine": "aarch64"}  # a producer whose bits cannot match
+    other = {**prov, "cpu_numerics": arm}
     live.train_loss = stored.train_loss + W.CROSS_ISA_SPREAD / 2
     chk = W.recheck(live, stored, other)
     assert chk["mode"] == "tolerance" and chk["ok"] and "measured cross-ISA spread" in chk["says"]
