@@ -4,7 +4,10 @@ ANDREA_FAST=1        shrink sizes so every notebook runs in seconds (the tests s
 ANDREA_BOOK_BUILD=1  the book is being built (scripts/build_book.sh): sliders render static frames.
 ANDREA_CPU_ISA       "avx2" (the default) pins the CPU instruction sets of torch's numeric
                      libraries, so that CPU results are the same bits on every x86-64 machine
-                     (see `pin_cpu_isa`); "native" leaves every library free to pick its own.
+                     (see `pin_cpu_isa`); "native" leaves every library free to pick its own
+                     (and drops pins inherited from a parent). Timings want "native": the bench
+                     and pipeline-timing commands re-run themselves so (`native_isa_env`), and a
+                     chapter that times on the CPU sets it before importing andrea_edu.
 ANDREA_DATA_DIR      the folder of committed measurements (else found: see `data_search_dirs`).
 
 Why pin: on one machine two seeded CPU trainings are bit-identical, but ATen, MKL and oneDNN each
@@ -74,6 +77,10 @@ def pin_cpu_isa(warn: bool = True) -> dict[str, str]:
     (the provenance records what ATen really uses, `torch.backends.cpu.get_cpu_capability()`).
     """
     if not pinning_wanted():
+        if is_x86() and "torch" not in sys.modules:  # opted out: drop pins inherited from a
+            for k, v in PINNED_ISA.items():          # pinning parent (tests, scripts/)
+                if os.environ.get(k) == v:
+                    del os.environ[k]
         return isa_settings()
     late = [k for k in ISA_KNOBS if k not in os.environ] if "torch" in sys.modules else []
     for k, v in PINNED_ISA.items():
@@ -84,6 +91,36 @@ def pin_cpu_isa(warn: bool = True) -> dict[str, str]:
                       f"from the committed ones. Import andrea_edu before torch, or run through "
                       f"scripts/ (they export the settings).", RuntimeWarning, stacklevel=2)
     return isa_settings()
+
+
+def native_isa_env(environ=None) -> dict[str, str]:
+    """A copy of the environment for a child process that must run at this CPU's full speed
+    (timings): ANDREA_CPU_ISA=native and the pinned knobs removed. Why: the oneDNN cap makes
+    bfloat16 matmuls fall back to a reference path (measured: 736 ms instead of 2.8 ms for
+    512x768 @ 768x2304 on an AVX512-BF16 Xeon), and MKL's AVX2 path costs fp32 sgemm about 1.5x.
+    Timings are measured unpinned; their provenance says so."""
+    env = dict(os.environ if environ is None else environ)
+    for k, v in PINNED_ISA.items():
+        if env.get(k) == v:
+            env.pop(k)
+    env["ANDREA_CPU_ISA"] = "native"
+    return env
+
+
+def timing_process_is_pinned() -> bool:
+    """True when torch in this process was loaded with a pinned knob (so timings would be slow)."""
+    return is_x86() and any(os.environ.get(k) == v for k, v in PINNED_ISA.items())
+
+
+def rerun_unpinned(module: str) -> int | None:
+    """For a timing command's __main__: when this process's torch was loaded pinned, run the
+    same command again in a child with `native_isa_env` and return its exit status; None when
+    the process is already unpinned (then the caller goes on)."""
+    if not timing_process_is_pinned():
+        return None
+    import subprocess
+    return subprocess.run([sys.executable, "-m", module, *sys.argv[1:]],
+                          env=native_isa_env()).returncode
 
 
 def isa_settings() -> dict[str, str]:

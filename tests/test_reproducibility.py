@@ -177,3 +177,31 @@ def test_every_json_writer_is_atomic():
         src = (REPO / f).read_text()
         assert "write_json_atomic(" in src, f
         assert ".write_text(json.dumps" not in src, f
+
+
+# ---------------------------------------------------------------- timings run unpinned
+def test_native_drops_inherited_pins(monkeypatch):
+    for k, v in env.PINNED_ISA.items():
+        monkeypatch.setenv(k, v)  # as a pinning parent (conftest, scripts/) leaves them
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")  # a value set by hand stays
+    child = env.native_isa_env()
+    assert child["ANDREA_CPU_ISA"] == "native" and child["MKL_CBWR"] == "COMPATIBLE"
+    assert "ATEN_CPU_CAPABILITY" not in child and "ONEDNN_MAX_CPU_ISA" not in child
+    monkeypatch.setenv("ANDREA_CPU_ISA", "native")
+    monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.delitem(sys.modules, "torch")  # before torch loads, as in a fresh kernel
+    got = env.pin_cpu_isa()
+    if X86:
+        assert got == {"ATEN_CPU_CAPABILITY": "", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": ""}
+
+
+@needs_x86
+def test_the_bench_command_times_unpinned(tmp_path):
+    """The oneDNN cap turns bfloat16 matmuls into a reference loop (measured 736 ms instead of
+    2.8 ms on an AVX512-BF16 Xeon): timing commands run themselves again unpinned."""
+    r = subprocess.run([sys.executable, "-m", "andrea_edu.bench", "layout", "--fast",
+                        "--no-progress", "--out", str(tmp_path)], cwd=REPO, timeout=600,
+                       env={**os.environ, **env.PINNED_ISA}, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    prov = json.loads((tmp_path / "bench_layout_cpu.json").read_text())["provenance"]
+    assert prov["cpu_numerics"]["isa_settings"] == dict.fromkeys(env.ISA_KNOBS, "")

@@ -376,4 +376,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from andrea_edu.env import rerun_unpinned
+    raise SystemExit(rerun_unpinned("andrea_edu.pipeline.timing") or main())
