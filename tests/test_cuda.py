@@ -192,7 +192,7 @@ def test_compile_argument_errors(args, match):
 
 @pytest.mark.parametrize("arch", ["90", "sm90", "compute_90", ""])
 def test_bad_arch(arch):
-    with pytest.raises(ValueError, match="must look like 'sm_90'"):
+    with pytest.raises(ValueError, match=r"arch=.* must be a string like 'sm_90' \(the book compiles for sm_80"):
         cuda.compile_attention("v1", 32, torch.float32, arch)
 
 

@@ -3,6 +3,7 @@ python -m andrea_edu.figures.execute command with its per-cell timeout."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from queue import Empty
 
@@ -32,18 +33,37 @@ class _Channel:
         return {"msg_type": "execute_reply"}
 
 
+def _run(coro):
+    """asyncio.run in a thread of its own: the session's playwright (tests/book_fixtures.py)
+    may already run an event loop in this thread, where asyncio.run refuses to start."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as e:  # noqa: BLE001  (re-raised in the caller's thread)
+            box["error"] = e
+
+    t = threading.Thread(target=target)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 def test_sliced_poll_costs_half_a_second_not_the_whole_timeout():
     from jupyter_client.channels import AsyncZMQSocketChannel
     X.patch_zmq_poll()
     get_msg = AsyncZMQSocketChannel.get_msg
     assert get_msg._andrea_sliced
     t0 = time.monotonic()
-    msg = asyncio.run(get_msg(_Channel(_MissedWakeupSocket(0.1)), timeout=60))
+    msg = _run(get_msg(_Channel(_MissedWakeupSocket(0.1)), timeout=60))
     took = time.monotonic() - t0
     assert msg["msg_type"] == "execute_reply"
     assert took < 0.1 + 2 * X.SLICE_S + 1.0, took  # an unsliced poll would wait all 60 s
     with pytest.raises(Empty):  # the contract: Empty once the timeout has passed
-        asyncio.run(get_msg(_Channel(_MissedWakeupSocket(99)), timeout=0.3))
+        _run(get_msg(_Channel(_MissedWakeupSocket(99)), timeout=0.3))
 
 
 def test_the_book_build_uses_the_same_patch():

@@ -28,12 +28,15 @@ CHAPTERS = ["output_projection", "one_kernel_many_heads"]
 
 
 @pytest.fixture(scope="module")
-def runs():
+def runs(request):
     why = live_bench.missing_requirements()
     if why:
         pytest.skip(f"no real JupyterLab test here: {why}")
+    # The session's one chromium (tests/book_fixtures.py): playwright's sync API cannot start a
+    # second driver while the book tests' one is running in this process.
+    browser = request.getfixturevalue("browser")
     out = {}
-    with live_bench.jupyter_lab(REPO, fast=True) as lab, live_bench.chromium() as browser:
+    with live_bench.jupyter_lab(REPO, fast=True) as lab:
         for chapter in CHAPTERS:
             # No pause between moves and no burst: behaviour, not pacing, is under test.
             out[chapter] = live_bench.bench_chapter(browser, lab, chapter, pause_s=0,
