@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from andrea_edu.env import cpu_name
+
 __all__ = ["attention_flops", "matmul_flops", "time_fn", "time_fns", "check_close", "tolerance",
            "provenance", "pick_device", "device_slug", "ValidationError"]
 _REPO = Path(__file__).resolve().parents[2]
@@ -58,14 +60,6 @@ def matmul_flops(M: int, N: int, K: int) -> float:
 
 
 # ------------------------------------------------------------------------- provenance
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 def _git_commit() -> str:
@@ -111,7 +105,7 @@ def provenance(device: str, command: str = "") -> dict:
                  compute_capability=f"{props.major}.{props.minor}",
                  sm_count=props.multi_processor_count, driver=_driver_version())
     else:
-        p.update(device=f"CPU: {_cpu_model()}", device_slug="cpu", driver=None,
+        p.update(device=f"CPU: {cpu_name()}", device_slug="cpu", driver=None,
                  cpu_threads=torch.get_num_threads(), cpu_count=os.cpu_count())
     # the CPU, its instruction-set pins and the level ATen really used (decides CPU low bits)
     p["cpu_numerics"] = cpu_provenance()

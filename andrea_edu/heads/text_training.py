@@ -54,6 +54,7 @@ from ..env import book_build
 from ..model import AndreaModel
 from . import detectors as D
 from . import text_corpus as tc
+from .training import _progress_bar
 from .text_runs import (FAST, RUN_FILE, SCHEMA, TOY_FILE, WEIGHTS_FILE,  # noqa: F401
                         RunFileError, TextRun, TextSettings, default_settings, find_data,
                         load_run, load_toy, save_run, toy_settings)
@@ -77,18 +78,6 @@ def _lr(s: TextSettings, step: int) -> float:
     return s.lr * warm * 0.5 * (1 + math.cos(math.pi * step / s.steps))
 
 
-def _progress_bar(total: int, desc: str, enabled: bool):
-    """tqdm's bar when enabled and not building the book; a no-op otherwise."""
-    if enabled and not book_build():
-        from tqdm.auto import tqdm
-        return tqdm(total=total, desc=desc, leave=True)
-
-    class _Null:
-        def update(self, n=1): ...
-        def set_postfix_str(self, s): ...
-        def close(self): ...
-        def write(self, s): ...
-    return _Null()
 
 
 def train(settings: TextSettings | None = None, progress: bool = True,
@@ -162,14 +151,6 @@ def train(settings: TextSettings | None = None, progress: bool = True,
 
 
 # ---------------------------------------------------------------- provenance
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def mkl_cbwr() -> str | None:
@@ -217,7 +198,7 @@ def provenance(corpus: tc.Corpus) -> dict:
         "produced_by": "python -m andrea_edu.heads.text_training --out book/data/" + RUN_FILE,
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         **({"cpu_provenance": env.cpu_provenance()} if hasattr(env, "cpu_provenance") else {}),
-        "cpu": cpu_model(), "machine": platform.machine(), "cores": os.cpu_count(),
+        "cpu": env.cpu_name(), "machine": platform.machine(), "cores": os.cpu_count(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "pins": {k: os.environ.get(k) for k in CPU_PINS}, "mkl_cbwr": mkl_cbwr(),
         "torch": torch.__version__, "numpy": np.__version__, "python": sys.version.split()[0],
