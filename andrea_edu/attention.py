@@ -37,7 +37,7 @@ Layout: the CUDA kernels read contiguous [B, nh, T, hs] memory. A non-contiguous
 the view `q.view(B, T, nh, hs).transpose(1, 2)`) is copied with `.contiguous()` before a CUDA or
 emulator backend runs, and the decision's `notes` say so (the copy costs one read and one write
 of the tensor; the layout chapter measures it). reference and sdpa accept any strides.
-The low-level launcher `andrea_edu.kernels.nvrtc.launch_attention` does not copy: it raises instead.
+The low-level launcher `andrea_edu.kernels.launch.launch_attention` does not copy: it raises instead.
 """
 from __future__ import annotations
 
@@ -255,6 +255,6 @@ def attention(q, k, v, causal: bool = False, backend: str = "auto",
         from andrea_edu.kernels import emulator
         out, _ = emulator.emulate(q, k, v, causal=causal, kernel=decision.kernel, trace=False)
     else:
-        from andrea_edu.kernels import nvrtc as cuda
-        out = cuda.launch_attention(q, k, v, causal=causal, version=decision.kernel)
+        from andrea_edu.kernels import launch
+        out = launch.launch_attention(q, k, v, causal=causal, version=decision.kernel)
     return (out, decision) if return_decision else out
