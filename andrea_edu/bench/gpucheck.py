@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -113,12 +114,15 @@ def run_gpu_tests(timeout: int = 240) -> dict:
            str(tests / "test_cuda.py"), str(tests / "test_attention.py"),
            str(tests / "test_emulator.py")]
     t0 = time.perf_counter()
+    rc: int | str
     try:
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
                              cwd=tests.parent)
         rc, text = run.returncode, run.stdout + run.stderr
     except subprocess.TimeoutExpired as e:
-        rc, text = "timeout", f"pytest ran past {timeout} s\n{e.stdout or ''}"
+        # On POSIX the exception carries bytes even with text=True: decode, or "b'...'" is shown.
+        partial = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else e.stdout
+        rc, text = "timeout", f"pytest ran past {timeout} s\n{partial or ''}"
     return dict(returncode=rc, seconds=round(time.perf_counter() - t0, 1),
                 tail="\n".join(str(text).splitlines()[-40:]))
 
@@ -142,7 +146,7 @@ def main(argv=None) -> int:
               "run the CPU tests (pytest) and use backend='emulator'.", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    report = dict(schema="andrea_edu.gpucheck/1", device=device_info(),
+    report: dict[str, Any] = dict(schema="andrea_edu.gpucheck/1", device=device_info(),
                   versions=dict(andrea_edu=__version__, torch=torch.__version__,
                                 torch_cuda=torch.version.cuda, python=sys.version.split()[0]),
                   git_commit=_git_commit(), cpu_numerics=cpu_provenance(),

@@ -25,11 +25,12 @@ the model says, which keeps it a lower bound for v2 and v3. For v1 the smem term
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
 # Published limits. Clock: the boost clock of the whole chip.
-GPUS = {
+GPUS: dict[str, dict[str, Any]] = {
     "H200": dict(
         name="NVIDIA H200 (SXM)", arch="sm_90", sms=132, clock_hz=1.98e9,
         # H200 datasheet (nvidia.com/en-us/data-center/h200): FP16/BF16 tensor core 1,979
@@ -101,7 +102,7 @@ def model_bound(version: str, B: int, nh: int, T: int, head_dim: int, causal: bo
                  smem=counts["smem_bytes"] / (g["smem_bytes_per_clock"] * clk),
                  mufu=counts["mufu_ex2"] * 32 / (g["mufu_per_clock"] * clk),
                  hbm=counts["dram_bytes"] / g["dram_bytes_s"])
-    bound_by = max(terms, key=terms.get)
+    bound_by = max(terms, key=lambda t: terms[t])
     useful = 4 * B * nh * T * T * head_dim * (0.5 if causal else 1.0)  # QK^T and PV FLOPs
     return dict(kind="model", label="model (lower bound from SASS counts)", version=version,
                 gpu=g["name"], B=B, n_head=nh, T=T, head_dim=head_dim, causal=causal,
