@@ -127,7 +127,7 @@ def _open(browser, url):
     """A new page at `url`, with console errors, exceptions and external requests recorded."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    seen = {"console": [], "exceptions": [], "external": []}
+    seen: dict[str, list] = {"console": [], "exceptions": [], "external": []}
     page.on("console", lambda m: seen["console"].append((m.text, m.location.get("url", "")))
             if m.type == "error" else None)
     page.on("pageerror", lambda e: seen["exceptions"].append(str(e)))

@@ -30,13 +30,15 @@ def _requirements() -> dict[str, str]:
         line = line.split("#", 1)[0].strip()
         if line:
             m = re.match(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?(.*)", line)
+            assert m, line  # the pattern matches any line that starts with a name
             out[m.group(1).lower()] = (m.group(2) or "") + m.group(3).strip()
     return out
 
 
 def _specs(lines) -> dict[str, str]:
-    return {m.group(1).lower(): (m.group(2) or "") + m.group(3).strip()
-            for m in (re.match(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?(.*)", s) for s in lines)}
+    matches = [re.match(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?(.*)", s) for s in lines]
+    assert all(matches), lines
+    return {m.group(1).lower(): (m.group(2) or "") + m.group(3).strip() for m in matches if m}
 
 
 def test_cuda_extra_pins_what_requirements_pin():

@@ -105,6 +105,7 @@ def train(settings: TextSettings | None = None, progress: bool = True,
         eval_steps, eval_loss, scores = [], [], []
 
         def evaluate(step):
+            assert ev is not None  # evaluations run only in a full run, which made ev
             model.eval()
             eval_steps.append(step)
             eval_loss.append(D.pattern_losses(D.per_position_loss(model, ev), ev))
@@ -136,6 +137,7 @@ def train(settings: TextSettings | None = None, progress: bool = True,
             evaluate(n_steps)
             ab = tc.labelled_batch(c, s.ablation_batch, s.seq_len, seed=ABLATION_SEED)
             abl, abl_se = D.ablation(model, ab)
+            assert ev is not None  # made above in a full run
             base = D.baseline(ev)
         else:
             abl = abl_se = np.zeros((s.n_layer, s.n_head, 4))
@@ -185,7 +187,9 @@ def code_hash() -> str:
     import inspect
     h = hashlib.sha256()
     for name in ("model", "projections", "attention", "heads.text_corpus", "heads.detectors"):
-        h.update(Path(importlib.import_module("andrea_edu." + name).__file__).read_bytes())
+        mod = importlib.import_module("andrea_edu." + name)
+        assert mod.__file__ is not None  # a module of this package, loaded from its .py file
+        h.update(Path(mod.__file__).read_bytes())
     for obj in (TextSettings, train, _lr):
         h.update(inspect.getsource(obj).encode())
     return h.hexdigest()[:16]
