@@ -1,8 +1,6 @@
-"""Figures shared by the chapters, and the slider helper (re-exported from ``slider``).
+"""Figures shared by the chapters (the slider that shows them is andrea_edu.notebook.slider).
 
 Introduced in the book's introduction (the overview picture) and used by every chapter:
-- ``slider`` / ``static_frames`` / ``measure_update``: one plotting function, live ipywidgets
-  sliders in a kernel, a self-contained static slider in the rendered book (see ``slider``).
 - ``head_colors``: head h has the same colour in every figure of the book, whatever n_head is.
 - ``heatmap``: a labelled matrix (attention weights, scores, strides...).
 - ``overview_figure``: fused Q/K/V -> heads -> concat -> W_O, the README picture.
@@ -20,11 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from andrea_edu.figures.slider import (measure_update, render_png, slider, static_frames,
-                                       static_html)
-
-__all__ = ["slider", "static_frames", "static_html", "measure_update", "render_png",
-           "head_colors", "head_color", "heatmap", "overview_figure", "savefig_for_readme",
+__all__ = ["head_colors", "head_color", "heatmap", "overview_figure", "savefig_for_readme",
            "show_source", "source_markdown", "kernel_walkthrough", "contrast_ratio",
            "text_color_on"]
 
