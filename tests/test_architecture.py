@@ -19,8 +19,6 @@ PKG = ROOT / "andrea_edu"
 SUBPACKAGES = ("kernels", "heads", "pipeline", "bench", "notebook", "figures")
 CORE = ("andrea_edu.config", "andrea_edu.projections", "andrea_edu.layout", "andrea_edu.model",
         "andrea_edu.env")
-# The CLI shims kept so that old commands (python -m andrea_edu.gpucheck, ...) still work.
-SHIMS = ("andrea_edu.gpucheck", "andrea_edu.pipeline_timing", "andrea_edu.specialization_sweep")
 
 
 def _module_name(path: Path) -> str:
@@ -104,7 +102,7 @@ def layer(mod: str) -> str:
         return parts[1]
     if mod == "andrea_edu.attention":
         return "attention"
-    if mod in SHIMS or mod == "andrea_edu":
+    if mod == "andrea_edu":
         return "entry"
     return "core"
 

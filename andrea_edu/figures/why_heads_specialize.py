@@ -1,6 +1,6 @@
 """Figures of the chapter "Why heads specialize" (those of "Why twelve heads" are in nhead_figures).
 
-Every function takes what `specialization.train` (or `specialization_sweep.load_sweep`) returned
+Every function takes what `heads.training.train` (or `heads.sweep.load_sweep`) returned
 and returns a matplotlib Figure with a title and a caption line; nothing here trains or decides.
 Head h keeps its colour of `viz.head_color` in every figure.
 """

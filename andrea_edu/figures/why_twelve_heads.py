@@ -1,7 +1,7 @@
 """Figures of the chapter "Why twelve heads, not one wider head".
 
-Every function takes numbers that the chapter computed (runs of `specialization_sweep`, the
-worked example of `two_places`, launch grids of `cuda` and `occupancy`) and returns a matplotlib
+Every function takes numbers that the chapter computed (runs of `heads.sweep`, the
+worked example of `two_places`, launch grids of `kernels.grid` and `occupancy`) and returns a matplotlib
 Figure with a title and a caption line; nothing here trains or decides.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What each step of the forward pass ran: aten ops on any device, CUDA kernel names on a GPU.
 
 Introduced in the chapter "The final picture" (the table "Which kernel each step ran"); used by
-`pipeline_timing.time_steps` and by "Reading the pipeline".
+`pipeline.timing.time_steps` and by "Reading the pipeline".
 
     with OpRecorder() as rec:                     # every aten op torch dispatches, per step
         pipeline.model_in_steps(model, idx, rec.mark)
