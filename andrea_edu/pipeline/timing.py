@@ -212,11 +212,9 @@ def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 
                     per_step.setdefault((layer, name), []).append(ms)
                 marked.append(sum(ms for *_, ms in durations))
                 whole.append(_time_forward(model, idx, dev))
-        ops = {}
-        if OpRecorder is not None:
-            with OpRecorder() as rec:
-                model_in_steps(model, idx, rec.mark)
-            ops = rec.ops
+        with OpRecorder() as rec:
+            model_in_steps(model, idx, rec.mark)
+        ops = rec.ops
         kern = profile_steps(model, idx)[1] if (kernels and dev == "cuda") else {}
     steps = [{"layer": layer, "name": name, "median_ms": statistics.median(v), "min_ms": min(v)}
              for (layer, name), v in per_step.items()]
