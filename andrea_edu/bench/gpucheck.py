@@ -1,6 +1,6 @@
 """Check the CUDA kernels on a real GPU in a few minutes, and write what was found as JSON.
 
-    python -m andrea_edu.gpucheck --out DIR        (also: python -m andrea_edu.bench gpu-check)
+    python -m andrea_edu.bench gpu-check --out DIR
 
 On a machine with an NVIDIA GPU this
   1. runs the `gpu`-marked tests (pytest in a subprocess, ANDREA_FAST=1), when the tests
@@ -128,7 +128,7 @@ def run_gpu_tests(timeout: int = 240) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m andrea_edu.gpucheck", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m andrea_edu.bench gpu-check", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True,
                     help="folder for gpucheck.json (created if missing; must be writable)")
