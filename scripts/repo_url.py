@@ -74,15 +74,21 @@ import importlib.util, os, pathlib, subprocess, sys
 if importlib.util.find_spec("andrea_edu") is None:
     url = os.environ.get("ANDREA_REPO_URL", "{url}")  # a fork or a mirror
     repo = pathlib.Path.home() / "andrea-attention"
-    clone = ["git", "clone", "-q", "--depth", "1", url, str(repo)]
-    if not repo.exists() and subprocess.run(clone).returncode:
-        raise SystemExit(f"Could not clone {{url}}: set os.environ['ANDREA_REPO_URL'] to a "
-                         "reachable copy, or pip install -e a clone of it, then rerun this cell.")
+    run = lambda *cmd: subprocess.run(cmd, capture_output=True, text=True)  # noqa: E731
+    if not repo.exists():
+        r = run("git", "clone", "-q", "--depth", "1", url, str(repo))
+        if r.returncode:
+            why = (r.stderr.strip() or "no message").splitlines()[0]  # git's reason
+            raise SystemExit(f"Could not clone {{url}} ({{why}}): "
+                             "set os.environ['ANDREA_REPO_URL'] to a reachable copy, or "
+                             "pip install -e a clone of it, then rerun this cell.")
     if not (repo / "scripts" / "install_book.py").is_file():
         raise SystemExit(f"{{repo}} exists but is not the book's repository: move it aside "
                          "(or delete it), then rerun this cell.")
-    if subprocess.run([sys.executable, str(repo / "scripts" / "install_book.py"), str(repo)]).returncode:
-        raise SystemExit("andrea_edu was not installed: the line above says why.")
+    r = run(sys.executable, str(repo / "scripts" / "install_book.py"), str(repo))
+    print(r.stdout + r.stderr, end="")  # its one line (and pip's message when pip fails)
+    if r.returncode:
+        raise SystemExit("andrea_edu was not installed: the lines above say why.")
     sys.path.insert(0, str(repo))  # this kernel started before the install: make it importable now'''
 
 
