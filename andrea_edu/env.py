@@ -8,6 +8,9 @@ ANDREA_CPU_ISA       "avx2" (the default) pins the CPU instruction sets of torch
                      (and drops pins inherited from a parent). Timings want "native": the bench
                      and pipeline-timing commands re-run themselves so (`native_isa_env`), and a
                      chapter that times on the CPU sets it before importing andrea_edu.
+                     "asis" leaves the three knobs exactly as the environment has them (neither
+                     filled in nor dropped): for a child whose parent chose each knob (the
+                     re-check of "Heads on real text", heads.text_training.pinned_env).
 ANDREA_DATA_DIR      the folder of committed measurements (else found: see `data_search_dirs`).
 
 Why pin: on one machine two seeded CPU trainings are bit-identical, but ATen, MKL and oneDNN each
@@ -63,9 +66,14 @@ def is_x86() -> bool:
     return platform.machine().lower() in _X86
 
 
+def _isa_mode() -> str:
+    return os.environ.get("ANDREA_CPU_ISA", "avx2").strip().lower()
+
+
 def pinning_wanted() -> bool:
-    """False when ANDREA_CPU_ISA=native, or on a CPU that is not x86 (ARM has none of the knobs)."""
-    return is_x86() and os.environ.get("ANDREA_CPU_ISA", "avx2").strip().lower() != "native"
+    """False when ANDREA_CPU_ISA is "native" or "asis", or on a CPU that is not x86 (ARM has
+    none of the knobs)."""
+    return is_x86() and _isa_mode() not in ("native", "asis")
 
 
 def pin_cpu_isa(warn: bool = True) -> dict[str, str]:
@@ -77,8 +85,10 @@ def pin_cpu_isa(warn: bool = True) -> dict[str, str]:
     (the provenance records what ATen really uses, `torch.backends.cpu.get_cpu_capability()`).
     """
     if not pinning_wanted():
-        if is_x86() and "torch" not in sys.modules:  # opted out: drop pins inherited from a
-            for k, v in PINNED_ISA.items():          # pinning parent (tests, scripts/)
+        # "native" drops pins inherited from a pinning parent (tests, scripts/); "asis" keeps
+        # whatever the parent set
+        if is_x86() and _isa_mode() == "native" and "torch" not in sys.modules:
+            for k, v in PINNED_ISA.items():
                 if os.environ.get(k) == v:
                     del os.environ[k]
         return isa_settings()

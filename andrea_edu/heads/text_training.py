@@ -194,10 +194,11 @@ def provenance(corpus: tc.Corpus) -> dict:
 # ---------------------------------------------------------------- the pinned subprocess
 def pinned_env(pins: dict | None = None) -> dict:
     """This process's environment with the three knobs set as `pins` says (CPU_PINS by default;
-    a value None removes that knob). ANDREA_CPU_ISA=native stops `import andrea_edu` from filling
-    in the knobs left unset, so that an unset knob really is the library's own choice."""
+    a value None removes that knob). ANDREA_CPU_ISA=asis makes `import andrea_edu` leave the knobs
+    as set here: it neither fills in one left unset (an unset knob really is the library's own
+    choice) nor drops the pins ("native" would drop them: the re-check then ran unpinned)."""
     env = dict(os.environ)
-    env["ANDREA_CPU_ISA"] = "native"
+    env["ANDREA_CPU_ISA"] = "asis"
     for k, v in (CPU_PINS if pins is None else pins).items():
         if v is None:
             env.pop(k, None)
