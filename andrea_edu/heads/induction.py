@@ -19,9 +19,12 @@ token was a" into each position, and the layer-1 head's keys read that (K-compos
    prefix matching of a (layer-0 writer, layer-1 reader) pair: the token-to-token matrix
                    P[x, y] = ln_1^1(wte[x] + p_mean) QK^h2 (gamma_1 * (ln_1^0(wte[y] + p_mean) OV^h1))^T,
                    the score of a query token x for a key whose previous token was y, through the
-                   writer: positive when a token attends to keys preceded by itself. LayerNorm as in
-                   `heads.composition`: gamma folded in, the key side's centering, scale and beta
-                   ignored; layer 0's MLP is left out (the direct path).
+                   writer: positive when a token attends to keys preceded by itself. LayerNorm: the
+                   writer reads its real input (layer 0's ln_1 of the embedding, without beta_0);
+                   what it writes meets layer 1's gamma_1 only (the centering, the scale and beta_1
+                   of layer 1's ln_1 on the key side ignored, as in `heads.composition`); the query
+                   side is layer 1's full ln_1 of the embedding. Layer 0's MLP is left out: the
+                   direct path.
 3. Loss on the second copy. The next-character loss on the first copy (nothing to copy from) and
    on the second (everything is): an induction mechanism makes the second far lower. Per layer-1
    head, the rise of the second-copy loss when that head is ablated says which head carries it.

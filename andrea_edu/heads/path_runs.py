@@ -29,7 +29,7 @@ import torch
 from .. import env
 from . import paths as PA
 from . import text_corpus as tc
-from .text_runs import RunFileError, TextRun, _atomic_write, _need
+from .text_runs import RunFileError, TextRun, _need
 
 PATHS_FILE = "realtext_paths.json"
 SCHEMA = 1
@@ -90,9 +90,13 @@ def measure(run: TextRun, corpus: tc.Corpus, weights_sha256: str, entries=None) 
                            "wall_seconds": round(time.perf_counter() - t0, 1)}}
 
 
-def save_paths(d: dict, path: Path) -> None:
+def save_paths(d: dict, path: Path, replace: bool = False) -> None:
+    """Write atomically (temporary file, then rename); refuse an existing file unless replace."""
     path = Path(path)
-    _atomic_write(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))
+    if path.exists() and not replace:
+        raise FileExistsError(f"{path} exists; nothing written (pass replace=True, on the command "
+                              f"line --replace, or another --out)")
+    env.write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))])
 
 
 def load_paths(path: Path, weights_sha256: str | None = None) -> dict:
@@ -164,7 +168,10 @@ def main(argv: list[str] | None = None) -> None:
     from .text_training import find_data, load_run
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--replace", action="store_true", help="overwrite an existing --out")
     args = ap.parse_args(argv)
+    if args.out.exists() and not args.replace:
+        raise SystemExit(f"--out {args.out} exists: pass --replace to overwrite committed data")
     torch.set_num_threads(1)
     src = find_data()
     if src is None:
@@ -172,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     run = load_run(src)
     sha = weights_sha256(src)
     d = measure(run, tc.corpus_cached(), sha)
-    save_paths(d, args.out)
+    save_paths(d, args.out, replace=args.replace)
     print(f"wrote {args.out}: {len(d['entries'])} entries, {d['provenance']['cpu_seconds']} s CPU, "
           f"{d['provenance']['wall_seconds']} s wall")
 

@@ -23,17 +23,15 @@ is not a measure of the work).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from . import text_runs as R
 from . import text_training as TT
 
 LONG_FILE = "realtext_long_run.json"
-LONG_WEIGHTS = "realtext_long_model.pt"
+LONG_WEIGHTS = "realtext_long_model.pt"  # text_runs.weights_path(LONG_FILE)
 MODULE = "andrea_edu.heads.text_longer"
 CHANGES = dict(seq_len=256, batch_size=16, steps=1000, eval_every=250)
 
@@ -45,20 +43,13 @@ def long_settings(fast: bool | None = None) -> R.TextSettings:
     return dataclasses.replace(s, **R.FAST) if fast else s
 
 
-def save_long(run: R.TextRun, path: Path) -> None:
-    """save_run into a scratch folder, then the weights and the JSON (naming LONG_WEIGHTS) moved
-    beside `path`, each with os.replace: the committed real-text weights are never touched."""
-    path = Path(path)
-    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
-        R.save_run(run, Path(tmp) / R.RUN_FILE)
-        d = json.loads((Path(tmp) / R.RUN_FILE).read_text())
-        d["weights"]["file"] = LONG_WEIGHTS
-        d["provenance"]["produced_by"] = f"python -m {MODULE} --out {path}"
-        d["provenance"]["what"] = ("the real-text model with a longer context (256 characters) "
-                                   "and more steps, to look for induction heads")
-        os.replace(Path(tmp) / R.WEIGHTS_FILE, path.with_name(LONG_WEIGHTS))
-        (Path(tmp) / "run.json").write_text(json.dumps(d, indent=1) + "\n")
-        os.replace(Path(tmp) / "run.json", path)
+def save_long(run: R.TextRun, path: Path) -> list[Path]:
+    """`text_runs.save_run` (the JSON and `weights_path(path)` as one unit, existing files
+    refused), with this run's provenance lines."""
+    run.provenance = {**run.provenance, "produced_by": f"python -m {MODULE} --out {path}",
+                      "what": "the real-text model with a 256-character context, to look for "
+                              "induction heads"}
+    return R.save_run(run, Path(path))
 
 
 def main(argv: list[str] | None = None) -> None:
