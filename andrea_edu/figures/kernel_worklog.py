@@ -25,10 +25,11 @@ from __future__ import annotations
 from andrea_edu.figures.kernel_source import (  # noqa: F401  (re-exported for the chapter)
     _code, _first_sentence, code_part, doc_paragraph, excerpt, first_line, header_quote,
     loop_lines, marked_lines, source_block, version_header)
+from andrea_edu.kernels import registry
 from andrea_edu.kernels.toolkit import KERNEL_FILES
 
-VERSIONS = ("v1", "v2", "v3")
-BACKEND = {"v1": "cuda-naive", "v2": "cuda-wmma", "v3": "cuda-flash"}
+VERSIONS = registry.versions()                                   # ("v1", "v2", "v3")
+BACKEND = {s.version: s.backend for s in registry.specs()}       # {"v1": "cuda-naive", ...}
 COLORS = {"v1": "#7f7f7f", "v2": "#1f77b4", "v3": "#d62728"}
 
 
@@ -135,10 +136,7 @@ def decomposition_figure(trace, pair=(0, 0)):
 
 
 def _tile_width(trace) -> int:
-    from andrea_edu.kernels.toolkit import kernel_constants
-
-    c = kernel_constants(trace.kernel)
-    return c.get("V1_BC") or c.get(f"{trace.kernel.upper()}_BK")
+    return registry.get(trace.kernel).keys_per_tile
 
 
 # ------------------------------------------------------------------ sentences and tables

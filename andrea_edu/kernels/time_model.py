@@ -24,7 +24,6 @@ the model says, which keeps it a lower bound for v2 and v3. For v1 the smem term
 """
 from __future__ import annotations
 
-import math
 
 import torch
 
@@ -55,27 +54,9 @@ HMMA_FLOPS = 2 * 16 * 8 * 16          # one HMMA.16816: m16 n8 k16 multiply-adds
 
 def launch_work(version: str, B: int, nh: int, T: int, causal: bool, head_dim: int) -> dict:
     """Blocks, K/V tiles and warp-tiles (one warp, one K/V tile) of one launch, from the .cu
-    file's tile sizes (the same loops as the emulator)."""
-    from andrea_edu.kernels.toolkit import block_rows, kernel_constants
-    c = kernel_constants(version)
-    v = version.upper()
-    if version == "v1":
-        rows, keys, warps = c["V1_BR"], c["V1_BC"], c["V1_WARPS"]
-        q_tiles = [(q0, B * nh) for q0 in range(0, T, rows)]   # every block runs every q tile
-        blocks = B * nh
-    else:
-        rows, keys, warps = block_rows(version, head_dim), c[f"{v}_BK"], c[f"{v}_WARPS"]
-        q_tiles = [(q0, B * nh) for q0 in range(0, T, rows)]   # one block per (b, h, q tile)
-        blocks = B * nh * math.ceil(T / rows)
-    kv_tiles = sum(n * math.ceil((min(T, q0 + rows) if causal else T) / keys)
-                   for q0, n in q_tiles)
-    warp_tiles = kv_tiles * warps
-    if version == "v3" and causal:                # a warp skips tiles wholly above its rows
-        per = rows // warps
-        warp_tiles = sum(n * math.ceil(min(T, q0 + (w + 1) * per) / keys)
-                         for q0, n in q_tiles for w in range(warps))
-    return dict(blocks=blocks, kv_tiles=kv_tiles, warp_tiles=warp_tiles,
-                rows_per_block_tile=rows, keys_per_tile=keys, warps_per_block=warps)
+    file's tile sizes (the same loops as the emulator): KernelSpec.launch_work."""
+    from andrea_edu.kernels import registry
+    return registry.get(version).launch_work(B, nh, T, causal, head_dim)
 
 
 def model_bound(version: str, B: int, nh: int, T: int, head_dim: int, causal: bool = True,
@@ -114,16 +95,15 @@ def report(head_dims=(32, 64, 96, 128), shape=(8, 12, 1024), causal: bool = True
            dtype=torch.bfloat16, gpus=("H200", "RTX 4090")) -> dict:
     """SASS evidence and the model bound of every version at every head_dim, per GPU: what
     scripts/gpu_suite.sh stores beside the measurements (all of it labelled "model")."""
+    from andrea_edu.kernels import registry
     from andrea_edu.kernels.sass import evidence
-    from andrea_edu.kernels.limits import V1_MAX_HEAD_DIM, V2_HEAD_DIMS, V3_HEAD_DIMS
-    ok = {"v1": lambda h: h <= V1_MAX_HEAD_DIM, "v2": lambda h: h in V2_HEAD_DIMS,
-          "v3": lambda h: h in V3_HEAD_DIMS}
     B, nh, T = shape
     rows = []
     for gpu in gpus:
-        for version in ("v1", "v2", "v3"):
+        for spec in registry.specs():
+            version = spec.version
             for hd in head_dims:
-                if not ok[version](hd):
+                if spec.ineligibility(hd, dtype, None) is not None:
                     continue
                 ev = evidence(version, hd, dtype, GPUS[gpu]["arch"])
                 rows.append(dict(evidence=ev, model=model_bound(version, B, nh, T, hd, causal,
