@@ -89,9 +89,12 @@ def _kernel_text(version: str) -> tuple[str, int]:
 def kernel_signature(version: str) -> KernelSignature:
     """Read the kernel's parameters from its source (the book shows what the kernel is told)."""
     text, _ = _kernel_text(version)
-    tmpl = re.match(r"template <([^>]*)>", text).group(1)
     spec = registry.get(version)
-    params = re.search(spec.kernel + r"\(([^)]*)\)", text).group(1)
+    tmpl_m = re.match(r"template <([^>]*)>", text)
+    params_m = re.search(spec.kernel + r"\(([^)]*)\)", text)
+    if tmpl_m is None or params_m is None:
+        raise RuntimeError(f"cannot read the parameters of {spec.kernel} in {spec.source}")
+    tmpl, params = tmpl_m.group(1), params_m.group(1)
     plist = tuple(" ".join(p.split()) for p in params.split(","))
     names = tuple(p.split()[-1].lstrip("*") for p in plist)
     return KernelSignature(spec.kernel, spec.source,

@@ -210,10 +210,10 @@ def tile_counts(instrs: list[Instr], trip_plan) -> dict:
         st, en = blocks[j]
         b = branch(en - 1)
         nxt = [j + 1] if j + 1 < len(blocks) else [None]
-        if b is None or b.target() is None:
+        t = None if b is None else b.target()
+        if b is None or t is None:
             return nxt
-        t = b.target()
-        tj = block_of.get(at.get(t)) if t in at else None      # past the body: the loop end
+        tj = block_of.get(at[t]) if t in at else None          # past the body: the loop end
         return [tj] if not b.conditional else [tj] + nxt
 
     def remainder_block(region):

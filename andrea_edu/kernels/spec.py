@@ -64,6 +64,8 @@ class KernelSpec:
     reverse_query_tiles    blockIdx.y = 0 takes the last query tile (heaviest causal first)
     warp_skips_causal_tiles  a warp skips a K/V tile wholly above its rows (the time model)
     row_alignment  bytes q, k, v must be aligned to (v3's cp.async: 16); 0 for none
+    smem_floor(head_dim, c) -> shared-memory bytes a warp cannot avoid per K/V tile, where the
+                   SASS count overstates them (v1's broadcast reads); None: the count stands
     ineligibility(head_dim, dtype, sm) -> None or the one reason it cannot run (dispatcher);
                    sm None: no GPU named, head_dim and dtype only
     tile(head_dim, dtype) -> the template's tile argument (ValueError when not compiled)
@@ -108,6 +110,7 @@ class KernelSpec:
     reverse_query_tiles: bool = False
     warp_skips_causal_tiles: bool = False
     row_alignment: int = 0
+    smem_floor: Callable[[int, dict], int] | None = None
     source_dir: Path | None = None
 
     # ------------------------------------------------------------ the .cu file

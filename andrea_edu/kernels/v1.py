@@ -82,6 +82,19 @@ def trip_plan(head_dim: int, consts: dict):
     return plan
 
 
+def smem_floor(head_dim: int, c: dict) -> int:
+    """Shared-memory bytes one v1 warp cannot avoid per full K/V tile, from attention_v1.cu's
+    loops: for each of its query rows, every lane reads its own key's head_dim floats of sK
+    (S = Q K^T) and, for each of the tile's keys, its own columns of sV (O += P V), 128 bytes per
+    warp-instruction each; plus its share of the tile's staging stores (K and V, fp32). The
+    broadcast reads of sQ (one address for the whole warp) are counted at zero. A floor: never
+    more than the bytes the SASS instructions request (the time model takes it for v1)."""
+    hdp = 32 * math.ceil(head_dim / 32)
+    per_row = 4 * 32 * head_dim + c["V1_BC"] * 4 * hdp        # sK words + sV words
+    staging = 2 * 4 * c["V1_BC"] * hdp // c["V1_WARPS"]         # sK and sV stores, this warp's
+    return c["V1_ROWS_PER_WARP"] * per_row + staging
+
+
 def chosen(head_dim: int, dtype, sm: int | None, previous: tuple | None) -> str:
     if previous is None:
         return "backend='cuda-naive' was requested"
@@ -111,7 +124,7 @@ SPEC = KernelSpec(
     prefix="V1_", keys_const="BC", head_dims=tuple(32 * c for c in V1_CHUNK_SIZES),
     dtypes=tuple(CTYPE), walks_all_query_tiles=True,
     ineligibility=lambda head_dim, dtype, sm=None: v1_ineligibility(head_dim, sm),
-    tile=tile, max_head_dim=lambda t: 32 * t, smem_layout=smem_layout,
+    tile=tile, max_head_dim=lambda t: 32 * t, smem_layout=smem_layout, smem_floor=smem_floor,
     block_rows=lambda c, head_dim: c["V1_BR"], emulate_block=emulate_block, trip_plan=trip_plan,
     chosen=chosen, emulating=emulating, emulator_refusal=emulator_refusal,
     launch_refusal=launch_refusal, gpu_refusal=lambda sm, arch, dtype: None,
