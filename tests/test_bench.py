@@ -314,3 +314,50 @@ def test_chapter_runs_with_gpu_and_cpu_data_files(cpu_results, tmp_path, monkeyp
     assert "No GPU measurement exists yet" not in text
     assert "GPU measurement: Fake GPU (test)" in text and "CPU measurement: CPU: " in text
     assert "Fake GPU (test), cuda-wmma" in text  # the 32 vs 64 comparison used the GPU file
+
+
+# ------------------------------------------------------------- the one op counter, SDPA live
+def test_the_one_op_counter_counts_matmuls_and_hidden_copies():
+    from andrea_edu.bench.aten import AtenOps, blas_calls, count_aten_ops
+
+    x, w = torch.randn(4, 6), torch.randn(6, 6)
+    assert blas_calls(lambda: [x @ w for _ in range(3)]) == 3
+    assert count_aten_ops(lambda: x.t().contiguous()).get("clone") == 1
+    assert count_aten_ops(lambda: x.view(6, 4)).get("clone") is None
+    with AtenOps() as rec:
+        torch.relu(x @ w)
+    assert [str(f) for f in rec.calls] == ["aten.mm.default", "aten.relu.default"]
+    assert rec.counts() == {"mm": 1, "relu": 1}
+
+
+def test_the_pipeline_op_recorder_is_the_same_counter_split_by_step():
+    from andrea_edu.bench.aten import AtenOps
+    from andrea_edu.pipeline.ops import OpRecorder
+
+    x, w = torch.randn(4, 6), torch.randn(6, 6)
+    assert issubclass(OpRecorder, AtenOps)
+    with OpRecorder() as rec:
+        y = rec.mark(0, "matmul", x @ w)
+        rec.mark(0, "act", torch.relu(y) + torch.relu(y))
+    assert rec.ops == {"matmul": ["aten.mm.default"],
+                       "act": ["aten.relu.default", "aten.add.Tensor"]}
+
+
+def test_sdpa_on_the_view_makes_no_copy_and_the_contiguous_path_copies_q_k_v():
+    from andrea_edu.bench.sdpa import sdpa_view_vs_contiguous
+
+    r = sdpa_view_vs_contiguous(B=1, T=8, n_head=2, head_dim=4, repeats=1)
+    assert "clone" not in r["transposed view"]["ops"]
+    assert r[".contiguous() first"]["ops"]["clone"] == 3
+    assert r["max_abs_diff"] == 0.0 and r["strides"] == (64, 4, 8, 1)
+    assert all(0 < r[p]["min_ms"] <= r[p]["median_ms"]
+               for p in ("transposed view", ".contiguous() first"))
+
+
+def test_sdpa_one_wide_head_cuts_the_same_numbers_two_ways():
+    from andrea_edu.bench.sdpa import sdpa_one_wide_head
+
+    r = sdpa_one_wide_head(B=1, T=8, d_model=16, n_head=4, repeats=1)
+    assert {k: v["head_dim"] for k, v in r.items()} == {"4 heads of 4": 4, "1 head of 16": 16}
+    assert all(sum(v["ops"].values()) >= 1 and 0 < v["min_ms"] <= v["median_ms"]
+               for v in r.values())

@@ -119,7 +119,7 @@ def test_run_file_round_trip_and_one_line_errors(tiny_run, tmp_path):
     with pytest.raises(TT.RunFileError) as e:
         TT.load_run(bad, with_model=False)
     assert str(bad) in str(e.value) and "scores" in str(e.value) and "\n" not in str(e.value)
-    (tmp_path / TT.WEIGHTS_FILE).write_bytes(b"not the weights")
+    TT.weights_path(path).write_bytes(b"not the weights")
     with pytest.raises(TT.RunFileError, match="sha256"):
         TT.load_run(path)
     bad.write_text("{")

@@ -4,7 +4,7 @@ journey.
 Introduced in the chapters "The final picture" (pipeline_diagram, cost_figure, share_figure,
 flop_share_figure) and "Reading the pipeline" (journey_figure). Every box, shape and number is
 read from the model object (`pipeline.layer_steps` / `model_steps`), a measurement
-(`pipeline_timing.StepTiming`) or a real run (`tracer.Trace`), never typed in.
+(`pipeline.timing.StepTiming`) or a real run (`tracer.Trace`), never typed in.
 """
 from __future__ import annotations
 

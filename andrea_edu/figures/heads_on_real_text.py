@@ -165,15 +165,27 @@ def fig_training(run):
     return fig
 
 
-def recheck_sentence(cmp: dict, n_steps: int, same: bool) -> None:
+def recheck_sentence(cmp: dict, n_steps: int, same: bool, committed: dict | None = None) -> None:
+    """committed: the committed run's provenance; the sentence says "the same pins" only when
+    the re-check's pins and ATen level are the committed run's, and names both otherwise."""
     if not same:
         md(f"Re-check: {n_steps} steps trained now on this machine's corpus, which is not the "
            f"committed run's, so their losses are not expected to agree (largest difference "
            f"{cmp['max_abs_diff']:.3g} nats); the committed numbers below are the committed "
            f"corpus's.")
         return
-    md(f"Re-check: the first {cmp['steps']} steps, trained again now in a subprocess with the same "
-       f"pins (ATen used {cmp['cpu_capability']}; {cmp['wall_seconds']:.1f} s), give training "
+    pins = ", ".join(f"{k}={v}" for k, v in cmp["pins"].items())
+    if committed is None:
+        how = f"with {pins} (ATen used {cmp['cpu_capability']}"
+    elif (cmp["pins"] == committed.get("pins")
+          and cmp["cpu_capability"] == committed.get("cpu_capability")):
+        how = f"with the committed run's pins (ATen used {cmp['cpu_capability']}, as it did"
+    else:
+        how = (f"with {pins} (ATen used {cmp['cpu_capability']}; the committed run had "
+               + ", ".join(f"{k}={v}" for k, v in (committed.get("pins") or {}).items())
+               + f" and ATen {committed.get('cpu_capability')}")
+    md(f"Re-check: the first {cmp['steps']} steps, trained again now in a subprocess {how}; "
+       f"{cmp['wall_seconds']:.1f} s), give training "
        f"losses within **{cmp['max_abs_diff']:.2g}** nats of the committed ones: "
        f"{'inside' if cmp['agrees'] else '**outside**'} the tolerance of {cmp['tol']:g} nats "
        f"(measured, see `text_training`). "

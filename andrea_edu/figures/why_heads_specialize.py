@@ -1,6 +1,6 @@
-"""Figures of the chapter "Why heads specialize" (those of "Why twelve heads" are in nhead_figures).
+"""Figures of the chapter "Why heads specialize" (those of "Why twelve heads" are in why_twelve_heads).
 
-Every function takes what `specialization.train` (or `specialization_sweep.load_sweep`) returned
+Every function takes what `heads.training.train` (or `heads.sweep.load_sweep`) returned
 and returns a matplotlib Figure with a title and a caption line; nothing here trains or decides.
 Head h keeps its colour of `viz.head_color` in every figure.
 """
@@ -12,14 +12,7 @@ import torch
 
 from andrea_edu.heads.corpus import PATTERNS, Batch
 from andrea_edu.heads.measures import DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, detect
-from andrea_edu.figures.viz import head_color, heatmap
-
-PATTERN_COLORS = {"previous token": "#1f77b4", "matching bracket": "#d62728",
-                  "recent entity": "#2ca02c", "all": "#444444"}
-
-
-def caption(fig, text: str, y: float = 0.01) -> None:
-    fig.text(0.5, y, text, ha="center", va="bottom", fontsize=8, color="#444444", wrap=True)
+from andrea_edu.figures.viz import PATTERN_COLORS, caption, head_color, heatmap
 
 
 def head_labels(L: int, nh: int) -> list[str]:

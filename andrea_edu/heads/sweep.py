@@ -4,7 +4,7 @@ Introduced in "Why heads specialize" (seeds) and "Why twelve heads, not one wide
 a fixed d_model and budget). One run takes about 40 s of one CPU core, so the 15 runs of the
 chapters' sweep are computed once by this module's command line and committed:
 
-    python -m andrea_edu.specialization_sweep --out book/data/specialization_sweep.json
+    python -m andrea_edu.heads.sweep --out book/data/specialization_sweep.json
 
 The file records how it was made (machine, versions, commit, date, settings, command, a hash of
 the code that produced the numbers, the wall and CPU time of every run). A chapter that loads it
@@ -82,7 +82,7 @@ def _git_commit() -> str:
 
 
 def provenance(base: Settings, n_heads, seeds, wall_seconds: float,
-               command: str = "andrea_edu.specialization_sweep.run_sweep(...)") -> dict:
+               command: str = "andrea_edu.heads.sweep.run_sweep(...)") -> dict:
     cpu = cpu_provenance()  # the CPU, the ISA pins and the level ATen really used
     return {
         "what": "specialization runs: toy ANDREA trained on andrea_edu.heads.corpus, per n_head and seed",
@@ -248,7 +248,7 @@ def load_sweep(path=None) -> tuple[dict, dict]:
     if path is None or not path.is_file():
         looked = (where_looked(DATA_NAME) if path is None else f"no sweep file at {path}")
         raise FileNotFoundError(f"{looked}: create it with `python -m "
-                                f"andrea_edu.specialization_sweep --out book/data/{DATA_NAME}`")
+                                f"andrea_edu.heads.sweep --out book/data/{DATA_NAME}`")
     try:
         data = json.loads(Path(path).read_text())
     except json.JSONDecodeError as e:
@@ -382,7 +382,7 @@ def pattern_heads(runs: dict, n_head: int | None = None, threshold: float | None
 def _parser() -> argparse.ArgumentParser:
     d_model = default_settings(fast=False).d_model
     ap = argparse.ArgumentParser(
-        prog="python -m andrea_edu.specialization_sweep",
+        prog="python -m andrea_edu.heads.sweep",
         description=__doc__.splitlines()[0] + " The instruction sets of torch's CPU libraries "
         "are pinned to AVX2 (ANDREA_CPU_ISA=native turns that off).")
     ap.add_argument("--out", default=f"book/data/{DATA_NAME}",
@@ -421,7 +421,7 @@ def main(argv=None) -> int:
     if problem:  # before any training: one line, exit status 2 (argparse's convention)
         return fail(ap.prog, problem)
     base = default_settings(fast=False)
-    command = ("python -m andrea_edu.specialization_sweep " + " ".join(argv)).strip()
+    command = ("python -m andrea_edu.heads.sweep " + " ".join(argv)).strip()
     prov, runs = run_sweep(args.n_heads, args.seeds, base, workers=args.workers, command=command)
     path = save_sweep(args.out, prov, runs)
     print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB): {len(runs)} runs in "

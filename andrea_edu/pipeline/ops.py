@@ -1,7 +1,7 @@
 """What each step of the forward pass ran: aten ops on any device, CUDA kernel names on a GPU.
 
 Introduced in the chapter "The final picture" (the table "Which kernel each step ran"); used by
-`pipeline_timing.time_steps` and by "Reading the pipeline".
+`pipeline.timing.time_steps` and by "Reading the pipeline".
 
     with OpRecorder() as rec:                     # every aten op torch dispatches, per step
         pipeline.model_in_steps(model, idx, rec.mark)
@@ -11,13 +11,9 @@ Introduced in the chapter "The final picture" (the table "Which kernel each step
 """
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-# Records the aten ops each step runs: a private but long-stable torch API (in every torch the
-# package allows, >= 2.4; bench.matmuls relies on it too).
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from andrea_edu.bench.aten import AtenOps
 from andrea_edu.pipeline.steps import model_in_steps
 
 # aten ops that move no data or only check it: hidden by main_ops
@@ -32,23 +28,21 @@ def main_ops(ops) -> list[str]:
     return [o for o in short if o not in _BOOKKEEPING] or short
 
 
-class OpRecorder(TorchDispatchMode):
-    """Every aten op that runs, attributed to the step whose mark comes next:
-    `with OpRecorder() as rec: model_in_steps(model, idx, rec.mark)`, then rec.ops[name]."""
+class OpRecorder(AtenOps):
+    """Every aten op that runs (the one op counter, andrea_edu.bench.aten), attributed to the
+    step whose mark comes next: `with OpRecorder() as rec: model_in_steps(model, idx, rec.mark)`,
+    then rec.ops[name] (full names, 'aten.mm.default', each once, in order)."""
 
     def __init__(self):
         super().__init__()
-        self.pending: list[str] = []
         self.ops: dict[str, list[str]] = {}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.pending.append(str(func))
-        return func(*args, **(kwargs or {}))
+        self._marked = 0  # calls[:_marked] belong to steps already marked
 
     def mark(self, layer, name, out, **info):
         seen = self.ops.setdefault(name, [])
-        seen += [op for op in self.pending if op not in seen]
-        self.pending = []
+        seen += [op for op in dict.fromkeys(str(f) for f in self.calls[self._marked:])
+                 if op not in seen]
+        self._marked = len(self.calls)
         return out
 
 
@@ -58,8 +52,7 @@ def profile_steps(model, idx, cuda: bool = True) -> tuple[dict, dict]:
     (opened at the k-th mark, or at the start for k = 0) holds the ops of step k+1."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    names: list[str] = []
-    ranges: list[Any] = []  # torch.profiler.record_function contexts, entered by hand
+    names, ranges = [], []
 
     def mark(layer, name, out, **info):
         ranges[-1].__exit__(None, None, None)

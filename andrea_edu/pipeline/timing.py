@@ -20,7 +20,7 @@ that records every aten op, CUDA kernel names from a torch.profiler pass on a GP
 (`pipeline_ops`).
 
 CLI (writes the JSON the chapter reads; run it on a GPU machine to commit a GPU measurement):
-    python -m andrea_edu.pipeline_timing --config ANDREA-120M -B 8 -T 1024 --dtype bfloat16
+    python -m andrea_edu.pipeline.timing --config ANDREA-120M -B 8 -T 1024 --dtype bfloat16
 """
 from __future__ import annotations
 
@@ -327,7 +327,7 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
 def _parser(presets) -> argparse.ArgumentParser:
     from andrea_edu.attention import BACKENDS
 
-    ap = argparse.ArgumentParser(prog="python -m andrea_edu.pipeline_timing",
+    ap = argparse.ArgumentParser(prog="python -m andrea_edu.pipeline.timing",
                                  description="Time each step of one ANDREA forward pass and write "
                                              "pipeline_<device>.json (atomically).")
     ap.add_argument("--config", default="ANDREA-120M", choices=sorted(presets),
@@ -383,4 +383,5 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     from andrea_edu.env import rerun_unpinned
-    raise SystemExit(rerun_unpinned("andrea_edu.pipeline.timing") or main())
+    rc = rerun_unpinned("andrea_edu.pipeline.timing")  # 0 is a child's success: not "go on"
+    raise SystemExit(main() if rc is None else rc)

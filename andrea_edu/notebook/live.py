@@ -1,6 +1,6 @@
 """The engine behind a live slider: frames cached per position, drawn on one background thread.
 
-Used by ``andrea_edu.figures.slider.live_widget`` (introduced with the book's first slider). A
+Used by ``andrea_edu.notebook.slider.live_widget`` (introduced with the book's first slider). A
 chapter still writes one ``plot_fn(**kw) -> Figure``; this module decides when it runs:
 
 - every position's PNG is kept (``LiveFigure.frames``), so a position seen before is shown at
