@@ -81,7 +81,7 @@ def example_html(corpus: tc.Corpus, batch: tc.TextBatch, b: int, start: int, len
     """One window as text: each labelled bracket query and its opener, each identifier query and
     its key, coloured by pattern (previous token is every position, so it is not drawn)."""
     chars = corpus.decode(batch.idx[b, start: start + length])
-    style = {i: [] for i in range(length)}
+    style: dict[int, list[str]] = {i: [] for i in range(length)}
     for p, css in ((tc.BRACKET, "background:#f6c6c6"), (tc.IDENT, "border-bottom:2px solid #2ca02c")):
         for t in range(start, start + length):
             k = int(batch.key[p, b, t])
@@ -165,15 +165,27 @@ def fig_training(run):
     return fig
 
 
-def recheck_sentence(cmp: dict, n_steps: int, same: bool) -> None:
+def recheck_sentence(cmp: dict, n_steps: int, same: bool, committed: dict | None = None) -> None:
+    """committed: the committed run's provenance; the sentence says "the same pins" only when
+    the re-check's pins and ATen level are the committed run's, and names both otherwise."""
     if not same:
         md(f"Re-check: {n_steps} steps trained now on this machine's corpus, which is not the "
            f"committed run's, so their losses are not expected to agree (largest difference "
            f"{cmp['max_abs_diff']:.3g} nats); the committed numbers below are the committed "
            f"corpus's.")
         return
-    md(f"Re-check: the first {cmp['steps']} steps, trained again now in a subprocess with the same "
-       f"pins (ATen used {cmp['cpu_capability']}; {cmp['wall_seconds']:.1f} s), give training "
+    pins = ", ".join(f"{k}={v}" for k, v in cmp["pins"].items())
+    if committed is None:
+        how = f"with {pins} (ATen used {cmp['cpu_capability']}"
+    elif (cmp["pins"] == committed.get("pins")
+          and cmp["cpu_capability"] == committed.get("cpu_capability")):
+        how = f"with the committed run's pins (ATen used {cmp['cpu_capability']}, as it did"
+    else:
+        how = (f"with {pins} (ATen used {cmp['cpu_capability']}; the committed run had "
+               + ", ".join(f"{k}={v}" for k, v in (committed.get("pins") or {}).items())
+               + f" and ATen {committed.get('cpu_capability')}")
+    md(f"Re-check: the first {cmp['steps']} steps, trained again now in a subprocess {how}; "
+       f"{cmp['wall_seconds']:.1f} s), give training "
        f"losses within **{cmp['max_abs_diff']:.2g}** nats of the committed ones: "
        f"{'inside' if cmp['agrees'] else '**outside**'} the tolerance of {cmp['tol']:g} nats "
        f"(measured, see `text_training`). "
@@ -398,7 +410,7 @@ def toy_source(path_name: str | None, seconds: float, settings, chapter_seed: in
 
 
 # ---------------------------------------------------------------- GPT-2
-def show_gpt2_scores(scores, base) -> None:
+def show_gpt2_scores(scores, base) -> str:
     s = np.asarray(scores)
     rows = []
     for p in tc.PATTERNS:
