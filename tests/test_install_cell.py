@@ -206,7 +206,7 @@ def test_cuda12_headers_are_found_in_the_cuda12_wheel_layout(tmp_path, monkeypat
         (nv / rel).parent.mkdir(parents=True, exist_ok=True)
         (nv / rel).write_text("")
     fake = type(sys)("nvidia")
-    fake.__path__ = [str(nv)]  # type: ignore[attr-defined]
+    fake.__path__ = [str(nv)]
     monkeypatch.setitem(sys.modules, "nvidia", fake)
     monkeypatch.setitem(sys.modules, "cuda.pathfinder", None)  # only the fake wheels count
     monkeypatch.delenv("CUDA_HOME", raising=False)
