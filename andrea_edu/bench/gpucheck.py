@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from andrea_edu.env import __version__, cpu_provenance
+from andrea_edu.env import __version__, cpu_provenance, git_commit
 
 from andrea_edu.kernels.limits import V2_HEAD_DIMS, V3_HEAD_DIMS, V3_MIN_SM
 from andrea_edu.attention import attention, compare_to_reference
@@ -54,19 +54,6 @@ def cases(sm: int | None = None):
     out += [("v3", dt, 8, 12, 1024, 64, c) for dt in (torch.float16, torch.bfloat16)
             for c in (False, True) if v3]
     return out
-
-
-def _git_commit() -> str:
-    root = Path(__file__).resolve().parents[2]
-    try:
-        run = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "andrea_edu"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return run.stdout.strip() + (" (modified)" if dirty else "") if run.returncode == 0 \
-            else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def run_sweep(log=print) -> list[dict]:
@@ -145,7 +132,7 @@ def main(argv=None) -> int:
     report = dict(schema="andrea_edu.gpucheck/1", device=device_info(),
                   versions=dict(andrea_edu=__version__, torch=torch.__version__,
                                 torch_cuda=torch.version.cuda, python=sys.version.split()[0]),
-                  git_commit=_git_commit(), cpu_numerics=cpu_provenance(),
+                  git_commit=git_commit(), cpu_numerics=cpu_provenance(),
                   date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
     report["versions"]["nvrtc"] = report["device"].get("nvrtc")
     report["versions"]["driver_cuda"] = report["device"].get("driver_cuda")

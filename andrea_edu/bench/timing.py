@@ -23,15 +23,13 @@ import re
 import statistics
 import subprocess
 import time
-from pathlib import Path
 
 import torch
 
-from andrea_edu.env import cpu_name
+from andrea_edu.env import cpu_name, git_commit
 
 __all__ = ["attention_flops", "matmul_flops", "time_fn", "time_fns", "check_close", "tolerance",
            "provenance", "pick_device", "device_slug", "ValidationError"]
-_REPO = Path(__file__).resolve().parents[2]
 
 
 class ValidationError(RuntimeError):
@@ -62,20 +60,6 @@ def matmul_flops(M: int, N: int, K: int) -> float:
 # ------------------------------------------------------------------------- provenance
 
 
-def _git_commit() -> str:
-    if os.environ.get("ANDREA_GIT_COMMIT"):
-        return os.environ["ANDREA_GIT_COMMIT"]
-    try:
-        run = dict(cwd=_REPO, capture_output=True, text=True, timeout=10)
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
-        if not sha:
-            return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "andrea_edu"], **run).stdout
-        return sha + ("-dirty" if dirty.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def _driver_version() -> str | None:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -97,7 +81,7 @@ def provenance(device: str, command: str = "") -> dict:
     p = {"device_kind": "gpu" if device == "cuda" else "cpu",
          "torch": torch.__version__, "cuda": torch.version.cuda,
          "andrea_edu": __version__, "python": platform.python_version(),
-         "git_commit": _git_commit(), "command": command,
+         "git_commit": git_commit(), "command": command,
          "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
