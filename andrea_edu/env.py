@@ -240,3 +240,49 @@ def write_json_atomic(path, obj, **dumps_kw) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def write_files_as_unit(items) -> list[Path]:
+    """Write several files as one unit, all or nothing. items: [(path, write)], write(tmp) fills
+    a temporary file beside `path`. Every file is first written to its temporary name; then each
+    is renamed over its target in order (put the file that names the others, the JSON, last); a
+    failure anywhere removes every temporary file and puts back the files already replaced
+    (from hard-linked backups), so the folder holds the old set or the new one."""
+    items = [(Path(p), w) for p, w in items]
+    tag = f"{os.getpid()}"
+    tmps = [p.with_name(f".{p.name}.{tag}.tmp") for p, _ in items]
+    done: list[tuple[Path, Path | None]] = []
+    try:
+        for (path, write), tmp in zip(items, tmps):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write(tmp)
+        for (path, _), tmp in zip(items, tmps):
+            bak = None
+            if path.exists():
+                bak = path.with_name(f".{path.name}.{tag}.bak")
+                with contextlib.suppress(FileNotFoundError):
+                    bak.unlink()
+                try:
+                    os.link(path, bak)
+                except OSError:  # a file system without hard links: a copy
+                    import shutil
+                    shutil.copy2(path, bak)
+            os.replace(tmp, path)
+            done.append((path, bak))
+    except BaseException:
+        for path, bak in reversed(done):
+            with contextlib.suppress(OSError):
+                if bak is not None:
+                    os.replace(bak, path)
+                else:
+                    path.unlink()
+        raise
+    finally:
+        for tmp in tmps:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        for _, bak in done:
+            if bak is not None:
+                with contextlib.suppress(OSError):
+                    bak.unlink()
+    return [p for p, _ in items]

@@ -127,7 +127,7 @@ def _open(browser, url):
     """A new page at `url`, with console errors, exceptions and external requests recorded."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    seen = {"console": [], "exceptions": [], "external": []}
+    seen: dict[str, list] = {"console": [], "exceptions": [], "external": []}
     page.on("console", lambda m: seen["console"].append((m.text, m.location.get("url", "")))
             if m.type == "error" else None)
     page.on("pageerror", lambda e: seen["exceptions"].append(str(e)))
@@ -205,7 +205,7 @@ def test_page_in_browser(docname, browser, site, built_book):
         problems = _problems_with_requests_and_console(seen)
         if "application/vnd.jupyter.widget-view+json" in html:
             problems.append("embeds a live ipywidget, which is dead without a kernel: use "
-                            "andrea_edu.figures.viz.slider (static frames in the book build)")
+                            "andrea_edu.notebook.slider.slider (static frames in the book build)")
         _screenshot(page, docname.replace("/", "__"))  # before any slider moves: as loaded
         figs = page.evaluate(_FIGURES_JS)
         problems += [f"image did not load: {i['src']}..." for i in figs["images"]
@@ -263,7 +263,7 @@ def test_static_slider_alone_in_a_bare_page(browser):
     the image for an invalid combination."""
     import matplotlib.pyplot as plt
 
-    from andrea_edu.figures.slider import static_html
+    from andrea_edu.notebook.slider import static_html
 
     def plot(a, b):
         fig, ax = plt.subplots(figsize=(2, 1.5))

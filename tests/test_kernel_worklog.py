@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from andrea_edu.figures import kernel_worklog as figs
+from andrea_edu.figures.kernel_source import first_line
 from andrea_edu.kernels.emulator import emulate
 
 matplotlib.use("Agg")
@@ -34,7 +35,7 @@ def test_ladder_has_one_entry_per_version_with_the_grid_of_each():
 
 
 def test_changes_block_lists_each_versions_line_under_its_step():
-    rows = [("S", {v: figs.first_line(v, r"blockIdx\.x") for v in figs.VERSIONS})]
+    rows = [("S", {v: first_line(v, r"blockIdx\.x") for v in figs.VERSIONS})]
     block = figs.changes_markdown(rows).splitlines()
     assert block[0] == "```cpp" and block[1] == "// ---- S" and block[-1] == "```"
     assert [b.split()[1] for b in block[2:5]] == list(figs.VERSIONS)

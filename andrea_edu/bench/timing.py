@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -66,11 +67,13 @@ def _git_commit() -> str:
     if os.environ.get("ANDREA_GIT_COMMIT"):
         return os.environ["ANDREA_GIT_COMMIT"]
     try:
-        run = dict(cwd=_REPO, capture_output=True, text=True, timeout=10)
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
+        def git(*args: str) -> str:
+            return subprocess.run(["git", *args], cwd=_REPO, capture_output=True, text=True,
+                                  timeout=10).stdout
+        sha = git("rev-parse", "HEAD").strip()
         if not sha:
             return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "andrea_edu"], **run).stdout
+        dirty = git("status", "--porcelain", "andrea_edu")
         return sha + ("-dirty" if dirty.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -94,7 +97,7 @@ def provenance(device: str, command: str = "") -> dict:
     """Where a measurement came from: device, versions, commit, date (goes into every file)."""
     from andrea_edu.env import __version__, cpu_provenance
 
-    p = {"device_kind": "gpu" if device == "cuda" else "cpu",
+    p: dict[str, Any] = {"device_kind": "gpu" if device == "cuda" else "cpu",
          "torch": torch.__version__, "cuda": torch.version.cuda,
          "andrea_edu": __version__, "python": platform.python_version(),
          "git_commit": _git_commit(), "command": command,
@@ -151,7 +154,7 @@ def time_fns(fns: dict, device: str, repeats: int = 10, warmup: int = 3,
         sync()
         per_round = max(time.perf_counter() - t0, 1e-9)
         repeats = max(min(3, repeats), min(repeats, int(budget_s / per_round)))
-    times = {name: [] for name in fns}
+    times: dict[str, list[float]] = {name: [] for name in fns}
     sync()
     for _ in range(repeats):
         for name, fn in fns.items():

@@ -81,7 +81,7 @@ def example_html(corpus: tc.Corpus, batch: tc.TextBatch, b: int, start: int, len
     """One window as text: each labelled bracket query and its opener, each identifier query and
     its key, coloured by pattern (previous token is every position, so it is not drawn)."""
     chars = corpus.decode(batch.idx[b, start: start + length])
-    style = {i: [] for i in range(length)}
+    style: dict[int, list[str]] = {i: [] for i in range(length)}
     for p, css in ((tc.BRACKET, "background:#f6c6c6"), (tc.IDENT, "border-bottom:2px solid #2ca02c")):
         for t in range(start, start + length):
             k = int(batch.key[p, b, t])
@@ -412,7 +412,7 @@ def toy_source(path_name: str | None, seconds: float, settings, chapter_seed: in
 
 
 # ---------------------------------------------------------------- GPT-2
-def show_gpt2_scores(scores, base) -> None:
+def show_gpt2_scores(scores, base) -> str:
     s = np.asarray(scores)
     rows = []
     for p in tc.PATTERNS:

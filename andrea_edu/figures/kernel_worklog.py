@@ -20,11 +20,9 @@ andrea_edu.kernels (sources, compiler, emulator, SASS evidence, model) or andrea
 """
 from __future__ import annotations
 
-# The source helpers live in kernel_source (shown kernel code is its own concept); the chapter
-# takes them from here, with the rest of its figures.
-from andrea_edu.figures.kernel_source import (  # noqa: F401  (re-exported for the chapter)
-    _code, _first_sentence, code_part, doc_paragraph, excerpt, first_line, header_quote,
-    loop_lines, marked_lines, source_block, version_header)
+# Shown kernel code is its own concept (andrea_edu.figures.kernel_source, shared by any chapter
+# that shows code); the chapter imports it from there.
+from andrea_edu.figures.kernel_source import _code, _first_sentence, version_header
 from andrea_edu.kernels.toolkit import KERNEL_FILES
 
 VERSIONS = ("v1", "v2", "v3")

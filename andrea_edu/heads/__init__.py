@@ -6,7 +6,7 @@ head").
     training           train a small ANDREA on it on the CPU, deterministically
     measures           what each head does: pattern scores, ablation, chance levels
     gradient_pressure  do redundant heads receive smaller gradients?
-    sweep              n_head x seeds at a fixed parameter count (python -m andrea_edu.specialization_sweep)
+    sweep              n_head x seeds at a fixed parameter count (python -m andrea_edu.heads.sweep)
     two_places         why one softmax cannot attend to two places at once
   Heads on real text (chapter "Heads on real text"):
     text_corpus        the Python standard library's own source as a corpus, parser-made labels

@@ -61,7 +61,9 @@ RATIO_MARGIN = 0.05
 class Unmeasured(float):
     """NaN that formats as "not measurable" (f"{x:.2f}" included), never as "nan"."""
 
-    def __new__(cls, reason: str = ""):
+    reason: str
+
+    def __new__(cls, reason: str = "") -> Unmeasured:
         obj = super().__new__(cls, float("nan"))
         obj.reason = reason
         return obj
@@ -171,8 +173,8 @@ def gradient_pressure(runs, by: str = "ablation") -> Pressure:
         reason = (f"only {len(ratios)} (layer, probe) cell{'s' * (len(ratios) != 1)} held both a "
                   f"unique and a redundant head ({MIN_CELLS} needed; {n_u} unique and {n_r} "
                   f"redundant head-probes in all)")
-        u = Unmeasured(reason)
-        return Pressure(by, rows, ratios, u, u, u, "not measurable", reason)
+        nan = Unmeasured(reason)
+        return Pressure(by, rows, ratios, nan, nan, nan, "not measurable", reason)
     logs = [math.log(r["ratio"]) for r in ratios]
     pooled = math.exp(sum(logs) / len(logs))
     k = sum(r["ratio"] > 1 for r in ratios)

@@ -232,6 +232,7 @@ def launch_attention(q, k, v, causal: bool = False, version: str = "v1"):
         func = _function(ck, index)
         drv = _driver()
         stream = torch.cuda.current_stream(index).cuda_stream
+        args: list[ctypes.c_void_p | ctypes.c_int | ctypes.c_float]
         args = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, out)]
         args += [ctypes.c_int(T), ctypes.c_int(hs), ctypes.c_float(1.0 / math.sqrt(hs)),
                  ctypes.c_int(int(causal))]

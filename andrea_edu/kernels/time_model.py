@@ -38,6 +38,7 @@ that ratio, which the chapter says where it matters.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -204,7 +205,7 @@ def model_bound(version: str, B: int, nh: int, T: int, head_dim: int, causal: bo
                  smem=counts["smem_bytes"] / (g["smem_bytes_per_clock"] * clk),
                  mufu=counts["mufu_ex2"] * 32 / (g["mufu_per_clock"] * clk),
                  hbm=counts["dram_bytes"] / g["dram_bytes_s"])
-    bound_by = max(terms, key=terms.get)
+    bound_by = max(terms, key=lambda t: terms[t])
     useful = 4 * B * nh * T * T * head_dim * (0.5 if causal else 1.0)  # QK^T and PV FLOPs
     tflops = useful / terms[bound_by] / 1e12
     band = published_band(version, gpu, causal, useful, head_dim)
