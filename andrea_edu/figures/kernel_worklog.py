@@ -525,6 +525,11 @@ def version_evidence(v: str, e: dict, scores: int, models: dict) -> str:
     bounds = "; ".join(f"{m['seconds'] * 1e6:.1f} µs on the {g} ({m['bound_by']}-bound)"
                        for g, m in models.items())
     first = next(iter(models.values()))
+    c = first.get("counts", {})
+    floor = (f" The model counts {c['smem_bytes'] // first['work']['warp_tiles']:,} of those "
+             "bytes per warp-tile, the ones this code cannot avoid: the rest are broadcast reads "
+             "that the SASS count takes at full width."
+             if c.get("smem_bytes", 0) < c.get("smem_bytes_sass", 0) else "")
     return (f"**Evidence ({v}, head_dim={e['head_dim']}, {e['dtype']}, SASS for `{e['arch']}`).** "
             f"One warp, one K/V tile of {e['keys_per_tile']} keys ({scores} scores): "
             f"{p['total']} instructions, among them {mix}; {e['smem_bytes_per_tile']:,} "
@@ -534,7 +539,7 @@ def version_evidence(v: str, e: dict, scores: int, models: dict) -> str:
             f"shared memory per block: {e['blocks_per_sm']['H200']} blocks per SM on an H200, "
             f"{e['blocks_per_sm']['RTX 4090']} on an RTX 4090. **Model** (a lower bound, not a "
             f"measurement and not a forecast) at the design case: {bounds}. Beside it on the "
-            f"{next(iter(models))}, {band_phrase(first)}.")
+            f"{next(iter(models))}, {band_phrase(first)}.{floor}")
 
 
 def ratio_sentence(ev: dict, scores: dict, models: dict, head_dim: int, case: str) -> str:
