@@ -12,6 +12,7 @@ ANDREA_CPU_ISA       "avx2" (the default) pins the CPU instruction sets of torch
                      filled in nor dropped): for a child whose parent chose each knob (the
                      re-check of "Heads on real text", heads.text_training.pinned_env).
 ANDREA_DATA_DIR      the folder of committed measurements (else found: see `data_search_dirs`).
+ANDREA_GIT_COMMIT    the commit a copy without its .git folder was made from (`git_commit`).
 
 Why pin: on one machine two seeded CPU trainings are bit-identical, but ATen, MKL and oneDNN each
 pick kernels by the CPU's instruction set (AVX2 vs AVX-512), and the low bits grow through
@@ -131,6 +132,26 @@ def rerun_unpinned(module: str) -> int | None:
     import subprocess
     return subprocess.run([sys.executable, "-m", module, *sys.argv[1:]],
                           env=native_isa_env()).returncode
+
+
+def git_commit() -> str:
+    """The commit every provenance block records: ANDREA_GIT_COMMIT when set (a copy without its
+    .git folder), else HEAD of the repository andrea_edu sits in, plus "-dirty (files)" naming
+    the files under andrea_edu/ that differ from it; "unknown" without git or a repository."""
+    if os.environ.get("ANDREA_GIT_COMMIT"):
+        return os.environ["ANDREA_GIT_COMMIT"]
+    import subprocess
+    here = Path(__file__).resolve().parent  # andrea_edu/
+    run = dict(cwd=here, capture_output=True, text=True, timeout=10)
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
+        if not sha:
+            return "unknown"
+        changed = subprocess.run(["git", "status", "--porcelain", "--", "."], **run).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    files = sorted(line[3:] for line in changed.splitlines() if line[3:])
+    return sha + (f"-dirty ({', '.join(files)})" if files else "")
 
 
 def isa_settings() -> dict[str, str]:

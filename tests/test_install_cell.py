@@ -206,7 +206,7 @@ def test_cuda12_headers_are_found_in_the_cuda12_wheel_layout(tmp_path, monkeypat
         (nv / rel).parent.mkdir(parents=True, exist_ok=True)
         (nv / rel).write_text("")
     fake = type(sys)("nvidia")
-    fake.__path__ = [str(nv)]  # type: ignore[attr-defined]
+    fake.__path__ = [str(nv)]
     monkeypatch.setitem(sys.modules, "nvidia", fake)
     monkeypatch.setitem(sys.modules, "cuda.pathfinder", None)  # only the fake wheels count
     monkeypatch.delenv("CUDA_HOME", raising=False)
@@ -223,3 +223,18 @@ def test_cuda12_headers_are_found_in_the_cuda12_wheel_layout(tmp_path, monkeypat
 def test_the_readme_names_the_driver_fit():
     text = (REPO / "README.md").read_text()
     assert "scripts/install_book.py" in text and "never replaces the runtime's torch" in text
+
+
+def test_the_old_driver_error_names_the_extra_that_fits_it():
+    """A CUDA 12 driver meeting NVRTC 13 (installed by hand, say) is told which pyproject extra
+    to install, and that extra exists and pins CUDA 12; an 11.x driver is told to update."""
+    from andrea_edu.kernels import launch
+    extras = _project()["optional-dependencies"]
+    with pytest.raises(launch.DriverTooOldError) as e:
+        launch.check_driver(driver_version=12040, nvrtc=(13, 0))
+    m = re.search(r"\[(cuda\d+)\]'$", str(e.value))
+    assert m and m.group(1) == "cuda12" and "==12." in _specs(extras["cuda12"])["cuda-toolkit"]
+    assert "\n" not in str(e.value)
+    with pytest.raises(launch.DriverTooOldError, match=r"CUDA 11\.8 .*need a driver for CUDA 12 "
+                                                       r"or newer\)$"):
+        launch.check_driver(driver_version=11080, nvrtc=(13, 0))

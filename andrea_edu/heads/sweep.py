@@ -32,7 +32,6 @@ import inspect
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -43,7 +42,7 @@ import numpy as np
 import torch
 
 from andrea_edu.env import (__version__, cpu_provenance, data_search_dirs, find_data_file,
-                            same_cpu_numerics, where_looked, write_json_atomic)
+                            git_commit, same_cpu_numerics, where_looked, write_json_atomic)
 from andrea_edu.bench.args import check_int, check_out_file, fail, first_problem
 from andrea_edu.heads.training import Run, Settings, default_settings, train
 
@@ -64,23 +63,6 @@ def code_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def _git_commit() -> str:
-    """HEAD, plus "-dirty" and the changed files when the library differs from it."""
-    try:
-        here = Path(__file__).resolve().parents[1]  # andrea_edu/
-        def git(*args: str) -> str:
-            return subprocess.run(["git", *args], cwd=here, capture_output=True, text=True,
-                                  timeout=10).stdout
-        sha = git("rev-parse", "HEAD").strip()
-        if not sha:
-            return "unknown"
-        changed = git("status", "--porcelain", "--", ".")
-        files = sorted(line[3:] for line in changed.splitlines() if line[3:].endswith(".py"))
-        return sha + (f"-dirty ({', '.join(files)})" if files else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def provenance(base: Settings, n_heads, seeds, wall_seconds: float,
                command: str = "andrea_edu.heads.sweep.run_sweep(...)") -> dict:
     cpu = cpu_provenance()  # the CPU, the ISA pins and the level ATen really used
@@ -92,7 +74,7 @@ def provenance(base: Settings, n_heads, seeds, wall_seconds: float,
         "cpu_numerics": cpu,
         "platform": platform.platform(), "python": platform.python_version(),
         "torch": torch.__version__, "numpy": np.__version__, "andrea_edu": __version__,
-        "git_commit": _git_commit(), "code_hash": code_hash(),
+        "git_commit": git_commit(), "code_hash": code_hash(),
         "base_settings": dataclasses.asdict(base), "n_heads": list(n_heads), "seeds": list(seeds),
         "total_wall_seconds": round(wall_seconds, 1),
     }
