@@ -8,7 +8,9 @@
     toolkit    where NVRTC and its headers come from (pip wheels), the .cu sources, their constants
     nvrtc      run-time compilation: PTX, CUBIN, registers, shared memory, SASS, the disk cache
     launch     launching a compiled kernel on torch's current stream (needs a GPU)
-    occupancy  blocks per SM and grid fill on H200, RTX 4090, A100 (published limits)
+    occupancy  blocks per SM and grid fill on H200, RTX 4090, A100, T4, RTX 3090, L4, H100
+    targets    what runs where: each reader's GPU (T4 sm_75 .. H200 sm_90), the kernels the
+               dispatcher runs there, their registers and occupancy (a table, a line per chapter)
     grid       the launch grid of each kernel, drawn block by block
     tiles      tile coverage, padding, MMA shapes, SDPA's head_dim rules
     emulator   the kernels' grid, tiles and online softmax, run block by block on the CPU
