@@ -1,4 +1,4 @@
-"""Tests of andrea_edu.gpucheck that run anywhere (the check itself needs a GPU)."""
+"""Tests of andrea_edu.bench.gpucheck that run anywhere (the check itself needs a GPU)."""
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,6 @@
 """Check the CUDA kernels on a real GPU in a few minutes, and write what was found as JSON.
 
-    python -m andrea_edu.gpucheck --out DIR        (also: python -m andrea_edu.bench gpu-check)
+    python -m andrea_edu.bench gpu-check --out DIR
 
 On a machine with an NVIDIA GPU this
   1. sweeps the readers' entry point, `andrea_edu.attention(q, k, v, causal, backend=...)`, with
@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import torch
 
-from andrea_edu.env import __version__, cpu_provenance
+from andrea_edu.env import __version__, cpu_provenance, git_commit
 
 from andrea_edu.kernels.limits import V2_HEAD_DIMS, V3_HEAD_DIMS, V3_MIN_SM
 from andrea_edu.attention import attention, choose_backend, compare_to_reference
@@ -79,22 +79,6 @@ def cases(sm: int | None = None) -> list[Case]:
             out.append((backend, dt, 2, 3, 50, hs, True))
     out += [("auto", dt, 2, 3, 50, hs, c) for hs, dt in AUTO_CASES for c in (False, True)]
     return out
-
-
-def _git_commit() -> str:
-    env_commit = os.environ.get("ANDREA_GIT_COMMIT")
-    if env_commit and env_commit != "unknown":   # the device copy carries no .git folder
-        return env_commit
-    root = Path(__file__).resolve().parents[2]
-    try:
-        run = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "andrea_edu"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return run.stdout.strip() + (" (modified)" if dirty else "") if run.returncode == 0 \
-            else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def run_case(case: Case, sm: int, gen: torch.Generator | None = None) -> dict:
@@ -157,13 +141,16 @@ def run_gpu_tests(timeout: int = 240) -> dict:
     cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
            "--noconftest", *(str(tests / f) for f in GPU_TEST_FILES)]
     t0 = time.perf_counter()
+    rc: int | str
     try:
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
                              cwd=tests.parent)
-        rc: int | str = run.returncode
+        rc = run.returncode
         text = run.stdout + run.stderr
     except subprocess.TimeoutExpired as e:
-        rc, text = "timeout", f"pytest ran past {timeout} s\n{e.stdout or ''}"
+        # On POSIX the exception carries bytes even with text=True: decode, or "b'...'" is shown.
+        partial = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else e.stdout
+        rc, text = "timeout", f"pytest ran past {timeout} s\n{partial or ''}"
     return dict(returncode=rc, seconds=round(time.perf_counter() - t0, 1),
                 tail="\n".join(str(text).splitlines()[-40:]))
 
@@ -189,7 +176,7 @@ def summarize(report: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m andrea_edu.gpucheck", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m andrea_edu.bench gpu-check", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True,
                     help="folder for gpucheck.json (created if missing; must be writable)")
@@ -217,7 +204,7 @@ def main(argv=None) -> int:
         complete=False, device=device_info(),
         versions=dict(andrea_edu=__version__, torch=torch.__version__,
                       torch_cuda=torch.version.cuda, python=sys.version.split()[0]),
-        git_commit=_git_commit(), cpu_numerics=cpu_provenance(),
+        git_commit=git_commit(), cpu_numerics=cpu_provenance(),
         date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         cases=[], pytest=dict(returncode=None, note="not run yet"))
     report["versions"]["nvrtc"] = report["device"].get("nvrtc")
