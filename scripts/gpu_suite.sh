@@ -198,7 +198,7 @@ else
   notebooks="$(ls book/*.ipynb | tr '\n' ' ')"; nbfast=(); nbpar=6
 fi
 if [ "$wheels_ok" = 1 ]; then
-  ( printf '%s\n' $notebooks | timeout 300 xargs -P "$nbpar" -I{} "$PY" -m andrea_edu.figures.execute {} \
+  ( printf '%s\n' $notebooks | timeout 300 xargs -P "$nbpar" -I{} "$PY" -m andrea_edu.notebook.execute {} \
       --out "$work/notebooks" --timeout 240 "${nbfast[@]}" >"$logs/notebooks.log" 2>&1
     echo $? >"$work/notebooks.rc" ) &
   pid_nb=$!
