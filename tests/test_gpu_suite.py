@@ -58,8 +58,16 @@ def test_the_rehearsal_runs_every_step_that_needs_no_gpu(rehearsal):
     for step in ("environment", "wheels", "gpu-tests-collect", "notebooks", "model", "summary"):
         assert steps[step][0] == "pass", (step, steps[step])
     assert "notebook modules import" in steps["wheels"][3] and "headers:" in steps["wheels"][3]
-    # the image's venv, not the project's: its python is the rehearsal venv's
-    assert "andrea-rehearse" in steps["environment"][3] or "ANDREA_REHEARSE_DIR" in os.environ
+    # the image's venv, not the project's: without the carried wheels it lacks what the image
+    # lacks, and has what the image has
+    rdir = Path(os.environ.get("ANDREA_REHEARSE_DIR") or f"/tmp/andrea-rehearse-{os.getuid()}")
+    assert str(rdir / "venv") in steps["environment"][3]
+    bare = {"PATH": "/usr/bin:/bin", "HOME": str(out)}
+    for module, present in (("nbclient", False), ("jsonschema", False), ("transformers", False),
+                            ("tqdm", False), ("matplotlib", True), ("cuda.bindings", True)):
+        r = subprocess.run([str(rdir / "venv" / "bin" / "python"), "-c", f"import {module}"],
+                           env=bare, capture_output=True, timeout=120)
+        assert (r.returncode == 0) == present, (module, r.stderr[-300:])
 
 
 def test_the_rehearsal_writes_at_most_eight_files_and_a_summary(rehearsal):
