@@ -9,6 +9,7 @@ whole chapter is tests/test_colab_path.py."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -55,6 +56,25 @@ def _project() -> dict:
 @pytest.mark.parametrize("nb", repo_url.chapters(REPO), ids=lambda p: p.stem)
 def test_every_chapter_starts_with_the_one_install_cell(nb):
     assert repo_url.cell_source(nb) == repo_url.install_cell(repo_url.read_config(REPO).url)
+
+
+def test_a_new_chapter_gets_the_install_cell_before_its_first_code_cell(tmp_path):
+    import shutil
+    for f in ("_config.yml", "README.md", "CITATION.cff"):
+        shutil.copy(REPO / f, tmp_path / f)
+    (tmp_path / "book").mkdir()
+    new = {"cells": [{"cell_type": "markdown", "id": "c0", "metadata": {}, "source": ["# New"]},
+                     {"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {},
+                      "outputs": [], "source": ["import andrea_edu"]}],
+           "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "book" / "new_chapter.ipynb").write_text(json.dumps(new, indent=1) + "\n")
+    assert [p.name for p in repo_url.sync(tmp_path)] == ["new_chapter.ipynb"]
+    cells = json.loads((tmp_path / "book" / "new_chapter.ipynb").read_text())["cells"]
+    assert [c["id"] for c in cells] == ["c0", "new_chapter-install", "c1"]
+    assert cells[1]["metadata"] == {"tags": ["hide-input"]}
+    assert repo_url.cell_source(tmp_path / "book" / "new_chapter.ipynb") == \
+        repo_url.install_cell(repo_url.read_config(REPO).url)
+    assert repo_url.sync(tmp_path, check=True) == []  # the second run changes nothing
 
 
 def test_the_install_cell_is_short_and_carries_no_install_logic():
