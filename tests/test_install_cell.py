@@ -194,15 +194,19 @@ def test_cuda_pins_live_in_pyproject_once_per_major_and_requirements_follow():
     book = _specs(extras["cuda13"])
     for name, spec in book.items():  # requirements.txt installs the book's major, as pinned
         assert req.get(name) == spec, (name, spec, req.get(name))
-    for major, extra in install_book.EXTRAS.items():
-        specs = _specs(extras[extra])
-        toolkit = specs["cuda-toolkit"]
-        assert re.fullmatch(rf"\[[a-z,]+\]=={major}\.[\d.]+", toolkit), (extra, toolkit)
-        assert "nvrtc" in toolkit and "cudart" in toolkit  # NVRTC, cuda_fp16.h, mma.h
-        assert ("crt" if major >= 13 else "nvcc") in toolkit  # crt/mma.h's wheel per major
-        bindings = specs["cuda-bindings"]
-        assert f">={major}." in bindings and (major == max(install_book.EXTRAS)
-                                              or f"<{major + 1}" in bindings), bindings
+    # cuda13, the book's: exact, so that register counts are the book's
+    m = re.fullmatch(r"\[([a-z,]+)\]==13\.[\d.]+", book["cuda-toolkit"])
+    assert m and {"nvrtc", "cudart", "crt"} <= set(m.group(1).split(",")), book["cuda-toolkit"]
+    assert book["cuda-bindings"].startswith(">=13.")
+    # cuda12: every CUDA component within major 12 (a CUDA 12 torch keeps its own exact pins);
+    # NVRTC, the runtime headers, and the nvcc wheel for crt/mma.h
+    cu12 = _specs(extras["cuda12"])
+    assert "cuda-toolkit" not in cu12
+    for comp in ("nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cuda-nvcc-cu12"):
+        assert re.fullmatch(r">=12\.\d+,<13", cu12[comp]), (comp, cu12.get(comp))
+    assert re.fullmatch(r">=12\.\d+,<13", cu12["cuda-bindings"])
+    assert {k: v for k, v in cu12.items() if "cuobjdump" in k or "nvdisasm" in k} == \
+        {k: v for k, v in book.items() if "cuobjdump" in k or "nvdisasm" in k}
     for name, spec in _specs(_project()["dependencies"]).items():
         if name != "torch":
             assert req.get(name) == spec, (name, spec, req.get(name))
@@ -253,7 +257,8 @@ def test_the_old_driver_error_names_the_extra_that_fits_it():
     with pytest.raises(launch.DriverTooOldError) as e:
         launch.check_driver(driver_version=12040, nvrtc=(13, 0))
     m = re.search(r"\[(cuda\d+)\]'$", str(e.value))
-    assert m and m.group(1) == "cuda12" and "==12." in _specs(extras["cuda12"])["cuda-toolkit"]
+    assert m and m.group(1) == "cuda12"
+    assert _specs(extras["cuda12"])["nvidia-cuda-nvrtc-cu12"].endswith(",<13")
     assert "\n" not in str(e.value)
     with pytest.raises(launch.DriverTooOldError, match=r"CUDA 11\.8 .*need a driver for CUDA 12 "
                                                        r"or newer\)$"):
