@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from andrea_edu.env import (__version__, cpu_provenance, data_search_dirs, find_data_file,
-                            git_commit, same_cpu_numerics, where_looked, write_json_atomic)
+from andrea_edu.env import (__version__, cpu_provenance, find_data_file, git_commit,
+                            same_cpu_numerics, where_looked, write_json_atomic)
 from andrea_edu.bench.args import check_int, check_out_file, fail, first_problem
 from andrea_edu.heads.training import Run, Settings, default_settings, train
 
