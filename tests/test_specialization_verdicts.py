@@ -1,5 +1,5 @@
-"""Claims that float noise cannot flip (issue 12, item 2): threshold calls with a margin, the
-sweep-level pattern verdicts, gradient pressure that never prints "nan", and the re-check that
+"""The verdicts of "Why heads specialize", which float noise cannot flip: threshold calls with a
+margin, the sweep-level pattern verdicts, gradient pressure that never prints "nan", and the re-check that
 says which comparison it made."""
 from __future__ import annotations
 
