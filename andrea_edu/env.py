@@ -8,6 +8,9 @@ ANDREA_CPU_ISA       "avx2" (the default) pins the CPU instruction sets of torch
                      (and drops pins inherited from a parent). Timings want "native": the bench
                      and pipeline-timing commands re-run themselves so (`native_isa_env`), and a
                      chapter that times on the CPU sets it before importing andrea_edu.
+                     "asis" leaves the three knobs exactly as the environment has them (neither
+                     filled in nor dropped): for a child whose parent chose each knob (the
+                     re-check of "Heads on real text", heads.text_training.pinned_env).
 ANDREA_DATA_DIR      the folder of committed measurements (else found: see `data_search_dirs`).
 ANDREA_GIT_COMMIT    the commit a copy without its .git folder was made from (`git_commit`).
 
@@ -64,9 +67,14 @@ def is_x86() -> bool:
     return platform.machine().lower() in _X86
 
 
+def _isa_mode() -> str:
+    return os.environ.get("ANDREA_CPU_ISA", "avx2").strip().lower()
+
+
 def pinning_wanted() -> bool:
-    """False when ANDREA_CPU_ISA=native, or on a CPU that is not x86 (ARM has none of the knobs)."""
-    return is_x86() and os.environ.get("ANDREA_CPU_ISA", "avx2").strip().lower() != "native"
+    """False when ANDREA_CPU_ISA is "native" or "asis", or on a CPU that is not x86 (ARM has
+    none of the knobs)."""
+    return is_x86() and _isa_mode() not in ("native", "asis")
 
 
 def pin_cpu_isa(warn: bool = True) -> dict[str, str]:
@@ -78,8 +86,10 @@ def pin_cpu_isa(warn: bool = True) -> dict[str, str]:
     (the provenance records what ATen really uses, `torch.backends.cpu.get_cpu_capability()`).
     """
     if not pinning_wanted():
-        if is_x86() and "torch" not in sys.modules:  # opted out: drop pins inherited from a
-            for k, v in PINNED_ISA.items():          # pinning parent (tests, scripts/)
+        # "native" drops pins inherited from a pinning parent (tests, scripts/); "asis" keeps
+        # whatever the parent set
+        if is_x86() and _isa_mode() == "native" and "torch" not in sys.modules:
+            for k, v in PINNED_ISA.items():
                 if os.environ.get(k) == v:
                     del os.environ[k]
         return isa_settings()
@@ -251,3 +261,49 @@ def write_json_atomic(path, obj, **dumps_kw) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def write_files_as_unit(items) -> list[Path]:
+    """Write several files as one unit, all or nothing. items: [(path, write)], write(tmp) fills
+    a temporary file beside `path`. Every file is first written to its temporary name; then each
+    is renamed over its target in order (put the file that names the others, the JSON, last); a
+    failure anywhere removes every temporary file and puts back the files already replaced
+    (from hard-linked backups), so the folder holds the old set or the new one."""
+    items = [(Path(p), w) for p, w in items]
+    tag = f"{os.getpid()}"
+    tmps = [p.with_name(f".{p.name}.{tag}.tmp") for p, _ in items]
+    done: list[tuple[Path, Path | None]] = []
+    try:
+        for (path, write), tmp in zip(items, tmps):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write(tmp)
+        for (path, _), tmp in zip(items, tmps):
+            bak = None
+            if path.exists():
+                bak = path.with_name(f".{path.name}.{tag}.bak")
+                with contextlib.suppress(FileNotFoundError):
+                    bak.unlink()
+                try:
+                    os.link(path, bak)
+                except OSError:  # a file system without hard links: a copy
+                    import shutil
+                    shutil.copy2(path, bak)
+            os.replace(tmp, path)
+            done.append((path, bak))
+    except BaseException:
+        for path, bak in reversed(done):
+            with contextlib.suppress(OSError):
+                if bak is not None:
+                    os.replace(bak, path)
+                else:
+                    path.unlink()
+        raise
+    finally:
+        for tmp in tmps:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        for _, bak in done:
+            if bak is not None:
+                with contextlib.suppress(OSError):
+                    bak.unlink()
+    return [p for p, _ in items]

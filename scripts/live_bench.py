@@ -400,7 +400,11 @@ def bench_chapter(browser, lab: Lab, chapter: str, *, pause_s: float = 0.25,
     run = ChapterRun(chapter)
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = ctx.new_page()
-    page.on("console", lambda m: m.type == "error" and run.console_errors.append(m.text[:300]))
+    def on_console(m) -> None:
+        if m.type == "error":
+            run.console_errors.append(m.text[:300])
+
+    page.on("console", on_console)
     page.on("pageerror", lambda e: run.console_errors.append(f"pageerror: {str(e)[:300]}"))
     try:
         open_and_run(page, lab, chapter, run)

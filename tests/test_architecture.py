@@ -365,9 +365,9 @@ def _notebook_imports(nb_path: Path) -> set[str]:
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("andrea_edu"):
+                mod = node.module or ""
                 for a in node.names:
-                    out.add(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules()
-                            else node.module)
+                    out.add(f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules() else mod)
             elif isinstance(node, ast.Import):
                 out |= {a.name for a in node.names if a.name.startswith("andrea_edu")}
     return out

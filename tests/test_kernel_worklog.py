@@ -221,7 +221,7 @@ def test_summary_says_not_yet_measured_without_a_gpu_file():
     checks = {v: dict(max_abs_err=1e-3) for v in figs.VERSIONS}
     bars = {"v1": 2, "v2": 2, "v3": 1}
     text = figs.summary_markdown(traces, checks, EV, MO, bars, [], 8, 12, 1024)
-    assert text.count("(a model)") == 3 and "Not yet measured on a GPU" in text
+    assert text.count("(a model, a lower bound)") == 3 and "Not yet measured on a GPU" in text
     rows = figs.measured_rows(_fake_results(), nh=12)
     assert "Measured throughput vs torch SDPA" in figs.summary_markdown(
         traces, checks, EV, MO, bars, rows, 8, 1024, 1024)

@@ -6,6 +6,7 @@ import html.parser
 import json
 import re
 import time
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -108,8 +109,10 @@ def test_identical_frames_stored_once():
 
 
 def test_unique_dom_ids_per_slider():
-    ids = [re.search(r'class="andrea-slider" id="([^"]+)"', S.static_html(
-        plot_bars, n_head=[1, 2], head_dim=[8])).group(1) for _ in range(3)]
+    found = [re.search(r'class="andrea-slider" id="([^"]+)"', S.static_html(
+        plot_bars, n_head=[1, 2], head_dim=[8])) for _ in range(3)]
+    ids = [m.group(1) for m in found if m is not None]
+    assert len(ids) == 3
     assert len(set(ids)) == 3
 
 
@@ -273,7 +276,8 @@ def test_head_colors_are_consistent_and_distinct():
     many = viz.head_colors(48)
     assert len(set(many)) == 48
     assert all(re.fullmatch(r"#[0-9a-f]{6}", c) for c in many)
-    for bad in (0, -1, 2.0, True):
+    bad: Any
+    for bad in (0, -1, 2.0, True):  # a float and a bool among them: the check under test
         with pytest.raises(ValueError, match="n_head"):
             viz.head_colors(bad)
 
@@ -369,7 +373,11 @@ def test_mathtext_parses_take_turns_across_threads():
     live._install_figure_hook()
     parser, done = MathTextParser("path"), threading.Event()
     with live._mathtext_lock:  # as if the other thread were parsing now
-        t = threading.Thread(target=lambda: (parser.parse(r"$10^{3}$"), done.set()))
+        def parse_then_signal() -> None:
+            parser.parse(r"$10^{3}$")
+            done.set()
+
+        t = threading.Thread(target=parse_then_signal)
         t.start()
         assert not done.wait(0.3)  # this parse waits its turn
     assert done.wait(10)

@@ -23,6 +23,8 @@ import re
 import statistics
 import subprocess
 import time
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -78,7 +80,7 @@ def provenance(device: str, command: str = "") -> dict:
     """Where a measurement came from: device, versions, commit, date (goes into every file)."""
     from andrea_edu.env import __version__, cpu_provenance
 
-    p = {"device_kind": "gpu" if device == "cuda" else "cpu",
+    p: dict[str, Any] = {"device_kind": "gpu" if device == "cuda" else "cpu",
          "torch": torch.__version__, "cuda": torch.version.cuda,
          "andrea_edu": __version__, "python": platform.python_version(),
          "git_commit": git_commit(), "command": command,
@@ -135,7 +137,7 @@ def time_fns(fns: dict, device: str, repeats: int = 10, warmup: int = 3,
         sync()
         per_round = max(time.perf_counter() - t0, 1e-9)
         repeats = max(min(3, repeats), min(repeats, int(budget_s / per_round)))
-    times = {name: [] for name in fns}
+    times: dict[str, list[float]] = {name: [] for name in fns}
     sync()
     for _ in range(repeats):
         for name, fn in fns.items():

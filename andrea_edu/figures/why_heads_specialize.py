@@ -48,7 +48,7 @@ def fig_attention_grid(maps: torch.Tensor, batch: Batch, scores, b: int, start: 
     toks = batch.tokens(b)[sl]
     found = detect(scores, threshold)
     fig, axes = plt.subplots(L, nh, figsize=(2.9 * nh + 0.6, 3.1 * L + 0.9), squeeze=False)
-    marks = {PATTERNS[p]: [] for p in PATTERNS}
+    marks: dict[str, list[tuple[int, int]]] = {PATTERNS[p]: [] for p in PATTERNS}
     for t in range(start, start + length):
         p = int(batch.pattern[b, t])
         k = int(batch.key[b, t])
@@ -63,8 +63,8 @@ def fig_attention_grid(maps: torch.Tensor, batch: Batch, scores, b: int, start: 
             ax.set_yticks(range(length), toks, fontsize=5.5)
             for name, pts in marks.items():
                 if pts:
-                    q, k = zip(*pts)
-                    ax.scatter(k, q, s=9, facecolors="none", edgecolors=PATTERN_COLORS[name],
+                    qs, ks = zip(*pts)
+                    ax.scatter(ks, qs, s=9, facecolors="none", edgecolors=PATTERN_COLORS[name],
                                linewidths=0.8)
             what = found[(l, h)] or "none"
             best = float(np.max(np.asarray(scores)[:, l, h]))
@@ -205,7 +205,7 @@ def example_html(batch: Batch, b: int, start: int = 0, length: int | None = None
     T = batch.idx.shape[1]
     end = T if length is None else min(T, start + length)
     toks = batch.tokens(b)
-    style = {}
+    style: dict[int, list[str]] = {}
     for t in range(start, end):
         p = int(batch.pattern[b, t])
         if p:

@@ -36,6 +36,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -140,10 +141,11 @@ class SweepFileError(ValueError):
     """A sweep file that cannot be trusted; the message is one line naming the file and why."""
 
 
-_RUN_KEYS = {"n_head": int, "seed": int, "settings": dict, "param_count": int,
-             "param_by_part": dict, "train_loss": list, "eval_steps": list, "eval_loss": list,
-             "scores": list, "floors": dict, "chance": dict, "probes": list, "ablation": list,
-             "correlations": list, "wall_seconds": (int, float), "cpu_seconds": (int, float)}
+_RUN_KEYS: dict[str, type | tuple[type, ...]] = {
+    "n_head": int, "seed": int, "settings": dict, "param_count": int,
+    "param_by_part": dict, "train_loss": list, "eval_steps": list, "eval_loss": list,
+    "scores": list, "floors": dict, "chance": dict, "probes": list, "ablation": list,
+    "correlations": list, "wall_seconds": (int, float), "cpu_seconds": (int, float)}
 SWEEP_SCHEMA = {  # documentation of the format; validate_sweep checks it (and more) by hand
     "type": "object", "required": ["provenance", "runs"],
     "properties": {
@@ -275,7 +277,7 @@ def compare_runs(live: Run, stored: Run, first_steps: int = 100) -> dict:
         raise ValueError(f"settings differ: live {live.settings} vs stored {stored.settings}")
     n = min(first_steps, len(live.train_loss), len(stored.train_loss))
     diff = np.abs(np.asarray(live.train_loss[:n]) - np.asarray(stored.train_loss[:n]))
-    out = {"first_steps": n, "max_diff_first_steps": float(diff.max())}
+    out: dict[str, Any] = {"first_steps": n, "max_diff_first_steps": float(diff.max())}
     full = live.settings.steps
     if live.eval_steps[-1] == stored.eval_steps[-1] == full:
         out["final_loss_diff"] = {k: abs(live.final_loss[k] - stored.final_loss[k])
@@ -336,10 +338,13 @@ def pattern_heads(runs: dict, n_head: int | None = None, threshold: float | None
         raise ValueError(f"no run with n_head={n_head} in the sweep ({sorted(runs)})")
     out = {}
     for i, name in enumerate(PATTERN_NAMES):
-        calls, scores, carries = {}, [], 0
+        calls: dict[tuple[int, int], str] = {}
+        scores: list[float] = []
+        carries = 0
         for key, r in sorted(chosen.items()):
             b = best_heads(r.scores_after, threshold, margin)[name]
-            calls[key], _ = b["call"], scores.append(round(b["score"], 3))
+            calls[key] = b["call"]
+            scores.append(round(b["score"], 3))
             carries += int(np.argmax(r.ablation[b["layer"], b["head"], 1:])) == i
         n = len(calls)
         above, at, below = (sum(c == k for c in calls.values())

@@ -18,10 +18,11 @@ import numpy as np
 import torch
 
 from ..config import AndreaConfig
-from ..env import fast_mode
+from ..env import fast_mode, write_files_as_unit
 from ..model import AndreaModel
 from . import detectors as D
 from . import text_corpus as tc
+from .training import RunSettings
 
 RUN_FILE = "realtext_run.json"
 WEIGHTS_FILE = "realtext_model.pt"
@@ -29,9 +30,10 @@ SCHEMA = 1
 
 
 @dataclass(frozen=True)
-class TextSettings:
+class TextSettings(RunSettings):
     """The committed run: 2 layers, d_model 128, 8 heads of 16, 128-character windows,
-    1200 AdamW steps of 32 windows (4.9M characters, 1.5 passes over the training files)."""
+    1200 AdamW steps of 32 windows (4.9M characters, 1.5 passes over the training files).
+    The fields, schedule and checks it shares with the toy runs are heads.training.RunSettings'."""
 
     n_head: int = 8
     d_model: int = 128
@@ -88,7 +90,9 @@ class TextRun:
     def to_dict(self) -> dict:
         def r(a, n=5):  # rounded nested lists, nan (a pattern with no labelled query) as null
             a = np.round(np.asarray(a, dtype=float), n)
-            return np.where(np.isnan(a), None, a).tolist()
+            out = a.astype(object)
+            out[np.isnan(a)] = None
+            return out.tolist()
         return {"schema": SCHEMA, "settings": dataclasses.asdict(self.settings),
                 "provenance": self.provenance, "train_loss": r(self.train_loss),
                 "eval_steps": list(self.eval_steps), "eval_loss": r(self.eval_loss),
@@ -99,28 +103,60 @@ class TextRun:
 
 
 # ---------------------------------------------------------------- saving and loading
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+def weights_path(path: Path) -> Path:
+    """The weights file that goes with the run JSON `path`, derived from its name: a stem ending
+    in "_run" becomes "_model" (realtext_run.json -> realtext_model.pt, the committed pair),
+    any other stem gets "_model" appended (my_experiment.json -> my_experiment_model.pt). Two
+    runs written to two names never share a weights file."""
+    path = Path(path)
+    stem = path.stem[:-len("_run")] if path.stem.endswith("_run") else path.stem
+    return path.with_name(f"{stem}_model.pt")
 
 
-def save_run(run: TextRun, path: Path) -> None:
-    """Write the run JSON and the weights beside it, each atomically; the JSON names the
-    weights file and its sha256."""
+def toy_weights_path(path: Path) -> Path:
+    """The toy run's weights beside its JSON: toy_lab_model.json -> toy_lab_model.pt."""
+    return Path(path).with_suffix(".pt")
+
+
+def outputs_exist(paths) -> list[Path]:
+    """Those of `paths` that exist already (a writer refuses them unless asked to replace)."""
+    return [Path(p) for p in paths if Path(p).exists()]
+
+
+def _refuse_existing(paths, replace: bool) -> None:
+    there = outputs_exist(paths)
+    if there and not replace:
+        raise FileExistsError(f"{', '.join(map(str, there))} exist(s); nothing written (pass "
+                              f"replace=True, on the command line --replace, or another --out)")
+
+
+def _write_json_with_weights(path: Path, wpath: Path, state: dict, d: dict) -> None:
+    """The weights and the JSON naming them (file, sha256) as one unit: both temporary files
+    written first, the weights renamed, the JSON last (env.write_files_as_unit)."""
+    def write_weights(tmp: Path) -> None:
+        torch.save(state, tmp)
+        d["weights"] = {"file": wpath.name, "sha256": hashlib.sha256(tmp.read_bytes()).hexdigest()}
+
+    def write_json(tmp: Path) -> None:
+        tmp.write_text(json.dumps(d, indent=1) + "\n")
+    write_files_as_unit([(wpath, write_weights), (path, write_json)])
+
+
+def save_run(run: TextRun, path: Path, replace: bool = False) -> list[Path]:
+    """Write the run JSON and its weights (`weights_path(path)`) as one unit; the JSON names the
+    weights file and its sha256. Refuses (FileExistsError, nothing written) when either file
+    exists, unless replace=True. Returns the paths written."""
     path = Path(path)
     d = run.to_dict()
-    if run.model is not None:
-        wpath = path.with_name(WEIGHTS_FILE)
-        state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
-        _atomic_write(wpath, lambda p: torch.save(state, p))
-        d["weights"] = {"file": wpath.name, "sha256": hashlib.sha256(wpath.read_bytes()).hexdigest()}
-    _atomic_write(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))
+    if run.model is None:
+        _refuse_existing([path], replace)
+        write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))])
+        return [path]
+    wpath = weights_path(path)
+    _refuse_existing([path, wpath], replace)
+    state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
+    _write_json_with_weights(path, wpath, state, d)
+    return [wpath, path]
 
 
 class RunFileError(ValueError):
@@ -209,18 +245,19 @@ def toy_settings():
     return dataclasses.replace(s, n_probes=1, eval_every=s.steps)
 
 
-def save_toy(run, path: Path, provenance: dict) -> None:
-    """The toy run's settings, final scores and weights (JSON + .pt beside it, atomically)."""
+def save_toy(run, path: Path, provenance: dict, replace: bool = False) -> list[Path]:
+    """The toy run's settings, final scores and weights (JSON + `toy_weights_path(path)`), as
+    one unit; refuses existing files unless replace=True (as `save_run`)."""
     path = Path(path)
-    wpath = path.with_suffix(".pt")
+    wpath = toy_weights_path(path)
+    _refuse_existing([path, wpath], replace)
     state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
-    _atomic_write(wpath, lambda p: torch.save(state, p))
     d = {"schema": SCHEMA, "settings": dataclasses.asdict(run.settings),
          "scores_after": np.round(np.asarray(run.scores_after, dtype=float), 4).tolist(),
          "wall_seconds": round(run.wall_seconds, 2), "cpu_seconds": round(run.cpu_seconds, 2),
-         "provenance": provenance,
-         "weights": {"file": wpath.name, "sha256": hashlib.sha256(wpath.read_bytes()).hexdigest()}}
-    _atomic_write(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))
+         "provenance": provenance}
+    _write_json_with_weights(path, wpath, state, d)
+    return [wpath, path]
 
 
 def load_toy(path: Path):

@@ -54,10 +54,10 @@ from ..env import book_build, git_commit
 from ..model import AndreaModel
 from . import detectors as D
 from . import text_corpus as tc
-from .training import _progress_bar
+from .training import RunSettings, SettingsError, _progress_bar, _threads, fit
 from .text_runs import (FAST, RUN_FILE, SCHEMA, TOY_FILE, WEIGHTS_FILE,  # noqa: F401
                         RunFileError, TextRun, TextSettings, default_settings, find_data,
-                        load_run, load_toy, save_run, toy_settings)
+                        load_run, load_toy, save_run, toy_settings, weights_path)
 
 # The pins the committed file is produced with, set before torch is imported (_reexec_pinned):
 # the book's shared AVX2 level (env.PINNED_ISA) where env has it.
@@ -73,13 +73,6 @@ SCORE_TOL = 0.01  # absolute score: measured, see the module docstring
 MODULE = "andrea_edu.heads.text_training"  # for `python -m` (this file may run as __main__)
 
 
-def _lr(s: TextSettings, step: int) -> float:
-    warm = min(1.0, (step + 1) / s.warmup)
-    return s.lr * warm * 0.5 * (1 + math.cos(math.pi * step / s.steps))
-
-
-
-
 def train(settings: TextSettings | None = None, progress: bool = True,
           stop_after: int | None = None, corpus: tc.Corpus | None = None) -> TextRun:
     """Train from scratch (deterministic for given settings and corpus) and measure the heads.
@@ -87,24 +80,23 @@ def train(settings: TextSettings | None = None, progress: bool = True,
     stop_after: only the first `stop_after` steps of the schedule (no final ablation), for the
     re-check."""
     s = settings or default_settings()
+    if not isinstance(s, TextSettings):
+        raise TypeError(f"settings must be a TextSettings, got {type(s).__name__}")
+    s.check()
     n_steps = s.steps if stop_after is None else stop_after
     if not (isinstance(n_steps, int) and 1 <= n_steps <= s.steps):
         raise ValueError(f"stop_after={stop_after!r} must be an int in 1..steps={s.steps}")
     c = corpus or tc.corpus_cached()
     t0, c0 = time.perf_counter(), time.process_time()
-    before = torch.get_num_threads()
-    torch.set_num_threads(s.threads)
-    try:
+    with _threads(s.threads):
         model = AndreaModel(s.model_config(c.vocab_size), seed=s.seed)
-        opt = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(0.9, 0.98),
-                                weight_decay=s.weight_decay)
         rng = random.Random(s.seed)
         full = stop_after is None
         ev = tc.labelled_batch(c, s.eval_batch, s.seq_len, seed=EVAL_SEED) if full else None
-        train_loss = np.zeros(n_steps)
         eval_steps, eval_loss, scores = [], [], []
 
         def evaluate(step):
+            assert ev is not None  # evaluations run only in a full run, which made ev
             model.eval()
             eval_steps.append(step)
             eval_loss.append(D.pattern_losses(D.per_position_loss(model, ev), ev))
@@ -115,33 +107,23 @@ def train(settings: TextSettings | None = None, progress: bool = True,
                 bar.write(f"step {step}: val loss {eval_loss[-1][0]:.3f}, best head / uniform: "
                           + ", ".join(f"{n} {r:.1f}x" for n, r in zip(D.PATTERN_NAMES, best)))
 
-        bar = _progress_bar(n_steps, f"training {s.n_layer} layers x {s.n_head} heads on the "
-                            f"standard library", progress)
-        for step in range(n_steps):
+        def before_step(step):
             if full and step % s.eval_every == 0:
                 evaluate(step)
-            x, y = tc.train_batch(c, s.batch_size, s.seq_len, rng)  # (B, T) each
-            for g in opt.param_groups:
-                g["lr"] = _lr(s, step)
-            _, loss = model(x, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            train_loss[step] = loss.item()
-            bar.update()
-            if step % 25 == 0:
-                bar.set_postfix_str(f"loss {train_loss[step]:.3f}")
-        bar.close()
+
+        bar = _progress_bar(n_steps, f"training {s.n_layer} layers x {s.n_head} heads on the "
+                            f"standard library", progress)
+        train_loss = fit(model, s, n_steps, lambda: tc.train_batch(c, s.batch_size, s.seq_len, rng),
+                         bar, before_step, postfix_every=25)
         if full:
             evaluate(n_steps)
             ab = tc.labelled_batch(c, s.ablation_batch, s.seq_len, seed=ABLATION_SEED)
             abl, abl_se = D.ablation(model, ab)
+            assert ev is not None  # made above in a full run
             base = D.baseline(ev)
         else:
             abl = abl_se = np.zeros((s.n_layer, s.n_head, 4))
             base = np.zeros(3)
-    finally:
-        torch.set_num_threads(before)
     L, nh = s.n_layer, s.n_head
     return TextRun(settings=s, provenance=provenance(c), train_loss=train_loss,
                    eval_steps=eval_steps, eval_loss=np.array(eval_loss).reshape(-1, 4),
@@ -177,8 +159,10 @@ def code_hash() -> str:
     import inspect
     h = hashlib.sha256()
     for name in ("model", "projections", "attention", "heads.text_corpus", "heads.detectors"):
-        h.update(Path(importlib.import_module("andrea_edu." + name).__file__).read_bytes())
-    for obj in (TextSettings, train, _lr):
+        mod = importlib.import_module("andrea_edu." + name)
+        assert mod.__file__ is not None  # a module of this package, loaded from its .py file
+        h.update(Path(mod.__file__).read_bytes())
+    for obj in (RunSettings, TextSettings, fit, train):
         h.update(inspect.getsource(obj).encode())
     return h.hexdigest()[:16]
 
@@ -202,10 +186,11 @@ def provenance(corpus: tc.Corpus) -> dict:
 # ---------------------------------------------------------------- the pinned subprocess
 def pinned_env(pins: dict | None = None) -> dict:
     """This process's environment with the three knobs set as `pins` says (CPU_PINS by default;
-    a value None removes that knob). ANDREA_CPU_ISA=native stops `import andrea_edu` from filling
-    in the knobs left unset, so that an unset knob really is the library's own choice."""
+    a value None removes that knob). ANDREA_CPU_ISA=asis makes `import andrea_edu` leave the knobs
+    as set here: it neither fills in one left unset (an unset knob really is the library's own
+    choice) nor drops the pins ("native" would drop them: the re-check then ran unpinned)."""
     env = dict(os.environ)
-    env["ANDREA_CPU_ISA"] = "native"
+    env["ANDREA_CPU_ISA"] = "asis"
     for k, v in (CPU_PINS if pins is None else pins).items():
         if v is None:
             env.pop(k, None)
@@ -284,66 +269,129 @@ def compare_scores(a: TextRun, b: TextRun) -> dict:
             "best_heads": (D.best_heads(a.scores_after), D.best_heads(b.scores_after))}
 
 
-def main(argv: list[str] | None = None) -> None:
+PROG = "python -m " + MODULE
+
+
+def _parser():
     import argparse
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, help="write the committed run here (and its weights)")
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, help="write the run JSON here and its weights beside it "
+                    "(<stem>_model.pt, <stem> without a trailing _run: realtext_run.json -> "
+                    "realtext_model.pt)")
+    ap.add_argument("--replace", action="store_true",
+                    help="replace existing output files (refused otherwise)")
     ap.add_argument("--recheck", type=int, help="print the first N training losses as JSON")
-    ap.add_argument("--settings", help="TextSettings as JSON (for --recheck)")
-    ap.add_argument("--steps", type=int, help="override the number of steps (testing)")
+    ap.add_argument("--settings", help="TextSettings fields as a JSON object (for --recheck)")
+    ap.add_argument("--steps", type=int, help="override the number of steps (testing), >= 1")
     ap.add_argument("--no-pin", action="store_true", help="do not set CPU_PINS")
-    ap.add_argument("--toy-out", type=Path, help="train the toy chapter's model, save it here")
+    ap.add_argument("--toy-out", type=Path, help="train the toy chapter's model, save it here "
+                    "(the JSON, and its weights beside it with the suffix .pt)")
     ap.add_argument("--measure-spread", action="store_true",
                     help="re-check under every combination of the pins; print the spread")
     ap.add_argument("--compare", nargs=2, type=Path, metavar="RUN",
                     help="print the score differences of two run files")
+    return ap
+
+
+def _check_args(args) -> tuple[str | None, TextSettings | None]:
+    """(the first problem as one line, or None; the settings to train). Runs before any work."""
+    from andrea_edu.bench.args import check_int, check_out_file, first_problem
+    from .text_runs import outputs_exist, toy_weights_path, weights_path
+    s = None
+    try:
+        if args.settings is not None:
+            s = TextSettings.from_json(args.settings, base=default_settings(False))
+        else:
+            s = default_settings(False)
+        if args.steps is not None:
+            p = check_int("--steps", args.steps, 1)
+            if p:
+                return p, None
+            s = dataclasses.replace(s, steps=args.steps)
+        s.check()
+    except SettingsError as e:
+        return f"--settings: {e}" if args.settings is not None else str(e), None
+    except TypeError as e:  # a value JSON holds but a dataclass field cannot take
+        return f"--settings: {e}", None
+    outs = []
+    for flag, out, derived in (("--out", args.out, weights_path),
+                               ("--toy-out", args.toy_out, toy_weights_path)):
+        if out is None:
+            continue
+        if str(out) in ("", "."):
+            return f"{flag}: an empty path is not allowed; give a file such as book/data/{RUN_FILE}", None
+        if out.suffix != ".json":
+            return f"{flag}: {out} must end in .json (the weights go beside it as .pt)", None
+        p = check_out_file(flag, str(out), f"book/data/{RUN_FILE}")
+        if p:
+            return p, None
+        outs += [out, derived(out)]
+    there = outputs_exist(outs)
+    if there and not args.replace:
+        return (f"--out: {', '.join(map(str, there))} exist(s); pass --replace to overwrite, or "
+                f"choose another path"), None
+    problem = first_problem(
+        check_int("--recheck", args.recheck, 1, s.steps),
+        *(f"--compare: {p} is not a file" for p in (args.compare or []) if not p.is_file()))
+    return problem, s
+
+
+def main(argv: list[str] | None = None) -> int:
+    from andrea_edu.bench.args import fail
+    ap = _parser()
     args = ap.parse_args(argv)
     raw = sys.argv[1:] if argv is None else argv
+    problem, s = _check_args(args)
+    if problem:  # before any training: one line, exit status 2 (argparse's convention)
+        return fail(PROG, problem)
+    assert s is not None
     if args.recheck and not args.measure_spread:
-        s = TextSettings(**json.loads(args.settings)) if args.settings else default_settings(False)
         r = train(s, progress=False, stop_after=args.recheck)
         print(json.dumps({"train_loss": r.train_loss.tolist(), "wall_seconds": r.wall_seconds,
                           "cpu_seconds": r.cpu_seconds,
                           "cpu_capability": torch.backends.cpu.get_cpu_capability(),
                           "pins": {k: os.environ.get(k) for k in CPU_PINS}}))
-        return
+        return 0
     if args.measure_spread:
         for k, v in measure_spread(args.recheck or RECHECK_STEPS).items():
             print(f"{k}: max |loss diff| {v['max_abs_diff']:.2e} ({v['cpu_capability']}, "
                   f"{v['wall_seconds']:.1f} s)")
-        return
+        return 0
     if args.compare:
-        print(compare_scores(*(load_run(p, with_model=False) for p in args.compare)))
-        return
+        try:
+            print(compare_scores(*(load_run(p, with_model=False) for p in args.compare)))
+        except RunFileError as e:
+            return fail(PROG, str(e))
+        return 0
+    if args.out is None and args.toy_out is None:
+        return fail(PROG, "give --out PATH, --toy-out PATH or --recheck N")
     if args.no_pin and not os.environ.get("_ANDREA_NATIVE"):  # knobs left to the libraries
         env = pinned_env(dict.fromkeys(CPU_PINS))
         env["_ANDREA_NATIVE"] = "1"
         os.execve(sys.executable, [sys.executable, "-m", MODULE, *raw], env)
+    if not args.no_pin:
+        _reexec_pinned(raw)
     if args.toy_out:
-        if not args.no_pin:
-            _reexec_pinned(raw)
         from . import training as toy_training
         from .text_runs import save_toy
         toy = toy_training.train(toy_settings(), progress=True)
         prov = {k: v for k, v in provenance(tc.corpus_cached()).items()
                 if k not in ("corpus", "code_hash", "what")}
         prov["what"] = "the toy laboratory's model (heads.training, CHAPTER_SEED), for its circuits"
-        prov["produced_by"] = "python -m andrea_edu.heads.text_training --toy-out " + str(args.toy_out)
-        save_toy(toy, args.toy_out, prov)
-        print(f"wrote {args.toy_out}: {toy.wall_seconds:.0f} s wall, {toy.cpu_seconds:.0f} s CPU")
-        return
-    if args.out is None:
-        ap.error("give --out PATH, --toy-out PATH or --recheck N")
-    if not args.no_pin:
-        _reexec_pinned(raw)
-    s = default_settings(False, **({"steps": args.steps} if args.steps else {}))
+        prov["produced_by"] = f"{PROG} --toy-out {args.toy_out}"
+        written = save_toy(toy, args.toy_out, prov, replace=args.replace)
+        print(f"wrote {', '.join(map(str, written))}: {toy.wall_seconds:.0f} s wall, "
+              f"{toy.cpu_seconds:.0f} s CPU")
+        return 0
     run = train(s, progress=True)
-    save_run(run, args.out)
-    print(f"wrote {args.out}: {run.wall_seconds:.0f} s wall, {run.cpu_seconds:.0f} s CPU; "
+    written = save_run(run, args.out, replace=args.replace)
+    print(f"wrote {', '.join(map(str, written))}: {run.wall_seconds:.0f} s wall, "
+          f"{run.cpu_seconds:.0f} s CPU; "
           + "; ".join(f"{x['pattern']}: L{x['head'][0]}H{x['head'][1]} {x['score']:.3f} "
                       f"({x['ratio']:.1f}x uniform, {x['verdict']})"
                       for x in run.summary(SCORE_TOL)))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -46,10 +48,17 @@ CHAPTER_SEED = 2
 KEEP_TRAIN_STEPS = 200  # a run stored as JSON keeps the training loss of its first steps only
 
 
+class SettingsError(ValueError):
+    """Settings that cannot be trained: one line naming the field and what is allowed."""
+
+
 @dataclass(frozen=True)
-class Settings:
-    """Model size and training budget of one run. The defaults are the chapter's full run:
-    2 layers, d_model 64, 4 heads of 16, 1500 AdamW steps of 32 x 48 tokens (~50k sequences)."""
+class RunSettings:
+    """What every training run of the book shares, for both corpora (the toy patterns here,
+    the standard library's source in heads.text_training): model size, batch, AdamW budget and
+    schedule, seed and evaluation cadence. Each corpus subclasses it with its own defaults and
+    its own extra fields (`Settings`, `text_runs.TextSettings`); the schedule (`lr_at`), the
+    checks (`check`, `from_json`) and the loop (`fit`) are written once, here."""
 
     n_head: int = 4
     d_model: int = 64
@@ -63,6 +72,65 @@ class Settings:
     seed: int = 0  # model initialisation and the training stream
     eval_every: int = 50
     eval_batch: int = 256
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of `step`: linear warm-up over `warmup` steps, cosine decay to 0."""
+        warm = min(1.0, (step + 1) / self.warmup)
+        return self.lr * warm * 0.5 * (1 + math.cos(math.pi * step / self.steps))
+
+    def check(self, machine: bool = True) -> None:
+        """SettingsError (one line: the field, its value, what is allowed) unless every field is
+        usable: integers (not bools) >= 1, seed and weight_decay >= 0, lr a finite number > 0,
+        n_head dividing d_model; machine=True also bounds threads by this machine's CPU count."""
+        cls = type(self).__name__
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.type in ("int", int):
+                lo = 0 if f.name == "seed" else 1
+                if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+                    raise SettingsError(f"{cls}.{f.name}={v!r} is not allowed; an integer >= {lo}")
+            else:
+                zero_ok = f.name == "weight_decay"
+                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
+                    and (v >= 0 if zero_ok else v > 0)
+                if not ok:
+                    raise SettingsError(f"{cls}.{f.name}={v!r} is not allowed; a finite number "
+                                        f"{'>= 0' if zero_ok else '> 0'}")
+        if self.d_model % self.n_head:
+            raise SettingsError(f"{cls}.n_head={self.n_head} does not divide d_model="
+                                f"{self.d_model}; allowed: a divisor of d_model")
+        cpus = os.cpu_count() or 1
+        threads = getattr(self, "threads", 1)  # a field of the subclasses that have it
+        if machine and threads > cpus:
+            raise SettingsError(f"{cls}.threads={threads} is not allowed; an integer in "
+                                f"1..{cpus} (this machine's CPU count)")
+
+    @classmethod
+    def from_json(cls, text: str, base=None):
+        """Settings from a JSON object of field values (the other fields from `base`, else the
+        class defaults), checked: SettingsError naming the problem (not JSON, not an object, an
+        unknown key, a value of the wrong type or out of range)."""
+        try:
+            d = json.loads(text)
+        except ValueError as e:
+            raise SettingsError(f"settings are not valid JSON ({e})") from None
+        if not isinstance(d, dict):
+            raise SettingsError(f"settings must be a JSON object, got {type(d).__name__}")
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(d) - set(names))
+        if unknown:
+            raise SettingsError(f"settings: unknown key(s) {', '.join(unknown)}; allowed: "
+                                f"{', '.join(names)}")
+        s = dataclasses.replace(base, **d) if base is not None else cls(**d)
+        s.check()
+        return s
+
+
+@dataclass(frozen=True)
+class Settings(RunSettings):
+    """Model size and training budget of one run. The defaults are the chapter's full run:
+    2 layers, d_model 64, 4 heads of 16, 1500 AdamW steps of 32 x 48 tokens (~50k sequences)."""
+
     n_probes: int = 10  # ablation probes at steps 0, steps/10, ... (gradient-pressure analysis)
     probe_batch: int = 64
     threads: int = 1  # torch threads while training: 1 makes a run bit-for-bit repeatable
@@ -174,9 +242,38 @@ def _progress_bar(total: int, desc: str, enabled: bool):
     return _Null()
 
 
-def _lr(s: Settings, step: int) -> float:
-    warm = min(1.0, (step + 1) / s.warmup)
-    return s.lr * warm * 0.5 * (1 + math.cos(math.pi * step / s.steps))
+def _lr(s: RunSettings, step: int) -> float:
+    return s.lr_at(step)
+
+
+def fit(model: AndreaModel, s: RunSettings, n_steps: int, next_batch, bar,
+        before_step=None, after_backward=None, postfix_every: int = 50) -> np.ndarray:
+    """The one training loop of the book, for both corpora: AdamW (betas 0.9, 0.98, s.weight_decay)
+    over the first n_steps of s's schedule (`lr_at`), next-token loss only. next_batch() gives
+    (idx, targets); before_step(step) runs before a step draws its batch (evaluations, probes),
+    after_backward(step) between the backward pass and the optimizer step (gradient norms).
+    Returns the training loss of every step."""
+    opt = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(0.9, 0.98),
+                            weight_decay=s.weight_decay)
+    train_loss = np.zeros(n_steps)
+    for step in range(n_steps):
+        if before_step is not None:
+            before_step(step)
+        x, y = next_batch()
+        for g in opt.param_groups:
+            g["lr"] = s.lr_at(step)
+        _, loss = model(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if after_backward is not None:
+            after_backward(step)
+        opt.step()
+        train_loss[step] = loss.item()
+        bar.update()
+        if step % postfix_every == 0:
+            bar.set_postfix_str(f"loss {train_loss[step]:.3f}")
+    bar.close()
+    return train_loss
 
 
 def train(settings: Settings | None = None, progress: bool = True,
@@ -189,6 +286,7 @@ def train(settings: Settings | None = None, progress: bool = True,
     s = settings or default_settings()
     if not isinstance(s, Settings):
         raise TypeError(f"settings must be a Settings, got {type(s).__name__}")
+    s.check()
     if s.steps < s.n_probes or s.eval_every < 1:
         raise ValueError(f"steps={s.steps} must be >= n_probes={s.n_probes}, eval_every="
                          f"{s.eval_every} >= 1")
@@ -198,13 +296,10 @@ def train(settings: Settings | None = None, progress: bool = True,
     t0, c0 = time.perf_counter(), time.process_time()
     with _threads(s.threads):
         model = AndreaModel(s.model_config(), backend="reference", seed=s.seed)
-        opt = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(0.9, 0.98),
-                                weight_decay=s.weight_decay)
         rng = random.Random(s.seed)
         ev = make_batch(s.eval_batch, s.seq_len, seed=EVAL_SEED)
         pb = make_batch(s.probe_batch, s.seq_len, seed=EVAL_SEED + 1)
         L, nh = s.n_layer, s.n_head
-        train_loss = np.zeros(n_steps)
         grads = np.zeros((n_steps, L, nh), dtype=np.float32)
         eval_steps, eval_loss, scores, probes = [], [], [], []
         probe_at = set(s.probe_steps())
@@ -217,8 +312,7 @@ def train(settings: Settings | None = None, progress: bool = True,
             eval_loss.append([d[k] for k in LOSS_KEYS])
             scores.append(scores_from_maps(torch.stack(maps), ev).numpy())
 
-        bar = _progress_bar(n_steps, f"training {L} layers x {nh} heads", progress)
-        for step in range(n_steps):
+        def before_step(step):
             if step % s.eval_every == 0:
                 evaluate(step)
             if step in probe_at:
@@ -226,19 +320,16 @@ def train(settings: Settings | None = None, progress: bool = True,
                                "solo": solo_values(model, pb)[..., 0],
                                "corr_max": max_other_correlation(
                                    head_output_correlations(model, pb))})
+
+        def next_batch():
             batch = make_batch(s.batch_size, s.seq_len, rng=rng)
-            for g in opt.param_groups:
-                g["lr"] = _lr(s, step)
-            _, loss = model(batch.idx, batch.targets)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
+            return batch.idx, batch.targets
+
+        def after_backward(step):
             grads[step] = head_grad_norms(model).numpy()
-            opt.step()
-            train_loss[step] = loss.item()
-            bar.update()
-            if step % 50 == 0:
-                bar.set_postfix_str(f"loss {train_loss[step]:.3f}")
-        bar.close()
+
+        bar = _progress_bar(n_steps, f"training {L} layers x {nh} heads", progress)
+        train_loss = fit(model, s, n_steps, next_batch, bar, before_step, after_backward)
         evaluate(n_steps)
         ablation = ablation_table(model, ev)
         corr = head_output_correlations(model, ev)

@@ -48,8 +48,8 @@ def patch_zmq_poll() -> None:
             if deadline is not None and monotonic() >= deadline:
                 raise Empty
 
-    get_msg._andrea_sliced = True
-    AsyncZMQSocketChannel.get_msg = get_msg
+    setattr(get_msg, "_andrea_sliced", True)  # the mark that makes this patch idempotent
+    setattr(AsyncZMQSocketChannel, "get_msg", get_msg)  # a method replaced on the class
 
 
 def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_dir=None) -> dict:

@@ -34,6 +34,7 @@ import itertools
 import json
 import statistics
 import time
+from typing import Any
 
 from andrea_edu.env import book_build
 from andrea_edu.notebook import live
@@ -209,7 +210,10 @@ def static_html(plot_fn, *, alt="", title=None, valid=None, default=None, dpi: i
     """The self-contained HTML of a static slider (what ``slider(..., static=True)`` shows)."""
     params = _check_params(params)
     start = _check_default(params, default)
-    images, seen, frames, draw_s = [], {}, {}, []
+    images: list[str] = []
+    seen: dict[str, int] = {}
+    frames: dict[str, dict[str, Any]] = {}
+    draw_s: list[float] = []
     for idx, kw in _combinations(params):
         key = ",".join(map(str, idx))
         why = _verdict(valid, kw)

@@ -31,6 +31,7 @@ import math
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -44,7 +45,9 @@ class _Clock:
     """The timing mark: one timestamp (CPU) or CUDA event (GPU) after each step."""
 
     def __init__(self, device: str):
-        self.device, self.marks, self.info = device, [], {}
+        self.device = device
+        self.marks: list = []  # timestamps (CPU) or CUDA events (GPU), one per mark
+        self.info: dict[str, Any] = {}
 
     def _now(self):
         if self.device == "cuda":
@@ -201,7 +204,10 @@ def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 
         raise ValueError(f"the model's device {model.wte.device} is not supported; use cpu or cuda")
     g = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, model.wte.shape[0], (B, T), generator=g).to(model.wte.device)  # (B, T)
-    clock, per_step, whole, marked = _Clock(dev), {}, [], []
+    clock = _Clock(dev)
+    per_step: dict[tuple[int, str], list[float]] = {}
+    whole: list[float] = []
+    marked: list[float] = []
     with torch.no_grad():
         for i in range(warmup + repeats):
             clock.start()
@@ -236,7 +242,8 @@ def time_block(block, x, layer: int = 0, repeats: int = 5, warmup: int = 1) -> d
 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a positive int, got {repeats!r}")
-    clock, per_step = _Clock(x.device.type), {}
+    clock = _Clock(x.device.type)
+    per_step: dict[tuple[int, str], list[float]] = {}
     with torch.no_grad():
         for i in range(warmup + repeats):
             clock.start()
@@ -279,10 +286,11 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
     if data_dir_ is not None:
         folder = Path(data_dir_)
     else:  # $ANDREA_DATA_DIR; beside the installed package's repository; beside the notebook
-        folder = next((d for d in data_search_dirs() if d.is_dir() and
-                       any(d.glob("pipeline_*.json"))), None)
-        if folder is None:
+        found = next((d for d in data_search_dirs() if d.is_dir() and
+                      any(d.glob("pipeline_*.json"))), None)
+        if found is None:
             return None
+        folder = found
     files = sorted(folder.glob("pipeline_*.json"))
     gpu = [f for f in files if f.name != "pipeline_cpu.json"]
     cpu = [f for f in files if f.name == "pipeline_cpu.json"]
