@@ -446,6 +446,15 @@ def clock_sentence(tm) -> str:
             + ". The tensor ceiling of HMMA.16816: " + "; ".join(ceil) + ".")
 
 
+def check_head_dim(hs: int) -> int:
+    """hs when this chapter precomputed it (HEAD_DIMS: the head_dims all three kernels compile
+    for), else a one-line ValueError naming the allowed values, before any long work."""
+    if hs not in HEAD_DIMS:
+        raise ValueError(f"hs={hs!r}: this chapter compiles and models head_dim "
+                         f"{', '.join(map(str, HEAD_DIMS))} only; set hs to one of them")
+    return hs
+
+
 def band_phrase(m: dict) -> str:
     """What published kernels reach beside one time_model.model_bound dict, in words: the band
     a real kernel lands in, and a warning when the bound's TFLOP/s exceed what any published

@@ -117,7 +117,7 @@ PUBLISHED: list[dict[str, Any]] = [
          dtype="fp16", head_dim=64, T=1024, tflops={False: 392.0, True: 265.0},
          source="FlashAttention-3 paper (arXiv:2407.08608), forward, head_dim 64, seq 1k"),
 ]
-PUBLISHED_GPU = {"H200": "H100 SXM5"}   # the H200 is an H100 SXM5's GH100 with more bandwidth
+PUBLISHED_GPU: dict[str, str] = {"H200": "H100 SXM5"}   # the H200 is an H100 SXM5's GH100 with more bandwidth
 
 
 def published_band(version: str, gpu: str, causal: bool, useful_flops: float,
