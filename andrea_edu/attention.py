@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 
@@ -129,7 +130,7 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
     no_v3 = v3_ineligibility(head_dim, dtype, sm if device_type == "cuda" else None)
     no_v2 = v2_ineligibility(head_dim, dtype, sm if device_type == "cuda" else None)
     no_v1 = v1_ineligibility(head_dim, sm if device_type == "cuda" else None)
-    kw = dict(requested=backend)
+    kw: dict[str, Any] = dict(requested=backend)
 
     if backend in ("reference", "sdpa"):
         return Decision(backend, f"backend={backend!r} was requested", **kw)
@@ -256,5 +257,6 @@ def attention(q, k, v, causal: bool = False, backend: str = "auto",
         out, _ = emulator.emulate(q, k, v, causal=causal, kernel=decision.kernel, trace=False)
     else:
         from andrea_edu.kernels import launch
+        assert decision.kernel is not None  # choose_backend names the kernel of every cuda-* decision
         out = launch.launch_attention(q, k, v, causal=causal, version=decision.kernel)
     return (out, decision) if return_decision else out

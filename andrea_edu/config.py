@@ -43,7 +43,9 @@ class AndreaConfig:
 
     d_model: int = 768
     n_head: int = 12
-    head_dim: int | None = None
+    # None (the default) is replaced by d_model // n_head in __post_init__: after construction
+    # head_dim is always an int, which is the type every reader of it sees.
+    head_dim: int = None  # type: ignore[assignment]  # the "derive it" default, never kept
     n_layer: int = 12
     vocab_size: int = 50257
     block_size: int = 1024

@@ -8,7 +8,11 @@ ANDREA_CPU_ISA       "avx2" (the default) pins the CPU instruction sets of torch
                      (and drops pins inherited from a parent). Timings want "native": the bench
                      and pipeline-timing commands re-run themselves so (`native_isa_env`), and a
                      chapter that times on the CPU sets it before importing andrea_edu.
+                     "asis" leaves the three knobs exactly as the environment has them (neither
+                     filled in nor dropped): for a child whose parent chose each knob (the
+                     re-check of "Heads on real text", heads.text_training.pinned_env).
 ANDREA_DATA_DIR      the folder of committed measurements (else found: see `data_search_dirs`).
+ANDREA_GIT_COMMIT    the commit a copy without its .git folder was made from (`git_commit`).
 
 Why pin: on one machine two seeded CPU trainings are bit-identical, but ATen, MKL and oneDNN each
 pick kernels by the CPU's instruction set (AVX2 vs AVX-512), and the low bits grow through
@@ -63,9 +67,14 @@ def is_x86() -> bool:
     return platform.machine().lower() in _X86
 
 
+def _isa_mode() -> str:
+    return os.environ.get("ANDREA_CPU_ISA", "avx2").strip().lower()
+
+
 def pinning_wanted() -> bool:
-    """False when ANDREA_CPU_ISA=native, or on a CPU that is not x86 (ARM has none of the knobs)."""
-    return is_x86() and os.environ.get("ANDREA_CPU_ISA", "avx2").strip().lower() != "native"
+    """False when ANDREA_CPU_ISA is "native" or "asis", or on a CPU that is not x86 (ARM has
+    none of the knobs)."""
+    return is_x86() and _isa_mode() not in ("native", "asis")
 
 
 def pin_cpu_isa(warn: bool = True) -> dict[str, str]:
@@ -77,8 +86,10 @@ def pin_cpu_isa(warn: bool = True) -> dict[str, str]:
     (the provenance records what ATen really uses, `torch.backends.cpu.get_cpu_capability()`).
     """
     if not pinning_wanted():
-        if is_x86() and "torch" not in sys.modules:  # opted out: drop pins inherited from a
-            for k, v in PINNED_ISA.items():          # pinning parent (tests, scripts/)
+        # "native" drops pins inherited from a pinning parent (tests, scripts/); "asis" keeps
+        # whatever the parent set
+        if is_x86() and _isa_mode() == "native" and "torch" not in sys.modules:
+            for k, v in PINNED_ISA.items():
                 if os.environ.get(k) == v:
                     del os.environ[k]
         return isa_settings()
@@ -121,6 +132,26 @@ def rerun_unpinned(module: str) -> int | None:
     import subprocess
     return subprocess.run([sys.executable, "-m", module, *sys.argv[1:]],
                           env=native_isa_env()).returncode
+
+
+def git_commit() -> str:
+    """The commit every provenance block records: ANDREA_GIT_COMMIT when set (a copy without its
+    .git folder), else HEAD of the repository andrea_edu sits in, plus "-dirty (files)" naming
+    the files under andrea_edu/ that differ from it; "unknown" without git or a repository."""
+    if os.environ.get("ANDREA_GIT_COMMIT"):
+        return os.environ["ANDREA_GIT_COMMIT"]
+    import subprocess
+    here = Path(__file__).resolve().parent  # andrea_edu/
+    run = dict(cwd=here, capture_output=True, text=True, timeout=10)
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
+        if not sha:
+            return "unknown"
+        changed = subprocess.run(["git", "status", "--porcelain", "--", "."], **run).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    files = sorted(line[3:] for line in changed.splitlines() if line[3:])
+    return sha + (f"-dirty ({', '.join(files)})" if files else "")
 
 
 def isa_settings() -> dict[str, str]:

@@ -40,7 +40,8 @@ def check_shape(shape) -> tuple[int, int, int, int]:
     for name, v in zip(names, shape):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"shape: {name} must be a positive int, got {v!r} in shape={tuple(shape)}")
-    return tuple(int(v) for v in shape)
+    b, t, nh, hs = (int(v) for v in shape)
+    return b, t, nh, hs
 
 
 def _check_layout(layout: str) -> str:

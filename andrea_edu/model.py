@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator
+from typing import cast, overload
 
 import torch
 import torch.nn as nn
@@ -72,6 +74,9 @@ def attention_probabilities(q: torch.Tensor, k: torch.Tensor, causal: bool = Tru
 class SelfAttention(nn.Module):
     """Causal multi-head self-attention: fused c_attn [C, 3C], one attention call, W_O [C, C]."""
 
+    b_attn: nn.Parameter | None  # registered with register_parameter (None without cfg.bias)
+    b_O: nn.Parameter | None
+
     def __init__(self, cfg: AndreaConfig, backend: str = "reference"):
         super().__init__()
         C = cfg.d_model
@@ -100,6 +105,9 @@ class MLP(nn.Module):
     """GELU(x . W_in) . W_out, hidden width mlp_ratio x d_model, no biases (GPT-2: with biases,
     tanh GELU)."""
 
+    b_in: nn.Parameter | None  # registered with register_parameter (None without cfg.bias)
+    b_out: nn.Parameter | None
+
     def __init__(self, cfg: AndreaConfig):
         super().__init__()
         self.W_in = nn.Parameter(torch.empty(cfg.d_model, cfg.d_mlp))
@@ -109,7 +117,7 @@ class MLP(nn.Module):
         self.approximate = "tanh" if cfg.gelu == "tanh" else "none"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.b_in is None:
+        if self.b_in is None or self.b_out is None:  # both present or both absent (cfg.bias)
             return F.gelu(x @ self.W_in, approximate=self.approximate) @ self.W_out  # (B, T, C)
         h = F.gelu(x @ self.W_in + self.b_in, approximate=self.approximate)  # (B, T, 4C)
         return h @ self.W_out + self.b_out  # (B, T, C)
@@ -128,6 +136,21 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln_1(x))
         return x + self.mlp(self.ln_2(x))
+
+
+class Blocks(nn.ModuleList):
+    """The model's layers: an nn.ModuleList (same state_dict keys) whose items are typed Block."""
+
+    @overload
+    def __getitem__(self, idx: slice) -> Blocks: ...
+    @overload
+    def __getitem__(self, idx: int) -> Block: ...
+
+    def __getitem__(self, idx):
+        return super().__getitem__(idx)
+
+    def __iter__(self) -> Iterator[Block]:
+        return cast(Iterator[Block], super().__iter__())  # ModuleList types its items as Module
 
 
 class AndreaModel(nn.Module):
@@ -153,7 +176,7 @@ class AndreaModel(nn.Module):
         with torch.device(device):
             self.wte = nn.Parameter(torch.empty(cfg.vocab_size, C))  # token embedding = head
             self.wpe = nn.Parameter(torch.empty(cfg.block_size, C))  # learned positions
-            self.blocks = nn.ModuleList(Block(cfg, backend) for _ in range(cfg.n_layer))
+            self.blocks = Blocks(Block(cfg, backend) for _ in range(cfg.n_layer))
             self.ln_f = nn.LayerNorm(C, eps=cfg.layer_norm_eps)
         if torch.device(device).type != "meta":
             self.reset_parameters(seed)

@@ -200,7 +200,7 @@ class Projections:
         _check_n_head(n_head, d_model)
         g = torch.Generator().manual_seed(seed)
         W = [torch.randn(d_model, d_model, generator=g, dtype=dtype) * 0.02 for _ in range(4)]
-        return cls(*W, n_head=n_head)
+        return cls(W[0], W[1], W[2], W[3], n_head=n_head)
 
     @property
     def c_attn(self) -> torch.Tensor:
@@ -208,4 +208,5 @@ class Projections:
 
     def per_head(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(W_Q^h, W_K^h, W_V^h) stacked over heads, each [nh, C, hs]."""
-        return tuple(fused_to_per_head(W, self.n_head) for W in (self.W_Q, self.W_K, self.W_V))
+        return (fused_to_per_head(self.W_Q, self.n_head), fused_to_per_head(self.W_K, self.n_head),
+                fused_to_per_head(self.W_V, self.n_head))

@@ -1,6 +1,6 @@
 """The live notebooks as a reader meets them: JupyterLab in headless Chromium, every slider moved.
 
-For each chapter with a live slider (``viz.slider`` in a running kernel) this starts a real
+For each chapter with a live slider (``andrea_edu.notebook.slider.slider`` in a running kernel) this starts a real
 ``jupyter lab`` on 127.0.0.1 (a token, a throw-away settings folder), opens the notebook, runs
 every cell (JupyterLab's own ``notebook:run-all-cells`` command), waits until the kernel is idle,
 then moves every slider with the keyboard, the way a reader does: focus the handle, ArrowRight to
@@ -49,7 +49,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]
-# Chapters whose notebooks call viz.slider (the live path draws an ipywidgets box).
+# Chapters whose notebooks call the slider (the live path draws an ipywidgets box).
 CHAPTERS = ["output_projection", "one_kernel_many_heads", "twelve_vectors_become_one",
             "parameter_count", "cuda_stores_heads", "config_mirrors_hardware", "final_picture",
             "reading_the_pipeline", "three_matrices", "why_heads_specialize"]
@@ -400,7 +400,11 @@ def bench_chapter(browser, lab: Lab, chapter: str, *, pause_s: float = 0.25,
     run = ChapterRun(chapter)
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = ctx.new_page()
-    page.on("console", lambda m: m.type == "error" and run.console_errors.append(m.text[:300]))
+    def on_console(m) -> None:
+        if m.type == "error":
+            run.console_errors.append(m.text[:300])
+
+    page.on("console", on_console)
     page.on("pageerror", lambda e: run.console_errors.append(f"pageerror: {str(e)[:300]}"))
     try:
         open_and_run(page, lab, chapter, run)

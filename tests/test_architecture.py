@@ -16,11 +16,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "andrea_edu"
-SUBPACKAGES = ("kernels", "heads", "pipeline", "bench", "figures")
+SUBPACKAGES = ("kernels", "heads", "pipeline", "bench", "notebook", "figures")
 CORE = ("andrea_edu.config", "andrea_edu.projections", "andrea_edu.layout", "andrea_edu.model",
         "andrea_edu.env")
-# The CLI shims kept so that old commands (python -m andrea_edu.gpucheck, ...) still work.
-SHIMS = ("andrea_edu.gpucheck", "andrea_edu.pipeline_timing", "andrea_edu.specialization_sweep")
 
 
 def _module_name(path: Path) -> str:
@@ -104,7 +102,7 @@ def layer(mod: str) -> str:
         return parts[1]
     if mod == "andrea_edu.attention":
         return "attention"
-    if mod in SHIMS or mod == "andrea_edu":
+    if mod == "andrea_edu":
         return "entry"
     return "core"
 
@@ -118,6 +116,7 @@ ALLOWED = {
     "heads": {"heads", "attention", "kernels", "core", "bench"},
     "pipeline": {"pipeline", "attention", "kernels", "core", "bench"},
     "bench": {"bench", "attention", "kernels", "core"},
+    "notebook": {"notebook", "bench", "core"},
     "figures": {"figures", "heads", "pipeline", "bench", "attention", "kernels", "core"},
     "entry": set(SUBPACKAGES) | {"attention", "core"},
 }
@@ -186,9 +185,9 @@ def _notebook_imports(nb_path: Path) -> set[str]:
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("andrea_edu"):
+                mod = node.module or ""
                 for a in node.names:
-                    out.add(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules()
-                            else node.module)
+                    out.add(f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules() else mod)
             elif isinstance(node, ast.Import):
                 out |= {a.name for a in node.names if a.name.startswith("andrea_edu")}
     return out
@@ -199,8 +198,8 @@ CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
 
 @pytest.mark.parametrize("nb", CHAPTERS, ids=lambda p: p.stem)
 def test_a_chapter_takes_figures_only_from_the_module_named_after_it(nb):
-    shared = {"andrea_edu.figures.viz", "andrea_edu.figures.slider", "andrea_edu.figures.verdicts",
-              "andrea_edu.figures"}
+    shared = {"andrea_edu.figures.viz", "andrea_edu.figures.verdicts",
+              "andrea_edu.figures.kernel_source", "andrea_edu.figures"}
     figs = {m for m in _notebook_imports(nb) if m.startswith("andrea_edu.figures")} - shared
     assert figs <= {f"andrea_edu.figures.{nb.stem}"}, figs
     assert (PKG / "figures" / f"{nb.stem}.py").is_file(), f"no andrea_edu/figures/{nb.stem}.py"

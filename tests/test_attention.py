@@ -201,7 +201,7 @@ def test_validation_errors(make, exc, match):
 def test_argument_errors():
     q = _t(1, 1, 3, 8)
     with pytest.raises(TypeError, match=r"causal=1 must be True or False"):
-        attention(q, q, q, causal=1)
+        attention(q, q, q, causal=1)  # type: ignore[arg-type]  # the wrong type under test
     with pytest.raises(ValueError, match=r"backend='gpu' is not one of"):
         attention(q, q, q, backend="gpu")
     with pytest.raises(ValueError, match=r"needs CUDA tensors.*backend='emulator'"):

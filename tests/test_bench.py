@@ -19,6 +19,12 @@ REPO = Path(__file__).resolve().parents[1]
 CHAPTER = REPO / "book" / "config_mirrors_hardware.ipynb"
 
 
+def _found(results: dict | None) -> dict:
+    """A load_results() answer the test expects to exist."""
+    assert results is not None, "load_results found no file"
+    return results
+
+
 # ---------------------------------------------------------------- FLOP formulas
 def test_attention_flops_hand_computed():
     # B=1, nh=1, T=2, hs=3: Q K^T is (2x3)@(3x2): 2*2*3 multiply-adds = 24 FLOPs; P V is
@@ -75,8 +81,8 @@ def test_cpu_run_writes_valid_labelled_json(cpu_results):
 
 def test_cpu_headdim_marks_cuda_unavailable_and_records_sdpa(cpu_results):
     _, out = cpu_results
-    obj = bench.load_results("headdim", device="cpu", data_dir_=out)
-    by = {}
+    obj = _found(bench.load_results("headdim", device="cpu", data_dir_=out))
+    by: dict[str, list] = {}
     for r in obj["records"]:
         by.setdefault(r["backend"], []).append(r)
     for backend in ("cuda-naive", "cuda-wmma"):
@@ -92,7 +98,7 @@ def test_cpu_headdim_marks_cuda_unavailable_and_records_sdpa(cpu_results):
 
 def test_cpu_projections_count_blas_calls(cpu_results):
     _, out = cpu_results
-    obj = bench.load_results("projections", device="cpu", data_dir_=out)
+    obj = _found(bench.load_results("projections", device="cpu", data_dir_=out))
     calls = {r["backend"]: r["blas_calls"] for r in obj["records"]}
     nh = obj["records"][0]["params"]["n_head"]
     assert calls == {"per-head": 3 * nh, "per-head-matmuls": 3 * nh, "fused": 3, "c-attn": 1}
@@ -103,16 +109,18 @@ def test_load_results_prefers_gpu_and_handles_missing(cpu_results, tmp_path):
     assert bench.load_results("headdim", data_dir_=tmp_path) is None
     shutil.copy(out / "bench_layout_cpu.json", tmp_path)
     assert bench.load_results("layout", device="gpu", data_dir_=tmp_path) is None
-    assert bench.load_results("layout", data_dir_=tmp_path)["provenance"]["device_kind"] == "cpu"
+    assert _found(bench.load_results("layout", data_dir_=tmp_path))["provenance"]["device_kind"] \
+        == "cpu"
     fake = json.loads((out / "bench_layout_cpu.json").read_text())
     fake["provenance"].update(device_kind="gpu", device="NVIDIA H200", device_slug="nvidia-h200")
     (tmp_path / "bench_layout_nvidia-h200.json").write_text(json.dumps(fake))
-    assert bench.load_results("layout", data_dir_=tmp_path)["provenance"]["device"] == "NVIDIA H200"
+    assert _found(bench.load_results("layout", data_dir_=tmp_path))["provenance"]["device"] \
+        == "NVIDIA H200"
     (tmp_path / "bench_layout_nvidia-h200.json").write_text("{not json")
     with pytest.raises(bench.ResultsFileError, match="bench_layout_nvidia-h200.json: not valid"):
         bench.load_results("layout", data_dir_=tmp_path)  # a damaged file: its reason, not a
     with pytest.warns(RuntimeWarning, match="not valid JSON"):  # silent fallback
-        got = bench.load_results("layout", data_dir_=tmp_path, errors="warn")
+        got = _found(bench.load_results("layout", data_dir_=tmp_path, errors="warn"))
     assert got["provenance"]["device_kind"] == "cpu"
     with pytest.raises(ValueError, match="suite"):
         bench.load_results("nope")
@@ -168,8 +176,11 @@ def test_wrong_backend_is_caught_before_timing(monkeypatch):
     monkeypatch.setitem(bench_cases.BACKEND_FNS, "sdpa:math", _garbage)
     timed = []
     real = bench.time_fns
-    monkeypatch.setattr(timing, "time_fns", lambda fns, *a, **k: (timed.append(len(fns)),
-                                                                 real(fns, *a, **k))[1])
+    def counting_time_fns(fns, *a, **k):
+        timed.append(len(fns))
+        return real(fns, *a, **k)
+
+    monkeypatch.setattr(timing, "time_fns", counting_time_fns)
     with pytest.raises(bench.ValidationError, match=r"sdpa:math.*not timed"):
         suites.run_suite("headdim", fast=True, progress=False, head_dims=[16],
                               shapes=["ANDREA-12M"], series=["n_head"],
@@ -188,7 +199,7 @@ def test_cli_exit_status_reports_invalid_backend(monkeypatch, tmp_path):
     monkeypatch.setattr(bench_cases, "HEAD_DIMS_FAST", (16,))
     assert cli.main(["head-dim", "--fast", "--no-progress", "--keep-going",
                        "--out", str(tmp_path)]) == 1
-    obj = bench.load_results("headdim", data_dir_=tmp_path)
+    obj = _found(bench.load_results("headdim", data_dir_=tmp_path))
     assert {r["status"] for r in obj["records"] if r["backend"] == "reference"} == {"invalid"}
 
 
@@ -209,7 +220,12 @@ def test_deadline_skips_cases_instead_of_timing(tmp_path):
 def test_gpu_check_delegates_to_gpucheck(monkeypatch):
     seen = []
     fake = types.ModuleType("andrea_edu.bench.gpucheck")
-    fake.main = lambda argv: seen.append(argv) or 3
+
+    def fake_main(argv):
+        seen.append(argv)
+        return 3
+
+    setattr(fake, "main", fake_main)  # a stand-in module built at run time
     monkeypatch.setitem(sys.modules, "andrea_edu.bench.gpucheck", fake)
     monkeypatch.setattr(bench, "gpucheck", fake, raising=False)
     assert cli.main(["gpu-check", "--out", "x"]) == 3
@@ -298,3 +314,50 @@ def test_chapter_runs_with_gpu_and_cpu_data_files(cpu_results, tmp_path, monkeyp
     assert "No GPU measurement exists yet" not in text
     assert "GPU measurement: Fake GPU (test)" in text and "CPU measurement: CPU: " in text
     assert "Fake GPU (test), cuda-wmma" in text  # the 32 vs 64 comparison used the GPU file
+
+
+# ------------------------------------------------------------- the one op counter, SDPA live
+def test_the_one_op_counter_counts_matmuls_and_hidden_copies():
+    from andrea_edu.bench.aten import AtenOps, blas_calls, count_aten_ops
+
+    x, w = torch.randn(4, 6), torch.randn(6, 6)
+    assert blas_calls(lambda: [x @ w for _ in range(3)]) == 3
+    assert count_aten_ops(lambda: x.t().contiguous()).get("clone") == 1
+    assert count_aten_ops(lambda: x.view(6, 4)).get("clone") is None
+    with AtenOps() as rec:
+        torch.relu(x @ w)
+    assert [str(f) for f in rec.calls] == ["aten.mm.default", "aten.relu.default"]
+    assert rec.counts() == {"mm": 1, "relu": 1}
+
+
+def test_the_pipeline_op_recorder_is_the_same_counter_split_by_step():
+    from andrea_edu.bench.aten import AtenOps
+    from andrea_edu.pipeline.ops import OpRecorder
+
+    x, w = torch.randn(4, 6), torch.randn(6, 6)
+    assert issubclass(OpRecorder, AtenOps)
+    with OpRecorder() as rec:
+        y = rec.mark(0, "matmul", x @ w)
+        rec.mark(0, "act", torch.relu(y) + torch.relu(y))
+    assert rec.ops == {"matmul": ["aten.mm.default"],
+                       "act": ["aten.relu.default", "aten.add.Tensor"]}
+
+
+def test_sdpa_on_the_view_makes_no_copy_and_the_contiguous_path_copies_q_k_v():
+    from andrea_edu.bench.sdpa import sdpa_view_vs_contiguous
+
+    r = sdpa_view_vs_contiguous(B=1, T=8, n_head=2, head_dim=4, repeats=1)
+    assert "clone" not in r["transposed view"]["ops"]
+    assert r[".contiguous() first"]["ops"]["clone"] == 3
+    assert r["max_abs_diff"] == 0.0 and r["strides"] == (64, 4, 8, 1)
+    assert all(0 < r[p]["min_ms"] <= r[p]["median_ms"]
+               for p in ("transposed view", ".contiguous() first"))
+
+
+def test_sdpa_one_wide_head_cuts_the_same_numbers_two_ways():
+    from andrea_edu.bench.sdpa import sdpa_one_wide_head
+
+    r = sdpa_one_wide_head(B=1, T=8, d_model=16, n_head=4, repeats=1)
+    assert {k: v["head_dim"] for k, v in r.items()} == {"4 heads of 4": 4, "1 head of 16": 16}
+    assert all(sum(v["ops"].values()) >= 1 and 0 < v["min_ms"] <= v["median_ms"]
+               for v in r.values())

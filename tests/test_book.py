@@ -43,11 +43,9 @@ HARMLESS_BUILD_LINES = [
 ]
 
 # Console errors that are not the book's fault. Each entry: (pattern, why it is harmless).
-HARMLESS_CONSOLE = [
-    (re.compile(r"^Got invalid theme mode: \. Resetting to auto\.$"),
-     "pydata-sphinx-theme 0.17 logs this with console.error on a first visit, when the browser "
-     "has no stored light/dark choice yet; it then uses 'auto', which is the intended default"),
-]
+# (Empty: pydata-sphinx-theme's "Got invalid theme mode: . Resetting to auto." on a first visit
+# came from an unset html_context default_mode; _config.yml sets it to auto.)
+HARMLESS_CONSOLE: list = []
 
 # Script exceptions that are not the book's fault. Each entry: (pattern, why it is harmless).
 # (Empty: the sphinx-thebe script that sphinx-thebe 0.3.1 doubled under Sphinx 7.4, throwing
@@ -127,7 +125,7 @@ def _open(browser, url):
     """A new page at `url`, with console errors, exceptions and external requests recorded."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
-    seen = {"console": [], "exceptions": [], "external": []}
+    seen: dict[str, list] = {"console": [], "exceptions": [], "external": []}
     page.on("console", lambda m: seen["console"].append((m.text, m.location.get("url", "")))
             if m.type == "error" else None)
     page.on("pageerror", lambda e: seen["exceptions"].append(str(e)))
@@ -205,7 +203,7 @@ def test_page_in_browser(docname, browser, site, built_book):
         problems = _problems_with_requests_and_console(seen)
         if "application/vnd.jupyter.widget-view+json" in html:
             problems.append("embeds a live ipywidget, which is dead without a kernel: use "
-                            "andrea_edu.figures.viz.slider (static frames in the book build)")
+                            "andrea_edu.notebook.slider.slider (static frames in the book build)")
         _screenshot(page, docname.replace("/", "__"))  # before any slider moves: as loaded
         figs = page.evaluate(_FIGURES_JS)
         problems += [f"image did not load: {i['src']}..." for i in figs["images"]
@@ -263,7 +261,7 @@ def test_static_slider_alone_in_a_bare_page(browser):
     the image for an invalid combination."""
     import matplotlib.pyplot as plt
 
-    from andrea_edu.figures.slider import static_html
+    from andrea_edu.notebook.slider import static_html
 
     def plot(a, b):
         fig, ax = plt.subplots(figsize=(2, 1.5))

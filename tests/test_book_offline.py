@@ -82,7 +82,7 @@ def _offline_page(browser, url: str, width: int):
     and recorded, and local requests that fail or answer >= 400 are recorded too."""
     context = browser.new_context(viewport={"width": width, "height": 900})
     page = context.new_page()
-    seen = {"external": [], "failed": []}
+    seen: dict[str, list] = {"external": [], "failed": []}
     local = url.split("/", 3)[:3]
 
     def route(r):

@@ -1,12 +1,14 @@
 """The Colab path (issue 12, item 3): a bare runtime outside the clone finds the committed data
-beside the installed package and installs the pinned CUDA toolkit.
+beside the installed package, installs the pinned CUDA toolkit and keeps its own torch.
 
 The test stands in for Colab without a network: a fresh virtual environment in which andrea_edu
 is NOT importable (it sees this venv's other packages through a path entry, so nothing is
 downloaded), a local mirror of this repository as the "remote", HOME and the working directory
 in a scratch folder (/content's role). The chapter runs its own install cell (clone, then
-pip install -e repo[cuda], with pip kept offline by PIP_NO_INDEX), then a check cell appended by
-the test says which andrea_edu, which data file and which toolkit the chapter used."""
+scripts/install_book.py: pip install -e repo[cuda13] for a runtime without a driver, with pip kept
+offline by PIP_NO_INDEX), then a check cell appended by the test says which andrea_edu, which
+data file, which toolkit and which torch the chapter used. The install cell's branches are
+tests/test_install_cell.py."""
 from __future__ import annotations
 
 import json
@@ -14,7 +16,6 @@ import re
 import subprocess
 import sys
 import sysconfig
-import tomllib
 from pathlib import Path
 
 import nbformat
@@ -30,28 +31,9 @@ def _requirements() -> dict[str, str]:
         line = line.split("#", 1)[0].strip()
         if line:
             m = re.match(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?(.*)", line)
+            assert m, line
             out[m.group(1).lower()] = (m.group(2) or "") + m.group(3).strip()
     return out
-
-
-def _specs(lines) -> dict[str, str]:
-    return {m.group(1).lower(): (m.group(2) or "") + m.group(3).strip()
-            for m in (re.match(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?(.*)", s) for s in lines)}
-
-
-def test_cuda_extra_pins_what_requirements_pin():
-    """One source of truth: the [cuda] extra's specifiers are requirements.txt's, and it brings
-    cuobjdump and nvdisasm (the SASS sections)."""
-    py = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    req, extra = _requirements(), _specs(py["optional-dependencies"]["cuda"])
-    assert {"cuda-toolkit", "cuda-bindings", "nvidia-cuda-cuobjdump",
-            "nvidia-cuda-nvdisasm"} <= set(extra)
-    for name, spec in extra.items():
-        assert req.get(name) == spec, (name, spec, req.get(name))
-    assert "==" in extra["cuda-toolkit"]  # pinned: the book's register counts
-    for name, spec in _specs(py["dependencies"]).items():  # torch: the reader's own is allowed
-        if name != "torch":
-            assert req.get(name) == spec, (name, spec, req.get(name))
 
 
 @pytest.fixture()
@@ -86,16 +68,23 @@ def bare_runtime(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_DISABLE_PIP_VERSION_CHECK", "1")
     monkeypatch.setenv("ANDREA_FAST", "1")
     monkeypatch.setenv("ANDREA_REPO_URL", mirror.as_uri())
+    monkeypatch.setenv("ANDREA_DRIVER_CUDA", "none")  # a CPU runtime, whatever this machine has
     monkeypatch.delenv("ANDREA_DATA_DIR", raising=False)
     monkeypatch.delenv("ANDREA_BOOK_BUILD", raising=False)
     return py, home, content, mirror
 
+
+BEFORE = '''
+import importlib.metadata as md
+print("TORCH-BEFORE " + md.version("torch"))
+'''
 
 CHECK = '''
 import importlib.metadata as md, json, andrea_edu
 from andrea_edu.heads.sweep import find_data
 print("COLAB-CHECK " + json.dumps({"andrea_edu": andrea_edu.__file__,
       "sweep": str(find_data(say=False)), "cuda-toolkit": md.version("cuda-toolkit"),
+      "torch": md.version("torch"),
       "cwd": __import__("os").getcwd()}))
 '''
 
@@ -105,10 +94,8 @@ def test_a_chapter_on_a_bare_runtime_uses_the_committed_data(bare_runtime):
     py, home, content, mirror = bare_runtime
     nb = nbformat.read(CHAPTER, as_version=4)
     install = nb.cells[1].source
-    assert "pip" in install and "install" in install and "find_spec" in install
-    if "ANDREA_REPO_URL" not in install:  # until the chapter reads it: the cell's own path,
-        subprocess.run(["git", "clone", "-q", str(mirror), str(home / "andrea-attention")],
-                       check=True)  # cloned from the local mirror, as the cell would
+    assert "install_book.py" in install and "find_spec" in install and "ANDREA_REPO_URL" in install
+    nb.cells.insert(1, nbformat.v4.new_code_cell(BEFORE))  # the runtime's torch, before
     nb.cells.append(nbformat.v4.new_code_cell(CHECK))
     NotebookClient(nb, timeout=600, kernel_name="bare", allow_errors=False,
                    resources={"metadata": {"path": str(content)}}).execute()
@@ -122,3 +109,6 @@ def test_a_chapter_on_a_bare_runtime_uses_the_committed_data(bare_runtime):
     assert "computed now" not in text and "no committed" not in text  # nothing retrained
     pinned = _requirements()["cuda-toolkit"].split("==")[1]
     assert found["cuda-toolkit"] == pinned
+    before = text.split("TORCH-BEFORE ", 1)[1].split()[0].strip('"\\')
+    assert found["torch"] == before  # installing the book kept the runtime's torch
+    assert "installing the CPU path (cuda13" in text  # the no-driver branch of install_book.py

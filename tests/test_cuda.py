@@ -117,7 +117,8 @@ def test_sass_shows_hmma_for_v2_only():
         pytest.skip("cuobjdump/nvdisasm not found: pip install nvidia-cuda-cuobjdump "
                     "nvidia-cuda-nvdisasm")
     assert "HMMA" in sass
-    assert "HMMA" not in cuda.compile_attention("v1", 64, torch.float16, "sm_90").sass()
+    v1_sass = cuda.compile_attention("v1", 64, torch.float16, "sm_90").sass()
+    assert v1_sass is not None and "HMMA" not in v1_sass
 
 
 def test_ptxas_registers_agree_with_cuobjdump():
@@ -131,8 +132,10 @@ def test_ptxas_registers_agree_with_cuobjdump():
             p.write_bytes(ck.cubin)
             txt = subprocess.run([tool, "--dump-resource-usage", str(p)], capture_output=True,
                                  text=True, check=True).stdout
-        assert int(re.search(r"REG:(\d+)", txt).group(1)) == ck.resources.registers
-        assert int(re.search(r"STACK:(\d+)", txt).group(1)) == ck.resources.stack_bytes
+        reg, stack = re.search(r"REG:(\d+)", txt), re.search(r"STACK:(\d+)", txt)
+        assert reg and stack, txt
+        assert int(reg.group(1)) == ck.resources.registers
+        assert int(stack.group(1)) == ck.resources.stack_bytes
 
 
 def test_parse_ptxas_log_reads_its_own_function():
@@ -240,8 +243,10 @@ def test_old_driver_names_both_versions(monkeypatch):
     cuda_launch.check_driver(driver_version=13000, nvrtc=(13, 1))  # minor-version compatible
 
 
-def _qkv(*shape, dtype=torch.float32, device="cpu"):
-    return [torch.randn(*shape, device=device).to(dtype) for _ in range(3)]
+def _qkv(*shape, dtype=torch.float32, device="cpu") -> tuple[torch.Tensor, torch.Tensor,
+                                                               torch.Tensor]:
+    q, k, v = (torch.randn(*shape, device=device).to(dtype) for _ in range(3))
+    return q, k, v
 
 
 def test_launch_input_errors():
@@ -259,7 +264,7 @@ def test_launch_input_errors():
     with pytest.raises(ValueError, match=r"version='v9'"):
         cuda.launch_attention(q, k, v, version="v9")
     with pytest.raises(TypeError, match=r"causal"):
-        cuda.launch_attention(q, k, v, causal="yes")
+        cuda.launch_attention(q, k, v, causal="yes")  # type: ignore[arg-type]  # under test
 
 
 def test_v3_launch_input_errors():

@@ -7,6 +7,7 @@ import copy
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -107,7 +108,8 @@ def test_fast_or_empty_run_does_not_replace_full_data(layout):
 def test_results_are_found_beside_the_package_from_anywhere(tmp_path, monkeypatch):
     monkeypatch.delenv("ANDREA_DATA_DIR", raising=False)
     monkeypatch.chdir(tmp_path)
-    assert Path(R.load_results("layout")["_path"]) == DATA / "bench_layout_cpu.json"
+    found = R.load_results("layout")
+    assert found is not None and Path(found["_path"]) == DATA / "bench_layout_cpu.json"
     monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
     assert R.load_results("layout") is None
 
@@ -200,8 +202,9 @@ def test_pipeline_round_trip_and_validation(tmp_path):
     path = t.save(tmp_path)
     assert path.name == "pipeline_cpu.json"
     assert PT.load_pipeline_timing("cpu", data_dir_=tmp_path) == t
-    for change, reason in ((("steps", 0, "min_ms", -1.0), "min"),
-                           (("forward_ms", None), "forward_ms")):
+    changes: tuple[tuple[tuple[Any, ...], str], ...] = (
+        (("steps", 0, "min_ms", -1.0), "min"), (("forward_ms", None), "forward_ms"))
+    for change, reason in changes:
         d = _pipeline_dict()
         if change[0] == "steps":
             d["steps"][0][change[2]] = change[3]

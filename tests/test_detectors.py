@@ -108,6 +108,7 @@ def test_run_file_round_trip_and_one_line_errors(tiny_run, tmp_path):
     TT.save_run(run, path)
     back = TT.load_run(path)
     assert np.allclose(back.train_loss, run.train_loss, atol=1e-5)
+    assert back.model is not None and run.model is not None  # both loaded with their model
     x = torch.randint(0, corpus.vocab_size, (1, 8))
     torch.testing.assert_close(back.model(x)[0], run.model(x)[0])
     assert not list(tmp_path.glob(".*.tmp"))  # the temporary files were renamed away
@@ -158,6 +159,7 @@ def test_toy_model_file_round_trip(tmp_path):
     s2, scores, model, cpu = TT.load_toy(path)
     assert s2 == s and np.allclose(scores, run.scores_after, atol=1e-4) and cpu >= 0
     x = torch.randint(0, s.model_config().vocab_size, (1, 12))
+    assert run.model is not None  # a run just trained keeps its model
     torch.testing.assert_close(model(x)[0], run.model(x)[0])
     path.with_suffix(".pt").write_bytes(b"changed")
     with pytest.raises(TT.RunFileError, match="sha256"):

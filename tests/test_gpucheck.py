@@ -1,4 +1,4 @@
-"""Tests of andrea_edu.gpucheck that run anywhere (the check itself needs a GPU)."""
+"""Tests of andrea_edu.bench.gpucheck that run anywhere (the check itself needs a GPU)."""
 from __future__ import annotations
 
 import pytest
@@ -25,15 +25,53 @@ def test_out_is_required(capsys):
 
 def test_sweep_covers_the_awkward_cases():
     cases = gpucheck.cases()
-    Ts = {c[4] for c in cases}
+    explicit = [c for c in cases if c[0] != "auto"]
+    Ts = {c[4] for c in explicit}
     assert 1 in Ts and any(T % 16 for T in Ts) and any(T % 64 and T > 64 for T in Ts)
-    assert {c[2] for c in cases} >= {1} and {c[3] for c in cases} >= {1}
-    assert {c[6] for c in cases} == {False, True}
-    v2 = {(c[1], c[5]) for c in cases if c[0] == "v2"}
+    assert {c[2] for c in explicit} >= {1} and {c[3] for c in explicit} >= {1}
+    assert {c[6] for c in explicit} == {False, True}
+    assert {c[0] for c in cases} == {"cuda-naive", "cuda-wmma", "cuda-flash", "auto"}
+    v2 = {(c[1], c[5]) for c in cases if c[0] == "cuda-wmma"}
     assert v2 >= {(dt, hd) for dt in (torch.float16, torch.bfloat16) for hd in V2_HEAD_DIMS}
-    assert all(c[1] != torch.float32 for c in cases if c[0] == "v2")
-    assert {c[5] for c in cases if c[0] == "v1"} >= {1, 72, 256}
-    v3 = {(c[1], c[5]) for c in cases if c[0] == "v3"}
+    assert {c[1] for c in cases if c[0] == "cuda-naive"} == {torch.float32, torch.float16,
+                                                              torch.bfloat16}
+    assert {c[5] for c in cases if c[0] == "cuda-naive"} >= {1, 72, 256}
+    v3 = {(c[1], c[5]) for c in cases if c[0] == "cuda-flash" and c[2:5] != (2, 3, 50)}
     assert v3 == {(dt, hd) for dt in (torch.float16, torch.bfloat16) for hd in V3_HEAD_DIMS}
-    assert (torch.bfloat16, 8, 12, 1024, 64, True) in {c[1:] for c in cases if c[0] == "v3"}
-    assert not any(c[0] == "v3" for c in gpucheck.cases(sm=75))    # v3 needs sm_80+
+    assert (torch.bfloat16, 8, 12, 1024, 64, True) in {c[1:] for c in cases
+                                                        if c[0] == "cuda-flash"}
+    assert not any(c[0] == "cuda-flash" for c in gpucheck.cases(sm=75))  # v3 needs sm_80+
+    # the fallbacks attention() takes (cuda-flash asked for head_dim 48 runs cuda-wmma) are
+    # checked too, and every auto case is decided by the same dispatcher
+    assert ("cuda-flash", torch.float16, 2, 3, 50, 48, True) in cases
+
+
+def test_one_failing_case_is_recorded_and_the_sweep_goes_on():
+    """On a CPU every case raises inside attention() (no CUDA tensors): each becomes a row with
+    the exception, none ends the sweep. (Not evidence of GPU behaviour: the error path only.)"""
+    rows = [gpucheck.run_case(c, sm=90) for c in
+            (("cuda-naive", torch.float32, 1, 1, 17, 8, False),
+             ("cuda-flash", torch.bfloat16, 1, 1, 17, 64, True))]
+    assert [r["passed"] for r in rows] == [False, False]
+    assert all(r["error"] and r["expected_backend"] == r["backend"] for r in rows)
+    assert rows[1]["kernel"] == "v3"
+
+
+def test_a_run_cut_short_still_writes_its_json(monkeypatch, tmp_path):
+    """gpucheck writes gpucheck.json after each backend and once more when stopped, with
+    complete=false and passed=false (wiring test: not evidence of GPU behaviour)."""
+    import json
+    monkeypatch.setattr(cuda_launch, "has_gpu", lambda: True)
+    monkeypatch.setattr(cuda_launch, "device_info", lambda device=None: {"name": "stand-in"})
+    row = dict(backend="cuda-naive", passed=True, max_abs_err=0.0)
+
+    def sweep(log=print, checkpoint=None):
+        checkpoint([row])
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(gpucheck, "run_sweep", sweep)
+    assert gpucheck.main(["--out", str(tmp_path), "--skip-pytest"]) == 1
+    report = json.loads((tmp_path / "gpucheck.json").read_text())
+    assert report["complete"] is False and report["passed"] is False
+    assert report["cases"] == [row] and "illegal memory access" in report["stopped"]
+    assert report["by_backend"]["cuda-naive"] == dict(cases=1, passed=1, failed=0, first=[])

@@ -88,7 +88,7 @@ def test_figures_render():
     try:
         for fig in figs:
             assert isinstance(fig, Figure)
-            titles = [fig._suptitle.get_text() if fig._suptitle else ""]
+            titles = [fig.get_suptitle()]
             titles += [ax.get_title() for ax in fig.axes]
             assert any(t.strip() for t in titles)
     finally:

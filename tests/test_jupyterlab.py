@@ -20,6 +20,7 @@ import pytest
 from book_toc import REPO
 
 _spec = importlib.util.spec_from_file_location("live_bench", REPO / "scripts" / "live_bench.py")
+assert _spec is not None and _spec.loader is not None  # a .py file: a source loader
 live_bench = importlib.util.module_from_spec(_spec)
 sys.modules["live_bench"] = live_bench  # its dataclasses look their module up by name
 _spec.loader.exec_module(live_bench)

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from andrea_edu.figures import kernel_worklog as figs
+from andrea_edu.figures.kernel_source import first_line
 from andrea_edu.kernels.emulator import emulate
 
 matplotlib.use("Agg")
@@ -34,7 +35,7 @@ def test_ladder_has_one_entry_per_version_with_the_grid_of_each():
 
 
 def test_changes_block_lists_each_versions_line_under_its_step():
-    rows = [("S", {v: figs.first_line(v, r"blockIdx\.x") for v in figs.VERSIONS})]
+    rows = [("S", {v: first_line(v, r"blockIdx\.x") for v in figs.VERSIONS})]
     block = figs.changes_markdown(rows).splitlines()
     assert block[0] == "```cpp" and block[1] == "// ---- S" and block[-1] == "```"
     assert [b.split()[1] for b in block[2:5]] == list(figs.VERSIONS)
@@ -220,7 +221,7 @@ def test_summary_says_not_yet_measured_without_a_gpu_file():
     checks = {v: dict(max_abs_err=1e-3) for v in figs.VERSIONS}
     bars = {"v1": 2, "v2": 2, "v3": 1}
     text = figs.summary_markdown(traces, checks, EV, MO, bars, [], 8, 12, 1024)
-    assert text.count("(a model)") == 3 and "Not yet measured on a GPU" in text
+    assert text.count("(a model, a lower bound)") == 3 and "Not yet measured on a GPU" in text
     rows = figs.measured_rows(_fake_results(), nh=12)
     assert "Measured throughput vs torch SDPA" in figs.summary_markdown(
         traces, checks, EV, MO, bars, rows, 8, 1024, 1024)

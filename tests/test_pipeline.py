@@ -151,7 +151,7 @@ def test_other_bad_input(model):
 def test_tracer_equals_a_plain_forwards_intermediates(model):
     idx, layer, b, t = ids(2, 9, seed=5), 1, 1, 6
     blk = model.blocks[layer]
-    got = {}
+    got: dict = {}
     hooks = [mod.register_forward_hook(lambda m, i, o, key=key: got.__setitem__(key, o))
              for key, mod in (("ln_1", blk.ln_1), ("attn", blk.attn), ("ln_2", blk.ln_2),
                               ("mlp", blk.mlp), ("block", blk),
@@ -215,7 +215,7 @@ def test_time_steps_shares_sum_to_one_with_every_step(model, tmp_path):
     path = t.save(tmp_path)
     assert path.name == "pipeline_cpu.json"
     back = PT.load_pipeline_timing("cpu", data_dir_=tmp_path)
-    assert back.shares() == pytest.approx(t.shares())
+    assert back is not None and back.shares() == pytest.approx(t.shares())
     assert PT.load_pipeline_timing("gpu", data_dir_=tmp_path) is None
     bad = json.loads(path.read_text())
     bad["device"] = "NVIDIA H200"  # a CPU file must say CPU

@@ -1,4 +1,5 @@
-"""Tests of andrea_edu.figures.three_matrices: counted BLAS calls, the validated sweep, figures."""
+"""Tests of the chapter "Three matrices per head": counted BLAS calls (bench.aten), the validated
+live sweep (bench.matmuls), and its figures (figures.three_matrices)."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -6,6 +7,8 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
+from andrea_edu.bench import matmuls as pm
+from andrea_edu.bench.aten import blas_calls
 from andrea_edu.figures import three_matrices as pf
 from andrea_edu.figures import parameter_count as pc
 from andrea_edu import projections as P
@@ -21,15 +24,15 @@ def _titles(fig) -> str:
 @pytest.mark.parametrize("d_model, n_head", [(24, 4), (48, 12), (12, 1)])
 def test_blas_calls_are_3_per_head_3_and_1(d_model, n_head):
     X = torch.randn(2, 3, d_model)  # (B, T, C)
-    ways = pf.projection_ways(X, P.Projections.random(d_model, n_head))
+    ways = pm.projection_ways(X, P.Projections.random(d_model, n_head))
     with torch.no_grad():
-        got = {w: pf.blas_calls(fn) for w, fn in ways.items()}
+        got = {w: blas_calls(fn) for w, fn in ways.items()}
     assert got == {"per-head": 3 * n_head, "fused": 3, "c_attn": 1}
 
 
 def test_projection_ways_agree():
     X = torch.randn(1, 5, 24)
-    outs = {w: fn() for w, fn in pf.projection_ways(X, P.Projections.random(24, 6)).items()}
+    outs = {w: fn() for w, fn in pm.projection_ways(X, P.Projections.random(24, 6)).items()}
     for w in ("per-head", "c_attn"):
         for a, b in zip(outs[w], outs["fused"]):
             assert a.shape == (1, 6, 5, 4)
@@ -37,7 +40,7 @@ def test_projection_ways_agree():
 
 
 def test_projection_sweep_records_every_way():
-    sweep = pf.projection_sweep([1, 3, 6], d_model=24, B=1, T=4, repeats=2)
+    sweep = pm.projection_sweep([1, 3, 6], d_model=24, B=1, T=4, repeats=2)
     assert sorted(sweep) == [1, 3, 6]
     for nh, res in sweep.items():
         assert set(res) == set(pf.WAYS)
@@ -50,7 +53,7 @@ def test_projection_sweep_records_every_way():
 
 
 def test_projection_sweep_refuses_a_wrong_result(monkeypatch):
-    original = pf.projection_ways
+    original = pm.projection_ways
 
     def broken_ways(X, proj):
         ways = original(X, proj)
@@ -58,9 +61,9 @@ def test_projection_sweep_refuses_a_wrong_result(monkeypatch):
         ways["c_attn"] = lambda: (q + 1.0, k, v)  # wrong numbers, right shapes
         return ways
 
-    monkeypatch.setattr(pf, "projection_ways", broken_ways)
+    monkeypatch.setattr(pm, "projection_ways", broken_ways)
     with pytest.raises(RuntimeError, match="c_attn at n_head=2.*not timed"):
-        pf.projection_sweep([2], d_model=8, T=3, repeats=1)
+        pm.projection_sweep([2], d_model=8, T=3, repeats=1)
 
 
 @pytest.mark.parametrize("kw, word", [({"device": "tpu"}, "device"), ({"repeats": 0}, "repeats"),
@@ -68,22 +71,22 @@ def test_projection_sweep_refuses_a_wrong_result(monkeypatch):
                                       ({"threads": 0}, "threads")])
 def test_projection_sweep_validates_arguments(kw, word):
     with pytest.raises(ValueError, match=word):
-        pf.projection_sweep([1], d_model=8, T=2, **kw)
+        pm.projection_sweep([1], d_model=8, T=2, **kw)
 
 
 def test_projection_sweep_restores_the_thread_count():
     before = torch.get_num_threads()
-    sweep = pf.projection_sweep([2], d_model=8, T=2, repeats=1, threads=1)
+    sweep = pm.projection_sweep([2], d_model=8, T=2, repeats=1, threads=1)
     assert torch.get_num_threads() == before
     assert sweep[2]["fused"]["blas_calls"] == 3
 
 
 def test_valid_head_pairs():
-    pairs = pf.valid_head_pairs(768)
+    pairs = pm.valid_head_pairs(768)
     assert (12, 64) in pairs and (1, 768) in pairs
     assert all(nh * hs == 768 for nh, hs in pairs)
     assert [nh for nh, _ in pairs] == [d for d in divisors(768) if d <= 96]
-    assert max(nh for nh, _ in pf.valid_head_pairs(768, max_n_head=12)) == 12
+    assert max(nh for nh, _ in pm.valid_head_pairs(768, max_n_head=12)) == 12
 
 
 @pytest.mark.parametrize("n_head", divisors(48))
@@ -109,7 +112,7 @@ def test_committed_projection_rows():
 
 
 def test_figures_have_titles():
-    sweep = pf.projection_sweep([1, 2, 4], d_model=16, T=2, repeats=1)
+    sweep = pm.projection_sweep([1, 2, 4], d_model=16, T=2, repeats=1)
     cfgs = [AndreaConfig(d_model=16, n_head=4, n_layer=2, vocab_size=100, block_size=8,
                          name="tiny")]
     figs = [

@@ -350,14 +350,15 @@ def test_zero_head_index_out_of_range(head):
 
 
 def test_non_tensor_is_refused_with_type_error():
+    # Deliberately wrong types (the run-time checks under test), hence the ignores.
     with pytest.raises(TypeError, match="torch.Tensor"):
-        split_heads([[1.0, 2.0]], 1)
+        split_heads([[1.0, 2.0]], 1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="torch.Tensor"):
-        concat_heads([[1.0]])
+        concat_heads([[1.0]])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="torch.Tensor"):
-        fused_to_c_attn([[1.0]], W12, W12)
+        fused_to_c_attn([[1.0]], W12, W12)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="merge_heads"):
-        concat_heads(torch.zeros(2, 3, 5, 4))  # a stacked tensor, not a list of heads
+        concat_heads(torch.zeros(2, 3, 5, 4))  # type: ignore[arg-type]  # stacked, not a list
 
 
 def test_concat_heads_needs_three_dimensional_heads():

@@ -205,3 +205,71 @@ def test_the_bench_command_times_unpinned(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     prov = json.loads((tmp_path / "bench_layout_cpu.json").read_text())["provenance"]
     assert prov["cpu_numerics"]["isa_settings"] == dict.fromkeys(env.ISA_KNOBS, "")
+
+
+@needs_x86
+def test_the_real_text_recheck_child_keeps_the_pins_it_is_given():
+    """heads.text_training.pinned_env hands a child the three pins with ANDREA_CPU_ISA=asis: its
+    `import andrea_edu` must neither drop them (under "native" it did, and the "Heads on real
+    text" re-check ran with ATen at AVX512) nor fill in a knob the parent left unset."""
+    from andrea_edu.heads import text_training as TT
+    code = ("import os, andrea_edu, torch; print('CAP', torch.backends.cpu.get_cpu_capability(), "
+            "[os.environ.get(k) for k in andrea_edu.env.ISA_KNOBS])")
+    child = TT.pinned_env()
+    out = subprocess.run([sys.executable, "-c", code], env=child, capture_output=True, text=True,
+                         timeout=120).stdout
+    assert child["ANDREA_CPU_ISA"] == "asis"
+    assert f"CAP AVX2 {[TT.CPU_PINS[k] for k in env.ISA_KNOBS]}" in out
+    part = TT.pinned_env({**TT.CPU_PINS, "ATEN_CPU_CAPABILITY": None})
+    out = subprocess.run([sys.executable, "-c", code], env=part, capture_output=True, text=True,
+                         timeout=120).stdout
+    assert "[None, 'AVX2,STRICT', 'AVX2']" in out       # the unset knob stays unset
+
+
+def test_recheck_sentence_says_same_pins_only_when_they_were(monkeypatch):
+    from andrea_edu.figures import heads_on_real_text as F
+    said: list = []
+    monkeypatch.setattr(F, "md", said.append)                # the module's Markdown display
+    pins = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    cmp = dict(steps=5, max_abs_diff=0.0, tol=1e-4, agrees=True, cpu_capability="AVX2",
+               pins=pins, wall_seconds=1.0)
+    F.recheck_sentence(cmp, 5, True, {"pins": pins, "cpu_capability": "AVX2"})
+    assert "the committed run's pins (ATen used AVX2, as it did" in said[-1]
+    F.recheck_sentence({**cmp, "cpu_capability": "AVX512", "pins": dict.fromkeys(pins)}, 5, True,
+                       {"pins": pins, "cpu_capability": "AVX2"})
+    assert "committed run's pins" not in said[-1] and "the committed run had" in said[-1]
+def test_one_commit_id_helper_names_the_changed_files(monkeypatch, tmp_path):
+    """env.git_commit, the one commit id every provenance block records: the override, HEAD with
+    the changed files under andrea_edu/, and "unknown" outside a repository."""
+    import shutil
+    import subprocess
+
+    from andrea_edu import env
+    from andrea_edu.bench import gpucheck, timing
+    from andrea_edu.heads import sweep, text_training
+
+    for mod in (timing, gpucheck, sweep, text_training):
+        assert mod.git_commit is env.git_commit and not hasattr(mod, "_git_commit")
+    monkeypatch.setenv("ANDREA_GIT_COMMIT", "abc123")
+    assert env.git_commit() == "abc123"
+    monkeypatch.delenv("ANDREA_GIT_COMMIT")
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    pkg = tmp_path / "andrea_edu"
+    pkg.mkdir()
+    (pkg / "env.py").write_text("x = 1\n")
+    git = dict(cwd=tmp_path, check=True, capture_output=True)
+    subprocess.run(["git", "init", "-q"], **git)
+    subprocess.run(["git", "add", "."], **git)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+                   **git)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], **git, text=True).stdout.strip()
+    monkeypatch.setattr(env, "__file__", str(pkg / "env.py"))
+    assert env.git_commit() == sha
+    (pkg / "env.py").write_text("x = 2\n")
+    assert env.git_commit() == f"{sha}-dirty (andrea_edu/env.py)"
+    outside = tmp_path / "elsewhere" / "andrea_edu"
+    outside.mkdir(parents=True)
+    monkeypatch.setattr(env, "__file__", str(outside / "env.py"))
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    assert env.git_commit() == "unknown"

@@ -166,3 +166,21 @@ def test_v3_compiles_to_mma_sync_ldmatrix_and_cp_async(arch, dtype):
     assert ck.resources.spill_stores == ck.resources.spill_loads == 0
     with pytest.raises(ValueError, match="sm_80"):
         nvrtc.compile_attention("v3", 64, dtype, "sm_75")
+
+
+@pytest.mark.parametrize("hd", [32, 64, 128])
+def test_v1_smem_floor_is_below_what_its_sass_requests(hd):
+    """The floor v1's model term uses (each lane's own K and V words, the staging stores) is
+    below the SASS count, which includes the broadcast reads of sQ at full width."""
+    ev = _evidence_or_skip("v1", hd)
+    assert 0 < time_model.v1_smem_floor(hd) <= ev["smem_bytes_per_tile"]
+
+
+def test_v3_design_case_bound_is_set_beside_flashattention_2():
+    """At the design case the counts allow more TFLOP/s than FlashAttention-2, the published
+    kernel of v3's design, reaches: the model says so instead of reading like a forecast."""
+    ev = _evidence_or_skip("v3", 64)
+    m = time_model.model_bound("v3", 8, 12, 1024, 64, True, evidence=ev)
+    fa2 = m["published"][0]
+    assert fa2["kernel"] == "FlashAttention-2" and fa2["seconds"] > m["seconds"]
+    assert m["above_published"] == (m["model_tflops"] > fa2["tflops"])

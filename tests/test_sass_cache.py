@@ -24,7 +24,12 @@ def test_listing_is_written_once_and_read_back(monkeypatch, tmp_path):
     assert text and "HMMA" in text and len(files) == 1 and files[0].read_text() == text
     calls = []
     real_run = nvrtc.subprocess.run
-    monkeypatch.setattr(nvrtc.subprocess, "run", lambda *a, **k: calls.append(a) or real_run(*a, **k))
+
+    def recording_run(*a, **k):
+        calls.append(a)
+        return real_run(*a, **k)
+
+    monkeypatch.setattr(nvrtc.subprocess, "run", recording_run)
     again = _fresh_kernel(monkeypatch, tmp_path).sass()  # a new process would start like this
     assert again == text and calls == []  # read from disk, cuobjdump not run
 

@@ -1,16 +1,19 @@
-"""Tests of andrea_edu.figures.viz: the static and live slider, frames, latency, shared figure helpers."""
+"""Tests of andrea_edu.notebook.slider (the static and live slider, frames, latency) and of
+andrea_edu.figures.viz (the shared figure helpers)."""
 from __future__ import annotations
 
 import html.parser
 import json
 import re
 import time
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
 from andrea_edu.figures import viz
+from andrea_edu.notebook import slider as S
 
 N_HEAD = [1, 2, 4]
 HEAD_DIM = [8, 16]
@@ -70,7 +73,7 @@ def slider_data(p):
 
 
 def test_static_html_one_range_per_param_one_frame_per_combination():
-    text = viz.static_html(plot_bars, alt="bars", n_head=N_HEAD, head_dim=HEAD_DIM)
+    text = S.static_html(plot_bars, alt="bars", n_head=N_HEAD, head_dim=HEAD_DIM)
     p = parse(text)
     ranges = [a for t, a in p.tags if t == "input" and a.get("type") == "range"]
     assert [a["data-param"] for a in ranges] == ["n_head", "head_dim"]
@@ -88,7 +91,7 @@ def test_static_html_one_range_per_param_one_frame_per_combination():
 
 
 def test_static_html_default_and_initial_frame():
-    text = viz.static_html(plot_bars, default={"n_head": 4}, n_head=N_HEAD, head_dim=HEAD_DIM)
+    text = S.static_html(plot_bars, default={"n_head": 4}, n_head=N_HEAD, head_dim=HEAD_DIM)
     p = parse(text)
     values = {a["data-param"]: int(a["value"]) for t, a in p.tags if t == "input"}
     assert values == {"n_head": 2, "head_dim": 0}  # n_head=4 given; head_dim: middle of 2 -> 0
@@ -99,47 +102,49 @@ def test_static_html_default_and_initial_frame():
 
 
 def test_identical_frames_stored_once():
-    data = slider_data(parse(viz.static_html(plot_ignores_head_dim, n_head=N_HEAD,
+    data = slider_data(parse(S.static_html(plot_ignores_head_dim, n_head=N_HEAD,
                                              head_dim=HEAD_DIM)))
     assert len(data["frames"]) == 6 and len(data["images"]) == 3
     assert data["frames"]["1,0"]["img"] == data["frames"]["1,1"]["img"]
 
 
 def test_unique_dom_ids_per_slider():
-    ids = [re.search(r'class="andrea-slider" id="([^"]+)"', viz.static_html(
-        plot_bars, n_head=[1, 2], head_dim=[8])).group(1) for _ in range(3)]
+    found = [re.search(r'class="andrea-slider" id="([^"]+)"', S.static_html(
+        plot_bars, n_head=[1, 2], head_dim=[8])) for _ in range(3)]
+    ids = [m.group(1) for m in found if m is not None]
+    assert len(ids) == 3
     assert len(set(ids)) == 3
 
 
 def test_static_frames_differ_when_a_param_changes():
-    frames = viz.static_frames(plot_bars, n_head=N_HEAD, head_dim=HEAD_DIM)
+    frames = S.static_frames(plot_bars, n_head=N_HEAD, head_dim=HEAD_DIM)
     assert set(frames) == {(n, d) for n in N_HEAD for d in HEAD_DIM}
     assert all(png[:8] == b"\x89PNG\r\n\x1a\n" for png in frames.values())
     assert frames[(1, 8)] != frames[(2, 8)]
     assert frames[(1, 8)] != frames[(1, 16)]
-    same = viz.static_frames(plot_ignores_head_dim, n_head=[2], head_dim=HEAD_DIM)
+    same = S.static_frames(plot_ignores_head_dim, n_head=[2], head_dim=HEAD_DIM)
     assert same[(2, 8)] == same[(2, 16)]
 
 
 def test_invalid_combinations_show_the_message():
-    text = viz.static_html(plot_bars, valid=only_small, n_head=N_HEAD, head_dim=HEAD_DIM)
+    text = S.static_html(plot_bars, valid=only_small, n_head=N_HEAD, head_dim=HEAD_DIM)
     data = slider_data(parse(text))
     assert data["frames"]["2,1"] == {"msg": "n_head=4, head_dim=16: n_head*head_dim=64 exceeds 32"}
     assert "img" in data["frames"]["2,0"]
     assert len(data["images"]) == 5
-    assert set(viz.static_frames(plot_bars, valid=only_small, n_head=N_HEAD,
+    assert set(S.static_frames(plot_bars, valid=only_small, n_head=N_HEAD,
                                  head_dim=HEAD_DIM)) == {(n, d) for n in N_HEAD
                                                          for d in HEAD_DIM} - {(4, 16)}
     # Starting on an invalid combination shows the message, not an image.
-    start = parse(viz.static_html(plot_bars, valid=only_small, default={"n_head": 4,
+    start = parse(S.static_html(plot_bars, valid=only_small, default={"n_head": 4,
                                   "head_dim": 16}, n_head=N_HEAD, head_dim=HEAD_DIM))
     assert "hidden" in [a for t, a in start.tags if t == "img"][0]
-    text = viz.static_html(plot_bars, valid=lambda n_head: n_head != 2, n_head=N_HEAD)
+    text = S.static_html(plot_bars, valid=lambda n_head: n_head != 2, n_head=N_HEAD)
     assert slider_data(parse(text))["frames"]["1"]["msg"] == "n_head=2: This combination is not valid."
 
 
 def test_message_cannot_close_the_script_element():
-    text = viz.static_html(plot_bars, valid=lambda n_head: n_head == 1 or "</script><b>x",
+    text = S.static_html(plot_bars, valid=lambda n_head: n_head == 1 or "</script><b>x",
                            n_head=[1, 2])
     assert "</script><b>" not in text
     assert "</script><b>x" in slider_data(parse(text))["frames"]["1"]["msg"]
@@ -157,21 +162,21 @@ def test_message_cannot_close_the_script_element():
 ])
 def test_bad_input_names_the_parameter(kwargs, exc, words):
     with pytest.raises(exc, match=re.escape(words)):
-        viz.slider(plot_bars, static=True, **kwargs)
+        S.slider(plot_bars, static=True, **kwargs)
 
 
 def test_plot_fn_must_return_a_figure():
     with pytest.raises(TypeError, match="returned list"):
-        viz.static_frames(lambda n_head: [n_head], n_head=[1])
+        S.static_frames(lambda n_head: [n_head], n_head=[1])
     with pytest.raises(TypeError, match="callable"):
-        viz.slider("plot", static=True, n_head=[1])
+        S.slider("plot", static=True, n_head=[1])
 
 
 def test_slider_static_returns_html_and_closes_figures():
     from IPython.display import HTML
 
     before = len(plt.get_fignums())
-    out = viz.slider(plot_bars, static=True, n_head=N_HEAD, head_dim=HEAD_DIM)
+    out = S.slider(plot_bars, static=True, n_head=N_HEAD, head_dim=HEAD_DIM)
     assert isinstance(out, HTML) and 'class="andrea-slider"' in out.data
     assert len(plt.get_fignums()) == before
 
@@ -180,16 +185,16 @@ def test_book_build_env_selects_static(monkeypatch):
     from IPython.display import HTML
 
     monkeypatch.setenv("ANDREA_BOOK_BUILD", "1")
-    assert isinstance(viz.slider(plot_bars, n_head=[1, 2]), HTML)
+    assert isinstance(S.slider(plot_bars, n_head=[1, 2]), HTML)
     monkeypatch.setenv("ANDREA_BOOK_BUILD", "0")
-    assert not isinstance(viz.slider(plot_bars, n_head=[1, 2]), HTML)
+    assert not isinstance(S.slider(plot_bars, n_head=[1, 2]), HTML)
 
 
 def test_live_mode_returns_widgets_that_redraw(monkeypatch):
     import ipywidgets as widgets
 
     monkeypatch.delenv("ANDREA_BOOK_BUILD", raising=False)
-    box = viz.slider(plot_bars, valid=only_small, title="bars", n_head=N_HEAD, head_dim=HEAD_DIM,
+    box = S.slider(plot_bars, valid=only_small, title="bars", n_head=N_HEAD, head_dim=HEAD_DIM,
                      alt=lambda n_head, head_dim: f"{n_head} bars")
     assert isinstance(box, widgets.VBox)
     sliders = [c for c in box.children if isinstance(c, widgets.SelectionSlider)]
@@ -224,8 +229,8 @@ def test_live_background_draws_ahead_and_the_last_move_wins():
     quick moves that show only the last position."""
     import threading
 
-    from andrea_edu.figures import live
-    from andrea_edu.figures.slider import live_widget
+    from andrea_edu.notebook import live
+    from andrea_edu.notebook.slider import live_widget
 
     calls, gate = [], threading.Event()
 
@@ -260,10 +265,10 @@ def test_live_background_draws_ahead_and_the_last_move_wins():
 
 
 def test_measure_update_is_positive():
-    t = viz.measure_update(plot_bars, repeats=3, n_head=4, head_dim=8)
+    t = S.measure_update(plot_bars, repeats=3, n_head=4, head_dim=8)
     assert 0 < t < 10
     with pytest.raises(ValueError, match="repeats"):
-        viz.measure_update(plot_bars, repeats=0, n_head=1)
+        S.measure_update(plot_bars, repeats=0, n_head=1)
 
 
 def test_head_colors_are_consistent_and_distinct():
@@ -271,7 +276,8 @@ def test_head_colors_are_consistent_and_distinct():
     many = viz.head_colors(48)
     assert len(set(many)) == 48
     assert all(re.fullmatch(r"#[0-9a-f]{6}", c) for c in many)
-    for bad in (0, -1, 2.0, True):
+    bad: Any
+    for bad in (0, -1, 2.0, True):  # a float and a bool among them: the check under test
         with pytest.raises(ValueError, match="n_head"):
             viz.head_colors(bad)
 
@@ -319,8 +325,8 @@ def test_show_source_reads_the_library_and_refuses_what_has_no_source():
 
 def test_live_background_waits_for_cells_beyond_one_step():
     """While a cell runs the thread draws only the positions one step away; the rest after."""
-    from andrea_edu.figures import live
-    from andrea_edu.figures.slider import live_widget
+    from andrea_edu.notebook import live
+    from andrea_edu.notebook.slider import live_widget
 
     renderer = live.RENDERER
     renderer.cell_running = True
@@ -341,7 +347,7 @@ def test_live_background_waits_for_cells_beyond_one_step():
 
 
 def test_live_draws_ahead_in_the_direction_of_the_last_move():
-    from andrea_edu.figures import live
+    from andrea_edu.notebook import live
 
     def lf_at(came_from):  # positions 4, 5, 6 of 0..8 drawn; the reader moved to 5
         lf = live.LiveFigure(lambda key, how: None, lambda *a: None, (9,), background=True)
@@ -362,12 +368,16 @@ def test_mathtext_parses_take_turns_across_threads():
 
     from matplotlib.mathtext import MathTextParser
 
-    from andrea_edu.figures import live
+    from andrea_edu.notebook import live
 
     live._install_figure_hook()
     parser, done = MathTextParser("path"), threading.Event()
     with live._mathtext_lock:  # as if the other thread were parsing now
-        t = threading.Thread(target=lambda: (parser.parse(r"$10^{3}$"), done.set()))
+        def parse_then_signal() -> None:
+            parser.parse(r"$10^{3}$")
+            done.set()
+
+        t = threading.Thread(target=parse_then_signal)
         t.start()
         assert not done.wait(0.3)  # this parse waits its turn
     assert done.wait(10)

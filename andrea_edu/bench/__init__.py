@@ -1,12 +1,16 @@
 """Measurements with provenance (chapters "Three matrices", "How CUDA stores the heads",
-"One kernel, many heads", "The configuration mirrors the hardware").
+"One kernel, many heads", "The configuration mirrors the hardware"), and every live timing a
+chapter shows: figures draw, bench measures.
 
     timing       FLOP formulas, time_fns (validate, warm up, take turns), provenance
     results      the JSON schema of book/data/bench_*.json, validation, atomic writing, loading
     args         argument checks shared by every command line (one line, exit status 2)
     runner       the validate-then-time runner every suite shares, shapes per device
     cases        the head_dim sweep over every backend
-    matmuls      projections three ways; strided vs contiguous heads
+    aten         the one ATen op counter: which aten ops code really dispatches (BLAS calls, copies)
+    matmuls      projections three ways (the suite, and the chapter's live sweep); strided vs
+                 contiguous heads
+    sdpa         torch's SDPA live: on a strided view vs a contiguous copy; n heads vs one wide head
     suites       run_suite: one entry point for every suite
     layout_cost  the cost of .contiguous() and of a strided matmul (live, in the chapter)
     launches     one launch for all heads vs one launch per (batch, head)

@@ -2,8 +2,9 @@
 
 Each check returns None when the value is fine, else one line that names the flag and what is
 allowed; `fail` prints that line as argparse does ("prog: error: ...") and returns exit status 2.
-Used by python -m andrea_edu.bench, .specialization_sweep, .pipeline_timing and .gpucheck, so
-that a bad --repeats or an unwritable --out is refused in a second, not after the whole suite.
+Used by python -m andrea_edu.bench (gpu-check included), .heads.sweep, .pipeline.timing and
+.notebook.execute, so that a bad --repeats or an unwritable --out is refused in a second, not
+after the whole suite.
 """
 from __future__ import annotations
 

@@ -1,138 +1,193 @@
 """Check the CUDA kernels on a real GPU in a few minutes, and write what was found as JSON.
 
-    python -m andrea_edu.gpucheck --out DIR        (also: python -m andrea_edu.bench gpu-check)
+    python -m andrea_edu.bench gpu-check --out DIR
 
 On a machine with an NVIDIA GPU this
-  1. runs the `gpu`-marked tests (pytest in a subprocess, ANDREA_FAST=1), when the tests
-     folder is present beside the package;
-  2. sweeps cuda-naive (v1), cuda-wmma (v2) and cuda-flash (v3, on sm_80+) against the fp32
-     reference over shapes
-     (seq_len 1, non-multiples of 16 and 64, batch 1, one head), head_dims, dtypes, causal or not,
-     with the tolerances of andrea_edu.attention.TOLERANCE, plus a few calls through the
-     dispatcher (backend="auto") to check its decisions on this GPU;
+  1. sweeps the readers' entry point, `andrea_edu.attention(q, k, v, causal, backend=...)`, with
+     backend cuda-naive (v1), cuda-wmma (v2) and cuda-flash (v3, on sm_80+) against the fp32
+     reference, over the property cases of the CPU tests: seq_len 1 and tails that are not a
+     multiple of 16 or 64, batch 1, one head, causal or not, head_dims, and each dtype the
+     backend runs (fp32 only on cuda-naive); then a few calls with backend="auto" whose
+     decision must be the one `choose_backend` makes for this GPU. A case passes when the
+     backend that ran is the one expected (no silent fallback) and the output is within
+     andrea_edu.attention.TOLERANCE of the reference;
+  2. runs the `gpu`-marked tests (pytest in a subprocess, ANDREA_FAST=1, --noconftest: the
+     tests' conftest loads Jupyter pieces a bare GPU image lacks), when the tests folder is
+     present beside the package;
   3. writes DIR/gpucheck.json: device, driver, CUDA, torch, NVRTC and andrea_edu versions, git
-     commit, date, and per case the max abs error and pass/fail.
-Exit status 0 when everything passed, 1 when something failed, 2 when there is no GPU (nothing
-is written then). Budget: well under 5 minutes on an H200 (about 700 small launches; the 36
-kernels compile in seconds). Chapter: "One kernel, many heads" reports the committed result.
+     commit, date, and per case the backend that ran, the max abs error and pass/fail.
+One backend's unexpected exception is data: the case records it and the sweep goes on. The
+JSON is rewritten (atomically) after each backend, and once more when the process is stopped
+(SIGTERM from `timeout`, Ctrl-C), with "complete": false, so that a run cut short still says
+what it found. Exit status 0 when everything passed, 1 when something failed or the run was
+cut short, 2 when there is no GPU (nothing is written then). Budget: well under 5 minutes on
+an H200 (about 700 small launches; the kernels compile in seconds). Chapter: "One kernel, many
+heads" reports the committed result.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
-from andrea_edu.env import __version__, cpu_provenance
+from andrea_edu.env import __version__, cpu_provenance, git_commit
 
 from andrea_edu.kernels.limits import V2_HEAD_DIMS, V3_HEAD_DIMS, V3_MIN_SM
-from andrea_edu.attention import attention, compare_to_reference
+from andrea_edu.attention import attention, choose_backend, compare_to_reference
 
 SHAPES = [(1, 1, 1), (1, 1, 17), (2, 3, 77), (1, 12, 256), (3, 2, 65), (1, 2, 1000)]  # B, nh, T
 V1_HEAD_DIMS = (1, 8, 24, 32, 64, 72, 100, 128, 256)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+KERNEL_OF = {"cuda-naive": "v1", "cuda-wmma": "v2", "cuda-flash": "v3"}
+CUDA_BACKENDS = tuple(KERNEL_OF)
+# backend="auto" calls: (head_dim, dtype); the decision must match choose_backend's for this GPU
+AUTO_CASES = ((64, torch.float16), (64, torch.bfloat16), (48, torch.float16),
+              (72, torch.float16), (64, torch.float32), (256, torch.bfloat16))
+# explicit backends asked for something they cannot run: attention() falls back and says so
+FALLBACK_CASES = (("cuda-flash", 48, torch.float16), ("cuda-wmma", 72, torch.bfloat16),
+                  ("cuda-flash", 64, torch.float32))
+
+Case = tuple[str, torch.dtype, int, int, int, int, bool]
 
 
-def cases(sm: int | None = None):
-    """(kernel, dtype, B, nh, T, hs, causal) for the sweep; v3 only when sm (the GPU's
-    10*major + minor) is None or at least V3_MIN_SM."""
+def cases(sm: int | None = None) -> list[Case]:
+    """(backend, dtype, B, nh, T, hs, causal) for the sweep through attention(); cuda-flash only
+    when sm (the GPU's 10*major + minor) is None or at least V3_MIN_SM."""
     v3 = sm is None or sm >= V3_MIN_SM
-    out = []
+    out: list[Case] = []
     for causal in (False, True):
         for B, nh, T in SHAPES:
             for dt in DTYPES:
-                out += [("v1", dt, B, nh, T, hs, causal) for hs in V1_HEAD_DIMS]
+                out += [("cuda-naive", dt, B, nh, T, hs, causal) for hs in V1_HEAD_DIMS]
                 if dt != torch.float32:
-                    out += [("v2", dt, B, nh, T, hs, causal) for hs in V2_HEAD_DIMS]
-                    out += [("v3", dt, B, nh, T, hs, causal) for hs in V3_HEAD_DIMS if v3]
-    out += [("v2", torch.float16, 8, 12, 1024, 64, c) for c in (False, True)]  # ANDREA-120M
-    out += [("v3", dt, 8, 12, 1024, 64, c) for dt in (torch.float16, torch.bfloat16)
+                    out += [("cuda-wmma", dt, B, nh, T, hs, causal) for hs in V2_HEAD_DIMS]
+                    out += [("cuda-flash", dt, B, nh, T, hs, causal) for hs in V3_HEAD_DIMS
+                            if v3]
+    out += [("cuda-wmma", torch.float16, 8, 12, 1024, 64, c) for c in (False, True)]  # 120M
+    out += [("cuda-flash", dt, 8, 12, 1024, 64, c) for dt in (torch.float16, torch.bfloat16)
             for c in (False, True) if v3]
+    for backend, hs, dt in FALLBACK_CASES:
+        if v3 or backend != "cuda-flash":
+            out.append((backend, dt, 2, 3, 50, hs, True))
+    out += [("auto", dt, 2, 3, 50, hs, c) for hs, dt in AUTO_CASES for c in (False, True)]
     return out
 
 
-def _git_commit() -> str:
-    root = Path(__file__).resolve().parents[2]
+def run_case(case: Case, sm: int, gen: torch.Generator | None = None) -> dict:
+    """One call of attention() on the GPU, compared with the fp32 reference; never raises
+    (an exception is recorded in the row, passed=False)."""
+    backend, dt, B, nh, T, hs, causal = case
+    row: dict[str, Any] = dict(backend=backend, dtype=str(dt).replace("torch.", ""), B=B,
+                               n_head=nh, seq_len=T, head_dim=hs, causal=causal)
+    t0 = time.perf_counter()
     try:
-        run = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "andrea_edu"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return run.stdout.strip() + (" (modified)" if dirty else "") if run.returncode == 0 \
-            else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def run_sweep(log=print) -> list[dict]:
-    from andrea_edu.kernels.launch import launch_attention
-    results = []
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    major, minor = torch.cuda.get_device_capability()
-    for kernel, dt, B, nh, T, hs, causal in cases(10 * major + minor):
+        expected = choose_backend(hs, dt, "cuda", backend, sm)
+        row.update(expected_backend=expected.backend, kernel=expected.kernel)
         q, k, v = (torch.randn(B, nh, T, hs, device="cuda", generator=gen).to(dt)
                    for _ in range(3))
-        t0 = time.perf_counter()
-        row = dict(kernel=kernel, dtype=str(dt).replace("torch.", ""), B=B, n_head=nh,
-                   seq_len=T, head_dim=hs, causal=causal)
-        try:
-            out = launch_attention(q, k, v, causal=causal, version=kernel)
-            torch.cuda.synchronize()
-            row.update(compare_to_reference(out, q, k, v, causal))
-        except Exception as e:  # a failing case is data: record it and go on
-            row.update(passed=False, error=f"{type(e).__name__}: {e}"[:2000])
-        row["seconds"] = round(time.perf_counter() - t0, 4)
-        if not row["passed"]:
-            log(f"FAIL {row}")
-        results.append(row)
-    for hs, dt in ((64, torch.float16), (64, torch.bfloat16), (48, torch.float16),
-                   (72, torch.float16), (64, torch.float32)):
-        q = torch.randn(2, 3, 50, hs, device="cuda", dtype=dt)
-        try:
-            out, d = attention(q, q, q, causal=True, return_decision=True)
-            row = dict(kernel="auto", dtype=str(dt).replace("torch.", ""), B=2, n_head=3,
-                       seq_len=50, head_dim=hs, causal=True, backend=d.backend,
-                       reason=d.reason, **compare_to_reference(out, q, q, q, True))
-        except Exception as e:
-            row = dict(kernel="auto", head_dim=hs, passed=False, error=f"{type(e).__name__}: {e}")
-        results.append(row)
+        with torch.no_grad():
+            out, decision = attention(q, k, v, causal=causal, backend=backend,
+                                      return_decision=True)
+        torch.cuda.synchronize()
+        row.update(ran=decision.backend, reason=decision.reason)
+        row.update(compare_to_reference(out, q, k, v, causal))
+        if decision.backend != expected.backend:
+            row.update(passed=False, error=f"ran {decision.backend}, expected "
+                                           f"{expected.backend} ({expected.reason})")
+    except Exception as e:  # a failing case is data: record it and go on
+        row.update(passed=False, error=f"{type(e).__name__}: {e}"[:2000])
+    row["seconds"] = round(time.perf_counter() - t0, 4)
+    return row
+
+
+def run_sweep(log: Callable[[str], Any] = print,
+              checkpoint: Callable[[list[dict]], Any] | None = None) -> list[dict]:
+    """Every case of cases() through attention(); `checkpoint(results)` after each backend."""
+    results: list[dict] = []
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    major, minor = torch.cuda.get_device_capability()
+    sm = 10 * major + minor
+    todo = cases(sm)
+    for backend in (*CUDA_BACKENDS, "auto"):
+        for case in (c for c in todo if c[0] == backend):
+            row = run_case(case, sm, gen)
+            if not row["passed"]:
+                log(f"FAIL {row}")
+            results.append(row)
+        if checkpoint is not None:
+            checkpoint(results)
     return results
 
 
+GPU_TEST_FILES = ("test_cuda.py", "test_attention.py", "test_emulator.py")
+
+
 def run_gpu_tests(timeout: int = 240) -> dict:
+    """pytest -m gpu over GPU_TEST_FILES in a subprocess. --noconftest: tests/conftest.py loads
+    the Jupyter pieces (jupyter_client, pyzmq) the book build needs and a bare GPU image lacks;
+    the gpu-marked tests need none of it."""
     tests = Path(__file__).resolve().parents[2] / "tests"
     if not tests.is_dir():
         return dict(returncode=None, note=f"no tests folder at {tests}: skipped")
     env = dict(os.environ, ANDREA_FAST="1")
     cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
-           str(tests / "test_cuda.py"), str(tests / "test_attention.py"),
-           str(tests / "test_emulator.py")]
+           "--noconftest", *(str(tests / f) for f in GPU_TEST_FILES)]
     t0 = time.perf_counter()
+    rc: int | str
     try:
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
                              cwd=tests.parent)
-        rc, text = run.returncode, run.stdout + run.stderr
+        rc = run.returncode
+        text = run.stdout + run.stderr
     except subprocess.TimeoutExpired as e:
-        rc, text = "timeout", f"pytest ran past {timeout} s\n{e.stdout or ''}"
+        # On POSIX the exception carries bytes even with text=True: decode, or "b'...'" is shown.
+        partial = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else e.stdout
+        rc, text = "timeout", f"pytest ran past {timeout} s\n{partial or ''}"
     return dict(returncode=rc, seconds=round(time.perf_counter() - t0, 1),
                 tail="\n".join(str(text).splitlines()[-40:]))
 
 
+class _Stopped(Exception):
+    """SIGTERM arrived (e.g. from `timeout`): write what was found, then stop."""
+
+
+def _on_sigterm(signum, frame):  # noqa: ARG001
+    raise _Stopped(f"signal {signum}")
+
+
+def summarize(report: dict) -> dict:
+    """Per backend: cases, passed, failed, and the first failures' errors (for the summary)."""
+    by: dict[str, dict] = {}
+    for c in report.get("cases", []):
+        b = by.setdefault(c.get("backend", "?"), dict(cases=0, passed=0, failed=0, first=[]))
+        b["cases"] += 1
+        b["passed" if c.get("passed") else "failed"] += 1
+        if not c.get("passed") and len(b["first"]) < 3:
+            b["first"].append(c.get("error") or f"max_abs_err={c.get('max_abs_err')}")
+    return by
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m andrea_edu.gpucheck", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m andrea_edu.bench gpu-check", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True,
                     help="folder for gpucheck.json (created if missing; must be writable)")
     ap.add_argument("--skip-pytest", action="store_true",
                     help="only the correctness sweep, not the gpu-marked tests")
+    ap.add_argument("--pytest-timeout", type=int, default=240,
+                    help="seconds the gpu-marked tests may run, an integer >= 1 (default 240)")
     args = ap.parse_args(argv)
-    from andrea_edu.bench.args import check_out_dir, fail
-    problem = check_out_dir("--out", args.out)
+    from andrea_edu.bench.args import check_int, check_out_dir, fail, first_problem
+    problem = first_problem(check_out_dir("--out", args.out),
+                            check_int("--pytest-timeout", args.pytest_timeout, 1))
     if problem:  # before minutes of GPU work, not after
         return fail(ap.prog, problem)
     from andrea_edu.kernels.launch import device_info, has_gpu
@@ -141,27 +196,53 @@ def main(argv=None) -> int:
               "(torch.cuda.is_available() is False); nothing was written. On a CPU machine "
               "run the CPU tests (pytest) and use backend='emulator'.", file=sys.stderr)
         return 2
+    from andrea_edu.env import write_json_atomic
+    out = Path(args.out)
     t0 = time.perf_counter()
-    report = dict(schema="andrea_edu.gpucheck/1", device=device_info(),
-                  versions=dict(andrea_edu=__version__, torch=torch.__version__,
-                                torch_cuda=torch.version.cuda, python=sys.version.split()[0]),
-                  git_commit=_git_commit(), cpu_numerics=cpu_provenance(),
-                  date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    report: dict[str, Any] = dict(
+        schema="andrea_edu.gpucheck/2", entry_point="andrea_edu.attention(backend=...)",
+        complete=False, device=device_info(),
+        versions=dict(andrea_edu=__version__, torch=torch.__version__,
+                      torch_cuda=torch.version.cuda, python=sys.version.split()[0]),
+        git_commit=git_commit(), cpu_numerics=cpu_provenance(),
+        date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        cases=[], pytest=dict(returncode=None, note="not run yet"))
     report["versions"]["nvrtc"] = report["device"].get("nvrtc")
     report["versions"]["driver_cuda"] = report["device"].get("driver_cuda")
-    report["pytest"] = dict(returncode=None, note="--skip-pytest") if args.skip_pytest \
-        else run_gpu_tests()
-    report["cases"] = run_sweep(log=lambda m: print(m, file=sys.stderr))
-    failed = [c for c in report["cases"] if not c["passed"]]
-    report.update(n_cases=len(report["cases"]), n_failed=len(failed),
-                  seconds=round(time.perf_counter() - t0, 1))
-    report["passed"] = not failed and report["pytest"]["returncode"] in (0, None)
-    out = Path(args.out)
-    from andrea_edu.env import write_json_atomic
-    write_json_atomic(out / "gpucheck.json", report, indent=1)  # temp file + rename
-    print(f"gpucheck on {report['device'].get('name')}: {report['n_cases'] - len(failed)}/"
-          f"{report['n_cases']} cases passed, pytest rc={report['pytest']['returncode']}, "
-          f"{report['seconds']} s -> {out / 'gpucheck.json'}")
+
+    def save(cases_so_far: list[dict] | None = None) -> None:
+        if cases_so_far is not None:
+            report["cases"] = list(cases_so_far)
+        failed = [c for c in report["cases"] if not c["passed"]]
+        report.update(n_cases=len(report["cases"]), n_failed=len(failed),
+                      seconds=round(time.perf_counter() - t0, 1), by_backend=summarize(report))
+        report["passed"] = bool(report["complete"] and report["cases"] and not failed
+                                and report["pytest"]["returncode"] in (0, None))
+        write_json_atomic(out / "gpucheck.json", report, indent=1)  # temp file + rename
+
+    old = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        report["cases"] = run_sweep(log=lambda m: print(m, file=sys.stderr), checkpoint=save)
+        save()
+        report["pytest"] = dict(returncode=None, note="--skip-pytest") if args.skip_pytest \
+            else run_gpu_tests(args.pytest_timeout)
+        report["complete"] = True
+    except (_Stopped, KeyboardInterrupt) as e:
+        report["stopped"] = f"stopped early ({e or 'Ctrl-C'}): the results are partial"
+        print(f"gpucheck: {report['stopped']}", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001  (never leave without writing what was found)
+        report["stopped"] = f"{type(e).__name__}: {e}"[:2000]
+        print(f"gpucheck: unexpected {report['stopped']}", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        save()
+    print(f"gpucheck on {report['device'].get('name')} through attention(): "
+          f"{report['n_cases'] - report['n_failed']}/{report['n_cases']} cases passed, "
+          f"pytest rc={report['pytest']['returncode']}, {report['seconds']} s -> "
+          f"{out / 'gpucheck.json'}")
+    for b, n in report["by_backend"].items():
+        print(f"  {b}: {n['passed']}/{n['cases']} passed" +
+              (f"; first failure: {n['first'][0]}" if n["first"] else ""))
     return 0 if report["passed"] else 1
 
 

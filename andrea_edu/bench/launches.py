@@ -48,9 +48,9 @@ def batched_vs_looped(B: int, n_head: int, T: int, head_dim: int, backend: str =
     With a CUDA backend each call is one kernel launch, so the loop launches B * n_head grids
     of one block each where the batched call launches one grid of B * n_head blocks.
     """
-    for name, v in (("B", B), ("n_head", n_head), ("T", T), ("head_dim", head_dim),
-                    ("repeats", repeats)):
-        _pos_int(name, v)
+    for name, value in (("B", B), ("n_head", n_head), ("T", T), ("head_dim", head_dim),
+                        ("repeats", repeats)):
+        _pos_int(name, value)
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
     g = torch.Generator().manual_seed(0)
@@ -72,7 +72,7 @@ def batched_vs_looped(B: int, n_head: int, T: int, head_dim: int, backend: str =
     tol = 1e-5 if dtype == torch.float32 else 1e-2
     if not diff <= tol:
         raise RuntimeError(f"batched and per-head outputs differ by {diff:g} > {tol:g}: not timed")
-    times = {"batched": [], "looped": []}
+    times: dict[str, list[float]] = {"batched": [], "looped": []}
     for _ in range(warmup):
         batched(), looped()
     for _ in range(repeats):

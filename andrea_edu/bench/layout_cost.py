@@ -30,16 +30,11 @@ def _median_seconds(fns: dict, repeats: int, warmup: int, device: str) -> dict:
 COPY_OPS = ("clone", "copy_", "contiguous")  # aten ops that write a tensor to new memory
 
 
-def dispatched_ops(fn) -> dict[str, int]:
-    """{aten op: calls} that fn() dispatches, e.g. {'clone': 2, 'bmm': 1}: shows hidden copies."""
-    from andrea_edu.bench.matmuls import count_aten_ops
-
-    return count_aten_ops(fn)
-
-
 def count_copies(fn) -> int:
     """How many tensor copies (COPY_OPS) fn() makes, including those inside torch's own ops."""
-    ops = dispatched_ops(fn)
+    from andrea_edu.bench.aten import count_aten_ops
+
+    ops = count_aten_ops(fn)
     return sum(ops.get(name, 0) for name in COPY_OPS)
 
 

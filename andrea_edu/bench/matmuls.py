@@ -4,45 +4,26 @@ Introduced for the chapters "Three matrices per head, or one big matrix" (`proje
 36 matmuls vs fused 3 vs GPT-2's single c_attn, and how many BLAS calls each really makes) and
 "How CUDA stores the heads" (`layout`: q @ k^T on the transposed view vs on a contiguous copy,
 what .contiguous() costs, SDPA on both). Run through andrea_edu.bench.cases.run_suite; the
-runner validates before it times. Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
+runner validates before it times. The same chapter's live sweep (`projection_sweep` over
+`valid_head_pairs`, the three `projection_ways`) runs on the reader's machine: it counts the BLAS
+calls each way really dispatches, checks the result against the fused fp32 one, and only then
+times it. Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
 """
 from __future__ import annotations
 
 import math
-from collections import Counter
 
 import torch
 
-from andrea_edu.bench import timing as bench
+from andrea_edu import projections as P
 from andrea_edu.attention import reference_attention
-from andrea_edu.bench.runner import (DTYPE, N_HEAD, _params, _progress, _Runner,
-                                     _shape_table)
-
-
-def count_aten_ops(fn) -> dict:
-    """{aten op name: calls} that fn() dispatches (e.g. {'mm': 36, ...}): BLAS calls, copies."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class _Count(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = Counter()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops[func.overloadpacket.__name__] += 1
-            return func(*args, **(kwargs or {}))
-
-    with _Count() as c:
-        fn()
-    return dict(sorted(c.ops.items()))
-
-
-BLAS_OPS = ("mm", "addmm", "bmm", "baddbmm")
+from andrea_edu.bench import timing as bench
+from andrea_edu.bench.aten import BLAS_OPS, blas_calls, count_aten_ops
+from andrea_edu.bench.runner import DTYPE, N_HEAD, _params, _progress, _Runner, _shape_table
+from andrea_edu.config import divisors
 
 
 def projections_suite(r: _Runner, fast: bool, progress: bool):
-    from andrea_edu import projections as P
-
     shape = "ANDREA-120M"
     s = _shape_table(r.device, fast)[shape]
     B, T, C = s["B"], s["T"], s["d_model"]
@@ -55,11 +36,12 @@ def projections_suite(r: _Runner, fast: bool, progress: bool):
                   for _ in range(3)]  # W_Q, W_K, W_V: 3 x (C, C)
             heads = [P.fused_to_per_head(W, nh) for W in Ws]  # 3 x (nh, C, hs)
             c_attn = P.fused_to_c_attn(*Ws)  # (C, 3C)
-            refs = P.project_fused(X.float(), *(W.float() for W in Ws), n_head=nh)  # fp32
+            refs = P.project_fused(X.float(), Ws[0].float(), Ws[1].float(), Ws[2].float(),
+                                   n_head=nh)  # fp32
             variants = {
                 "per-head": lambda: P.project_per_head(X, *heads),
                 "per-head-matmuls": lambda: tuple([X @ Wh[h] for h in range(nh)] for Wh in heads),
-                "fused": lambda: P.project_fused(X, *Ws, n_head=nh),
+                "fused": lambda: P.project_fused(X, Ws[0], Ws[1], Ws[2], n_head=nh),
                 "c-attn": lambda: P.project_c_attn(X, c_attn, n_head=nh),
             }
             params = _params(shape=shape, B=B, T=T, d_model=C, n_head=nh, head_dim=C // nh,
@@ -137,3 +119,82 @@ def layout_suite(r: _Runner, fast: bool, progress: bool):
     for rec in r.records:
         if rec["status"] == "ok" and base and rec["backend"].startswith("scores"):
             rec["time_ratio_to_contiguous"] = rec["median_ms"] / base
+
+
+# ------------------------------------------- the live sweep of "Three matrices per head"
+def projection_ways(X: torch.Tensor, proj: P.Projections) -> dict:
+    """{way: fn() -> (q, k, v) as [B, nh, T, hs]} for the three ways, weights prepared up front."""
+    heads = proj.per_head()  # 3 x (nh, C, hs)
+    c_attn = proj.c_attn  # (C, 3C)
+    nh = proj.n_head
+    return {
+        "per-head": lambda: P.project_per_head(X, *heads),
+        "fused": lambda: P.project_fused(X, proj.W_Q, proj.W_K, proj.W_V, nh),
+        "c_attn": lambda: P.project_c_attn(X, c_attn, nh),
+    }
+
+
+def projection_sweep(n_heads, d_model: int = 768, B: int = 1, T: int = 256, device: str = "cpu",
+                     dtype=None, repeats: int = 5, seed: int = 0,
+                     threads: int | None = None) -> dict:
+    """Per n_head: {way: {"blas_calls", "min_ms", "median_ms", "max_rel_err"}}.
+
+    Each way is validated against the fused fp32 result (relative error <= 1e-5 in fp32,
+    1e-2 in half precision) before it is timed; a wrong result raises RuntimeError. The three
+    ways are then timed taking turns (``bench.time_fns``: one call each per round, `repeats`
+    rounds after a warm-up round), so that load from other processes hits all three alike; the
+    fastest call is the robust figure on a shared machine.
+    dtype: float32 on a CPU, bfloat16 on a GPU by default.
+    threads: CPU threads torch may use while timing (restored afterwards); None leaves torch's
+    setting. One thread is steadier on a busy machine, where idle-waiting BLAS threads of one
+    program and the work of another compete for the same cores.
+    """
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise ValueError(f"threads must be None or an int >= 1, got {threads!r}")
+    dtype = dtype or (torch.float32 if device == "cpu" else torch.bfloat16)
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    g = torch.Generator().manual_seed(seed)
+    X32 = torch.randn(B, T, d_model, generator=g)  # (B, T, C)
+    saved_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _sweep(n_heads, d_model, X32, X32.to(device, dtype), device, dtype, tol, repeats,
+                      seed)
+    finally:
+        torch.set_num_threads(saved_threads)
+
+
+def _sweep(n_heads, d_model, X32, X, device, dtype, tol, repeats, seed) -> dict:
+    out = {}
+    with torch.no_grad():
+        for nh in n_heads:
+            proj32 = P.Projections.random(d_model, nh, seed=seed)
+            ref = P.project_fused(X32, proj32.W_Q, proj32.W_K, proj32.W_V, nh)  # fp32, CPU
+            W_Q, W_K, W_V, W_O = (W.to(device, dtype) for W in (
+                proj32.W_Q, proj32.W_K, proj32.W_V, proj32.W_O))
+            proj = P.Projections(W_Q, W_K, W_V, W_O, n_head=nh)
+            ways = projection_ways(X, proj)
+            res = {}
+            for way, fn in ways.items():
+                got = fn()
+                err = max(((a.float().cpu() - b).norm() / b.norm()).item()
+                          for a, b in zip(got, ref))
+                if not err <= tol:
+                    raise RuntimeError(f"{way} at n_head={nh}: relative error {err:.2e} > {tol:g}; "
+                                       f"not timed")
+                res[way] = {"blas_calls": blas_calls(fn), "max_rel_err": err}
+            for way, t in bench.time_fns(ways, device, repeats=repeats, warmup=1).items():
+                res[way].update(min_ms=t["min_ms"], median_ms=t["median_ms"], repeats=repeats)
+            out[nh] = res
+    return out
+
+
+def valid_head_pairs(d_model: int = 768, max_n_head: int = 96) -> list[tuple[int, int]]:
+    """(n_head, head_dim) with n_head * head_dim == d_model, n_head <= max_n_head."""
+    return [(nh, d_model // nh) for nh in divisors(d_model) if nh <= max_n_head]

@@ -81,7 +81,7 @@ SCHEMA = {
 
 def _mini_validate(obj, schema: dict, path: str = "$") -> None:
     """The subset of JSON Schema used above, for machines without jsonschema (the GPU image)."""
-    types = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
+    types: dict[str, type | tuple[type, ...]] = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
              "null": type(None)}
     if "type" in schema:
         allowed = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]

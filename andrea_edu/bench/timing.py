@@ -24,14 +24,14 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from andrea_edu.env import cpu_name
+from andrea_edu.env import cpu_name, git_commit
 
 __all__ = ["attention_flops", "matmul_flops", "time_fn", "time_fns", "check_close", "tolerance",
            "provenance", "pick_device", "device_slug", "ValidationError"]
-_REPO = Path(__file__).resolve().parents[2]
 
 
 class ValidationError(RuntimeError):
@@ -62,20 +62,6 @@ def matmul_flops(M: int, N: int, K: int) -> float:
 # ------------------------------------------------------------------------- provenance
 
 
-def _git_commit() -> str:
-    if os.environ.get("ANDREA_GIT_COMMIT"):
-        return os.environ["ANDREA_GIT_COMMIT"]
-    try:
-        run = dict(cwd=_REPO, capture_output=True, text=True, timeout=10)
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
-        if not sha:
-            return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "andrea_edu"], **run).stdout
-        return sha + ("-dirty" if dirty.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def _driver_version() -> str | None:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -94,10 +80,10 @@ def provenance(device: str, command: str = "") -> dict:
     """Where a measurement came from: device, versions, commit, date (goes into every file)."""
     from andrea_edu.env import __version__, cpu_provenance
 
-    p = {"device_kind": "gpu" if device == "cuda" else "cpu",
+    p: dict[str, Any] = {"device_kind": "gpu" if device == "cuda" else "cpu",
          "torch": torch.__version__, "cuda": torch.version.cuda,
          "andrea_edu": __version__, "python": platform.python_version(),
-         "git_commit": _git_commit(), "command": command,
+         "git_commit": git_commit(), "command": command,
          "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
@@ -151,7 +137,7 @@ def time_fns(fns: dict, device: str, repeats: int = 10, warmup: int = 3,
         sync()
         per_round = max(time.perf_counter() - t0, 1e-9)
         repeats = max(min(3, repeats), min(repeats, int(budget_s / per_round)))
-    times = {name: [] for name in fns}
+    times: dict[str, list[float]] = {name: [] for name in fns}
     sync()
     for _ in range(repeats):
         for name, fn in fns.items():

@@ -1,8 +1,8 @@
 """What the reader sees: one module per chapter, named after its notebook, plus the shared
-plotting helpers (viz), the slider (live in Jupyter, static frames in the book) and the
-"Checking the source" box (verdicts).
+plotting helpers (viz) and the "Checking the source" box (verdicts). The slider that shows a
+figure, and the notebook runner, are tooling: andrea_edu.notebook.
 
-    viz, slider, verdicts       shared by every chapter (slider draws live frames with live)
+    viz, verdicts               shared by every chapter
     three_matrices              "Three matrices per head, or one big matrix"
     parameter_count             "Parameter count" (with "Naming the projections")
     twelve_vectors_become_one   "Twelve vectors become one"
@@ -17,8 +17,6 @@ plotting helpers (viz), the slider (live in Jupyter, static frames in the book) 
     config_mirrors_hardware     "The configuration mirrors the hardware"
     final_picture               "The final picture"
     reading_the_pipeline        "Reading the pipeline"
-    execute                     python -m andrea_edu.figures.execute book/*.ipynb: chapters run
-                                headless without the ZeroMQ stall, per-cell timeout
 
 A figures module draws and formats; it computes nothing that a chapter claims. It imports the
 computation (andrea_edu.heads, .pipeline, .bench, .kernels) and the core, never the reverse.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import asdict
+from typing import Any
 
 import matplotlib.pyplot as plt
 import torch
@@ -66,7 +67,7 @@ def draw_tile_coverage(ax, seq_len: int, head_dim: int, tile: int = tiles.TILE,
 # Matrix Multiply-Accumulate Instructions": wmma.mma's shapes are .m16n16k16/.m8n32k16/.m32n8k16,
 # mma's f16/bf16 shapes .m8n8k4/.m16n8k8/.m16n8k16). The SASS line is what ptxas made of our
 # kernels for sm_80/sm_89/sm_90 (cuobjdump --dump-sass; the chapter shows it live).
-MMA_LEVELS = (
+MMA_LEVELS: tuple[dict[str, Any], ...] = (
     {"name": "WMMA (our v2)", "mnk": (16, 16, 16), "hmma_per_op": 2,
      "levels": (("CUDA C++ API", "nvcuda::wmma::mma_sync\non 16x16x16 fragments"),
                 ("PTX", "wmma.mma.sync.aligned\n.row.col.m16n16k16.f32..."),
@@ -157,7 +158,7 @@ def mma_shapes_figure():
 
 def curves(results, shape: str = "ANDREA-120M", series: str = "n_head=12") -> dict:
     """{backend: [(head_dim, record), ...]} of the "ok" records of one shape and series."""
-    out = {}
+    out: dict[str, list] = {}
     for r in (results or {}).get("records", []):
         p = r["params"]
         if r["status"] == "ok" and p.get("shape") == shape and p.get("series") == series:
@@ -314,7 +315,7 @@ def provenance_line(res, what: str, live=None) -> str:
     p = res["provenance"]
     src = ("measured live in this notebook" if res is live
            else f"`{str(res.get('_path', '')).split('/')[-1]}`")
-    parts = [f"{p['device']} ({src})", f"torch {p['torch']}"]
+    parts: list[str | None] = [f"{p['device']} ({src})", f"torch {p['torch']}"]
     if p.get("device_kind") == "gpu":
         parts += [f"CUDA {p['cuda']}" if p.get("cuda") else None,
                   f"driver {p['driver']}" if p.get("driver") else None]

@@ -140,7 +140,7 @@ def matmul_timing_figure(timings: list, device_label: str):
     for i, (label, attr, color) in enumerate(series):
         ax.bar(x + (i - 1) * 0.27, [getattr(m, attr) * 1e3 for m in timings], 0.27,
                label=label, color=color)
-    for xi, m in zip(x, timings):
+    for xi, m in zip(range(len(Ts)), timings):
         ax.text(xi, max(m.strided_s, m.contiguous_s, m.copy_then_matmul_s) * 1e3,
                 f"{m.ratio:.2f}x", ha="center", va="bottom", fontsize=8)
     B, _, nh, hs = timings[0].shape
@@ -159,32 +159,3 @@ def matmul_timing_figure(timings: list, device_label: str):
              fontsize=8, color="#444444")
     fig.subplots_adjust(left=0.09, right=0.98, top=0.88, bottom=0.2)
     return fig
-
-
-def sdpa_view_vs_contiguous(B: int = 2, T: int = 256, n_head: int = 12, head_dim: int = 64,
-                            repeats: int = 5, device: str = "cpu") -> dict:
-    """PyTorch's SDPA (causal) on the transposed view of [B, T, C] and on its .contiguous()
-    copy: the aten ops each dispatches (is there a copy?) and the time, the copy included for the
-    contiguous path. Returns {path: {"ops", "median_ms", "min_ms"}} and the max difference."""
-    import torch
-    import torch.nn.functional as F
-
-    from andrea_edu.bench.matmuls import count_aten_ops
-    from andrea_edu.bench.timing import time_fns
-
-    C = n_head * head_dim
-    g = torch.Generator().manual_seed(0)
-    x = [torch.randn(B, T, C, generator=g).to(device) for _ in range(3)]  # (B, T, C)
-    views = [t.view(B, T, n_head, head_dim).transpose(1, 2) for t in x]  # (B, nh, T, hs), strided
-    fns = {
-        "transposed view": lambda: F.scaled_dot_product_attention(*views, is_causal=True),
-        ".contiguous() first": lambda: F.scaled_dot_product_attention(
-            *(v.contiguous() for v in views), is_causal=True),
-    }
-    diff = (fns["transposed view"]() - fns[".contiguous() first"]()).abs().max().item()
-    times = time_fns(fns, device=device, repeats=repeats)
-    out = {p: {"ops": count_aten_ops(fn), "median_ms": times[p]["median_ms"],
-               "min_ms": times[p]["min_ms"]} for p, fn in fns.items()}
-    out["max_abs_diff"] = diff
-    out["strides"] = tuple(views[0].stride())
-    return out

@@ -4,7 +4,7 @@ journey.
 Introduced in the chapters "The final picture" (pipeline_diagram, cost_figure, share_figure,
 flop_share_figure) and "Reading the pipeline" (journey_figure). Every box, shape and number is
 read from the model object (`pipeline.layer_steps` / `model_steps`), a measurement
-(`pipeline_timing.StepTiming`) or a real run (`tracer.Trace`), never typed in.
+(`pipeline.timing.StepTiming`) or a real run (`tracer.Trace`), never typed in.
 """
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def share_figure(timings, steps=None, flop_label: str = "share of FLOPs (formula
     FLOP share of `steps` beside them (hatched, labelled `flop_label`) when given."""
     import matplotlib.pyplot as plt
 
-    series = [(t.label(), t.shares(), None) for t in timings]
+    series: list[tuple[str, dict, str | None]] = [(t.label(), t.shares(), None) for t in timings]
     if steps is not None:
         fl = totals(steps, "group", "flops")
         tot = sum(fl.values())
@@ -157,8 +157,8 @@ def flop_share_figure(model, T: int, B: int = 1):
     fig, ax = plt.subplots(figsize=(8, 3.6))
     vals = [100 * fl[g] / tot for g in groups]
     ax.barh(groups, vals, color=[GROUP_COLORS[g] for g in groups], edgecolor="#333333", linewidth=0.5)
-    for g, v in zip(groups, vals):
-        ax.text(v, g, f" {v:.1f} %", va="center", fontsize=8)
+    for i, v in enumerate(vals):  # bar i of the categorical axis sits at y = i
+        ax.text(v, i, f" {v:.1f} %", va="center", fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
     ax.set_xlabel("share of the forward pass's FLOPs (%)")

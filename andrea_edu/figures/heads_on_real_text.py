@@ -81,7 +81,7 @@ def example_html(corpus: tc.Corpus, batch: tc.TextBatch, b: int, start: int, len
     """One window as text: each labelled bracket query and its opener, each identifier query and
     its key, coloured by pattern (previous token is every position, so it is not drawn)."""
     chars = corpus.decode(batch.idx[b, start: start + length])
-    style = {i: [] for i in range(length)}
+    style: dict[int, list[str]] = {i: [] for i in range(length)}
     for p, css in ((tc.BRACKET, "background:#f6c6c6"), (tc.IDENT, "border-bottom:2px solid #2ca02c")):
         for t in range(start, start + length):
             k = int(batch.key[p, b, t])
@@ -165,15 +165,27 @@ def fig_training(run):
     return fig
 
 
-def recheck_sentence(cmp: dict, n_steps: int, same: bool) -> None:
+def recheck_sentence(cmp: dict, n_steps: int, same: bool, committed: dict | None = None) -> None:
+    """committed: the committed run's provenance; the sentence says "the same pins" only when
+    the re-check's pins and ATen level are the committed run's, and names both otherwise."""
     if not same:
         md(f"Re-check: {n_steps} steps trained now on this machine's corpus, which is not the "
            f"committed run's, so their losses are not expected to agree (largest difference "
            f"{cmp['max_abs_diff']:.3g} nats); the committed numbers below are the committed "
            f"corpus's.")
         return
-    md(f"Re-check: the first {cmp['steps']} steps, trained again now in a subprocess with the same "
-       f"pins (ATen used {cmp['cpu_capability']}; {cmp['wall_seconds']:.1f} s), give training "
+    pins = ", ".join(f"{k}={v}" for k, v in cmp["pins"].items())
+    if committed is None:
+        how = f"with {pins} (ATen used {cmp['cpu_capability']}"
+    elif (cmp["pins"] == committed.get("pins")
+          and cmp["cpu_capability"] == committed.get("cpu_capability")):
+        how = f"with the committed run's pins (ATen used {cmp['cpu_capability']}, as it did"
+    else:
+        how = (f"with {pins} (ATen used {cmp['cpu_capability']}; the committed run had "
+               + ", ".join(f"{k}={v}" for k, v in (committed.get("pins") or {}).items())
+               + f" and ATen {committed.get('cpu_capability')}")
+    md(f"Re-check: the first {cmp['steps']} steps, trained again now in a subprocess {how}; "
+       f"{cmp['wall_seconds']:.1f} s), give training "
        f"losses within **{cmp['max_abs_diff']:.2g}** nats of the committed ones: "
        f"{'inside' if cmp['agrees'] else '**outside**'} the tolerance of {cmp['tol']:g} nats "
        f"(measured, see `text_training`). "
@@ -354,9 +366,11 @@ def _reading(lh, real, pos, where: str = "on real text") -> str:
     if int(np.argmax(p)) == 1:
         return head + ": the QK circuit alone makes it a previous-token head (a positional one)"
     if int(np.argmax(r)) == 1 and int(np.argmax(p)) == 0:
-        return (head + ": from positions alone it looks at the last few characters, nearest first, "
-                "and what moves its peak from t itself to t-1 is the token part of the circuit "
-                "(which characters they are), which this reading averages away")
+        return (head + ": from positions alone it looks at the last few characters, nearest first. "
+                "What moves its peak from t itself to t-1 is then, we infer, the part of the "
+                "circuit this reading leaves out: the tokens (which characters they are), the "
+                "token x position cross terms, and LayerNorm. An inference, not a measurement: "
+                "this reading averages all three away")
     return head
 
 
@@ -398,7 +412,7 @@ def toy_source(path_name: str | None, seconds: float, settings, chapter_seed: in
 
 
 # ---------------------------------------------------------------- GPT-2
-def show_gpt2_scores(scores, base) -> None:
+def show_gpt2_scores(scores, base) -> str:
     s = np.asarray(scores)
     rows = []
     for p in tc.PATTERNS:
@@ -426,10 +440,13 @@ def claim_rows(rows, verdict: str, toy_found: str, gpt2_text: str | None,
             f"{r['pattern']}: {r['verdict']} (best {hl(r['head'])} at {r['ratio']:.1f}x uniform)"
             for r in missing)
     measured += f". In the toy laboratory: {toy_found}."
-    from andrea_edu.figures.verdicts import NOT_MEASURED
+    from andrea_edu.figures.verdicts import (NOT_MEASURED, NOT_OBSERVED,
+                                             TRAINED_TRANSFORMERS_SHOW_HEADS)
+    if verdict == "does not hold":     # a small model that does not show them cannot refute a
+        verdict = NOT_OBSERVED         # claim about trained transformers (figures.verdicts)
     return [("Trained transformers show heads for positional (previous token), syntactic "
              "(matching parenthesis) and semantic (most recent named entity) patterns",
-             measured, verdict),
+             measured, verdict, TRAINED_TRANSFORMERS_SHOW_HEADS),
             ("The same, in a transformer trained at scale on natural text (GPT-2 small, "
              "ANDREA-120M's shape)",
              f"GPT-2 small on the same held-out files: {gpt2_text}" if gpt2_text else

@@ -20,11 +20,11 @@ andrea_edu.kernels (sources, compiler, emulator, SASS evidence, model) or andrea
 """
 from __future__ import annotations
 
-# The source helpers live in kernel_source (shown kernel code is its own concept); the chapter
-# takes them from here, with the rest of its figures.
-from andrea_edu.figures.kernel_source import (  # noqa: F401  (re-exported for the chapter)
-    _code, _first_sentence, code_part, doc_paragraph, excerpt, first_line, header_quote,
-    loop_lines, marked_lines, source_block, version_header)
+from typing import Any
+
+# Shown kernel code is its own concept (andrea_edu.figures.kernel_source, shared by any chapter
+# that shows code); the chapter imports it from there.
+from andrea_edu.figures.kernel_source import _code, _first_sentence, version_header
 from andrea_edu.kernels.toolkit import KERNEL_FILES
 
 VERSIONS = ("v1", "v2", "v3")
@@ -138,7 +138,7 @@ def _tile_width(trace) -> int:
     from andrea_edu.kernels.toolkit import kernel_constants
 
     c = kernel_constants(trace.kernel)
-    return c.get("V1_BC") or c.get(f"{trace.kernel.upper()}_BK")
+    return c["V1_BC"] if "V1_BC" in c else c[f"{trace.kernel.upper()}_BK"]
 
 
 # ------------------------------------------------------------------ sentences and tables
@@ -178,7 +178,7 @@ def measured_rows(results, nh: int, head_dims=HEAD_DIMS, shape: str = "ANDREA-12
     kernel (the kernel that really ran), B, T, causal, dtype."""
     if not results:
         return []
-    by_case = {}
+    by_case: dict[int, dict[str, dict]] = {}
     for r in results["records"]:
         p = r.get("params", {})
         if p.get("shape") == shape and p.get("series") == f"n_head={nh}" and \
@@ -351,14 +351,20 @@ def summary_markdown(traces, checks, ev, design, barriers, measured, B, nh, T) -
     items = []
     for v in VERSIONS:
         e, m = ev[v], design[v]
+        band = m.get("published") or []
+        anchor = (f", where published kernels take "
+                  f"{min(b['seconds'] for b in band) * 1e6:.0f}–"
+                  f"{max(b['seconds'] for b in band) * 1e6:.0f} µs for the same work "
+                  f"({band[0]['where']})" if band else "")
         items.append(f"- **{v}** ({version_header(v)['title'].rstrip('.')}): "
                      f"{m['work']['blocks']} blocks at B={B}, n_head={nh}, T={T}; per warp and "
                      f"K/V tile {e['per_tile']['total']} instructions, "
                      f"{e['per_tile']['HMMA']} HMMA, {e['smem_bytes_per_tile']:,} shared-memory "
                      f"bytes; {e['registers']} registers, {e['blocks_per_sm']['H200']} blocks "
                      f"per SM on an H200; {barriers[v]} block-wide barrier(s) per K/V tile; "
-                     f"model bound {m['seconds'] * 1e6:.0f} µs on an H200 (a model); emulated "
-                     f"error vs reference {checks[v]['max_abs_err']:.1e}.")
+                     f"model bound {m['seconds'] * 1e6:.0f} µs on an H200 (a model, a lower "
+                     f"bound){anchor}; emulated error vs reference "
+                     f"{checks[v]['max_abs_err']:.1e}.")
     if measured:
         best = {v: max((r["speed"] for r in measured if r["version"] == v), default=None)
                 for v in VERSIONS}
@@ -425,8 +431,47 @@ def fragment_figure():
 
 # ------------------------------------------------------------------ SASS evidence and the model
 MIX = ("HMMA", "LDSM", "LDS", "STS", "LD", "LDG", "LDGSTS", "SHFL", "MUFU.EX2", "BAR")
-MODEL_STYLE = dict(facecolor="none", hatch="///", linewidth=1.2)  # no measurement is drawn so
+MODEL_STYLE: dict[str, Any] = dict(facecolor="none", hatch="///", linewidth=1.2)  # no measurement is drawn so
 MODEL_LABEL = "model (lower bound from SASS counts)"
+
+
+def clock_sentence(tm) -> str:
+    """The one clock of the time model (module tm = kernels.time_model), derived per GPU from
+    the stated dense tensor peak and the per-SM tensor rate, and the tensor ceiling's status."""
+    parts = [f"{g['name']}: {g['tensor_flops'] / 1e12:.1f} TFLOP/s / ({g['sms']} SMs x "
+             f"{g['tensor_flops_per_clock_per_sm']:,} FLOPs per clock) = "
+             f"{tm.clock_hz(key) / 1e9:.3f} GHz" for key, g in tm.GPUS.items()]
+    ceil = [f"{key}: " + ("published for this instruction" if c["published"] else
+                          "not published for mma.sync; the dense peak is assumed")
+            for key, c in tm.TENSOR_CEILING.items()]
+    return ("The model's one clock, for every term: " + "; ".join(parts)
+            + ". The tensor ceiling of HMMA.16816: " + "; ".join(ceil) + ".")
+
+
+def band_phrase(m: dict) -> str:
+    """What published kernels reach beside one time_model.model_bound dict, in words: the band
+    a real kernel lands in, and a warning when the bound's TFLOP/s exceed what any published
+    kernel with the same instructions reaches."""
+    band = m.get("published") or []
+    if not band:
+        return ("no published attention kernel's throughput is cited here for this GPU and "
+                "head_dim, so no band is drawn")
+    where = band[0]["where"]
+    same = [b for b in band if b["same_design"]]
+    other = [b for b in band if not b["same_design"]]
+    txt = (", ".join(f"{b['kernel']} ({b['instruction']}, {m['version']}'s design) "
+                     f"{b['tflops']:.0f} TFLOP/s, {b['seconds'] * 1e6:.1f} µs for this work"
+                     for b in same)
+           or f"no published kernel has {m['version']}'s design")
+    txt += "; " + ", ".join(f"{b['kernel']} ({b['instruction']}) {b['tflops']:.0f} TFLOP/s, "
+                            f"{b['seconds'] * 1e6:.1f} µs" for b in other)
+    txt = f"published kernels ({where}, FlashAttention-3 paper): {txt}"
+    if m.get("above_published"):
+        best = max(b["tflops"] for b in band if b["instruction"] == "mma.sync")
+        txt += (f". The bound's {m['model_tflops']:.0f} TFLOP/s are above the {best:.0f} "
+                "TFLOP/s of the fastest published kernel with the same instructions: they say "
+                "what the counted instructions allow, not what to expect")
+    return txt
 
 
 def evidence_markdown(ev: dict, scores: dict, models: dict, models_4090: dict) -> str:
@@ -453,7 +498,23 @@ def evidence_markdown(ev: dict, scores: dict, models: dict, models_4090: dict) -
             row("model bound, H200", lambda v: f"{models[v]['seconds'] * 1e6:.1f} µs "
                                                f"({models[v]['bound_by']})"),
             row("model bound, RTX 4090", lambda v: f"{models_4090[v]['seconds'] * 1e6:.1f} µs "
-                                                   f"({models_4090[v]['bound_by']})")]
+                                                   f"({models_4090[v]['bound_by']})"),
+            row("model's TFLOP/s, H200", lambda v: f"{models[v]['model_tflops']:.0f}"
+                                                  + (" (above any published mma.sync kernel)"
+                                                     if models[v].get("above_published") else ""))]
+    band = next(iter(models.values())).get("published") or []
+    if band:
+        out.append(row("**published kernels, same work**", lambda v: ""))
+        out += [row(f"{b['kernel']} ({b['instruction']})",
+                    lambda v, k=b["kernel"]: next(
+                        f"{x['seconds'] * 1e6:.1f} µs ({x['tflops']:.0f} TFLOP/s"
+                        + (f", {v}'s design)" if x["same_design"] else ")")
+                        for x in models[v]["published"] if x["kernel"] == k))
+                for b in band]
+        out.append("")
+        out.append(f"Published kernels: {band[0]['where']}, from the {band[0]['source']}; "
+                   "the time is the work above at that throughput. None of these is a "
+                   "measurement of this book's kernels.")
     return "\n".join(out)
 
 
@@ -463,6 +524,12 @@ def version_evidence(v: str, e: dict, scores: int, models: dict) -> str:
     mix = ", ".join(f"{p[k]} {k}" for k in MIX if p[k])
     bounds = "; ".join(f"{m['seconds'] * 1e6:.1f} µs on the {g} ({m['bound_by']}-bound)"
                        for g, m in models.items())
+    first = next(iter(models.values()))
+    c = first.get("counts", {})
+    floor = (f" The model counts {c['smem_bytes'] // first['work']['warp_tiles']:,} of those "
+             "bytes per warp-tile, the ones this code cannot avoid: the rest are broadcast reads "
+             "that the SASS count takes at full width."
+             if c.get("smem_bytes", 0) < c.get("smem_bytes_sass", 0) else "")
     return (f"**Evidence ({v}, head_dim={e['head_dim']}, {e['dtype']}, SASS for `{e['arch']}`).** "
             f"One warp, one K/V tile of {e['keys_per_tile']} keys ({scores} scores): "
             f"{p['total']} instructions, among them {mix}; {e['smem_bytes_per_tile']:,} "
@@ -471,7 +538,8 @@ def version_evidence(v: str, e: dict, scores: int, models: dict) -> str:
             f"{e['spill_stores'] + e['spill_loads']} spill bytes, {e['shared_bytes']:,} B of "
             f"shared memory per block: {e['blocks_per_sm']['H200']} blocks per SM on an H200, "
             f"{e['blocks_per_sm']['RTX 4090']} on an RTX 4090. **Model** (a lower bound, not a "
-            f"measurement) at the design case: {bounds}.")
+            f"measurement and not a forecast) at the design case: {bounds}. Beside it on the "
+            f"{next(iter(models))}, {band_phrase(first)}.{floor}")
 
 
 def ratio_sentence(ev: dict, scores: dict, models: dict, head_dim: int, case: str) -> str:
@@ -486,12 +554,13 @@ def ratio_sentence(ev: dict, scores: dict, models: dict, head_dim: int, case: st
                      f"instructions and {per(a, 'smem') / per(b, 'smem'):.1f}x fewer "
                      f"shared-memory bytes per score, and a model bound "
                      f"{models[a]['seconds'] / models[b]['seconds']:.1f}x lower")
+    last = models[VERSIONS[-1]]
     return (f"Per score (one query-key pair), at head_dim={head_dim}: " + "; ".join(parts)
             + f". Model bounds at {case}, H200: " + ", ".join(
                 f"{v} {m['seconds'] * 1e6:.0f} µs ({m['bound_by']}-bound, "
                 f"{m['model_tflops']:.0f} TFLOP/s)" for v, m in models.items())
-            + ". These are a model's lower bounds, not measurements. Registers per thread "
-            "and what limits the resident blocks on an H200: " + ", ".join(
+            + f". These are a model's lower bounds, not measurements; {band_phrase(last)}. "
+            "Registers per thread and what limits the resident blocks on an H200: " + ", ".join(
                 f"{v} {e['registers']} ({e['blocks_per_sm']['H200']} blocks/SM, limited by "
                 f"{e.get('limited_by', {}).get('H200', '?')})" for v, e in ev.items()) + ".")
 
@@ -538,13 +607,17 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
     width = 0.8 / len(gpus)
     for i, g in enumerate(gpus):
         m = models[version, head_dim][g]
-        vals = [m["terms"][t] * 1e6 for t in terms]
+        term_us = [m["terms"][t] * 1e6 for t in terms]
         xs = np.arange(len(terms)) + (i - (len(gpus) - 1) / 2) * width
-        ax2.bar(xs, vals, width * 0.9, edgecolor=["black", "#888888"][i % 2],
+        ax2.bar(xs, term_us, width * 0.9, edgecolor=["black", "#888888"][i % 2],
                 label=f"{g}: {MODEL_LABEL}", **MODEL_STYLE)
         k = terms.index(m["bound_by"])
-        ax2.annotate(f"bound {vals[k]:.0f} µs", (xs[k], vals[k]), fontsize=7, ha="center",
+        ax2.annotate(f"bound {term_us[k]:.0f} µs", (xs[k], term_us[k]), fontsize=7, ha="center",
                      va="bottom")
+        if m.get("published"):       # the band published kernels land in, for the same work
+            lo_b, hi_b = (f(b["seconds"] for b in m["published"]) * 1e6 for f in (min, max))
+            ax2.axhspan(lo_b, hi_b, color="#2ca02c", alpha=0.18,
+                        label=f"{g}: published kernels, same work ({m['published'][0]['where']})")
         if measured_s and measured_s.get(g):
             ax2.bar(len(terms) + (i - (len(gpus) - 1) / 2) * width, measured_s[g] * 1e6,
                     width * 0.9, color=COLORS[version], label=f"{g}: measured")
@@ -553,10 +626,12 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
     ax2.set_yscale("log")
     _plain_log(ax2.yaxis)
     lo = min(x for m in models[version, head_dim].values() for x in m["terms"].values() if x > 0)
-    hi = max(x for m in models[version, head_dim].values() for x in m["terms"].values())
+    hi = max([x for m in models[version, head_dim].values() for x in m["terms"].values()]
+             + [b["seconds"] for m in models[version, head_dim].values()
+                for b in m.get("published") or []])
     ax2.set_ylim(lo * 1e6 / 2, max(hi, *(measured_s or {0: 0}).values()) * 1e6 * 3)
     ax2.set_ylabel("µs per launch (log)", fontsize=8)
-    ax2.legend(fontsize=7, loc="upper left")
+    ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.12), ncol=1)
     m0 = next(iter(models[version, head_dim].values()))
     ax2.set_title(f"MODEL, B={m0['B']}, n_head={m0['n_head']}, T={m0['T']}"
                   f"{', causal' if m0['causal'] else ''}: five lower bounds", fontsize=9)
@@ -566,18 +641,30 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
 
 def model_overview_figure(models: dict, gpu: str = "H200"):
     """The model bound of every (version, head_dim) on one GPU: hatched outlined bars (a model,
-    never a measurement), grouped by head_dim."""
+    never a measurement), grouped by head_dim; where published kernels are cited for a head_dim,
+    the band of their times for the same work is shaded behind that group. The legend sits
+    outside the axes, so it covers no bar."""
     import matplotlib.pyplot as plt
     import numpy as np
 
     hds = sorted({hd for _, hd in models})
-    fig, ax = plt.subplots(figsize=(8, 3.4))
+    fig, ax = plt.subplots(figsize=(10, 3.6))
     width = 0.8 / len(VERSIONS)
     for i, v in enumerate(VERSIONS):
         vals = [models[v, hd][gpu]["seconds"] * 1e6 if (v, hd) in models else np.nan
                 for hd in hds]
         ax.bar(np.arange(len(hds)) + (i - 1) * width, vals, width * 0.9, edgecolor=COLORS[v],
                label=f"{v}: {MODEL_LABEL}", **MODEL_STYLE)
+    banded = False
+    for x, hd in enumerate(hds):
+        band = next((m[gpu].get("published") for (v, h), m in models.items()
+                     if h == hd and gpu in m and m[gpu].get("published")), None)
+        if band:
+            lo, hi = (f(b["seconds"] for b in band) * 1e6 for f in (min, max))
+            ax.fill_between([x - 0.45, x + 0.45], lo, hi, color="#2ca02c", alpha=0.25,
+                            label=None if banded else
+                            f"published kernels, same work ({band[0]['where']})")
+            banded = True
     ax.set_xticks(range(len(hds)), [f"head_dim {hd}" for hd in hds])
     ax.set_yscale("log")
     _plain_log(ax.yaxis)
@@ -587,7 +674,7 @@ def model_overview_figure(models: dict, gpu: str = "H200"):
     m0 = next(iter(models.values()))[gpu]
     ax.set_title(f"Lower-bound model, {m0['gpu']}: B={m0['B']}, n_head={m0['n_head']}, "
                  f"T={m0['T']}, {m0['dtype']}, {'causal' if m0['causal'] else 'full'} "
-                 f"(no measurement in this figure)", fontsize=9)
-    ax.legend(fontsize=7)
+                 f"(no measurement of ours in this figure)", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig

@@ -5,7 +5,7 @@
   comes from each head, on a random W_O and on a synthetic "trained-looking" one
   (``synthetic_trained_w_o``: built, not trained, and labelled so wherever it is shown).
 - ``fig_zero_head``: each head's contribution before and after zeroing one row block of W_O.
-- ``blas_calls``: how many BLAS calls a function really dispatches (from "Three matrices").
+The chapter counts W_O's BLAS calls with ``andrea_edu.bench.aten.blas_calls``.
 Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
 """
 from __future__ import annotations
@@ -14,7 +14,6 @@ import torch
 
 from andrea_edu import projections as P
 from andrea_edu.config import AndreaConfig
-from andrea_edu.figures.three_matrices import blas_calls  # noqa: F401  (the chapter counts W_O's calls)
 from andrea_edu.figures.viz import head_color, head_colors
 
 

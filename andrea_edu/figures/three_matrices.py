@@ -1,11 +1,9 @@
-"""Measurements and figures of the chapters "Three matrices per head, or one big matrix" and
+"""Figures of the chapters "Three matrices per head, or one big matrix" and
 "Parameter count" (with "Naming the projections").
 
-- ``projection_sweep``: the live measurement behind the chapter's slider. For each way of
-  projecting (36 per-head matmuls, 3 fused, 1 c_attn at n_head=12) it counts the BLAS calls the
-  code really dispatches, checks the result against the fused fp32 one, and only then times it,
-  on whatever device the reader has. The committed, provenance-carrying version of the same
-  comparison is ``python -m andrea_edu.bench projections`` (``bench_cases.projections_suite``).
+The chapter's live measurement (``projection_sweep``: BLAS calls, validation, then time per way)
+is ``andrea_edu.bench.matmuls``; the committed, provenance-carrying version of the same
+comparison is ``python -m andrea_edu.bench projections``. This module draws and formats.
 - ``fig_fused_matrix``: W_Q with the column blocks W_Q^h coloured, beside the per-head view.
 - ``fig_projection_timings``: BLAS calls and time per way for one (n_head, head_dim).
 - ``fig_param_breakdown`` / ``fig_attention_by_head``: where the parameters are; the attention
@@ -14,100 +12,14 @@ Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from andrea_edu import projections as P
-from andrea_edu.config import divisors
 from andrea_edu.figures.viz import head_colors
 
 WAYS = ("per-head", "fused", "c_attn")
-
-
-def blas_calls(fn) -> int:
-    """How many matmul (BLAS) calls fn() dispatches, counted at torch's dispatcher."""
-    from andrea_edu.bench.matmuls import BLAS_OPS, count_aten_ops
-
-    ops = count_aten_ops(fn)
-    return sum(ops.get(op, 0) for op in BLAS_OPS)
-
-
-def projection_ways(X: torch.Tensor, proj: P.Projections) -> dict:
-    """{way: fn() -> (q, k, v) as [B, nh, T, hs]} for the three ways, weights prepared up front."""
-    heads = proj.per_head()  # 3 x (nh, C, hs)
-    c_attn = proj.c_attn  # (C, 3C)
-    nh = proj.n_head
-    return {
-        "per-head": lambda: P.project_per_head(X, *heads),
-        "fused": lambda: P.project_fused(X, proj.W_Q, proj.W_K, proj.W_V, nh),
-        "c_attn": lambda: P.project_c_attn(X, c_attn, nh),
-    }
-
-
-def projection_sweep(n_heads, d_model: int = 768, B: int = 1, T: int = 256, device: str = "cpu",
-                     dtype=None, repeats: int = 5, seed: int = 0,
-                     threads: int | None = None) -> dict:
-    """Per n_head: {way: {"blas_calls", "min_ms", "median_ms", "max_rel_err"}}.
-
-    Each way is validated against the fused fp32 result (relative error <= 1e-5 in fp32,
-    1e-2 in half precision) before it is timed; a wrong result raises RuntimeError. The three
-    ways are then timed taking turns (``bench.time_fns``: one call each per round, `repeats`
-    rounds after a warm-up round), so that load from other processes hits all three alike; the
-    fastest call is the robust figure on a shared machine.
-    dtype: float32 on a CPU, bfloat16 on a GPU by default.
-    threads: CPU threads torch may use while timing (restored afterwards); None leaves torch's
-    setting. One thread is steadier on a busy machine, where idle-waiting BLAS threads of one
-    program and the work of another compete for the same cores.
-    """
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
-                                or threads < 1):
-        raise ValueError(f"threads must be None or an int >= 1, got {threads!r}")
-    dtype = dtype or (torch.float32 if device == "cpu" else torch.bfloat16)
-    tol = 1e-5 if dtype == torch.float32 else 1e-2
-    g = torch.Generator().manual_seed(seed)
-    X32 = torch.randn(B, T, d_model, generator=g)  # (B, T, C)
-    saved_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        return _sweep(n_heads, d_model, X32, X32.to(device, dtype), device, dtype, tol, repeats,
-                      seed)
-    finally:
-        torch.set_num_threads(saved_threads)
-
-
-def _sweep(n_heads, d_model, X32, X, device, dtype, tol, repeats, seed) -> dict:
-    from andrea_edu.bench.timing import time_fns
-
-    out = {}
-    with torch.no_grad():
-        for nh in n_heads:
-            proj32 = P.Projections.random(d_model, nh, seed=seed)
-            ref = P.project_fused(X32, proj32.W_Q, proj32.W_K, proj32.W_V, nh)  # fp32, CPU
-            proj = P.Projections(*(W.to(device, dtype) for W in (
-                proj32.W_Q, proj32.W_K, proj32.W_V, proj32.W_O)), n_head=nh)
-            ways = projection_ways(X, proj)
-            res = {}
-            for way, fn in ways.items():
-                got = fn()
-                err = max(((a.float().cpu() - b).norm() / b.norm()).item()
-                          for a, b in zip(got, ref))
-                if not err <= tol:
-                    raise RuntimeError(f"{way} at n_head={nh}: relative error {err:.2e} > {tol:g}; "
-                                       f"not timed")
-                res[way] = {"blas_calls": blas_calls(fn), "max_rel_err": err}
-            for way, t in time_fns(ways, device, repeats=repeats, warmup=1).items():
-                res[way].update(min_ms=t["min_ms"], median_ms=t["median_ms"], repeats=repeats)
-            out[nh] = res
-    return out
-
-
-def valid_head_pairs(d_model: int = 768, max_n_head: int = 96) -> list[tuple[int, int]]:
-    """(n_head, head_dim) with n_head * head_dim == d_model, n_head <= max_n_head."""
-    return [(nh, d_model // nh) for nh in divisors(d_model) if nh <= max_n_head]
 
 
 # ------------------------------------------------------------------ figures
@@ -211,8 +123,9 @@ def committed_projection_rows(results: dict | None) -> list[dict]:
 # ---------------------------------------------------------------- the tensor-core claim
 # Published figures, not measurements: NVIDIA's H200 data sheet gives 1,979 TFLOP/s of BF16 tensor
 # throughput *with sparsity*, so 989 TFLOP/s dense, and 4.8 TB/s of HBM3e bandwidth.
-PUBLISHED_PEAK = {"NVIDIA H200": {"bf16_tflops": 989.0, "hbm_tb_per_s": 4.8,
-                                  "source": "NVIDIA H200 Tensor Core GPU data sheet"}}
+PUBLISHED_PEAK: dict[str, dict[str, Any]] = {
+    "NVIDIA H200": {"bf16_tflops": 989.0, "hbm_tb_per_s": 4.8,
+                    "source": "NVIDIA H200 Tensor Core GPU data sheet"}}
 
 
 def projection_roofline(rows: int, d_model: int = 768, gpu: str = "NVIDIA H200",

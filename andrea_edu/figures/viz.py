@@ -1,9 +1,9 @@
-"""Figures shared by the chapters, and the slider helper (re-exported from ``slider``).
+"""Figures shared by the chapters (the slider that shows them is andrea_edu.notebook.slider).
 
 Introduced in the book's introduction (the overview picture) and used by every chapter:
-- ``slider`` / ``static_frames`` / ``measure_update``: one plotting function, live ipywidgets
-  sliders in a kernel, a self-contained static slider in the rendered book (see ``slider``).
 - ``head_colors``: head h has the same colour in every figure of the book, whatever n_head is.
+- ``PATTERN_COLORS`` / ``caption``: the toy patterns' colours and the caption line of the two
+  chapters of the part "Heads".
 - ``heatmap``: a labelled matrix (attention weights, scores, strides...).
 - ``overview_figure``: fused Q/K/V -> heads -> concat -> W_O, the README picture.
 - ``savefig_for_readme``: a small, reproducible PNG for the README and book/images.
@@ -20,13 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from andrea_edu.figures.slider import (measure_update, render_png, slider, static_frames,
-                                       static_html)
-
-__all__ = ["slider", "static_frames", "static_html", "measure_update", "render_png",
-           "head_colors", "head_color", "heatmap", "overview_figure", "savefig_for_readme",
+__all__ = ["head_colors", "head_color", "heatmap", "overview_figure", "savefig_for_readme",
            "show_source", "source_markdown", "kernel_walkthrough", "contrast_ratio",
-           "text_color_on"]
+           "text_color_on", "PATTERN_COLORS", "caption"]
 
 
 def show_source(*objs) -> None:
@@ -114,6 +110,17 @@ def head_colors(n_head: int) -> list[str]:
     if isinstance(n_head, bool) or not isinstance(n_head, (int, np.integer)) or n_head < 1:
         raise ValueError(f"n_head must be an int >= 1, got {n_head!r}")
     return [head_color(h) for h in range(n_head)]
+
+
+# The toy laboratory's three patterns (andrea_edu.heads.corpus) keep one colour in both chapters
+# of the part "Heads" ("Why heads specialize", "Why twelve heads, not one wider head").
+PATTERN_COLORS = {"previous token": "#1f77b4", "matching bracket": "#d62728",
+                  "recent entity": "#2ca02c", "all": "#444444"}
+
+
+def caption(fig, text: str, y: float = 0.01) -> None:
+    """One small grey caption line (wrapped) at the bottom of a figure."""
+    fig.text(0.5, y, text, ha="center", va="bottom", fontsize=8, color="#444444", wrap=True)
 
 
 def _relative_luminance(color) -> float:

@@ -1,6 +1,6 @@
-"""Figures of the chapter "Why heads specialize" (those of "Why twelve heads" are in nhead_figures).
+"""Figures of the chapter "Why heads specialize" (those of "Why twelve heads" are in why_twelve_heads).
 
-Every function takes what `specialization.train` (or `specialization_sweep.load_sweep`) returned
+Every function takes what `heads.training.train` (or `heads.sweep.load_sweep`) returned
 and returns a matplotlib Figure with a title and a caption line; nothing here trains or decides.
 Head h keeps its colour of `viz.head_color` in every figure.
 """
@@ -12,14 +12,7 @@ import torch
 
 from andrea_edu.heads.corpus import PATTERNS, Batch
 from andrea_edu.heads.measures import DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, detect
-from andrea_edu.figures.viz import head_color, heatmap
-
-PATTERN_COLORS = {"previous token": "#1f77b4", "matching bracket": "#d62728",
-                  "recent entity": "#2ca02c", "all": "#444444"}
-
-
-def caption(fig, text: str, y: float = 0.01) -> None:
-    fig.text(0.5, y, text, ha="center", va="bottom", fontsize=8, color="#444444", wrap=True)
+from andrea_edu.figures.viz import PATTERN_COLORS, caption, head_color, heatmap
 
 
 def head_labels(L: int, nh: int) -> list[str]:
@@ -55,7 +48,7 @@ def fig_attention_grid(maps: torch.Tensor, batch: Batch, scores, b: int, start: 
     toks = batch.tokens(b)[sl]
     found = detect(scores, threshold)
     fig, axes = plt.subplots(L, nh, figsize=(2.9 * nh + 0.6, 3.1 * L + 0.9), squeeze=False)
-    marks = {PATTERNS[p]: [] for p in PATTERNS}
+    marks: dict[str, list[tuple[int, int]]] = {PATTERNS[p]: [] for p in PATTERNS}
     for t in range(start, start + length):
         p = int(batch.pattern[b, t])
         k = int(batch.key[b, t])
@@ -70,8 +63,8 @@ def fig_attention_grid(maps: torch.Tensor, batch: Batch, scores, b: int, start: 
             ax.set_yticks(range(length), toks, fontsize=5.5)
             for name, pts in marks.items():
                 if pts:
-                    q, k = zip(*pts)
-                    ax.scatter(k, q, s=9, facecolors="none", edgecolors=PATTERN_COLORS[name],
+                    qs, ks = zip(*pts)
+                    ax.scatter(ks, qs, s=9, facecolors="none", edgecolors=PATTERN_COLORS[name],
                                linewidths=0.8)
             what = found[(l, h)] or "none"
             best = float(np.max(np.asarray(scores)[:, l, h]))
@@ -212,7 +205,7 @@ def example_html(batch: Batch, b: int, start: int = 0, length: int | None = None
     T = batch.idx.shape[1]
     end = T if length is None else min(T, start + length)
     toks = batch.tokens(b)
-    style = {}
+    style: dict[int, list[str]] = {}
     for t in range(start, end):
         p = int(batch.pattern[b, t])
         if p:

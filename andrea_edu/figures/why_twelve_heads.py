@@ -1,7 +1,7 @@
 """Figures of the chapter "Why twelve heads, not one wider head".
 
-Every function takes numbers that the chapter computed (runs of `specialization_sweep`, the
-worked example of `two_places`, launch grids of `cuda` and `occupancy`) and returns a matplotlib
+Every function takes numbers that the chapter computed (runs of `heads.sweep`, the
+worked example of `two_places`, launch grids of `kernels.grid` and `occupancy`) and returns a matplotlib
 Figure with a title and a caption line; nothing here trains or decides.
 """
 from __future__ import annotations
@@ -10,8 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from andrea_edu.heads.measures import LOSS_KEYS, PATTERN_NAMES
-from andrea_edu.figures.why_heads_specialize import PATTERN_COLORS, caption
-from andrea_edu.figures.viz import head_color
+from andrea_edu.figures.viz import PATTERN_COLORS, caption, head_color
 
 
 def fig_two_places(weights_one: np.ndarray, weights_two: np.ndarray, tokens: list[str],
@@ -119,30 +118,3 @@ def fig_grid_fill(rows: list[dict], sms: int, gpu: str):
              "GPU was used.")
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
-
-
-def sdpa_one_wide_head(B: int = 1, T: int = 256, d_model: int = 768, n_head: int = 12,
-                       repeats: int = 5, device: str = "cpu") -> dict:
-    """PyTorch's SDPA (causal) on the same q, k, v numbers cut two ways: `n_head` heads of
-    d_model / n_head, and one head of d_model. For each: the aten kernel torch dispatched
-    (counted at its dispatcher, so the backend that really ran) and the time (turns, median).
-    Returns {label: {"head_dim", "ops", "median_ms", "min_ms"}}."""
-    import torch
-    import torch.nn.functional as F
-
-    from andrea_edu.bench.matmuls import count_aten_ops
-    from andrea_edu.bench.timing import time_fns
-
-    g = torch.Generator().manual_seed(0)
-    qkv = [torch.randn(B, T, d_model, generator=g).to(device) for _ in range(3)]  # (B, T, C)
-    cut = {f"{n_head} heads of {d_model // n_head}": (n_head, d_model // n_head),
-           f"1 head of {d_model}": (1, d_model)}
-    fns = {}
-    for label, (nh, hs) in cut.items():
-        q, k, v = (x.view(B, T, nh, hs).transpose(1, 2) for x in qkv)  # (B, nh, T, hs)
-        fns[label] = (lambda q=q, k=k, v=v:
-                      F.scaled_dot_product_attention(q, k, v, is_causal=True))
-    times = time_fns(fns, device=device, repeats=repeats)
-    return {label: {"head_dim": cut[label][1], "ops": count_aten_ops(fn),
-                    "median_ms": times[label]["median_ms"], "min_ms": times[label]["min_ms"]}
-            for label, fn in fns.items()}

@@ -63,7 +63,7 @@ def attention_maps(model: AndreaModel, batch: TextBatch, chunk: int = 32) -> tor
 @torch.no_grad()
 def head_scores(model: AndreaModel, batch: TextBatch, chunk: int = 32) -> torch.Tensor:
     """S (3, L, nh) without keeping every map at once."""
-    tot = None
+    tot: torch.Tensor | None = None
     n = torch.zeros(len(PATTERNS))
     for i in range(0, batch.idx.shape[0], chunk):
         sub = _slice(batch, i, i + chunk)
@@ -71,6 +71,8 @@ def head_scores(model: AndreaModel, batch: TextBatch, chunk: int = 32) -> torch.
         s = scores_from_maps(model.attention_maps(sub.idx), sub).nan_to_num(0.0)  # (3, L, nh)
         tot = s * w[:, None, None] if tot is None else tot + s * w[:, None, None]
         n += w
+    if tot is None:
+        raise ValueError("head_scores: the batch holds no windows (batch.idx has 0 rows)")
     out = tot / n[:, None, None]
     out[n == 0] = float("nan")
     return out
@@ -131,8 +133,11 @@ def ablation(model: AndreaModel, batch: TextBatch) -> tuple[np.ndarray, np.ndarr
 def best_heads(scores) -> list[tuple[int, int]]:
     """For each pattern, the (layer, head) with the highest score."""
     s = np.asarray(scores)
-    return [tuple(int(i) for i in np.unravel_index(np.nanargmax(s[p]), s[p].shape))
-            for p in range(s.shape[0])]
+    out = []
+    for p in range(s.shape[0]):
+        layer, head = np.unravel_index(np.nanargmax(s[p]), s[p].shape)
+        out.append((int(layer), int(head)))
+    return out
 
 
 def verdict(score: float, base: float, tol: float, ratio: float = FOUND_RATIO) -> str:

@@ -183,8 +183,12 @@ def head_grad_norms(model: AndreaModel) -> torch.Tensor:
     C, nh, hs = model.cfg.d_model, model.cfg.n_head, model.cfg.head_dim
     out = torch.zeros(model.cfg.n_layer, nh)
     for l, block in enumerate(model.blocks):
-        gq = block.attn.c_attn.grad.view(C, 3, nh, hs)  # (C, q|k|v, nh, hs)
-        go = block.attn.W_O.grad.view(nh, hs, C)  # (nh, hs, C): row block h reads head h
+        g_attn, g_o = block.attn.c_attn.grad, block.attn.W_O.grad
+        if g_attn is None or g_o is None:
+            raise ValueError(f"head_grad_norms: layer {l}'s attention weights have no .grad; "
+                             f"call loss.backward() first")
+        gq = g_attn.view(C, 3, nh, hs)  # (C, q|k|v, nh, hs)
+        go = g_o.view(nh, hs, C)  # (nh, hs, C): row block h reads head h
         sq = gq.pow(2).sum(dim=(0, 1, 3)) + go.pow(2).sum(dim=(1, 2))  # (nh,)
         out[l] = sq.sqrt()
     return out

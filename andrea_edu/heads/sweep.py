@@ -4,7 +4,7 @@ Introduced in "Why heads specialize" (seeds) and "Why twelve heads, not one wide
 a fixed d_model and budget). One run takes about 40 s of one CPU core, so the 15 runs of the
 chapters' sweep are computed once by this module's command line and committed:
 
-    python -m andrea_edu.specialization_sweep --out book/data/specialization_sweep.json
+    python -m andrea_edu.heads.sweep --out book/data/specialization_sweep.json
 
 The file records how it was made (machine, versions, commit, date, settings, command, a hash of
 the code that produced the numbers, the wall and CPU time of every run). A chapter that loads it
@@ -32,18 +32,18 @@ import inspect
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from andrea_edu.env import (DataFileError, __version__, cpu_provenance, data_search_dirs,
-                            find_data_file, first_nonfinite, manifest_problem, same_cpu_numerics, where_looked,
-                            write_json_atomic)
+                            find_data_file, first_nonfinite, git_commit, manifest_problem,
+                            same_cpu_numerics, where_looked, write_json_atomic)
 from andrea_edu.bench.args import check_int, check_out_file, fail, first_problem
 from andrea_edu.heads.training import Run, Settings, default_settings, train
 
@@ -64,23 +64,8 @@ def code_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def _git_commit() -> str:
-    """HEAD, plus "-dirty" and the changed files when the library differs from it."""
-    try:
-        here = Path(__file__).resolve().parents[1]  # andrea_edu/
-        run = dict(cwd=here, capture_output=True, text=True, timeout=10)
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
-        if not sha:
-            return "unknown"
-        changed = subprocess.run(["git", "status", "--porcelain", "--", "."], **run).stdout
-        files = sorted(line[3:] for line in changed.splitlines() if line[3:].endswith(".py"))
-        return sha + (f"-dirty ({', '.join(files)})" if files else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def provenance(base: Settings, n_heads, seeds, wall_seconds: float,
-               command: str = "andrea_edu.specialization_sweep.run_sweep(...)") -> dict:
+               command: str = "andrea_edu.heads.sweep.run_sweep(...)") -> dict:
     cpu = cpu_provenance()  # the CPU, the ISA pins and the level ATen really used
     return {
         "what": "specialization runs: toy ANDREA trained on andrea_edu.heads.corpus, per n_head and seed",
@@ -90,7 +75,7 @@ def provenance(base: Settings, n_heads, seeds, wall_seconds: float,
         "cpu_numerics": cpu,
         "platform": platform.platform(), "python": platform.python_version(),
         "torch": torch.__version__, "numpy": np.__version__, "andrea_edu": __version__,
-        "git_commit": _git_commit(), "code_hash": code_hash(),
+        "git_commit": git_commit(), "code_hash": code_hash(),
         "base_settings": dataclasses.asdict(base), "n_heads": list(n_heads), "seeds": list(seeds),
         "total_wall_seconds": round(wall_seconds, 1),
     }
@@ -157,10 +142,11 @@ class SweepFileError(DataFileError):
     """A sweep file that cannot be trusted; the message is one line naming the file and why."""
 
 
-_RUN_KEYS = {"n_head": int, "seed": int, "settings": dict, "param_count": int,
-             "param_by_part": dict, "train_loss": list, "eval_steps": list, "eval_loss": list,
-             "scores": list, "floors": dict, "chance": dict, "probes": list, "ablation": list,
-             "correlations": list, "wall_seconds": (int, float), "cpu_seconds": (int, float)}
+_RUN_KEYS: dict[str, type | tuple[type, ...]] = {
+    "n_head": int, "seed": int, "settings": dict, "param_count": int,
+    "param_by_part": dict, "train_loss": list, "eval_steps": list, "eval_loss": list,
+    "scores": list, "floors": dict, "chance": dict, "probes": list, "ablation": list,
+    "correlations": list, "wall_seconds": (int, float), "cpu_seconds": (int, float)}
 SWEEP_SCHEMA = {  # documentation of the format; validate_sweep checks it (and more) by hand
     "type": "object", "required": ["provenance", "runs"],
     "properties": {
@@ -334,7 +320,7 @@ def load_sweep(path=None) -> tuple[dict, dict]:
     if path is None or not path.is_file():
         looked = (where_looked(DATA_NAME) if path is None else f"no sweep file at {path}")
         raise FileNotFoundError(f"{looked}: create it with `python -m "
-                                f"andrea_edu.specialization_sweep --out book/data/{DATA_NAME}`")
+                                f"andrea_edu.heads.sweep --out book/data/{DATA_NAME}`")
     try:
         data = json.loads(Path(path).read_text(), parse_constant=lambda c: float("nan"))
     except json.JSONDecodeError as e:
@@ -387,7 +373,7 @@ def compare_runs(live: Run, stored: Run, first_steps: int = 100) -> dict:
         raise ValueError(f"settings differ: live {live.settings} vs stored {stored.settings}")
     n = min(first_steps, len(live.train_loss), len(stored.train_loss))
     diff = np.abs(np.asarray(live.train_loss[:n]) - np.asarray(stored.train_loss[:n]))
-    out = {"first_steps": n, "max_diff_first_steps": float(diff.max())}
+    out: dict[str, Any] = {"first_steps": n, "max_diff_first_steps": float(diff.max())}
     full = live.settings.steps
     if live.eval_steps[-1] == stored.eval_steps[-1] == full:
         out["final_loss_diff"] = {k: abs(live.final_loss[k] - stored.final_loss[k])
@@ -448,10 +434,13 @@ def pattern_heads(runs: dict, n_head: int | None = None, threshold: float | None
         raise ValueError(f"no run with n_head={n_head} in the sweep ({sorted(runs)})")
     out = {}
     for i, name in enumerate(PATTERN_NAMES):
-        calls, scores, carries = {}, [], 0
+        calls: dict[tuple[int, int], str] = {}
+        scores: list[float] = []
+        carries = 0
         for key, r in sorted(chosen.items()):
             b = best_heads(r.scores_after, threshold, margin)[name]
-            calls[key], _ = b["call"], scores.append(round(b["score"], 3))
+            calls[key] = b["call"]
+            scores.append(round(b["score"], 3))
             carries += int(np.argmax(r.ablation[b["layer"], b["head"], 1:])) == i
         n = len(calls)
         above, at, below = (sum(c == k for c in calls.values())
@@ -471,7 +460,7 @@ def pattern_heads(runs: dict, n_head: int | None = None, threshold: float | None
 def _parser() -> argparse.ArgumentParser:
     d_model = default_settings(fast=False).d_model
     ap = argparse.ArgumentParser(
-        prog="python -m andrea_edu.specialization_sweep",
+        prog="python -m andrea_edu.heads.sweep",
         description=__doc__.splitlines()[0] + " The instruction sets of torch's CPU libraries "
         "are pinned to AVX2 (ANDREA_CPU_ISA=native turns that off).")
     ap.add_argument("--out", default=f"book/data/{DATA_NAME}",
@@ -510,7 +499,7 @@ def main(argv=None) -> int:
     if problem:  # before any training: one line, exit status 2 (argparse's convention)
         return fail(ap.prog, problem)
     base = default_settings(fast=False)
-    command = ("python -m andrea_edu.specialization_sweep " + " ".join(argv)).strip()
+    command = ("python -m andrea_edu.heads.sweep " + " ".join(argv)).strip()
     prov, runs = run_sweep(args.n_heads, args.seeds, base, workers=args.workers, command=command)
     path = save_sweep(args.out, prov, runs)
     print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB): {len(runs)} runs in "

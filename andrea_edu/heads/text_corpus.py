@@ -49,6 +49,7 @@ import tokenize
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -144,7 +145,9 @@ class Corpus:
 def load_corpus(root: Path | None = None, seed: int = SPLIT_SEED) -> Corpus:
     """Read, split and tokenize the standard library (about a second for ~4 MB)."""
     root = stdlib_dir() if root is None else Path(root)
-    train, valid, listing = [], [], []
+    train: list[SourceFile] = []
+    valid: list[SourceFile] = []
+    listing: list[dict[str, Any]] = []
     h = hashlib.sha256()
     for p in eligible_files(root):
         raw = p.read_bytes()
@@ -155,7 +158,7 @@ def load_corpus(root: Path | None = None, seed: int = SPLIT_SEED) -> Corpus:
         (valid if is_validation(p.name, seed) else train).append(f)
         listing.append({"name": p.name, "bytes": len(raw), "chars": len(text),
                         "split": "valid" if is_validation(p.name, seed) else "train"})
-    counts = Counter()
+    counts: Counter[str] = Counter()
     for f in train:
         counts.update(f.text)
     chars = [UNK] + sorted(c for c, n in counts.items() if n >= MIN_CHAR_COUNT and c != UNK)

@@ -92,7 +92,9 @@ class TextRun:
     def to_dict(self) -> dict:
         def r(a, n=5):  # rounded nested lists, nan (a pattern with no labelled query) as null
             a = np.round(np.asarray(a, dtype=float), n)
-            return np.where(np.isnan(a), None, a).tolist()
+            out = a.astype(object)
+            out[np.isnan(a)] = None
+            return out.tolist()
         return {"schema": SCHEMA, "settings": dataclasses.asdict(self.settings),
                 "provenance": self.provenance, "train_loss": r(self.train_loss),
                 "eval_steps": list(self.eval_steps), "eval_loss": r(self.eval_loss),

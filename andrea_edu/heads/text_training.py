@@ -50,7 +50,7 @@ import numpy as np
 import torch
 
 from .. import env
-from ..env import book_build
+from ..env import book_build, git_commit
 from ..model import AndreaModel
 from . import detectors as D
 from . import text_corpus as tc
@@ -96,6 +96,7 @@ def train(settings: TextSettings | None = None, progress: bool = True,
         eval_steps, eval_loss, scores = [], [], []
 
         def evaluate(step):
+            assert ev is not None  # evaluations run only in a full run, which made ev
             model.eval()
             eval_steps.append(step)
             eval_loss.append(D.pattern_losses(D.per_position_loss(model, ev), ev))
@@ -118,6 +119,7 @@ def train(settings: TextSettings | None = None, progress: bool = True,
             evaluate(n_steps)
             ab = tc.labelled_batch(c, s.ablation_batch, s.seq_len, seed=ABLATION_SEED)
             abl, abl_se = D.ablation(model, ab)
+            assert ev is not None  # made above in a full run
             base = D.baseline(ev)
         else:
             abl = abl_se = np.zeros((s.n_layer, s.n_head, 4))
@@ -150,14 +152,6 @@ def mkl_cbwr() -> str | None:
     return names.get(v & 0xFFFF, str(v & 0xFFFF)) + (",STRICT" if v & 0x10000 else "")
 
 
-def _git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def code_hash() -> str:
     """Hash of the code that decides a run's numbers: the corpus, the detectors, the model, the
     projections and attention it uses, and this module's settings and training loop (not its
@@ -165,7 +159,9 @@ def code_hash() -> str:
     import inspect
     h = hashlib.sha256()
     for name in ("model", "projections", "attention", "heads.text_corpus", "heads.detectors"):
-        h.update(Path(importlib.import_module("andrea_edu." + name).__file__).read_bytes())
+        mod = importlib.import_module("andrea_edu." + name)
+        assert mod.__file__ is not None  # a module of this package, loaded from its .py file
+        h.update(Path(mod.__file__).read_bytes())
     for obj in (RunSettings, TextSettings, fit, train):
         h.update(inspect.getsource(obj).encode())
     return h.hexdigest()[:16]
@@ -182,7 +178,7 @@ def provenance(corpus: tc.Corpus) -> dict:
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "pins": {k: os.environ.get(k) for k in CPU_PINS}, "mkl_cbwr": mkl_cbwr(),
         "torch": torch.__version__, "numpy": np.__version__, "python": sys.version.split()[0],
-        "git_commit": _git_commit(), "code_hash": code_hash(),
+        "git_commit": git_commit(), "code_hash": code_hash(),
         "corpus": {k: v for k, v in cp.items()},
     }
 
@@ -190,10 +186,11 @@ def provenance(corpus: tc.Corpus) -> dict:
 # ---------------------------------------------------------------- the pinned subprocess
 def pinned_env(pins: dict | None = None) -> dict:
     """This process's environment with the three knobs set as `pins` says (CPU_PINS by default;
-    a value None removes that knob). ANDREA_CPU_ISA=native stops `import andrea_edu` from filling
-    in the knobs left unset, so that an unset knob really is the library's own choice."""
+    a value None removes that knob). ANDREA_CPU_ISA=asis makes `import andrea_edu` leave the knobs
+    as set here: it neither fills in one left unset (an unset knob really is the library's own
+    choice) nor drops the pins ("native" would drop them: the re-check then ran unpinned)."""
     env = dict(os.environ)
-    env["ANDREA_CPU_ISA"] = "native"
+    env["ANDREA_CPU_ISA"] = "asis"
     for k, v in (CPU_PINS if pins is None else pins).items():
         if v is None:
             env.pop(k, None)

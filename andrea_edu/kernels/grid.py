@@ -93,8 +93,12 @@ def _kernel_text(version: str) -> tuple[str, int]:
 def kernel_signature(version: str) -> KernelSignature:
     """Read the kernel's parameters from its source (the book shows what the kernel is told)."""
     text, _ = _kernel_text(version)
-    tmpl = re.match(r"template <([^>]*)>", text).group(1)
-    params = re.search(KERNEL_NAMES[version] + r"\(([^)]*)\)", text).group(1)
+    tmpl_m = re.match(r"template <([^>]*)>", text)
+    params_m = re.search(KERNEL_NAMES[version] + r"\(([^)]*)\)", text)
+    if tmpl_m is None or params_m is None:
+        raise RuntimeError(f"cannot read the parameters of {KERNEL_NAMES[version]} in "
+                           f"{KERNEL_FILES[version]}")
+    tmpl, params = tmpl_m.group(1), params_m.group(1)
     plist = tuple(" ".join(p.split()) for p in params.split(","))
     names = tuple(p.split()[-1].lstrip("*") for p in plist)
     return KernelSignature(KERNEL_NAMES[version], KERNEL_FILES[version],

@@ -81,12 +81,14 @@ def check_driver(driver_version: int | None = None, nvrtc: tuple | None = None) 
     driver_version = _driver_version() if driver_version is None else driver_version
     major, minor = _tk.nvrtc_version() if nvrtc is None else nvrtc
     if driver_version // 1000 < major:
+        have = driver_version // 1000
+        fix = (f", or install the NVRTC and headers of CUDA {have} (pyproject.toml's cuda{have} "
+               f"extra, which the notebooks' install cell picks from the driver): pip install -e "
+               f"'<the book's clone>[cuda{have}]'") if have >= 12 else \
+            " (the kernels need a driver for CUDA 12 or newer)"
         raise DriverTooOldError(
             f"the NVIDIA driver supports CUDA {_fmt(driver_version)} but NVRTC is {major}.{minor}: "
-            f"kernels it compiles will not load. Update the driver to one for CUDA {major}, or "
-            f"install an NVRTC that matches the driver, e.g. pip install "
-            f"'cuda-bindings=={driver_version // 1000}.*' "
-            f"'cuda-toolkit[nvrtc,cudart,crt]=={driver_version // 1000}.*'")
+            f"kernels it compiles will not load. Update the driver to one for CUDA {major}{fix}")
 
 
 def _ok(drv, err, what: str) -> None:
@@ -232,6 +234,7 @@ def launch_attention(q, k, v, causal: bool = False, version: str = "v1"):
         func = _function(ck, index)
         drv = _driver()
         stream = torch.cuda.current_stream(index).cuda_stream
+        args: list[ctypes.c_void_p | ctypes.c_int | ctypes.c_float]
         args = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, out)]
         args += [ctypes.c_int(T), ctypes.c_int(hs), ctypes.c_float(1.0 / math.sqrt(hs)),
                  ctypes.c_int(int(causal))]

@@ -17,13 +17,14 @@ Presets (from NVIDIA's published specifications of each GPU):
 from __future__ import annotations
 
 import math
+from typing import Any
 
 # name, architecture, SM count, and per-SM limits; smem in bytes.
-H200 = dict(name="NVIDIA H200", arch="sm_90", sms=132, regs=65536, smem=228 * 1024,
+H200: dict[str, Any] = dict(name="NVIDIA H200", arch="sm_90", sms=132, regs=65536, smem=228 * 1024,
             smem_per_block=227 * 1024, reserved_smem=1024, max_threads=2048, max_blocks=32)
-A100 = dict(name="NVIDIA A100", arch="sm_80", sms=108, regs=65536, smem=164 * 1024,
+A100: dict[str, Any] = dict(name="NVIDIA A100", arch="sm_80", sms=108, regs=65536, smem=164 * 1024,
             smem_per_block=163 * 1024, reserved_smem=1024, max_threads=2048, max_blocks=32)
-RTX_4090 = dict(name="NVIDIA GeForce RTX 4090", arch="sm_89", sms=128, regs=65536,
+RTX_4090: dict[str, Any] = dict(name="NVIDIA GeForce RTX 4090", arch="sm_89", sms=128, regs=65536,
                 smem=100 * 1024, smem_per_block=99 * 1024, reserved_smem=1024,
                 max_threads=1536, max_blocks=24)
 PRESETS = {"H200": H200, "A100": A100, "RTX 4090": RTX_4090}
@@ -35,7 +36,7 @@ def _get(res, name):
     return res[name] if isinstance(res, dict) else getattr(res, name)
 
 
-def occupancy(resources, threads_per_block: int, sm: dict = H200) -> dict:
+def occupancy(resources, threads_per_block: int, sm: dict[str, Any] = H200) -> dict:
     """Blocks per SM under each limit, the binding one, and the fraction of warp slots used."""
     if threads_per_block < 1:
         raise ValueError(f"threads_per_block={threads_per_block} must be >= 1")
@@ -52,18 +53,18 @@ def occupancy(resources, threads_per_block: int, sm: dict = H200) -> dict:
     if smem > sm.get("smem_per_block", sm["smem"]) or regs > 255:
         limits["per-block limit"] = 0
     blocks = max(0, min(limits.values()))
-    limiting = min(limits, key=limits.get)
+    limiting = min(limits, key=lambda k: limits[k])
     max_warps = sm["max_threads"] // 32
     return dict(blocks_per_sm=blocks, limits=limits, limiting=limiting,
                 warps_per_sm=blocks * warps, occupancy=blocks * warps / max_warps)
 
 
-def blocks_per_sm(resources, threads_per_block: int, sm: dict = H200) -> int:
+def blocks_per_sm(resources, threads_per_block: int, sm: dict[str, Any] = H200) -> int:
     """How many blocks of this kernel one SM holds at once (0: it cannot launch)."""
     return occupancy(resources, threads_per_block, sm)["blocks_per_sm"]
 
 
-def grid_fill(n_blocks: int, blocks_per_sm: int, sm: dict = H200) -> dict:
+def grid_fill(n_blocks: int, blocks_per_sm: int, sm: dict[str, Any] = H200) -> dict:
     """How a grid of n_blocks spreads over the GPU's SMs.
 
     waves: rounds of blocks the GPU needs; sms_busy_first_wave: SMs that get at least one

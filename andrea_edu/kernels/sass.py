@@ -210,10 +210,10 @@ def tile_counts(instrs: list[Instr], trip_plan) -> dict:
         st, en = blocks[j]
         b = branch(en - 1)
         nxt = [j + 1] if j + 1 < len(blocks) else [None]
-        if b is None or b.target() is None:
+        t = None if b is None else b.target()
+        if b is None or t is None:
             return nxt
-        t = b.target()
-        tj = block_of.get(at.get(t)) if t in at else None      # past the body: the loop end
+        tj = block_of.get(at[t]) if t in at else None          # past the body: the loop end
         return [tj] if not b.conditional else [tj] + nxt
 
     def remainder_block(region):
@@ -281,7 +281,8 @@ def evidence(version: str, head_dim: int, dtype=torch.bfloat16, arch: str = "sm_
     per_tile = tile_counts(instrs, plan)
     head, end = kv_loop(instrs)
     static = _mix([i for i in instrs if head <= i.addr <= end])
-    bk = consts.get(f"{version.upper()}_BK", consts.get("V1_BC"))
+    bk_name = f"{version.upper()}_BK"
+    bk = consts[bk_name] if bk_name in consts else consts["V1_BC"]
     warps = ck.threads_per_block // 32
     rows = consts["V1_ROWS_PER_WARP"] if version == "v1" else block_rows(version, head_dim) // warps
     scores = rows * bk                                        # (query row, key) pairs per tile

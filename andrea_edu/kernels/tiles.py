@@ -71,11 +71,8 @@ def tile_coverage(seq_len: int, head_dim: int, tile: int = TILE) -> TileCoverage
 def v2_block_shape() -> tuple[int, int]:
     """(query rows per block, keys per K/V tile) of kernel v2, read from its .cu source."""
     from andrea_edu.kernels import nvrtc as cuda
-    try:
-        c = cuda.kernel_constants("v2")
-        return c["V2_BQ"], c["V2_BK"]
-    except (AttributeError, KeyError):  # an older cuda module kept them as attributes
-        return cuda.V2_BQ, cuda.V2_BK
+    c = cuda.kernel_constants("v2")
+    return c["V2_BQ"], c["V2_BK"]
 
 
 def mma_work(head_dim: int, bq: int | None = None, bk: int | None = None,

@@ -89,6 +89,7 @@ def _header_candidates() -> list[Path]:
         for root in map(Path, getattr(nvidia, "__path__", [])):
             cands += [root / "cu13" / "include", root / "cu12" / "include"]
             cands += [root / "cuda_runtime" / "include", root / "cuda_crt" / "include"]
+            cands.append(root / "cuda_nvcc" / "include")  # CUDA 12 wheels: crt/mma.h is here
     except ImportError:
         pass
     try:
@@ -107,7 +108,8 @@ def include_dirs() -> list[str]:
     """Folders holding cuda_fp16.h, cuda_bf16.h, mma.h and crt/mma.h, first found first.
 
     Looks in: the pip `nvidia` namespace package (nvidia/cu13/include, nvidia/cu12/include,
-    nvidia/cuda_runtime/include + nvidia/cuda_crt/include), cuda.pathfinder's answer,
+    nvidia/cuda_runtime/include + nvidia/cuda_crt/include, or + nvidia/cuda_nvcc/include for
+    CUDA 12's wheels), cuda.pathfinder's answer,
     then $CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include.
     """
     cands = _header_candidates()

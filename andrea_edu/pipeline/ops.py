@@ -1,7 +1,7 @@
 """What each step of the forward pass ran: aten ops on any device, CUDA kernel names on a GPU.
 
 Introduced in the chapter "The final picture" (the table "Which kernel each step ran"); used by
-`pipeline_timing.time_steps` and by "Reading the pipeline".
+`pipeline.timing.time_steps` and by "Reading the pipeline".
 
     with OpRecorder() as rec:                     # every aten op torch dispatches, per step
         pipeline.model_in_steps(model, idx, rec.mark)
@@ -11,14 +11,12 @@ Introduced in the chapter "The final picture" (the table "Which kernel each step
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
+from andrea_edu.bench.aten import AtenOps
 from andrea_edu.pipeline.steps import model_in_steps
-
-try:  # records the aten ops each step runs; a private but long-stable torch API
-    from torch.utils._python_dispatch import TorchDispatchMode
-except ImportError:  # pragma: no cover - an older or newer torch without it
-    TorchDispatchMode = None
 
 # aten ops that move no data or only check it: hidden by main_ops
 _BOOKKEEPING = {"view", "_unsafe_view", "expand", "t", "transpose", "slice", "split", "min",
@@ -32,26 +30,22 @@ def main_ops(ops) -> list[str]:
     return [o for o in short if o not in _BOOKKEEPING] or short
 
 
-if TorchDispatchMode is not None:
-    class OpRecorder(TorchDispatchMode):
-        """Every aten op that runs, attributed to the step whose mark comes next:
-        `with OpRecorder() as rec: model_in_steps(model, idx, rec.mark)`, then rec.ops[name]."""
+class OpRecorder(AtenOps):
+    """Every aten op that runs (the one op counter, andrea_edu.bench.aten), attributed to the
+    step whose mark comes next: `with OpRecorder() as rec: model_in_steps(model, idx, rec.mark)`,
+    then rec.ops[name] (full names, 'aten.mm.default', each once, in order)."""
 
-        def __init__(self):
-            super().__init__()
-            self.pending, self.ops = [], {}
+    def __init__(self):
+        super().__init__()
+        self.ops: dict[str, list[str]] = {}
+        self._marked = 0  # calls[:_marked] belong to steps already marked
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.pending.append(str(func))
-            return func(*args, **(kwargs or {}))
-
-        def mark(self, layer, name, out, **info):
-            seen = self.ops.setdefault(name, [])
-            seen += [op for op in self.pending if op not in seen]
-            self.pending = []
-            return out
-else:  # pragma: no cover
-    OpRecorder = None
+    def mark(self, layer, name, out, **info):
+        seen = self.ops.setdefault(name, [])
+        seen += [op for op in dict.fromkeys(str(f) for f in self.calls[self._marked:])
+                 if op not in seen]
+        self._marked = len(self.calls)
+        return out
 
 
 def profile_steps(model, idx, cuda: bool = True) -> tuple[dict, dict]:
@@ -60,7 +54,8 @@ def profile_steps(model, idx, cuda: bool = True) -> tuple[dict, dict]:
     (opened at the k-th mark, or at the start for k = 0) holds the ops of step k+1."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    names, ranges = [], []
+    names: list[str] = []
+    ranges: list[Any] = []  # torch.profiler.record_function contexts, entered by hand
 
     def mark(layer, name, out, **info):
         ranges[-1].__exit__(None, None, None)

@@ -1,7 +1,7 @@
 """One ANDREA forward pass as a list of steps: shapes, FLOPs, bytes moved, arithmetic intensity.
 
 Introduced in the chapter "The final picture"; the chapter "Reading the pipeline" follows one
-token through the same steps (`andrea_edu.pipeline.tracer`). Timing lives in `pipeline_timing`, figures in
+token through the same steps (`andrea_edu.pipeline.tracer`). Timing lives in `pipeline.timing`, figures in
 `pipeline_figures`.
 
 The source's five steps of one layer's attention are: the Q, K and V projections, one attention

@@ -20,7 +20,7 @@ that records every aten op, CUDA kernel names from a torch.profiler pass on a GP
 (`pipeline_ops`).
 
 CLI (writes the JSON the chapter reads; run it on a GPU machine to commit a GPU measurement):
-    python -m andrea_edu.pipeline_timing --config ANDREA-120M -B 8 -T 1024 --dtype bfloat16
+    python -m andrea_edu.pipeline.timing --config ANDREA-120M -B 8 -T 1024 --dtype bfloat16
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ import math
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -44,7 +45,9 @@ class _Clock:
     """The timing mark: one timestamp (CPU) or CUDA event (GPU) after each step."""
 
     def __init__(self, device: str):
-        self.device, self.marks, self.info = device, [], {}
+        self.device = device
+        self.marks: list = []  # timestamps (CPU) or CUDA events (GPU), one per mark
+        self.info: dict[str, Any] = {}
 
     def _now(self):
         if self.device == "cuda":
@@ -201,7 +204,10 @@ def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 
         raise ValueError(f"the model's device {model.wte.device} is not supported; use cpu or cuda")
     g = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, model.wte.shape[0], (B, T), generator=g).to(model.wte.device)  # (B, T)
-    clock, per_step, whole, marked = _Clock(dev), {}, [], []
+    clock = _Clock(dev)
+    per_step: dict[tuple[int, str], list[float]] = {}
+    whole: list[float] = []
+    marked: list[float] = []
     with torch.no_grad():
         for i in range(warmup + repeats):
             clock.start()
@@ -212,11 +218,9 @@ def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 
                     per_step.setdefault((layer, name), []).append(ms)
                 marked.append(sum(ms for *_, ms in durations))
                 whole.append(_time_forward(model, idx, dev))
-        ops = {}
-        if OpRecorder is not None:
-            with OpRecorder() as rec:
-                model_in_steps(model, idx, rec.mark)
-            ops = rec.ops
+        with OpRecorder() as rec:
+            model_in_steps(model, idx, rec.mark)
+        ops = rec.ops
         kern = profile_steps(model, idx)[1] if (kernels and dev == "cuda") else {}
     steps = [{"layer": layer, "name": name, "median_ms": statistics.median(v), "min_ms": min(v)}
              for (layer, name), v in per_step.items()]
@@ -238,7 +242,8 @@ def time_block(block, x, layer: int = 0, repeats: int = 5, warmup: int = 1) -> d
 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a positive int, got {repeats!r}")
-    clock, per_step = _Clock(x.device.type), {}
+    clock = _Clock(x.device.type)
+    per_step: dict[tuple[int, str], list[float]] = {}
     with torch.no_grad():
         for i in range(warmup + repeats):
             clock.start()
@@ -281,10 +286,11 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
     if data_dir_ is not None:
         folder = Path(data_dir_)
     else:  # $ANDREA_DATA_DIR; beside the installed package's repository; beside the notebook
-        folder = next((d for d in data_search_dirs() if d.is_dir() and
-                       any(d.glob("pipeline_*.json"))), None)
-        if folder is None:
+        found = next((d for d in data_search_dirs() if d.is_dir() and
+                      any(d.glob("pipeline_*.json"))), None)
+        if found is None:
             return None
+        folder = found
     files = sorted(folder.glob("pipeline_*.json"))
     gpu = [f for f in files if f.name != "pipeline_cpu.json"]
     cpu = [f for f in files if f.name == "pipeline_cpu.json"]
@@ -321,7 +327,7 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
 def _parser(presets) -> argparse.ArgumentParser:
     from andrea_edu.attention import BACKENDS
 
-    ap = argparse.ArgumentParser(prog="python -m andrea_edu.pipeline_timing",
+    ap = argparse.ArgumentParser(prog="python -m andrea_edu.pipeline.timing",
                                  description="Time each step of one ANDREA forward pass and write "
                                              "pipeline_<device>.json (atomically).")
     ap.add_argument("--config", default="ANDREA-120M", choices=sorted(presets),
@@ -377,4 +383,5 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     from andrea_edu.env import rerun_unpinned
-    raise SystemExit(rerun_unpinned("andrea_edu.pipeline.timing") or main())
+    rc = rerun_unpinned("andrea_edu.pipeline.timing")  # 0 is a child's success: not "go on"
+    raise SystemExit(main() if rc is None else rc)

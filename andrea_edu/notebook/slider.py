@@ -1,7 +1,7 @@
 """One plotting function, two front ends: live ipywidgets sliders and a static HTML slider.
 
-Introduced in the book's first chapter that has a figure; every chapter uses it through
-``andrea_edu.figures.viz.slider``. A caller writes one ``plot_fn(**kw) -> matplotlib Figure`` and passes
+Introduced in the book's first chapter that has a figure; every chapter imports it from here
+(``from andrea_edu.notebook.slider import slider``). A caller writes one ``plot_fn(**kw) -> matplotlib Figure`` and passes
 the values each parameter may take::
 
     slider(plot_fn, n_head=[1, 2, 4, 8, 12], head_dim=[16, 32, 64])
@@ -9,7 +9,7 @@ the values each parameter may take::
 - live (a running kernel, not a book build): one ``SelectionSlider`` per parameter and the
   figure as an ``<img>`` with alt text and a caption (an ipywidgets HTML widget). Each position's
   PNG is kept, moves are drawn on a background thread (the last move wins), and idle time draws
-  the neighbouring positions ahead: ``andrea_edu.figures.live``. The box says how long an update
+  the neighbouring positions ahead: ``andrea_edu.notebook.live``. The box says how long an update
   took on the reader's machine.
 - static (``static=True``, or ``ANDREA_BOOK_BUILD=1``): every valid combination is rendered now
   to a PNG and embedded in one self-contained HTML block (range inputs + a few lines of vanilla
@@ -34,9 +34,10 @@ import itertools
 import json
 import statistics
 import time
+from typing import Any
 
 from andrea_edu.env import book_build
-from andrea_edu.figures import live
+from andrea_edu.notebook import live
 
 DPI = 90  # static frames: sharp enough on a laptop screen
 PALETTE = 256  # static frames are stored as 256-colour PNGs: ~3x smaller pages, ~10 ms/frame
@@ -209,7 +210,10 @@ def static_html(plot_fn, *, alt="", title=None, valid=None, default=None, dpi: i
     """The self-contained HTML of a static slider (what ``slider(..., static=True)`` shows)."""
     params = _check_params(params)
     start = _check_default(params, default)
-    images, seen, frames, draw_s = [], {}, {}, []
+    images: list[str] = []
+    seen: dict[str, int] = {}
+    frames: dict[str, dict[str, Any]] = {}
+    draw_s: list[float] = []
     for idx, kw in _combinations(params):
         key = ",".join(map(str, idx))
         why = _verdict(valid, kw)
@@ -284,7 +288,7 @@ def live_widget(plot_fn, *, alt="", title=None, valid=None, default=None,
     """ipywidgets front end: one SelectionSlider per parameter, the figure (an HTML widget with
     an <img alt=...> and a caption), and how long the update took.
 
-    Frames are kept per position and drawn on a background thread (``andrea_edu.figures.live``):
+    Frames are kept per position and drawn on a background thread (``andrea_edu.notebook.live``):
     a position seen before shows at once; quick successive moves draw only the last one; idle
     time draws the neighbours of where each slider stands. background: None (default) means
     "inside a running IPython kernel"; False draws on the observer's thread (plain Python).

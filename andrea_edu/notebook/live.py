@@ -1,6 +1,6 @@
 """The engine behind a live slider: frames cached per position, drawn on one background thread.
 
-Used by ``andrea_edu.figures.slider.live_widget`` (introduced with the book's first slider). A
+Used by ``andrea_edu.notebook.slider.live_widget`` (introduced with the book's first slider). A
 chapter still writes one ``plot_fn(**kw) -> Figure``; this module decides when it runs:
 
 - every position's PNG is kept (``LiveFigure.frames``), so a position seen before is shown at
@@ -79,7 +79,7 @@ def _install_figure_hook() -> None:
                 return _owned_figure(*args, **kwargs)
             return original(*args, **kwargs)
 
-        figure._andrea_owned = True
+        setattr(figure, "_andrea_owned", True)  # the mark that makes this hook idempotent
         plt.figure = figure  # pyplot.subplots and subplot_mosaic look it up at call time
 
 
@@ -104,8 +104,8 @@ def _serialize_mathtext() -> None:
         with _mathtext_lock:
             return original(self, *args, **kwargs)
 
-    parse._andrea_locked = True
-    MathTextParser.parse = parse
+    setattr(parse, "_andrea_locked", True)  # the mark that makes this patch idempotent
+    setattr(MathTextParser, "parse", parse)  # a method replaced on the class, for every thread
 
 
 @contextlib.contextmanager
@@ -163,7 +163,8 @@ class LiveFigure:
         self.background = background
         self.frames: dict[tuple, Frame] = {}
         self.lock = threading.Condition(threading.RLock())
-        self.wanted = self.shown = None
+        self.wanted: tuple | None = None
+        self.shown: tuple | None = None
         self.asked_at = time.perf_counter()
         self.touched = time.monotonic()
         self.prefetch_left = prefetch_max if background else 0

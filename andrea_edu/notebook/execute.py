@@ -1,7 +1,7 @@
-"""Run chapters headless without stalls: python -m andrea_edu.figures.execute book/*.ipynb
+"""Run chapters headless without stalls: python -m andrea_edu.notebook.execute book/*.ipynb
 
-    python -m andrea_edu.figures.execute book/why_heads_specialize.ipynb --timeout 600
-    python -m andrea_edu.figures.execute book/*.ipynb --fast --out /tmp/executed
+    python -m andrea_edu.notebook.execute book/why_heads_specialize.ipynb --timeout 600
+    python -m andrea_edu.notebook.execute book/*.ipynb --fast --out /tmp/executed
 
 Plain nbclient / nbconvert --execute now and then sits idle after a cell has finished: the
 kernel's reply is there, but a ZeroMQ wake-up was missed in the asyncio poll that
@@ -48,8 +48,8 @@ def patch_zmq_poll() -> None:
             if deadline is not None and monotonic() >= deadline:
                 raise Empty
 
-    get_msg._andrea_sliced = True
-    AsyncZMQSocketChannel.get_msg = get_msg
+    setattr(get_msg, "_andrea_sliced", True)  # the mark that makes this patch idempotent
+    setattr(AsyncZMQSocketChannel, "get_msg", get_msg)  # a method replaced on the class
 
 
 def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_dir=None) -> dict:
@@ -93,7 +93,7 @@ def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_di
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m andrea_edu.figures.execute",
+    ap = argparse.ArgumentParser(prog="python -m andrea_edu.notebook.execute",
                                  description="Execute chapter notebooks headless, without the "
                                              "ZeroMQ stall, with a per-cell timeout.")
     ap.add_argument("notebooks", nargs="+", help="the .ipynb files to execute, e.g. book/*.ipynb")

@@ -1,0 +1,14 @@
+"""Notebook tooling: what runs and shows the chapters, not what they compute or draw.
+
+    slider    one plotting function, two front ends: live ipywidgets sliders in a running
+              kernel, a self-contained static HTML slider in the book build; measure_update
+              (what one live update costs on the reader's machine)
+    live      the slider's live renderer: frames drawn on one background thread, the last move
+              wins, idle time draws the neighbouring positions ahead
+    execute   python -m andrea_edu.notebook.execute book/*.ipynb: chapters run headless without
+              the ZeroMQ stall, with a per-cell timeout (the book build loads its patch too)
+
+Used by every chapter (the slider) and by the tests and the book build (execute). It imports the
+core (andrea_edu.env) and the command-line checks (andrea_edu.bench.args), nothing that a chapter
+computes; the figures draw what the slider shows.
+"""
