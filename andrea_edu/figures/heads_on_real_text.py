@@ -366,9 +366,11 @@ def _reading(lh, real, pos, where: str = "on real text") -> str:
     if int(np.argmax(p)) == 1:
         return head + ": the QK circuit alone makes it a previous-token head (a positional one)"
     if int(np.argmax(r)) == 1 and int(np.argmax(p)) == 0:
-        return (head + ": from positions alone it looks at the last few characters, nearest first, "
-                "and what moves its peak from t itself to t-1 is the token part of the circuit "
-                "(which characters they are), which this reading averages away")
+        return (head + ": from positions alone it looks at the last few characters, nearest first. "
+                "What moves its peak from t itself to t-1 is then, we infer, the part of the "
+                "circuit this reading leaves out: the tokens (which characters they are), the "
+                "token x position cross terms, and LayerNorm. An inference, not a measurement: "
+                "this reading averages all three away")
     return head
 
 
@@ -438,10 +440,13 @@ def claim_rows(rows, verdict: str, toy_found: str, gpt2_text: str | None,
             f"{r['pattern']}: {r['verdict']} (best {hl(r['head'])} at {r['ratio']:.1f}x uniform)"
             for r in missing)
     measured += f". In the toy laboratory: {toy_found}."
-    from andrea_edu.figures.verdicts import NOT_MEASURED
+    from andrea_edu.figures.verdicts import (NOT_MEASURED, NOT_OBSERVED,
+                                             TRAINED_TRANSFORMERS_SHOW_HEADS)
+    if verdict == "does not hold":     # a small model that does not show them cannot refute a
+        verdict = NOT_OBSERVED         # claim about trained transformers (figures.verdicts)
     return [("Trained transformers show heads for positional (previous token), syntactic "
              "(matching parenthesis) and semantic (most recent named entity) patterns",
-             measured, verdict),
+             measured, verdict, TRAINED_TRANSFORMERS_SHOW_HEADS),
             ("The same, in a transformer trained at scale on natural text (GPT-2 small, "
              "ANDREA-120M's shape)",
              f"GPT-2 small on the same held-out files: {gpt2_text}" if gpt2_text else
