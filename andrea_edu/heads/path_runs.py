@@ -9,6 +9,8 @@ ablation) and records the destination head's pattern change and the loss change:
     every (layer-0 head, layer-1 head) pair, all three inputs at once ("qkv")        64 entries
     the previous-token head and L0H5 into every layer-1 head, q, k and v apart       48 entries
     the previous-token head and L0H5 into every layer-1 head at once ("qkv")          2 entries
+    the previous-token head and L0H5 into the other readers alone: layer 0's MLP,
+    layer 1's MLP, the output (`paths.forward_route`; no pattern, tv null)             6 entries
 
     python -m andrea_edu.heads.path_runs --out book/data/realtext_paths.json
 
@@ -34,6 +36,7 @@ from .text_runs import RunFileError, TextRun, _need
 PATHS_FILE = "realtext_paths.json"
 SCHEMA = 1
 WRITERS = (1, 5)  # the previous-token head and the head whose ablation costs brackets most
+ROUTES = {"mlp0": "MLP0", "mlp1": "MLP1", "out": "output"}  # reader -> label
 RECHECK_TOL = 1e-4  # nats and TV: the float noise of one re-run is ~1e-7; see recheck()
 
 
@@ -66,10 +69,19 @@ def measure(run: TextRun, corpus: tc.Corpus, weights_sha256: str, entries=None) 
     """Every entry of `grid` (or the given (label, paths) list) on the run's ablation windows."""
     if run.model is None:
         raise ValueError("run.model is None: load the run with its weights (with_model=True)")
+    full = entries is None
     entries = grid(run.settings.n_head) if entries is None else entries
     batch = ablation_windows(run, corpus)
     t0, c0 = time.perf_counter(), time.process_time()
     r = PA.path_effects(run.model, batch, [p for _, p in entries])
+    routes = []
+    if full:
+        for a in WRITERS:
+            rr = PA.route_effects(run.model, batch, (0, a), list(ROUTES))
+            routes += [{"label": f"L0H{a} -> {name}", "paths": [[0, a, reader]], "tv": None,
+                        "loss": np.round(rr["loss"][j], 6).tolist(),
+                        "loss_se": np.round(rr["loss_se"][j], 6).tolist()}
+                       for j, (reader, name) in enumerate(ROUTES.items())]
     return {"schema": SCHEMA, "weights_sha256": weights_sha256,
             "windows": {"seed": "text_training.ABLATION_SEED", "n": batch.idx.shape[0],
                         "seq_len": batch.idx.shape[1]},
@@ -79,7 +91,7 @@ def measure(run: TextRun, corpus: tc.Corpus, weights_sha256: str, entries=None) 
                          "tv": round(float(r["tv"][j]), 6),
                          "loss": np.round(r["loss"][j], 6).tolist(),
                          "loss_se": np.round(r["loss_se"][j], 6).tolist()}
-                        for j, (lab, ps) in enumerate(entries)],
+                        for j, (lab, ps) in enumerate(entries)] + routes,
             "provenance": {"produced_by": "python -m andrea_edu.heads.path_runs --out "
                                           "book/data/" + PATHS_FILE,
                            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -119,7 +131,10 @@ def load_paths(path: Path, weights_sha256: str | None = None) -> dict:
     for ent in d["entries"]:
         _need(isinstance(ent, dict) and {"label", "paths", "tv", "loss", "loss_se"} <= set(ent), path,
               "an entry lacks label, paths, tv, loss or loss_se")
-        _need(0.0 <= float(ent["tv"]) <= 1.0, path, f"{ent['label']}: tv must lie in [0, 1]")
+        route = ent["label"].split(" -> ")[-1] in ROUTES.values()
+        _need((route and ent["tv"] is None) or (not route and isinstance(ent["tv"], (int, float))
+                                                and 0.0 <= float(ent["tv"]) <= 1.0), path,
+              f"{ent['label']}: tv must lie in [0, 1] (null for a route to an MLP or the output)")
         lo, se = np.asarray(ent["loss"], dtype=float), np.asarray(ent["loss_se"], dtype=float)
         _need(lo.shape == (4,) and se.shape == (4,) and bool(np.isfinite(lo[:2]).all())
               and bool((np.nan_to_num(se) >= 0).all()), path,
