@@ -595,7 +595,7 @@ def _routes_text(d, a: int, col: int, what: str) -> str:
     if not es:
         return ""
     return (f" Removed from one other reader alone, L0H{a} costs {what} "
-            + ", ".join(f"{e['loss'][col]:+.3f} ± {e['loss_se'][col]:.3f} ({n})" for n, e in es)
+            + ", ".join(f"{e['loss'][col]:+.4f} ± {e['loss_se'][col]:.4f} ({n})" for n, e in es)
             + ": " + ("its effect runs through layer 0's own MLP."
                       if max(es, key=lambda ne: ne[1]["loss"][col])[0] == "MLP0" else
                       f"its largest reader is {max(es, key=lambda ne: ne[1]['loss'][col])[0]}."))
