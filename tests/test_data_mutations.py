@@ -33,6 +33,7 @@ import torch
 
 from andrea_edu.bench import results as R
 from andrea_edu.env import MANIFEST, DataFileError, read_manifest
+from andrea_edu.heads import path_runs as PR
 from andrea_edu.heads import sweep as W
 from andrea_edu.heads import text_runs as TR
 
@@ -101,10 +102,15 @@ def _toy_digest(path):
     return _h(s.__dict__, scores, cpu, *model.state_dict().values())
 
 
+def _paths_digest(path):
+    d = PR.load_paths(path)  # the chapter's path-ablation figures and sentences read the entries
+    return _h(d["weights_sha256"], d["windows"], d["base_loss"], d["entries"])
+
+
 DIGESTS = {"bench_headdim_cpu.json": _bench_digest, "bench_layout_cpu.json": _bench_digest,
            "bench_projections_cpu.json": _bench_digest,
            "specialization_sweep.json": _sweep_digest, "realtext_run.json": _run_digest,
-           "toy_lab_model.json": _toy_digest}
+           "toy_lab_model.json": _toy_digest, "realtext_paths.json": _paths_digest}
 
 
 def test_every_committed_data_file_has_a_digest():

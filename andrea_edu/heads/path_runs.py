@@ -111,36 +111,71 @@ def save_paths(d: dict, path: Path, replace: bool = False) -> None:
     env.write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))])
 
 
+def expected_entries(n_head: int) -> list[tuple[str, list]]:
+    """(label, paths as stored) of every entry a complete file holds, in its order."""
+    out = [(lab, [[p.src_layer, p.src_head, p.dst_layer, p.dst_head, p.inputs] for p in ps])
+           for lab, ps in grid(n_head)]
+    return out + [(f"L0H{a} -> {name}", [[0, a, reader]]) for a in WRITERS
+                  for reader, name in ROUTES.items()]
+
+
+def _is_num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def load_paths(path: Path, weights_sha256: str | None = None) -> dict:
-    """Read and validate (values, not only keys); RunFileError with one line otherwise."""
+    """Read and validate (values, not only keys: every entry present once, in order, with the
+    paths its label names, finite numbers in range; the folder's SHA256SUMS when there is one);
+    RunFileError (a DataFileError) with one line naming the file otherwise."""
     path = Path(path)
     try:
-        d = json.loads(path.read_text())
+        d = json.loads(path.read_text(), parse_constant=lambda c: float("nan"))
     except (OSError, ValueError) as e:
         raise RunFileError(f"{path}: unreadable ({type(e).__name__})") from None
+    problem = env.manifest_problem(path)
+    _need(problem is None, path, problem or "")
+    bad = env.first_nonfinite(d)
+    _need(bad is None, path, f"{bad} is NaN or infinite; expected a finite number")
     _need(isinstance(d, dict) and d.get("schema") == SCHEMA, path, f"schema must be {SCHEMA}")
     for k in ("weights_sha256", "windows", "base_loss", "entries", "provenance"):
         _need(k in d, path, f"missing key {k!r}")
+    sha = d["weights_sha256"]
+    _need(isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha),
+          path, "weights_sha256 must be 64 lowercase hex digits")
     if weights_sha256 is not None:
-        _need(d["weights_sha256"] == weights_sha256, path,
+        _need(sha == weights_sha256, path,
               "measured on other weights than the committed run's (sha256 differs)")
-    base = np.asarray(d["base_loss"], dtype=float)
-    _need(base.shape == (4,) and bool(np.all(np.isfinite(base) & (base > 0))), path,
-          "base_loss must be 4 positive finite losses")
-    _need(isinstance(d["entries"], list) and len(d["entries"]) > 0, path, "entries is empty")
-    for ent in d["entries"]:
-        _need(isinstance(ent, dict) and {"label", "paths", "tv", "loss", "loss_se"} <= set(ent), path,
-              "an entry lacks label, paths, tv, loss or loss_se")
-        route = ent["label"].split(" -> ")[-1] in ROUTES.values()
-        _need((route and ent["tv"] is None) or (not route and isinstance(ent["tv"], (int, float))
-                                                and 0.0 <= float(ent["tv"]) <= 1.0), path,
-              f"{ent['label']}: tv must lie in [0, 1] (null for a route to an MLP or the output)")
-        lo, se = np.asarray(ent["loss"], dtype=float), np.asarray(ent["loss_se"], dtype=float)
-        _need(lo.shape == (4,) and se.shape == (4,) and bool(np.isfinite(lo[:2]).all())
-              and bool((np.nan_to_num(se) >= 0).all()), path,
-              f"{ent['label']}: loss and loss_se must be 4 numbers, standard errors >= 0")
-        _need(bool(np.all(np.abs(np.nan_to_num(lo)) < 20)), path,
-              f"{ent['label']}: a loss change beyond 20 nats is not a measurement")
+    w = d["windows"]
+    _need(isinstance(w, dict) and all(isinstance(w.get(k), int) and not isinstance(w.get(k), bool)
+                                      and w[k] > 0 for k in ("n", "seq_len")), path,
+          "windows.n and windows.seq_len must be positive integers")
+    base = d["base_loss"]
+    _need(isinstance(base, list) and len(base) == 4 and all(_is_num(x) and x > 0 for x in base),
+          path, "base_loss must be 4 positive finite losses")
+    ents = d["entries"]
+    _need(isinstance(ents, list) and len(ents) > 0 and all(isinstance(e, dict) for e in ents),
+          path, "entries must be a non-empty list of objects")
+    pairs = sum(1 for e in ents if str(e.get("label", "")).endswith(" qkv")
+                and "-> L1H" in str(e.get("label", "")))
+    nh = int(round(pairs ** 0.5))
+    want = expected_entries(max(nh, 1))
+    _need([e.get("label") for e in ents] == [lab for lab, _ in want], path,
+          f"entries must be the {len(want)} entries of path_runs.expected_entries({nh}), each "
+          f"once, in order")
+    for ent, (lab, ps) in zip(ents, want):
+        _need({"label", "paths", "tv", "loss", "loss_se"} <= set(ent), path,
+              f"{lab}: lacks paths, tv, loss or loss_se")
+        _need(ent["paths"] == ps, path, f"{lab}: paths must be {ps}")
+        route = lab.split(" -> ")[-1] in ROUTES.values()
+        _need((route and ent["tv"] is None) or (not route and _is_num(ent["tv"])
+                                                and 0.0 <= ent["tv"] <= 1.0), path,
+              f"{lab}: tv must lie in [0, 1] (null for a route to an MLP or the output)")
+        lo, se = ent["loss"], ent["loss_se"]
+        _need(isinstance(lo, list) and isinstance(se, list) and len(lo) == 4 and len(se) == 4
+              and all(_is_num(x) for x in lo + se), path,
+              f"{lab}: loss and loss_se must be 4 finite numbers each")
+        _need(all(x >= 0 for x in se) and all(abs(x) < 20 for x in lo), path,
+              f"{lab}: standard errors must be >= 0 and a loss change below 20 nats")
     return d
 
 
