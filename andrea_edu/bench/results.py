@@ -79,8 +79,9 @@ SCHEMA = {
 
 def _mini_validate(obj, schema: dict, path: str = "$") -> None:
     """The subset of JSON Schema used above, for machines without jsonschema (the GPU image)."""
-    types: dict[str, type | tuple[type, ...]] = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
-             "null": type(None)}
+    types: dict[str, type | tuple[type, ...]] = {
+        "object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
+        "null": type(None)}
     if "type" in schema:
         allowed = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         ok = any(isinstance(obj, types[t]) and not (t in ("integer", "number") and
