@@ -164,8 +164,8 @@ def _probe(step, delta, solo, grad):
 
 
 @pytest.mark.parametrize("g_unique, g_redundant, verdict", [
-    (2.0, 1.0, "holds"), (1.15, 1.0, "holds with a caveat"), (1.05, 1.0, "does not hold"),
-    (0.5, 1.0, "does not hold")])
+    (2.0, 1.0, "holds"), (1.15, 1.0, "holds with a caveat"), (1.05, 1.0, "not observed here"),
+    (0.95, 1.0, "not observed here"), (0.5, 1.0, "does not hold")])
 def test_gradient_pressure_verdicts(g_unique, g_redundant, verdict):
     # Head 0 unique (Δ = V), head 1 redundant (Δ = V / 10), head 2 inactive.
     probes = [_probe(s, [0.5, 0.05, 0.0], [0.5, 0.5, 0.0], [g_unique, g_redundant, 9.0])

@@ -25,10 +25,11 @@ from typing import Any
 # Shown kernel code is its own concept (andrea_edu.figures.kernel_source, shared by any chapter
 # that shows code); the chapter imports it from there.
 from andrea_edu.figures.kernel_source import _code, _first_sentence, version_header
+from andrea_edu.kernels import registry
 from andrea_edu.kernels.toolkit import KERNEL_FILES
 
-VERSIONS = ("v1", "v2", "v3")
-BACKEND = {"v1": "cuda-naive", "v2": "cuda-wmma", "v3": "cuda-flash"}
+VERSIONS = registry.versions()                                   # ("v1", "v2", "v3")
+BACKEND = {s.version: s.backend for s in registry.specs()}       # {"v1": "cuda-naive", ...}
 COLORS = {"v1": "#7f7f7f", "v2": "#1f77b4", "v3": "#d62728"}
 
 
@@ -135,10 +136,7 @@ def decomposition_figure(trace, pair=(0, 0)):
 
 
 def _tile_width(trace) -> int:
-    from andrea_edu.kernels.toolkit import kernel_constants
-
-    c = kernel_constants(trace.kernel)
-    return c["V1_BC"] if "V1_BC" in c else c[f"{trace.kernel.upper()}_BK"]
+    return registry.get(trace.kernel).keys_per_tile
 
 
 # ------------------------------------------------------------------ sentences and tables
@@ -449,6 +447,15 @@ def clock_sentence(tm) -> str:
             + ". The tensor ceiling of HMMA.16816: " + "; ".join(ceil) + ".")
 
 
+def check_head_dim(hs: int) -> int:
+    """hs when this chapter precomputed it (HEAD_DIMS: the head_dims all three kernels compile
+    for), else a one-line ValueError naming the allowed values, before any long work."""
+    if hs not in HEAD_DIMS:
+        raise ValueError(f"hs={hs!r}: this chapter compiles and models head_dim "
+                         f"{', '.join(map(str, HEAD_DIMS))} only; set hs to one of them")
+    return hs
+
+
 def band_phrase(m: dict) -> str:
     """What published kernels reach beside one time_model.model_bound dict, in words: the band
     a real kernel lands in, and a warning when the bound's TFLOP/s exceed what any published
@@ -526,6 +533,11 @@ def version_evidence(v: str, e: dict, scores: int, models: dict) -> str:
     bounds = "; ".join(f"{m['seconds'] * 1e6:.1f} µs on the {g} ({m['bound_by']}-bound)"
                        for g, m in models.items())
     first = next(iter(models.values()))
+    c = first.get("counts", {})
+    floor = (f" The model counts {c['smem_bytes'] // first['work']['warp_tiles']:,} of those "
+             "bytes per warp-tile, the ones this code cannot avoid: the rest are broadcast reads "
+             "that the SASS count takes at full width."
+             if c.get("smem_bytes", 0) < c.get("smem_bytes_sass", 0) else "")
     return (f"**Evidence ({v}, head_dim={e['head_dim']}, {e['dtype']}, SASS for `{e['arch']}`).** "
             f"One warp, one K/V tile of {e['keys_per_tile']} keys ({scores} scores): "
             f"{p['total']} instructions, among them {mix}; {e['smem_bytes_per_tile']:,} "
@@ -535,7 +547,7 @@ def version_evidence(v: str, e: dict, scores: int, models: dict) -> str:
             f"shared memory per block: {e['blocks_per_sm']['H200']} blocks per SM on an H200, "
             f"{e['blocks_per_sm']['RTX 4090']} on an RTX 4090. **Model** (a lower bound, not a "
             f"measurement and not a forecast) at the design case: {bounds}. Beside it on the "
-            f"{next(iter(models))}, {band_phrase(first)}.")
+            f"{next(iter(models))}, {band_phrase(first)}.{floor}")
 
 
 def ratio_sentence(ev: dict, scores: dict, models: dict, head_dim: int, case: str) -> str:

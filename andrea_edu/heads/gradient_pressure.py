@@ -27,9 +27,12 @@ A two-sided sign test asks whether ratio > 1 happens more often than a coin woul
 not independent, probes of one run follow each other, so read its p-value as a guide).
 Verdict rule: "holds" when the pooled ratio >= 1.25 and ratio > 1 in >= 75 % of cells;
 "holds with a caveat" when the pooled ratio >= 1.1 and ratio > 1 in more than half of them (a
-weak or inconsistent effect in the claimed direction); "does not hold" otherwise (no difference,
-or the opposite); "not measurable" with fewer than MIN_CELLS cells (`reason` says why, and the
-ratios are `Unmeasured`: they print as "not measurable", never as "nan").
+weak or inconsistent effect in the claimed direction); "does not hold" when the evidence points
+the other way as clearly (pooled ratio <= 1/1.1 and ratio > 1 in less than half of the cells:
+redundant heads get more gradient); "not observed here" otherwise: no difference this toy can
+resolve, which does not refute a smaller effect (figures.verdicts); "not measurable" with fewer
+than MIN_CELLS cells (`reason` says why, and the ratios are `Unmeasured`: they print as "not
+measurable", never as "nan").
 Robustness: one run's pooled ratio moves with the CPU's rounding (a run that sits near a rule's
 bound can change verdict on another machine), so a chapter's verdict is the pooled one over the
 committed multi-seed sweep; `Pressure.robust` says whether the pooled ratio is at least
@@ -41,6 +44,10 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+
+# One of the verdicts of andrea_edu.figures.verdicts.VERDICTS (the box refuses any other word);
+# spelled here because the computation layers import nothing of the figures.
+NOT_OBSERVED = "not observed here"
 
 MIN_SOLO = 0.05  # nats: a head that recovers less than this on its own is inactive
 CORR_REDUNDANT = 0.5
@@ -105,7 +112,7 @@ class Pressure:
         if self.verdict == "not measurable":
             return False
         return all(abs(self.pooled_ratio / b - 1) >= RATIO_MARGIN
-                   for b in (CAVEAT_RATIO, VERDICT_RATIO))
+                   for b in (1 / CAVEAT_RATIO, CAVEAT_RATIO, VERDICT_RATIO))
 
     def ratio_text(self) -> str:
         """"1.83x", or "not measurable because ..." (never "nanx")."""
@@ -178,8 +185,10 @@ def gradient_pressure(runs, by: str = "ablation") -> Pressure:
         verdict = "holds"
     elif pooled >= CAVEAT_RATIO and above > 0.5:
         verdict = "holds with a caveat"
-    else:
+    elif pooled <= 1 / CAVEAT_RATIO and above < 0.5:
         verdict = "does not hold"
+    else:
+        verdict = NOT_OBSERVED
     return Pressure(by, rows, ratios, pooled, above, sign_test(k, len(ratios)), verdict)
 
 
