@@ -42,7 +42,8 @@ from .circuits import _split
 KINDS = ("Q", "K", "V")
 
 
-def folded(model: AndreaModel, layer: int, head: int):
+def folded(model: AndreaModel, layer: int, head: int
+           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(W_Q, W_K, W_V, W_O) of one head with its layer's ln_1 weight folded into W_Q, W_K, W_V
     (diag(gamma) W), float64: [C, hs] x 3 and [hs, C]."""
     W_Q, W_K, W_V, W_O = (w.double() for w in _split(model, layer, head))

@@ -104,8 +104,8 @@ def load_paths(path: Path, weights_sha256: str | None = None) -> dict:
     path = Path(path)
     try:
         d = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise RunFileError(f"{path}: unreadable ({type(e).__name__})") from None
+    except (OSError, ValueError) as err:
+        raise RunFileError(f"{path}: unreadable ({type(err).__name__})") from None
     _need(isinstance(d, dict) and d.get("schema") == SCHEMA, path, f"schema must be {SCHEMA}")
     for k in ("weights_sha256", "windows", "base_loss", "entries", "provenance"):
         _need(k in d, path, f"missing key {k!r}")
