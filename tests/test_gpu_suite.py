@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -154,7 +155,7 @@ def test_summary_page_reads_ncu_csv_and_the_headline_ratios(tmp_path):
         '"sm__warps_active.avg.pct_of_peak_sustained_active","%","41.2"\n'
         '"1","andrea::attention_v3_flash<__nv_bfloat16, 64>",'
         '"dram__throughput.avg.pct_of_peak_sustained_elapsed","%","12.5"\n')
-    rec = dict(backend="cuda-flash", status="ok", median_ms=0.5, tflops=100.0,
+    rec: dict[str, Any] = dict(backend="cuda-flash", status="ok", median_ms=0.5, tflops=100.0,
                time_ratio_to_sdpa=1.7, params=dict(shape="ANDREA-120M", B=8, T=1024, n_head=12,
                                                    head_dim=64, dtype="bfloat16", causal=True))
     (tmp_path / "bench_headdim_h200.json").write_text(json.dumps(dict(records=[
