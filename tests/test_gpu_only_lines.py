@@ -61,7 +61,7 @@ def python_sites() -> dict[str, list[int]]:
                     visit(child, child.name if qual == "<module>" else f"{qual}.{child.name}")
                     continue
                 if _is_site(child):
-                    out.setdefault(f"{rel}::{qual}", []).append(child.lineno)
+                    out.setdefault(f"{rel}::{qual}", []).append(getattr(child, "lineno", 0))
                 visit(child, qual)
 
         visit(tree, "<module>")
@@ -112,9 +112,9 @@ def test_the_list_parses_and_says_why():
         assert r["kind"] in ("gpu-only", "reached"), r
         assert len(r["why"]) > 20, f"{r['place']}: a reason, in words"
         if r["kind"] == "reached":
-            named = re.search(r"tests/test_\w+\.py", r["why"])
-            assert named, f"{r['place']}: which test?"
-            test_file = named.group(0)
+            m = re.search(r"tests/test_\w+\.py", r["why"])
+            assert m, f"{r['place']}: which test?"
+            test_file = m.group(0)
             assert (ROOT / test_file).is_file(), f"{r['place']}: {test_file} does not exist"
 
 
