@@ -43,11 +43,9 @@ HARMLESS_BUILD_LINES = [
 ]
 
 # Console errors that are not the book's fault. Each entry: (pattern, why it is harmless).
-HARMLESS_CONSOLE = [
-    (re.compile(r"^Got invalid theme mode: \. Resetting to auto\.$"),
-     "pydata-sphinx-theme 0.17 logs this with console.error on a first visit, when the browser "
-     "has no stored light/dark choice yet; it then uses 'auto', which is the intended default"),
-]
+# (Empty: pydata-sphinx-theme's "Got invalid theme mode: . Resetting to auto." on a first visit
+# came from an unset html_context default_mode; _config.yml sets it to auto.)
+HARMLESS_CONSOLE: list = []
 
 # Script exceptions that are not the book's fault. Each entry: (pattern, why it is harmless).
 # (Empty: the sphinx-thebe script that sphinx-thebe 0.3.1 doubled under Sphinx 7.4, throwing

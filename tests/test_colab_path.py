@@ -31,6 +31,7 @@ def _requirements() -> dict[str, str]:
         line = line.split("#", 1)[0].strip()
         if line:
             m = re.match(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?(.*)", line)
+            assert m, line
             out[m.group(1).lower()] = (m.group(2) or "") + m.group(3).strip()
     return out
 

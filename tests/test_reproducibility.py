@@ -238,3 +238,38 @@ def test_recheck_sentence_says_same_pins_only_when_they_were(monkeypatch):
     F.recheck_sentence({**cmp, "cpu_capability": "AVX512", "pins": dict.fromkeys(pins)}, 5, True,
                        {"pins": pins, "cpu_capability": "AVX2"})
     assert "committed run's pins" not in said[-1] and "the committed run had" in said[-1]
+def test_one_commit_id_helper_names_the_changed_files(monkeypatch, tmp_path):
+    """env.git_commit, the one commit id every provenance block records: the override, HEAD with
+    the changed files under andrea_edu/, and "unknown" outside a repository."""
+    import shutil
+    import subprocess
+
+    from andrea_edu import env
+    from andrea_edu.bench import gpucheck, timing
+    from andrea_edu.heads import sweep, text_training
+
+    for mod in (timing, gpucheck, sweep, text_training):
+        assert mod.git_commit is env.git_commit and not hasattr(mod, "_git_commit")
+    monkeypatch.setenv("ANDREA_GIT_COMMIT", "abc123")
+    assert env.git_commit() == "abc123"
+    monkeypatch.delenv("ANDREA_GIT_COMMIT")
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    pkg = tmp_path / "andrea_edu"
+    pkg.mkdir()
+    (pkg / "env.py").write_text("x = 1\n")
+    git = dict(cwd=tmp_path, check=True, capture_output=True)
+    subprocess.run(["git", "init", "-q"], **git)
+    subprocess.run(["git", "add", "."], **git)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+                   **git)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], **git, text=True).stdout.strip()
+    monkeypatch.setattr(env, "__file__", str(pkg / "env.py"))
+    assert env.git_commit() == sha
+    (pkg / "env.py").write_text("x = 2\n")
+    assert env.git_commit() == f"{sha}-dirty (andrea_edu/env.py)"
+    outside = tmp_path / "elsewhere" / "andrea_edu"
+    outside.mkdir(parents=True)
+    monkeypatch.setattr(env, "__file__", str(outside / "env.py"))
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    assert env.git_commit() == "unknown"

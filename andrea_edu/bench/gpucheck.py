@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import torch
 
-from andrea_edu.env import __version__, cpu_provenance
+from andrea_edu.env import __version__, cpu_provenance, git_commit
 
 from andrea_edu.kernels.limits import V2_HEAD_DIMS, V3_HEAD_DIMS, V3_MIN_SM
 from andrea_edu.attention import attention, choose_backend, compare_to_reference
@@ -79,22 +79,6 @@ def cases(sm: int | None = None) -> list[Case]:
             out.append((backend, dt, 2, 3, 50, hs, True))
     out += [("auto", dt, 2, 3, 50, hs, c) for hs, dt in AUTO_CASES for c in (False, True)]
     return out
-
-
-def _git_commit() -> str:
-    env_commit = os.environ.get("ANDREA_GIT_COMMIT")
-    if env_commit and env_commit != "unknown":   # the device copy carries no .git folder
-        return env_commit
-    root = Path(__file__).resolve().parents[2]
-    try:
-        run = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "andrea_edu"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return run.stdout.strip() + (" (modified)" if dirty else "") if run.returncode == 0 \
-            else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def run_case(case: Case, sm: int, gen: torch.Generator | None = None) -> dict:
@@ -220,7 +204,7 @@ def main(argv=None) -> int:
         complete=False, device=device_info(),
         versions=dict(andrea_edu=__version__, torch=torch.__version__,
                       torch_cuda=torch.version.cuda, python=sys.version.split()[0]),
-        git_commit=_git_commit(), cpu_numerics=cpu_provenance(),
+        git_commit=git_commit(), cpu_numerics=cpu_provenance(),
         date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         cases=[], pytest=dict(returncode=None, note="not run yet"))
     report["versions"]["nvrtc"] = report["device"].get("nvrtc")

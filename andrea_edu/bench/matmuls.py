@@ -36,11 +36,12 @@ def projections_suite(r: _Runner, fast: bool, progress: bool):
                   for _ in range(3)]  # W_Q, W_K, W_V: 3 x (C, C)
             heads = [P.fused_to_per_head(W, nh) for W in Ws]  # 3 x (nh, C, hs)
             c_attn = P.fused_to_c_attn(*Ws)  # (C, 3C)
-            refs = P.project_fused(X.float(), *(W.float() for W in Ws), n_head=nh)  # fp32
+            refs = P.project_fused(X.float(), Ws[0].float(), Ws[1].float(), Ws[2].float(),
+                                   n_head=nh)  # fp32
             variants = {
                 "per-head": lambda: P.project_per_head(X, *heads),
                 "per-head-matmuls": lambda: tuple([X @ Wh[h] for h in range(nh)] for Wh in heads),
-                "fused": lambda: P.project_fused(X, *Ws, n_head=nh),
+                "fused": lambda: P.project_fused(X, Ws[0], Ws[1], Ws[2], n_head=nh),
                 "c-attn": lambda: P.project_c_attn(X, c_attn, n_head=nh),
             }
             params = _params(shape=shape, B=B, T=T, d_model=C, n_head=nh, head_dim=C // nh,
@@ -175,8 +176,9 @@ def _sweep(n_heads, d_model, X32, X, device, dtype, tol, repeats, seed) -> dict:
         for nh in n_heads:
             proj32 = P.Projections.random(d_model, nh, seed=seed)
             ref = P.project_fused(X32, proj32.W_Q, proj32.W_K, proj32.W_V, nh)  # fp32, CPU
-            proj = P.Projections(*(W.to(device, dtype) for W in (
-                proj32.W_Q, proj32.W_K, proj32.W_V, proj32.W_O)), n_head=nh)
+            W_Q, W_K, W_V, W_O = (W.to(device, dtype) for W in (
+                proj32.W_Q, proj32.W_K, proj32.W_V, proj32.W_O))
+            proj = P.Projections(W_Q, W_K, W_V, W_O, n_head=nh)
             ways = projection_ways(X, proj)
             res = {}
             for way, fn in ways.items():

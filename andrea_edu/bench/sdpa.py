@@ -11,6 +11,8 @@ figures module draws them.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
@@ -26,18 +28,18 @@ def sdpa_view_vs_contiguous(B: int = 2, T: int = 256, n_head: int = 12, head_dim
     C = n_head * head_dim
     g = torch.Generator().manual_seed(0)
     x = [torch.randn(B, T, C, generator=g).to(device) for _ in range(3)]  # (B, T, C)
-    views = [t.view(B, T, n_head, head_dim).transpose(1, 2) for t in x]  # (B, nh, T, hs), strided
+    q, k, v = (t.view(B, T, n_head, head_dim).transpose(1, 2) for t in x)  # (B, nh, T, hs) strided
     fns = {
-        "transposed view": lambda: F.scaled_dot_product_attention(*views, is_causal=True),
+        "transposed view": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
         ".contiguous() first": lambda: F.scaled_dot_product_attention(
-            *(v.contiguous() for v in views), is_causal=True),
+            q.contiguous(), k.contiguous(), v.contiguous(), is_causal=True),
     }
     diff = (fns["transposed view"]() - fns[".contiguous() first"]()).abs().max().item()
     times = time_fns(fns, device=device, repeats=repeats)
-    out = {p: {"ops": count_aten_ops(fn), "median_ms": times[p]["median_ms"],
+    out: dict[str, Any] = {p: {"ops": count_aten_ops(fn), "median_ms": times[p]["median_ms"],
                "min_ms": times[p]["min_ms"]} for p, fn in fns.items()}
     out["max_abs_diff"] = diff
-    out["strides"] = tuple(views[0].stride())
+    out["strides"] = tuple(q.stride())
     return out
 
 

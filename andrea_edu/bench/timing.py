@@ -28,11 +28,10 @@ from typing import Any
 
 import torch
 
-from andrea_edu.env import cpu_name
+from andrea_edu.env import cpu_name, git_commit
 
 __all__ = ["attention_flops", "matmul_flops", "time_fn", "time_fns", "check_close", "tolerance",
            "provenance", "pick_device", "device_slug", "ValidationError"]
-_REPO = Path(__file__).resolve().parents[2]
 
 
 class ValidationError(RuntimeError):
@@ -63,22 +62,6 @@ def matmul_flops(M: int, N: int, K: int) -> float:
 # ------------------------------------------------------------------------- provenance
 
 
-def _git_commit() -> str:
-    if os.environ.get("ANDREA_GIT_COMMIT"):
-        return os.environ["ANDREA_GIT_COMMIT"]
-    try:
-        def git(*args: str) -> str:
-            return subprocess.run(["git", *args], cwd=_REPO, capture_output=True, text=True,
-                                  timeout=10).stdout
-        sha = git("rev-parse", "HEAD").strip()
-        if not sha:
-            return "unknown"
-        dirty = git("status", "--porcelain", "andrea_edu")
-        return sha + ("-dirty" if dirty.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def _driver_version() -> str | None:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -100,7 +83,7 @@ def provenance(device: str, command: str = "") -> dict:
     p: dict[str, Any] = {"device_kind": "gpu" if device == "cuda" else "cpu",
          "torch": torch.__version__, "cuda": torch.version.cuda,
          "andrea_edu": __version__, "python": platform.python_version(),
-         "git_commit": _git_commit(), "command": command,
+         "git_commit": git_commit(), "command": command,
          "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)

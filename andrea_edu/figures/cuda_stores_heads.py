@@ -140,7 +140,7 @@ def matmul_timing_figure(timings: list, device_label: str):
     for i, (label, attr, color) in enumerate(series):
         ax.bar(x + (i - 1) * 0.27, [getattr(m, attr) * 1e3 for m in timings], 0.27,
                label=label, color=color)
-    for xi, m in zip(x, timings):
+    for xi, m in zip(range(len(Ts)), timings):
         ax.text(xi, max(m.strided_s, m.contiguous_s, m.copy_then_matmul_s) * 1e3,
                 f"{m.ratio:.2f}x", ha="center", va="bottom", fontsize=8)
     B, _, nh, hs = timings[0].shape

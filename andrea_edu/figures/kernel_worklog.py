@@ -20,13 +20,16 @@ andrea_edu.kernels (sources, compiler, emulator, SASS evidence, model) or andrea
 """
 from __future__ import annotations
 
+from typing import Any
+
 # Shown kernel code is its own concept (andrea_edu.figures.kernel_source, shared by any chapter
 # that shows code); the chapter imports it from there.
 from andrea_edu.figures.kernel_source import _code, _first_sentence, version_header
+from andrea_edu.kernels import registry
 from andrea_edu.kernels.toolkit import KERNEL_FILES
 
-VERSIONS = ("v1", "v2", "v3")
-BACKEND = {"v1": "cuda-naive", "v2": "cuda-wmma", "v3": "cuda-flash"}
+VERSIONS = registry.versions()                                   # ("v1", "v2", "v3")
+BACKEND = {s.version: s.backend for s in registry.specs()}       # {"v1": "cuda-naive", ...}
 COLORS = {"v1": "#7f7f7f", "v2": "#1f77b4", "v3": "#d62728"}
 
 
@@ -133,10 +136,7 @@ def decomposition_figure(trace, pair=(0, 0)):
 
 
 def _tile_width(trace) -> int:
-    from andrea_edu.kernels.toolkit import kernel_constants
-
-    c = kernel_constants(trace.kernel)
-    return c.get("V1_BC") or c.get(f"{trace.kernel.upper()}_BK")
+    return registry.get(trace.kernel).keys_per_tile
 
 
 # ------------------------------------------------------------------ sentences and tables
@@ -176,7 +176,7 @@ def measured_rows(results, nh: int, head_dims=HEAD_DIMS, shape: str = "ANDREA-12
     kernel (the kernel that really ran), B, T, causal, dtype."""
     if not results:
         return []
-    by_case = {}
+    by_case: dict[int, dict[str, dict]] = {}
     for r in results["records"]:
         p = r.get("params", {})
         if p.get("shape") == shape and p.get("series") == f"n_head={nh}" and \
@@ -429,7 +429,7 @@ def fragment_figure():
 
 # ------------------------------------------------------------------ SASS evidence and the model
 MIX = ("HMMA", "LDSM", "LDS", "STS", "LD", "LDG", "LDGSTS", "SHFL", "MUFU.EX2", "BAR")
-MODEL_STYLE = dict(facecolor="none", hatch="///", linewidth=1.2)  # no measurement is drawn so
+MODEL_STYLE: dict[str, Any] = dict(facecolor="none", hatch="///", linewidth=1.2)  # no measurement is drawn so
 MODEL_LABEL = "model (lower bound from SASS counts)"
 
 
@@ -614,12 +614,12 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
     width = 0.8 / len(gpus)
     for i, g in enumerate(gpus):
         m = models[version, head_dim][g]
-        vals = [m["terms"][t] * 1e6 for t in terms]
+        term_us = [m["terms"][t] * 1e6 for t in terms]
         xs = np.arange(len(terms)) + (i - (len(gpus) - 1) / 2) * width
-        ax2.bar(xs, vals, width * 0.9, edgecolor=["black", "#888888"][i % 2],
+        ax2.bar(xs, term_us, width * 0.9, edgecolor=["black", "#888888"][i % 2],
                 label=f"{g}: {MODEL_LABEL}", **MODEL_STYLE)
         k = terms.index(m["bound_by"])
-        ax2.annotate(f"bound {vals[k]:.0f} µs", (xs[k], vals[k]), fontsize=7, ha="center",
+        ax2.annotate(f"bound {term_us[k]:.0f} µs", (xs[k], term_us[k]), fontsize=7, ha="center",
                      va="bottom")
         if m.get("published"):       # the band published kernels land in, for the same work
             lo_b, hi_b = (f(b["seconds"] for b in m["published"]) * 1e6 for f in (min, max))

@@ -12,6 +12,8 @@ Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from andrea_edu import projections as P
@@ -121,8 +123,9 @@ def committed_projection_rows(results: dict | None) -> list[dict]:
 # ---------------------------------------------------------------- the tensor-core claim
 # Published figures, not measurements: NVIDIA's H200 data sheet gives 1,979 TFLOP/s of BF16 tensor
 # throughput *with sparsity*, so 989 TFLOP/s dense, and 4.8 TB/s of HBM3e bandwidth.
-PUBLISHED_PEAK = {"NVIDIA H200": {"bf16_tflops": 989.0, "hbm_tb_per_s": 4.8,
-                                  "source": "NVIDIA H200 Tensor Core GPU data sheet"}}
+PUBLISHED_PEAK: dict[str, dict[str, Any]] = {
+    "NVIDIA H200": {"bf16_tflops": 989.0, "hbm_tb_per_s": 4.8,
+                    "source": "NVIDIA H200 Tensor Core GPU data sheet"}}
 
 
 def projection_roofline(rows: int, d_model: int = 768, gpu: str = "NVIDIA H200",

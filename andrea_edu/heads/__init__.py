@@ -15,4 +15,11 @@ head").
     detectors          the three patterns per head on real text, against the uniform baseline
     circuits           QK = W_Q^h W_K^h^T (where a head looks), OV = W_V^h W_O[h] (what it writes)
     gpt2               GPT-2's weights in AndreaModel (transformers state dict or safetensors file)
+  Circuits across layers (chapter "Heads on real text", last sections):
+    composition        Q-, K-, V-composition of layer-0 and layer-1 heads, against random matrices
+    paths              path ablation: one head's output removed from one later head's q, k or v
+    path_runs          the real-text model's path ablations, committed, validated, re-checked
+    induction          induction score, prefix-matching and copying signatures, second-copy loss;
+                       the recent-identifier pattern read as the source states it
+    text_longer        a second real-text run with a 256-character context
 """

@@ -50,7 +50,7 @@ import numpy as np
 import torch
 
 from .. import env
-from ..env import book_build
+from ..env import book_build, git_commit
 from ..model import AndreaModel
 from . import detectors as D
 from . import text_corpus as tc
@@ -152,14 +152,6 @@ def mkl_cbwr() -> str | None:
     return names.get(v & 0xFFFF, str(v & 0xFFFF)) + (",STRICT" if v & 0x10000 else "")
 
 
-def _git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def code_hash() -> str:
     """Hash of the code that decides a run's numbers: the corpus, the detectors, the model, the
     projections and attention it uses, and this module's settings and training loop (not its
@@ -186,7 +178,7 @@ def provenance(corpus: tc.Corpus) -> dict:
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "pins": {k: os.environ.get(k) for k in CPU_PINS}, "mkl_cbwr": mkl_cbwr(),
         "torch": torch.__version__, "numpy": np.__version__, "python": sys.version.split()[0],
-        "git_commit": _git_commit(), "code_hash": code_hash(),
+        "git_commit": git_commit(), "code_hash": code_hash(),
         "corpus": {k: v for k, v in cp.items()},
     }
 

@@ -90,18 +90,19 @@ class RunSettings:
                 if not isinstance(v, int) or isinstance(v, bool) or v < lo:
                     raise SettingsError(f"{cls}.{f.name}={v!r} is not allowed; an integer >= {lo}")
             else:
-                lo = 0.0 if f.name == "weight_decay" else None
+                zero_ok = f.name == "weight_decay"
                 ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
-                    and (v >= 0 if lo is not None else v > 0)
+                    and (v >= 0 if zero_ok else v > 0)
                 if not ok:
                     raise SettingsError(f"{cls}.{f.name}={v!r} is not allowed; a finite number "
-                                        f"{'>= 0' if lo is not None else '> 0'}")
+                                        f"{'>= 0' if zero_ok else '> 0'}")
         if self.d_model % self.n_head:
             raise SettingsError(f"{cls}.n_head={self.n_head} does not divide d_model="
                                 f"{self.d_model}; allowed: a divisor of d_model")
         cpus = os.cpu_count() or 1
-        if machine and getattr(self, "threads", 1) > cpus:
-            raise SettingsError(f"{cls}.threads={self.threads} is not allowed; an integer in "
+        threads = getattr(self, "threads", 1)  # a field of the subclasses that have it
+        if machine and threads > cpus:
+            raise SettingsError(f"{cls}.threads={threads} is not allowed; an integer in "
                                 f"1..{cpus} (this machine's CPU count)")
 
     @classmethod

@@ -11,6 +11,8 @@ Introduced in the chapter "The final picture" (the table "Which kernel each step
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from andrea_edu.bench.aten import AtenOps
@@ -52,7 +54,8 @@ def profile_steps(model, idx, cuda: bool = True) -> tuple[dict, dict]:
     (opened at the k-th mark, or at the start for k = 0) holds the ops of step k+1."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    names, ranges = [], []
+    names: list[str] = []
+    ranges: list[Any] = []  # torch.profiler.record_function contexts, entered by hand
 
     def mark(layer, name, out, **info):
         ranges[-1].__exit__(None, None, None)

@@ -1,0 +1,188 @@
+"""The real-text model's path ablations, measured once and committed: written atomically, validated
+on load, re-checked live.
+
+Introduced in the chapter "Heads on real text" (section "Circuits across layers"). Each entry removes
+one set of paths (`heads.paths`) on the committed run's held-out ablation windows
+(`text_training.ABLATION_SEED`, `ablation_batch` windows, the same windows as the run's head
+ablation) and records the destination head's pattern change and the loss change:
+
+    every (layer-0 head, layer-1 head) pair, all three inputs at once ("qkv")        64 entries
+    the previous-token head and L0H5 into every layer-1 head, q, k and v apart       48 entries
+    the previous-token head and L0H5 into every layer-1 head at once ("qkv")          2 entries
+
+    python -m andrea_edu.heads.path_runs --out book/data/realtext_paths.json
+
+The file names the weights it was measured on (their sha256): `load_paths` refuses a file made for
+other weights, in one line.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .. import env
+from . import paths as PA
+from . import text_corpus as tc
+from .text_runs import RunFileError, TextRun, _need
+
+PATHS_FILE = "realtext_paths.json"
+SCHEMA = 1
+WRITERS = (1, 5)  # the previous-token head and the head whose ablation costs brackets most
+RECHECK_TOL = 1e-4  # nats and TV: the float noise of one re-run is ~1e-7; see recheck()
+
+
+def weights_sha256(run_path: Path) -> str:
+    """The sha256 of the weights a run JSON names (the key a path-ablation file is tied to)."""
+    try:
+        return str(json.loads(Path(run_path).read_text())["weights"]["sha256"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise RunFileError(f"{run_path}: names no weights sha256 ({type(e).__name__})") from None
+
+
+def grid(n_head: int, writers=WRITERS) -> list[tuple[str, list[PA.Path]]]:
+    """(label, paths) of every entry, in the file's order."""
+    out = [(f"L0H{a} -> L1H{b} qkv", [PA.Path(0, a, 1, b, "qkv")])
+           for a in range(n_head) for b in range(n_head)]
+    out += [(f"L0H{a} -> L1H{b} {i}", [PA.Path(0, a, 1, b, i)])
+            for a in writers for b in range(n_head) for i in PA.INPUTS]
+    out += [(f"L0H{a} -> every L1 head qkv", [PA.Path(0, a, 1, b, "qkv") for b in range(n_head)])
+            for a in writers]
+    return out
+
+
+def ablation_windows(run: TextRun, corpus: tc.Corpus, n: int | None = None) -> tc.TextBatch:
+    from .text_training import ABLATION_SEED
+    return tc.labelled_batch(corpus, n or run.settings.ablation_batch, run.settings.seq_len,
+                             seed=ABLATION_SEED)
+
+
+def measure(run: TextRun, corpus: tc.Corpus, weights_sha256: str, entries=None) -> dict:
+    """Every entry of `grid` (or the given (label, paths) list) on the run's ablation windows."""
+    if run.model is None:
+        raise ValueError("run.model is None: load the run with its weights (with_model=True)")
+    entries = grid(run.settings.n_head) if entries is None else entries
+    batch = ablation_windows(run, corpus)
+    t0, c0 = time.perf_counter(), time.process_time()
+    r = PA.path_effects(run.model, batch, [p for _, p in entries])
+    return {"schema": SCHEMA, "weights_sha256": weights_sha256,
+            "windows": {"seed": "text_training.ABLATION_SEED", "n": batch.idx.shape[0],
+                        "seq_len": batch.idx.shape[1]},
+            "base_loss": np.round(r["base_loss"], 6).tolist(),
+            "entries": [{"label": lab, "paths": [[p.src_layer, p.src_head, p.dst_layer,
+                                                  p.dst_head, p.inputs] for p in ps],
+                         "tv": round(float(r["tv"][j]), 6),
+                         "loss": np.round(r["loss"][j], 6).tolist(),
+                         "loss_se": np.round(r["loss_se"][j], 6).tolist()}
+                        for j, (lab, ps) in enumerate(entries)],
+            "provenance": {"produced_by": "python -m andrea_edu.heads.path_runs --out "
+                                          "book/data/" + PATHS_FILE,
+                           "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "cpu_provenance": env.cpu_provenance(), "machine": platform.machine(),
+                           "torch": torch.__version__,
+                           "code_sha256": hashlib.sha256(Path(PA.__file__).read_bytes()).hexdigest()[:16],
+                           "cpu_seconds": round(time.process_time() - c0, 1),
+                           "wall_seconds": round(time.perf_counter() - t0, 1)}}
+
+
+def save_paths(d: dict, path: Path, replace: bool = False) -> None:
+    """Write atomically (temporary file, then rename); refuse an existing file unless replace."""
+    path = Path(path)
+    if path.exists() and not replace:
+        raise FileExistsError(f"{path} exists; nothing written (pass replace=True, on the command "
+                              f"line --replace, or another --out)")
+    env.write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))])
+
+
+def load_paths(path: Path, weights_sha256: str | None = None) -> dict:
+    """Read and validate (values, not only keys); RunFileError with one line otherwise."""
+    path = Path(path)
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise RunFileError(f"{path}: unreadable ({type(e).__name__})") from None
+    _need(isinstance(d, dict) and d.get("schema") == SCHEMA, path, f"schema must be {SCHEMA}")
+    for k in ("weights_sha256", "windows", "base_loss", "entries", "provenance"):
+        _need(k in d, path, f"missing key {k!r}")
+    if weights_sha256 is not None:
+        _need(d["weights_sha256"] == weights_sha256, path,
+              "measured on other weights than the committed run's (sha256 differs)")
+    base = np.asarray(d["base_loss"], dtype=float)
+    _need(base.shape == (4,) and bool(np.all(np.isfinite(base) & (base > 0))), path,
+          "base_loss must be 4 positive finite losses")
+    _need(isinstance(d["entries"], list) and len(d["entries"]) > 0, path, "entries is empty")
+    for e in d["entries"]:
+        _need(isinstance(e, dict) and {"label", "paths", "tv", "loss", "loss_se"} <= set(e), path,
+              "an entry lacks label, paths, tv, loss or loss_se")
+        _need(0.0 <= float(e["tv"]) <= 1.0, path, f"{e['label']}: tv must lie in [0, 1]")
+        lo, se = np.asarray(e["loss"], dtype=float), np.asarray(e["loss_se"], dtype=float)
+        _need(lo.shape == (4,) and se.shape == (4,) and bool(np.isfinite(lo[:2]).all())
+              and bool((np.nan_to_num(se) >= 0).all()), path,
+              f"{e['label']}: loss and loss_se must be 4 numbers, standard errors >= 0")
+        _need(bool(np.all(np.abs(np.nan_to_num(lo)) < 20)), path,
+              f"{e['label']}: a loss change beyond 20 nats is not a measurement")
+    return d
+
+
+def entry(d: dict, label: str) -> dict:
+    for e in d["entries"]:
+        if e["label"] == label:
+            return e
+    raise KeyError(f"no entry {label!r} in the path-ablation file")
+
+
+def as_grid(d: dict, n_head: int, key: str = "tv", col: int = 0) -> np.ndarray:
+    """(n_head, n_head) [writer, reader] of the "qkv" pair entries: tv, or loss column `col`."""
+    out = np.full((n_head, n_head), np.nan)
+    for a in range(n_head):
+        for b in range(n_head):
+            e = entry(d, f"L0H{a} -> L1H{b} qkv")
+            out[a, b] = e["tv"] if key == "tv" else e["loss"][col]
+    return out
+
+
+def recheck(run: TextRun, corpus: tc.Corpus, d: dict, labels: list[str]) -> dict:
+    """Re-measure the `labels` entries on the same windows; the largest difference from the file
+    (tv and loss, nats) against RECHECK_TOL (the file rounds to 1e-6)."""
+    known = dict(grid(run.settings.n_head))
+    for lab in labels:
+        if lab not in known:
+            raise ValueError(f"label={lab!r} is not an entry; e.g. {next(iter(known))!r}")
+    fresh = measure(run, corpus, d["weights_sha256"], [(lab, known[lab]) for lab in labels])
+    diff = 0.0
+    for e in fresh["entries"]:
+        old = entry(d, e["label"])
+        diff = max(diff, abs(e["tv"] - old["tv"]),
+                   float(np.nanmax(np.abs(np.subtract(e["loss"], old["loss"], dtype=float)))))
+    return {"labels": labels, "max_abs_diff": diff, "tol": RECHECK_TOL,
+            "agrees": bool(diff <= RECHECK_TOL), "cpu_seconds": fresh["provenance"]["cpu_seconds"]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+    from .text_training import find_data, load_run
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--replace", action="store_true", help="overwrite an existing --out")
+    args = ap.parse_args(argv)
+    if args.out.exists() and not args.replace:
+        raise SystemExit(f"--out {args.out} exists: pass --replace to overwrite committed data")
+    torch.set_num_threads(1)
+    src = find_data()
+    if src is None:
+        raise SystemExit("no committed real-text run (book/data/realtext_run.json) found")
+    run = load_run(src)
+    sha = weights_sha256(src)
+    d = measure(run, tc.corpus_cached(), sha)
+    save_paths(d, args.out, replace=args.replace)
+    print(f"wrote {args.out}: {len(d['entries'])} entries, {d['provenance']['cpu_seconds']} s CPU, "
+          f"{d['provenance']['wall_seconds']} s wall")
+
+
+if __name__ == "__main__":
+    main()

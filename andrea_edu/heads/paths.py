@@ -1,0 +1,196 @@
+"""Path ablation: remove one head's output from one later head's query, key or value input only.
+
+Introduced in the chapter "Heads on real text" (section "Circuits across layers"). Ablating a head
+(`AndreaModel.ablate`, zeroing its row block of W_O) removes it from every reader at once: every
+later head, every MLP, the unembedding. A path ablation removes it from one reader's one input:
+
+    forward as usual up to layer l2; there, head h2 computes its query (or key, or value) from
+    ln_1(x - o_h1) instead of ln_1(x), where o_h1 (B, T, C) is what head h1 of an earlier layer
+    wrote into the residual stream (its attention output times its row block of W_O, in the
+    intact forward); every other head of layer l2, the MLPs and every other layer read the
+    intact stream; the forward then continues from layer l2's output as usual.
+
+So the change in h2's attention pattern and in the loss is the effect of that one path (h1 through
+the residual stream directly into h2's Q, K or V), nothing else. The removal is a zero ablation (the
+same as `AndreaModel.ablate`), recomputed with LayerNorm on the patched stream.
+
+Measures (per path, on a batch of windows):
+  pattern change  mean over queries of the total-variation distance between h2's patched and
+                  intact attention rows, 0.5 sum_k |A'_tk - A_tk|: 0 unchanged, 1 disjoint.
+  loss change     the model's next-character loss with the path removed minus intact, on every
+                  position and on each pattern's labelled queries (`detectors.LOSS_KEYS`), with a
+                  standard error over windows, as the head ablation of `detectors.ablation`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..model import AndreaModel, attention_probabilities
+from ..projections import head_contributions, project_c_attn
+
+INPUTS = ("q", "k", "v")
+
+
+@dataclass(frozen=True)
+class Path:
+    """Head (src_layer, src_head)'s output removed from head (dst_layer, dst_head)'s `inputs`
+    (a string of q, k, v: "k", or "qkv" for all three)."""
+
+    src_layer: int
+    src_head: int
+    dst_layer: int
+    dst_head: int
+    inputs: str = "qkv"
+
+
+def _check(model: AndreaModel, paths) -> int:
+    L, nh = model.cfg.n_layer, model.cfg.n_head
+    if not paths:
+        raise ValueError("paths must name at least one Path")
+    dst = {p.dst_layer for p in paths}
+    if len(dst) != 1:
+        raise ValueError(f"every path of one call must end in the same layer, got dst_layer "
+                         f"{sorted(dst)}")
+    for p in paths:
+        if not isinstance(p, Path):
+            raise TypeError(f"paths must hold Path objects, got {type(p).__name__}")
+        if not (isinstance(p.dst_layer, int) and 1 <= p.dst_layer < L):
+            raise ValueError(f"dst_layer={p.dst_layer!r} must be an int in 1..{L - 1}")
+        if not (isinstance(p.src_layer, int) and 0 <= p.src_layer < p.dst_layer):
+            raise ValueError(f"src_layer={p.src_layer!r} must be an int in 0..{p.dst_layer - 1} "
+                             f"(before dst_layer={p.dst_layer})")
+        for name in ("src_head", "dst_head"):
+            h = getattr(p, name)
+            if not (isinstance(h, int) and 0 <= h < nh):
+                raise ValueError(f"{name}={h!r} must be an int in 0..{nh - 1} (n_head={nh})")
+        if not p.inputs or set(p.inputs) - set(INPUTS):
+            raise ValueError(f"inputs={p.inputs!r} must be a non-empty string of 'q', 'k', 'v'")
+    return dst.pop()
+
+
+def _qkv(block, X: torch.Tensor, nh: int):
+    att = block.attn
+    q, k, v = project_c_attn(X, att.c_attn, nh)  # 3 x (B, nh, T, hs)
+    if att.b_attn is not None:
+        b_q, b_k, b_v = att.b_attn.view(3, nh, 1, -1)
+        q, k, v = q + b_q, k + b_k, v + b_v
+    return q, k, v
+
+
+def _attn(block, q, k, v, nh: int):
+    """(output (B, T, C), probabilities (B, nh, T, T), per-head outputs (nh, B, T, C))."""
+    A = attention_probabilities(q, k)  # (B, nh, T, T)
+    y = A @ v.float()  # (B, nh, T, hs)
+    parts = head_contributions(y, block.attn.W_O)  # (nh, B, T, C)
+    out = parts.sum(0)
+    if block.attn.b_O is not None:
+        out = out + block.attn.b_O
+    return out, A, parts
+
+
+def _check_idx(model: AndreaModel, idx) -> None:
+    ok = (isinstance(idx, torch.Tensor) and idx.dtype == torch.long and idx.dim() == 2
+          and idx.shape[1] <= model.cfg.block_size
+          and not (idx.numel() and (idx.min() < 0 or idx.max() >= model.cfg.vocab_size)))
+    if not ok:
+        model.hidden(idx)  # raises the model's one-line error for bad token ids
+
+
+@torch.no_grad()
+def _run(model: AndreaModel, x: torch.Tensor, start: int, paths=(), outs=None):
+    """Blocks start.. on residual x; paths end in layer `start`. Returns (logits, maps of layers
+    start.., per-head outputs {layer: (nh, B, T, C)}, residual before each block {layer: x})."""
+    nh = model.cfg.n_head
+    outs = dict(outs or {})
+    resid, maps = {}, []
+    for l in range(start, len(model.blocks)):
+        block = model.blocks[l]
+        resid[l] = x
+        q, k, v = _qkv(block, block.ln_1(x), nh)
+        if paths and l == start:
+            removed: dict[tuple[int, str], torch.Tensor] = {}
+            for p in paths:
+                for i in p.inputs:
+                    o = outs[p.src_layer][p.src_head]
+                    key = (p.dst_head, i)
+                    removed[key] = removed[key] + o if key in removed else o
+            new = {"q": q, "k": k, "v": v}
+            for (h, i), o in removed.items():
+                patched = dict(zip(INPUTS, _qkv(block, block.ln_1(x - o), nh)))
+                t = new[i].clone()
+                t[:, h] = patched[i][:, h]  # only head h's input i reads the patched stream
+                new[i] = t
+            q, k, v = new["q"], new["k"], new["v"]
+        out, A, parts = _attn(block, q, k, v, nh)
+        outs[l] = parts
+        maps.append(A)
+        x = x + out
+        x = x + block.mlp(block.ln_2(x))
+    return model.ln_f(x) @ model.wte.t(), torch.stack(maps), outs, resid
+
+
+@torch.no_grad()
+def forward(model: AndreaModel, idx: torch.Tensor, paths=()):
+    """(logits (B, T, V), attention maps (L, B, nh, T, T)) with `paths` removed (none: the
+    intact model, equal to `model(idx)` up to float rounding)."""
+    if paths:
+        _check(model, paths)
+    _check_idx(model, idx)
+    x = model.wte[idx] + model.wpe[: idx.shape[1]]  # (B, T, C)
+    logits, maps, outs, resid = _run(model, x, 0)
+    if not paths:
+        return logits, maps
+    dst = paths[0].dst_layer
+    logits2, maps2, _, _ = _run(model, resid[dst], dst, paths, outs)
+    return logits2, torch.cat([maps[:dst], maps2])
+
+
+def per_position_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    B, T, V = logits.shape
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(B, T)
+
+
+def total_variation(A: torch.Tensor, B: torch.Tensor) -> float:
+    """Mean over rows of 0.5 sum |A - B| (rows are attention distributions)."""
+    return float(0.5 * (A - B).abs().sum(-1).mean())
+
+
+@torch.no_grad()
+def path_effects(model: AndreaModel, batch, paths_list, chunk: int = 32) -> dict:
+    """For each entry of `paths_list` (a list of Path lists, each one intervention): the change of
+    its destination head's pattern and of the loss (detectors.LOSS_KEYS) with standard errors.
+
+    batch: a `text_corpus.TextBatch`. Returns {"tv": (n,), "loss": (n, 4), "loss_se": (n, 4),
+    "base_loss": (4,)}; tv is measured on the destination head of the entry's first path."""
+    from . import detectors as D
+    n = len(paths_list)
+    for ps in paths_list:
+        _check(model, ps)
+    tv_sum = np.zeros(n)
+    rows = batch.idx.shape[0]
+    base_pos = torch.zeros(batch.idx.shape)
+    pos = torch.zeros((n,) + tuple(batch.idx.shape))
+    for a in range(0, rows, chunk):
+        idx, tgt = batch.idx[a: a + chunk], batch.targets[a: a + chunk]
+        _check_idx(model, idx)
+        lg, maps, outs, resid = _run(model, model.wte[idx] + model.wpe[: idx.shape[1]], 0)
+        base_pos[a: a + chunk] = per_position_loss(lg, tgt)
+        for j, ps in enumerate(paths_list):
+            l2, h2 = ps[0].dst_layer, ps[0].dst_head
+            lg2, maps2, _, _ = _run(model, resid[l2], l2, ps, outs)  # from the dst layer on
+            pos[j, a: a + chunk] = per_position_loss(lg2, tgt)
+            tv_sum[j] += total_variation(maps2[0, :, h2], maps[l2, :, h2]) * idx.shape[0]
+    base = D.pattern_losses(base_pos, batch)
+    base_w = D._window_means(base_pos, batch)
+    loss, se = np.zeros((n, 4)), np.zeros((n, 4))
+    for j in range(n):
+        loss[j] = D.pattern_losses(pos[j], batch) - base
+        dw = D._window_means(pos[j], batch) - base_w
+        for k in range(4):
+            v = dw[k][~np.isnan(dw[k])]
+            se[j, k] = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.nan
+    return {"tv": tv_sum / rows, "loss": loss, "loss_se": se, "base_loss": base}

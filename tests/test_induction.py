@@ -1,0 +1,263 @@
+"""heads.composition, heads.paths, heads.induction on a hand-built two-layer model whose answer is
+known: layer 0 head 0 is a previous-token head, layer 1 head 0 an induction head that reads it
+through its keys (K-composition) and copies; the other head of each layer is small noise."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from andrea_edu.config import AndreaConfig
+from andrea_edu.heads import circuits as K
+from andrea_edu.heads import composition as CO
+from andrea_edu.heads import induction as IN
+from andrea_edu.heads import paths as PA
+from andrea_edu.heads import text_corpus as tc
+from andrea_edu.model import AndreaModel
+
+V, T = 16, 16
+TOK, POS, PREVTOK = 0, V, V + T  # the residual's three blocks of coordinates
+C, NH = V + T + V, 2  # 48 = 2 heads of 24
+HS = C // NH
+
+
+def induction_model(noise_seed: int = 0) -> AndreaModel:
+    """wte[x] = e_x (token block), wpe[t] = e_{V+t} (position block). L0H0: query slot t reads
+    position t, key slot s+1 reads position s, so position t attends to t-1; it copies the token
+    block into the previous-token block. L1H0: query reads the token block, key reads the
+    previous-token block (the key's previous token), so it attends to the position after an
+    earlier copy of its own token; its OV copies that token into the token block, read by the
+    tied unembedding. MLPs are zero."""
+    m = AndreaModel(AndreaConfig(d_model=C, n_head=NH, n_layer=2, vocab_size=V, block_size=T),
+                    seed=noise_seed)  # every weight small noise (std 0.02) to start with
+    with torch.no_grad():
+        m.wte.zero_()
+        m.wte[torch.arange(V), TOK + torch.arange(V)] = 1.0
+        m.wpe.zero_()
+        m.wpe[torch.arange(T), POS + torch.arange(T)] = 1.0
+        for b in m.blocks:
+            b.mlp.W_in.zero_()
+            b.mlp.W_out.zero_()
+            b.attn.c_attn[:, :HS].zero_()  # head 0's W_Q
+            b.attn.c_attn[:, C: C + HS].zero_()  # head 0's W_K
+            b.attn.c_attn[:, 2 * C: 2 * C + HS].zero_()  # head 0's W_V
+            b.attn.W_O[:HS].zero_()  # head 0's row block
+        a0, a1 = m.blocks[0].attn, m.blocks[1].attn
+        t = torch.arange(T)
+        a0.c_attn[POS + t, t] = 2.0  # W_Q: position t -> slot t
+        a0.c_attn[POS + t[:-1], C + t[:-1] + 1] = 2.0  # W_K: position s -> slot s+1
+        x = torch.arange(V)
+        a0.c_attn[TOK + x, 2 * C + x] = 1.0  # W_V: token x -> slot x
+        a0.W_O[x, PREVTOK + x] = 0.3  # W_O: slot x -> previous-token block
+        a1.c_attn[TOK + x, x] = 3.0  # W_Q: my token x -> slot x
+        a1.c_attn[PREVTOK + x, C + x] = 3.0  # W_K: previous token x -> slot x
+        a1.c_attn[TOK + x, 2 * C + x] = 1.0  # W_V: token x -> slot x
+        a1.W_O[x, TOK + x] = 6.0  # W_O: slot x -> token block (copy)
+    return m.eval()
+
+
+@pytest.fixture(scope="module")
+def model():
+    return induction_model()
+
+
+def test_composition_finds_the_k_composition(model):
+    s = CO.composition(model)  # (3, nh, nh)
+    base = CO.random_baseline(C, HS, draws=200)
+    z = CO.zscores(s, base)
+    # K: previous-token head -> induction head. Two maps of rank V, each a multiple of a
+    # projection, compose perfectly at 1/sqrt(V) = 0.25 (the score's maximum for that rank)
+    assert s[1, 0, 0] == pytest.approx(1 / np.sqrt(V), rel=0.02) and z[1, 0, 0] > 10
+    assert s[0, 0, 0] < base.q99[0] and s[2, 0, 0] < base.q99[2]  # not Q, not V
+    top = CO.top_pairs(s, base, n=1)[0]
+    assert (top["kind"], top["writer"], top["reader"]) == ("K", 0, 0)
+    assert CO.strongest_writer(s, base)[0][:2] == ("K", 0)
+    assert np.all((s >= 0) & (s <= 1))
+
+
+def test_random_baseline_is_a_distribution_of_random_shapes():
+    b = CO.random_baseline(C, HS, draws=100, seed=1)
+    assert np.all(b.std > 0) and np.all(b.mean > 0) and np.all(b.q99 >= b.mean)
+    # K and Q composition of independent random matrices have the same law: close means
+    assert abs(b.mean[0] - b.mean[1]) < 4 * b.std[0] / np.sqrt(100) * 3
+    with pytest.raises(ValueError, match="head_dim"):
+        CO.random_baseline(8, 16)
+    with pytest.raises(ValueError, match="src_layer"):
+        CO.composition(induction_model(), 1, 1)
+
+
+def test_composition_is_scale_free_and_folds_layernorm(model):
+    m = induction_model()
+    with torch.no_grad():
+        m.blocks[1].attn.c_attn[:, C: C + HS] *= 7.0  # rescaling a reader leaves the score
+    np.testing.assert_allclose(CO.composition(m)[1, 0, 0], CO.composition(model)[1, 0, 0], rtol=1e-9)
+    g = torch.linspace(0.5, 2.0, C)  # a non-uniform LayerNorm weight is folded in: diag(g) W
+    with torch.no_grad():
+        m.blocks[1].ln_1.weight.copy_(g)
+    WQ, WK, WV, WO = (w.double() for w in K._split(m, 1, 1))  # the noise heads: anisotropic
+    _, _, WV1, WO1 = (w.double() for w in K._split(m, 0, 1))
+    gd = g.double()[:, None]
+    want = CO._scores(gd * WQ, gd * WK, gd * WV, WO, WV1, WO1)
+    np.testing.assert_allclose(CO.composition(m)[:, 1, 1], want, rtol=1e-12)
+    unfolded = CO._scores(WQ, WK, WV, WO, WV1, WO1)
+    assert max(abs(a - b) for a, b in zip(want, unfolded)) > 1e-3
+
+
+def test_induction_score_signatures_and_loss(model):
+    r = IN.measure_repeats(model, B=64, n=T // 2, seed=0)
+    ind = r["induction"]
+    assert ind[1, 0] > 0.5 and ind[1, 0] > 5 * r["uniform"]
+    assert ind[1, 1] < 3 * r["uniform"] and ind[0].max() < 3 * r["uniform"]
+    assert r["previous"][0, 0] > 0.95  # the layer-0 head looks at t-1
+    assert r["first_loss"] - r["second_loss"] > 1.0  # the second copy is predicted
+    assert r["ablated_second"][0] > 1.0 and abs(r["ablated_second"][1]) < 0.1
+    sig = IN.signatures(model)
+    assert sig["copying"][0] > 0.9 and sig["prefix"][0, 0] > 0.9
+    assert abs(sig["copying"][1]) < 0.5 and abs(sig["prefix"][1, 1]) < 0.5
+
+
+def test_random_model_has_no_induction():
+    m = AndreaModel(AndreaConfig(d_model=C, n_head=NH, n_layer=2, vocab_size=V, block_size=T),
+                    seed=3).eval()
+    r = IN.measure_repeats(m, B=32, n=T // 2)
+    assert r["induction"].max() < 2 * r["uniform"]
+    assert abs(r["first_loss"] - r["second_loss"]) < 0.1
+
+
+def test_path_ablation_of_the_key_path_breaks_induction(model):
+    n = T // 2
+    idx = IN.repeated_batch(V, 32, n, seed=1)
+    logits, maps = PA.forward(model, idx)
+    ref_logits, _ = model(idx)
+    torch.testing.assert_close(logits, ref_logits, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(maps, model.attention_maps(idx), rtol=1e-4, atol=1e-5)
+    scores = {}
+    for inp in ("q", "k", "v"):
+        _, m2 = PA.forward(model, idx, [PA.Path(0, 0, 1, 0, inp)])
+        scores[inp] = IN.offset_scores(m2, n)["induction"][1, 0]
+        assert torch.equal(m2[0], maps[0]) and torch.equal(m2[1, :, 1], maps[1, :, 1])
+    base = IN.offset_scores(maps, n)["induction"][1, 0]
+    assert scores["k"] < 0.2 * base  # the key path carries induction
+    assert scores["q"] > 0.8 * base and abs(scores["v"] - base) < 1e-6  # V does not move A
+
+
+def test_path_ablation_equals_head_ablation_when_nothing_else_reads(model):
+    """With zero MLPs, removing L0H0 from the q and k of every layer-1 head gives the layer-1
+    patterns of ablating L0H0 outright."""
+    idx = IN.repeated_batch(V, 8, T // 2, seed=2)
+    _, m2 = PA.forward(model, idx, [PA.Path(0, 0, 1, h, "qk") for h in range(NH)])
+    with model.ablate([(0, 0)]):
+        ref = model.attention_maps(idx)
+    torch.testing.assert_close(m2[1], ref[1], rtol=1e-4, atol=1e-5)
+
+
+def test_path_effects_and_errors(model):
+    g = torch.Generator().manual_seed(0)
+    idx = torch.randint(0, V, (4, T), generator=g)
+    key = torch.full((3, 4, T), -1, dtype=torch.long)
+    key[tc.PREV, :, 1:] = torch.arange(T - 1)
+    batch = tc.TextBatch(idx=idx[:, :-1].contiguous(), targets=idx[:, 1:].contiguous(),
+                         key=key[:, :, :-1].contiguous(), where=[("x", 0)] * 4)
+    r = PA.path_effects(model, batch, [[PA.Path(0, 0, 1, 0, "k")], [PA.Path(0, 1, 1, 1, "v")]])
+    assert r["tv"].shape == (2,) and r["loss"].shape == (2, 4) and r["tv"][0] > r["tv"][1]
+    with pytest.raises(ValueError, match="inputs"):
+        PA.forward(model, idx, [PA.Path(0, 0, 1, 0, "x")])
+    with pytest.raises(ValueError, match="src_layer"):
+        PA.forward(model, idx, [PA.Path(1, 0, 1, 0, "q")])
+    with pytest.raises(ValueError, match="dst_head"):
+        PA.forward(model, idx, [PA.Path(0, 0, 1, 5, "q")])
+    with pytest.raises(ValueError, match="token ids"):
+        PA.forward(model, idx + 100)
+    with pytest.raises(ValueError, match="n="):
+        IN.repeated_batch(V, 2, 1)
+
+
+def test_identifier_targets_on_a_small_file():
+    text = "abc = 1\nxy = abc + abc\n"
+    prev, length, off = IN._occurrences(text)
+    second = text.index("abc", 9)
+    assert prev[second] == 0 and length[second] == 3 and list(off[second: second + 3]) == [0, 1, 2]
+    third = text.rindex("abc")
+    assert prev[third] == second  # the most recent earlier occurrence
+
+
+def test_identifier_scores_on_constructed_maps():
+    """Maps that put all weight on a known key score 1 on that reading and 0 elsewhere; the span
+    reading sums over the earlier occurrence."""
+    L, B, nh, Tq = 1, 1, 2, 10
+    maps = torch.zeros(L, B, nh, Tq, Tq)
+    maps[..., torch.arange(Tq), torch.arange(Tq)] = 1.0  # head 1: itself
+    maps[0, 0, 0, 7, 3] = 1.0  # head 0: query 7 -> key 3 (the "induction" key)
+    maps[0, 0, 0, 7, 7] = 0.0
+    neg = torch.full((B, Tq), -1, dtype=torch.long)
+    tg = {"induction": neg.clone(), "duplicate": neg.clone(), "span_start": neg.clone(),
+          "span_end": neg.clone()}
+    tg["induction"][0, 7], tg["duplicate"][0, 7] = 3, 2
+    tg["span_start"][0, 7], tg["span_end"][0, 7] = 2, 5
+    r = IN.identifier_scores(maps, tg)
+    assert r["induction"][0][0, 0] == 1.0 and r["duplicate"][0][0, 0] == 0.0
+    assert r["span"][0][0, 0] == 1.0 and r["span"][0][0, 1] == 0.0
+    assert r["induction"][1] == pytest.approx(1 / 8) and r["span"][1] == pytest.approx(3 / 8)
+    assert r["induction"][2] == 1
+
+
+def test_committed_path_ablations_validate_and_recheck(tmp_path):
+    import json
+
+    from andrea_edu.heads import path_runs as PR
+    from andrea_edu.heads import text_training as TT
+    from andrea_edu.heads.text_runs import RunFileError
+    run_path, paths_path = TT.find_data(), TT.find_data(PR.PATHS_FILE)
+    if run_path is None or paths_path is None:
+        pytest.skip("no committed real-text run or path ablations next to this checkout")
+    sha = PR.weights_sha256(run_path)
+    d = PR.load_paths(paths_path, sha)
+    assert len(d["entries"]) == len(PR.grid(8))
+    assert PR.as_grid(d, 8).shape == (8, 8)
+    with pytest.raises(RunFileError, match="other weights"):
+        PR.load_paths(paths_path, "0" * 64)
+    bad = json.loads(paths_path.read_text())
+    bad["entries"][3]["tv"] = 1.5
+    (tmp_path / "p.json").write_text(json.dumps(bad))
+    with pytest.raises(RunFileError, match="tv must lie"):
+        PR.load_paths(tmp_path / "p.json")
+    run = TT.load_run(run_path)
+    from andrea_edu.heads import text_corpus as tc
+    same, _ = tc.same_corpus(run.provenance["corpus"], tc.corpus_cached())
+    if not same:
+        pytest.skip("another Python's standard library: the windows differ")
+    r = PR.recheck(run, tc.corpus_cached(), d, ["L0H5 -> L1H1 q"])
+    assert r["agrees"], r
+
+
+def test_circuit_figures_render_and_calls_follow_the_numbers(model, monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from andrea_edu.figures import heads_on_real_text as F
+    shown = []
+    monkeypatch.setattr(F, "md", shown.append)
+    s = CO.composition(model)
+    base = CO.random_baseline(C, HS, draws=30)
+    plt.close(F.fig_composition(s, base))
+    F.composition_sentence(s, base, CO.top_pairs(s, base, 3))
+    assert "K, L0H0 -> L1H0: 0.250" in shown[-1]
+    rep = IN.measure_repeats(model, B=16, n=T // 2)
+    sig = IN.signatures(model)
+    plt.close(F.fig_induction(rep, sig, NH))
+    found, lh, ratio = F.induction_call(rep)
+    assert found and lh == (1, 0) and ratio > 5
+    F.induction_sentence(rep, sig)
+    assert "an induction head." in shown[-1]
+    flat = dict(rep, induction=np.zeros_like(rep["induction"]), second_loss=rep["first_loss"])
+    assert not F.induction_call(flat)[0]
+    maps = model.attention_maps(IN.repeated_batch(V, 1, T // 2, seed=3))
+
+    class _Corpus:  # decode() is all fig_pair needs of a corpus
+        @staticmethod
+        def decode(ids):
+            return "".join("abcdefghijklmnop"[int(i)] for i in ids)
+    batch = tc.TextBatch(idx=IN.repeated_batch(V, 1, T // 2, seed=3), targets=None, key=None,
+                         where=[("x", 0)])
+    plt.close(F.fig_pair(maps, _Corpus, batch, 0, 0, T, 0, 0, "K", 15.8))
