@@ -52,10 +52,9 @@ def patch_zmq_poll() -> None:
     setattr(AsyncZMQSocketChannel, "get_msg", get_msg)  # a method replaced on the class
 
 
-def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_dir=None) -> dict:
-    """Execute one notebook in its own folder; returns {path, seconds, ok, error, written}.
-    error: "cell N: Name: message" for the first failing cell, or the timeout, else None."""
-    import nbformat
+def execute_nb(nb, folder, timeout: float = 600, kernel: str = "python3") -> dict:
+    """Execute an in-memory notebook in `folder` (outputs land in nb); returns {seconds, ok,
+    error}. error: "cell N: Name: message" for the first failing cell, or the timeout, else None."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
@@ -63,10 +62,8 @@ def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_di
 
     patch_zmq_poll()
     pin_cpu_isa(warn=False)  # the kernel inherits the settings: committed results' bits
-    path = Path(path)
-    nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel, allow_errors=False,
-                            resources={"metadata": {"path": str(path.parent.resolve())}})
+                            resources={"metadata": {"path": str(Path(folder).resolve())}})
     t0, error = time.perf_counter(), None
     try:
         client.execute()
@@ -83,13 +80,23 @@ def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_di
             idx = next((i for i, c in reversed(list(enumerate(nb.cells)))
                         if c.get("cell_type") == "code" and c.get("execution_count")), None)
         error = f"cell {idx}: {error}" if idx is not None else error
+    return {"seconds": round(time.perf_counter() - t0, 1), "ok": error is None, "error": error}
+
+
+def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_dir=None) -> dict:
+    """Execute one notebook in its own folder; returns {path, seconds, ok, error, written}.
+    error: "cell N: Name: message" for the first failing cell, or the timeout, else None."""
+    import nbformat
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    r = execute_nb(nb, path.parent, timeout, kernel)
     written = None
     if out_dir is not None:
         written = Path(out_dir) / path.name
         written.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, written)
-    return {"path": str(path), "seconds": round(time.perf_counter() - t0, 1),
-            "ok": error is None, "error": error, "written": str(written) if written else None}
+    return {"path": str(path), **r, "written": str(written) if written else None}
 
 
 def _parser() -> argparse.ArgumentParser:
