@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from andrea_edu.attention import attention
+from andrea_edu.attention import attention, backends
 from andrea_edu.config import AndreaConfig, param_counts
 from andrea_edu.projections import output_projection, project_c_attn, zero_head
 
@@ -153,6 +153,12 @@ class Blocks(nn.ModuleList):
         return cast(Iterator[Block], super().__iter__())  # ModuleList types its items as Module
 
 
+def _check_backend(backend) -> None:
+    """One line naming the allowed backends when `backend` is not one of them."""
+    if backend not in backends():
+        raise ValueError(f"backend={backend!r} is not one of {backends()}")
+
+
 class AndreaModel(nn.Module):
     """A GPT-style ANDREA: see the module docstring. `AndreaModel(ANDREA_120M)` has exactly
     `param_counts(ANDREA_120M).total` parameters.
@@ -171,6 +177,7 @@ class AndreaModel(nn.Module):
         super().__init__()
         if not isinstance(cfg, AndreaConfig):
             raise TypeError(f"cfg must be an AndreaConfig, got {type(cfg).__name__}")
+        _check_backend(backend)  # before allocating the weights (seconds for ANDREA-120M)
         self.cfg = cfg
         C = cfg.d_model
         with torch.device(device):
@@ -200,7 +207,8 @@ class AndreaModel(nn.Module):
         return self.blocks[0].attn.backend
 
     def set_backend(self, backend: str) -> None:
-        """Switch every layer's attention backend (validated by `attention()` at the next call)."""
+        """Switch every layer's attention backend (a name of `attention.backends()`)."""
+        _check_backend(backend)
         for b in self.blocks:
             b.attn.backend = backend
 

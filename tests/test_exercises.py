@@ -21,7 +21,8 @@ def _nb(docname):
 
 
 def _runnable():
-    return [(d, ch["exercise"]) for d in toc_notebooks() for ch in E.changes(_nb(d))]
+    """(chapter, exercise numbers checked in one kernel run), every runnable exercise once."""
+    return [(d, nums) for d in toc_notebooks() for nums in E.batches(_nb(d))]
 
 
 def _toy(cells, table=None):
@@ -38,7 +39,7 @@ def test_every_exercise_table_is_sound():
     one code cell, in which the replaced text occurs exactly once."""
     bad = [f"{d}: {p}" for d in toc_notebooks() for p in E.problems(_nb(d))]
     assert not bad, "\n".join(bad)
-    assert len({d for d, _ in _runnable()}) >= 8  # chapters whose exercises have a runnable change
+    assert len({d for d, _ in _runnable()}) >= 10  # chapters whose exercises have a runnable change
 
 
 def test_problems_name_each_fault():
@@ -58,16 +59,27 @@ def test_problems_name_each_fault():
         E.apply_change(twice, ok)
 
 
-def test_needed_cells_follows_names_transitively():
+def test_needed_cells_follows_names_both_ways():
     nb = _toy(["import os", "a = 1", "b = a + 1", "c = 5", "print(b)", "print(c)", "d = 7"])
-    assert E.needed_cells(nb, 1) == 4   # b reads a, print(b) reads b; c, d do not depend on a
-    assert E.needed_cells(nb, 3) == 5
-    assert E.needed_cells(nb, 6) == 6   # nothing reads d: stop at the edited cell
-    nb.cells[5].source = "%timeit c"     # a magic does not parse: it is run, to be safe
-    assert E.needed_cells(nb, 1) == 5
-    nb.cells[2].source = "def f():\n    return a"  # a function that reads a, then a reader of f
-    nb.cells[4].source = "f()"
-    assert E.needed_cells(nb, 1) == 5
+    # forward: b reads a, print(b) reads b; backward: print is a builtin, nothing needs os
+    assert E.needed_cells(nb, 1) == [1, 2, 4]
+    assert E.needed_cells(nb, 3) == [3, 5]
+    assert E.needed_cells(nb, 6) == [6]            # nothing reads d: only the edited cell
+    nb.cells[0].source = "import os\nx = os.sep"
+    nb.cells[1].source = "a = x * 2"              # now the edit needs cell 0, through x
+    assert E.needed_cells(nb, 1) == [0, 1, 2, 4]
+    nb.cells[5].source = "%timeit c"               # a magic does not parse: it is run, to be safe
+    assert E.needed_cells(nb, 1) == [0, 1, 2, 4, 5]
+    assert E.needed_cells(nb, 5) == [0, 1, 2, 3, 4, 5, 6]  # an edited cell that does not parse: all
+
+
+def test_needed_cells_keeps_in_place_changes_and_functions():
+    nb = _toy(["cfg = {}", "cfg['n'] = 2", "def f():\n    return cfg['n']", "a = 1",
+               "y = f() + a", "show(y)"])
+    # y reads f and a; f reads cfg, changed in place by cell 1, assigned by cell 0
+    assert E.needed_cells(nb, 3) == [0, 1, 2, 3, 4, 5]
+    nb.cells[1].source = "n = 2"                  # no longer touches cfg: skipped
+    assert E.needed_cells(nb, 3) == [0, 2, 3, 4, 5]
 
 
 def test_exercise_notebook_changes_and_cuts():
@@ -75,16 +87,26 @@ def test_exercise_notebook_changes_and_cuts():
     nb = _toy(["x = 0", "a = 1", "b = a", "z = 3"], [ch])
     nb.cells[1].metadata["tags"] = ["t"]
     ex = E.exercise_notebook(nb, ch)
-    assert [c.source for c in ex.cells] == ["x = 0", "a = 2", "b = a"]
+    assert [c.source for c in ex.cells] == ["a = 2", "b = a"]
     assert nb.cells[1].source == "a = 1"  # the chapter itself is untouched
 
 
-@pytest.mark.parametrize("docname,number", _runnable())
-def test_exercise_runs(docname, number, monkeypatch):
+def test_batches_group_only_changes_that_do_not_reach_each_other():
+    table = [{"exercise": n, "cell_tag": f"t{n}", "replace": r, "with": r}
+             for n, r in ((1, "a = 1"), (2, "b = a"), (3, "z = 3"))]
+    nb = _toy(["a = 1", "b = a", "z = 3"], table)
+    for n in range(3):
+        nb.cells[n].metadata["tags"] = [f"t{n + 1}"]
+    assert E.batches(nb) == [[1, 3], [2]]  # 2's cell reads a: exercise 1's edit reaches it
+
+
+@pytest.mark.parametrize("docname,numbers", _runnable(),
+                         ids=lambda v: "+".join(map(str, v)) if isinstance(v, list) else v)
+def test_exercise_runs(docname, numbers, monkeypatch):
     monkeypatch.setenv("ANDREA_FAST", "1")
     monkeypatch.delenv("ANDREA_BOOK_BUILD", raising=False)
-    r = E.run_exercise(REPO / (docname + ".ipynb"), number, timeout=TIMEOUT_S)
-    assert r["ok"], f"{docname}, exercise {number}: {r['error']}"
+    r = E.run_exercise(REPO / (docname + ".ipynb"), numbers, timeout=TIMEOUT_S)
+    assert r["ok"], f"{docname}, exercise {' and '.join(map(str, numbers))}: {r['error']}"
 
 
 def test_worklog_unprecomputed_head_dim_is_one_line(monkeypatch):
@@ -103,3 +125,35 @@ def test_worklog_unprecomputed_head_dim_is_one_line(monkeypatch):
     assert r["error"].startswith(f"cell {idx}: ValueError: hs=80:") and "64" in r["error"], r["error"]
     out = next(o for o in new.cells[idx].outputs if o.output_type == "error")
     assert out.evalue.count("\n") == 0
+
+
+def _bad_model_backend():
+    from andrea_edu.config import ANDREA_12M
+    from andrea_edu.model import AndreaModel
+
+    AndreaModel(ANDREA_12M, backend="sdp", device="meta")
+
+
+def _bad_set_backend():
+    from andrea_edu.config import ANDREA_12M
+    from andrea_edu.model import AndreaModel
+
+    AndreaModel(ANDREA_12M, device="meta").set_backend("flash")
+
+
+def _bad_kernel_facts_gpu():
+    from andrea_edu.figures.config_mirrors_hardware import kernel_facts
+
+    kernel_facts(64, gpu="H300")
+
+
+@pytest.mark.parametrize("make,allowed", [
+    (_bad_model_backend, "'reference', 'sdpa'"), (_bad_set_backend, "'reference', 'sdpa'"),
+    (_bad_kernel_facts_gpu, "'H200', 'A100', 'RTX 4090'")])
+def test_edited_values_outside_the_allowed_give_one_line(make, allowed):
+    """Values an exercise's cell could be edited to, outside what exists: one line naming the
+    allowed ones, before any weight is allocated or kernel compiled."""
+    with pytest.raises(ValueError) as e:
+        make()
+    msg = str(e.value)
+    assert "\n" not in msg and allowed in msg, msg

@@ -7,10 +7,10 @@ exercise that is answered by editing one cell::
                            "replace": "B, T = 1, pick(128, 32)", "with": "B, T = 1, pick(1024, 64)"}]}
 
 The target cell carries the tag ``cell_tag`` (one cell per tag); ``replace`` occurs in it exactly
-once. `apply_change` makes the edited copy; `needed_cells` finds how much of the notebook the
-edit can reach (the cells before it, and every later code cell that reads a name the edited cell
-or one of its readers assigns, transitively), so a check runs only that prefix; `run_exercise`
-executes it in a fresh kernel with the same stall-free client as `andrea_edu.notebook.execute`.
+once. `apply_change` makes the edited copy; `needed_cells` finds the cells the edit reaches (later
+code cells that read a name the edited cell, or one of its readers, assigns) and the earlier cells
+those need (the ones that assign what they read), so a check runs only them; `run_exercise`
+executes that in a fresh kernel with the same stall-free client as `andrea_edu.notebook.execute`.
 
     python -m andrea_edu.notebook.exercises book/three_matrices.ipynb 1   # fast mode
 """
@@ -89,67 +89,131 @@ def _only(nb, change):
     return one
 
 
-def _names(source: str) -> tuple[set[str], set[str]] | None:
-    """(names the cell assigns, names it reads); None when it does not parse (a magic, say)."""
+def _names(source: str) -> tuple[set[str], set[str], set[str]] | None:
+    """(names the cell assigns, names it changes in place: `x.a = 1`, `x[i] = 1`, `x += 1`,
+    names it reads); None when it does not parse (a magic, say) or star-imports."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None
-    stored, loaded = set(), set()
+    stored: set[str] = set()
+    changed: set[str] = set()
+    loaded: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (stored if isinstance(node.ctx, (ast.Store, ast.Del)) else loaded).add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             stored.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any(a.name == "*" for a in node.names):
+                return None
             stored.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             stored.update(node.names)
-    return stored, loaded
+        elif isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, ast.Store):
+            root = node.value
+            while isinstance(root, (ast.Attribute, ast.Subscript)):
+                root = root.value
+            if isinstance(root, ast.Name):
+                changed.add(root.id)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            changed.add(node.target.id)
+    return stored, changed, loaded
 
 
-def needed_cells(nb, changed: int) -> int:
-    """Index of the last cell a run must reach to show every effect of editing cell `changed`:
-    the last later code cell that reads a name assigned by the edited cell or, transitively, by
-    a cell that reads one. A cell that does not parse counts as a reader (run it to be safe)."""
-    first = _names(nb.cells[changed].source)
-    tainted = set(first[0]) if first else set()
-    last = changed
-    for i in range(changed + 1, len(nb.cells)):
-        c = nb.cells[i]
-        if c.cell_type != "code":
+def _reach(nb, changed: int, names: dict) -> set[int]:
+    """The edited cell and every later code cell that reads a name it, or (transitively) one of
+    those readers, assigns or changes."""
+    st, ch, _ = names[changed]
+    tainted, keep = set(st) | set(ch), {changed}
+    for i in sorted(i for i in names if i > changed):
+        n = names[i]
+        if n is None or n[2] & tainted:
+            keep.add(i)
+            if n is not None:
+                tainted |= n[0] | n[1]
+    return keep
+
+
+def needed_cells(nb, changed) -> list[int]:
+    """Indices of the code cells a run must execute to show every effect of editing cell
+    `changed` (an index, or several), in order. Forward: each edited cell and every later code
+    cell that reads a name it, or (transitively) one of those readers, assigns or changes.
+    Backward: every earlier cell that assigns or changes a name a kept cell after it still
+    needs. A cell that does not parse is kept (run to be safe), and every cell is when an edited
+    one does not parse. A cell is skipped only when nothing kept reads what it assigns: its own
+    output (a figure, a table) is not part of the exercise; whole chapters run in test_notebooks."""
+    edited = [changed] if isinstance(changed, int) else list(changed)
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    names = {i: _names(nb.cells[i].source) for i in code}
+    if any(names.get(e) is None for e in edited):
+        return code
+    keep = set().union(*(_reach(nb, e, names) for e in edited))
+    need: set[str] = set()
+    for i in reversed(code[: code.index(max(keep)) + 1]):
+        n = names[i]
+        if i not in keep and n is not None and not ((n[0] | n[1]) & need):
             continue
-        names = _names(c.source)
-        if first is None or names is None or names[1] & tainted:
-            last = i
-            if names is not None:
-                tainted |= names[0]
-    return last
+        keep.add(i)
+        if n is not None:
+            need = (need - n[0]) | n[2] | n[1]
+    return sorted(keep)
 
 
-def exercise_notebook(nb, change: dict):
-    """The notebook a check executes: the change made, cut after the last cell it reaches."""
-    new, idx = apply_change(nb, change)
-    new.cells = new.cells[: needed_cells(new, idx) + 1]
+def _cell_of(nb, change: dict) -> int:
+    return next(i for i, c in enumerate(nb.cells) if change["cell_tag"] in c.metadata.get("tags", []))
+
+
+def batches(nb) -> list[list[int]]:
+    """The exercise numbers of nb grouped so that one kernel run can check each group: changes
+    to different cells, none of which the others' edits reach (so each shows its own effect)."""
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    names = {i: _names(nb.cells[i].source) for i in code}
+    groups: list[tuple[list[int], set[int], set[int]]] = []  # (numbers, edited cells, reached)
+    for ch in changes(nb):
+        cell = _cell_of(nb, ch)
+        reach = _reach(nb, cell, names) if names.get(cell) is not None else set(code)
+        for nums, cells, reached in groups:
+            if cell not in reached and not (reach & cells):
+                nums.append(ch["exercise"])
+                cells.add(cell)
+                reached |= reach
+                break
+        else:
+            groups.append(([ch["exercise"]], {cell}, set(reach)))
+    return [g[0] for g in groups]
+
+
+def exercise_notebook(nb, change):
+    """The notebook a check executes: the change (a dict, or a list of non-interfering ones)
+    made, and only the cells it needs (needed_cells)."""
+    new, cells = nb, []
+    for ch in [change] if isinstance(change, dict) else change:
+        new, idx = apply_change(new, ch)
+        cells.append(idx)
+    new.cells = [new.cells[i] for i in needed_cells(new, cells)]
     return new
 
 
-def run_exercise(path, number: int, timeout: float = 600) -> dict:
-    """Execute exercise `number` of chapter `path` (fast mode is the caller's ANDREA_FAST);
-    returns {exercise, cells, seconds, ok, error} as `execute.execute_nb` does."""
+def run_exercise(path, number, timeout: float = 600) -> dict:
+    """Execute exercise `number` (or a list of numbers, in one kernel) of chapter `path`; fast
+    mode is the caller's ANDREA_FAST. Returns {exercise, cells, seconds, ok, error}, as
+    `execute.execute_nb` does."""
     import nbformat
 
     from andrea_edu.notebook.execute import execute_nb
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    change = next((c for c in changes(nb) if c.get("exercise") == number), None)
-    if change is None:
-        raise ValueError(f"number: {path.name} has no runnable exercise {number}; it has "
-                         f"{[c.get('exercise') for c in changes(nb)]}")
-    ex = exercise_notebook(nb, change)
+    numbers = [number] if isinstance(number, int) else list(number)
+    by_number = {int(c["exercise"]): c for c in changes(nb) if "exercise" in c}
+    missing = [n for n in numbers if n not in by_number]
+    if missing:
+        raise ValueError(f"number: {path.name} has no runnable exercise {missing[0]}; it has "
+                         f"{sorted(by_number)}")
+    ex = exercise_notebook(nb, [by_number[n] for n in numbers])
     r = execute_nb(ex, path.parent, timeout)
-    return {"exercise": number, "cells": len(ex.cells), **r}
+    return {"exercise": numbers, "cells": len(ex.cells), **r}
 
 
 def main(argv=None) -> int:
