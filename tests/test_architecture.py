@@ -277,8 +277,10 @@ def re_exports(mod: str, mods) -> list[str]:
                 and ((n.module or "").startswith("andrea_edu") or n.level) for a in n.names]
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     for n in tree.body:
-        if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in n.targets):
-            used |= {e.value for e in n.value.elts if isinstance(e, ast.Constant)}
+        if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in n.targets) \
+                and isinstance(n.value, (ast.List, ast.Tuple)):
+            used |= {e.value for e in n.value.elts
+                     if isinstance(e, ast.Constant) and isinstance(e.value, str)}
     return [name for name in imported if name not in used]
 
 
