@@ -130,8 +130,33 @@ def rerun_unpinned(module: str) -> int | None:
     if not timing_process_is_pinned():
         return None
     import subprocess
-    return subprocess.run([sys.executable, "-m", module, *sys.argv[1:]],
-                          env=native_isa_env()).returncode
+    rc = subprocess.run([sys.executable, "-m", module, *sys.argv[1:]],
+                        env=native_isa_env()).returncode
+    return child_status(f"python -m {module}", rc)
+
+
+def signal_name(rc: int) -> str | None:
+    """'SIGSEGV (segmentation fault)' for a child's negative return code, else None."""
+    import signal
+    if rc >= 0:
+        return None
+    try:
+        sig = signal.Signals(-rc)
+    except ValueError:
+        return f"signal {-rc}"
+    desc = signal.strsignal(sig) if hasattr(signal, "strsignal") else None
+    return f"{sig.name} ({desc.lower()})" if desc else sig.name
+
+
+def child_status(what: str, rc: int) -> int:
+    """A child's exit status for the parent to return: a child killed by a signal is reported in
+    one line on stderr (which signal) and becomes 128 + its number, as a shell reports it."""
+    name = signal_name(rc)
+    if name is None:
+        return rc
+    print(f"{what}: the process died from {name}; nothing it was writing was replaced "
+          f"(writes are atomic)", file=sys.stderr)
+    return 128 - rc
 
 
 def git_commit() -> str:
@@ -142,12 +167,15 @@ def git_commit() -> str:
         return os.environ["ANDREA_GIT_COMMIT"]
     import subprocess
     here = Path(__file__).resolve().parent  # andrea_edu/
-    run = dict(cwd=here, capture_output=True, text=True, timeout=10)
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=here, capture_output=True, text=True,
+                              timeout=10).stdout
+
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
+        sha = git("rev-parse", "HEAD").strip()
         if not sha:
             return "unknown"
-        changed = subprocess.run(["git", "status", "--porcelain", "--", "."], **run).stdout
+        changed = git("status", "--porcelain", "--", ".")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     files = sorted(line[3:] for line in changed.splitlines() if line[3:])
@@ -239,13 +267,17 @@ def where_looked(name: str) -> str:
 
 def write_json_atomic(path, obj, **dumps_kw) -> Path:
     """Write obj as JSON to path through a temporary file in the same folder and os.replace:
-    a reader (or a crash) sees the old file or the new one, never half of one."""
+    a reader (or a crash) sees the old file or the new one, never half of one. In a folder
+    with a SHA256SUMS (book/data), the file and its new sha256 there are written as one unit."""
     import json
     import tempfile
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(obj, **dumps_kw) + "\n"
+    if (path.parent / MANIFEST).is_file():
+        write_files_as_unit([(path, lambda tmp: tmp.write_text(text))])
+        return path
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
@@ -263,12 +295,78 @@ def write_json_atomic(path, obj, **dumps_kw) -> Path:
     return path
 
 
-def write_files_as_unit(items) -> list[Path]:
+class DataFileError(ValueError):
+    """A data file that cannot be trusted. str() is one line: the file, the field, what was
+    expected and what was found. Every loader's own error (bench ResultsFileError, sweep
+    SweepFileError, real-text RunFileError) is a subclass, so a chapter catches this one."""
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(str(message).split()))  # one line, whatever it quotes
+
+
+def first_nonfinite(obj, where: str = "", skip=None) -> str | None:
+    """The path (e.g. "runs[3].scores[0][1]") of the first NaN or infinity in a parsed JSON
+    tree, or None; skip(path) -> True leaves a subtree out (a field where NaN means "none")."""
+    import math
+    if skip is not None and skip(where):
+        return None
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else (where or "$")
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for k, v in items:
+        got = first_nonfinite(v, f"{where}.{k}" if isinstance(k, str) else f"{where}[{k}]", skip)
+        if got:
+            return got.lstrip(".")
+    return None
+
+
+MANIFEST = "SHA256SUMS"  # beside committed data: "<sha256>  <name>" per line (sha256sum -c reads it)
+
+
+def read_manifest(folder) -> dict[str, str]:
+    """{file name: sha256} of folder/SHA256SUMS ({} when there is none); ValueError naming the
+    manifest and the line when it is damaged."""
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        return {}
+    out = {}
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split(None, 1)
+        if len(parts) != 2 or len(parts[0]) != 64 or any(c not in "0123456789abcdef" for c in parts[0]):
+            raise ValueError(f"{path}: line {i} is not '<64 hex digits>  <file name>'")
+        out[parts[1].strip().lstrip("*")] = parts[0]
+    return out
+
+
+def manifest_problem(path) -> str | None:
+    """None when `path` is not listed in its folder's SHA256SUMS or matches it; otherwise one
+    line saying that the file differs from the sha256 recorded when it was written (a damaged
+    or hand-edited file: the values it holds are not the ones the command wrote)."""
+    import hashlib
+    path = Path(path)
+    try:
+        want = read_manifest(path.parent).get(path.name)
+    except (OSError, ValueError) as e:
+        return f"its folder's {MANIFEST} cannot be read ({e})".replace("\n", " ")
+    if want is None:
+        return None
+    got = hashlib.sha256(path.read_bytes()).hexdigest()
+    if got != want:
+        return (f"content differs from the sha256 recorded for it in {MANIFEST} (damaged or "
+                f"edited by hand: rewrite it with the command that made it, which updates "
+                f"{MANIFEST})")
+    return None
+
+
+def write_files_as_unit(items, manifest: bool | None = None) -> list[Path]:
     """Write several files as one unit, all or nothing. items: [(path, write)], write(tmp) fills
     a temporary file beside `path`. Every file is first written to its temporary name; then each
     is renamed over its target in order (put the file that names the others, the JSON, last); a
     failure anywhere removes every temporary file and puts back the files already replaced
     (from hard-linked backups), so the folder holds the old set or the new one."""
+    import hashlib
     items = [(Path(p), w) for p, w in items]
     tag = f"{os.getpid()}"
     tmps = [p.with_name(f".{p.name}.{tag}.tmp") for p, _ in items]
@@ -277,6 +375,19 @@ def write_files_as_unit(items) -> list[Path]:
         for (path, write), tmp in zip(items, tmps):
             path.parent.mkdir(parents=True, exist_ok=True)
             write(tmp)
+        folders = {p.parent for p, _ in items}
+        if manifest is None:  # the manifest of a folder that has one is kept up to date
+            manifest = len(folders) == 1 and (next(iter(folders)) / MANIFEST).is_file()
+        if manifest:
+            folder = next(iter(folders))
+            sums = read_manifest(folder)
+            sums.update({p.name: hashlib.sha256(t.read_bytes()).hexdigest()
+                         for (p, _), t in zip(items, tmps)})
+            text = "".join(f"{h}  {n}\n" for n, h in sorted(sums.items()))
+            mpath = folder / MANIFEST
+            items.append((mpath, None))
+            tmps.append(mpath.with_name(f".{MANIFEST}.{tag}.tmp"))
+            tmps[-1].write_text(text)
         for (path, _), tmp in zip(items, tmps):
             bak = None
             if path.exists():
@@ -288,8 +399,8 @@ def write_files_as_unit(items) -> list[Path]:
                 except OSError:  # a file system without hard links: a copy
                     import shutil
                     shutil.copy2(path, bak)
+            done.append((path, bak))  # before the rename: a failed rename still cleans up
             os.replace(tmp, path)
-            done.append((path, bak))
     except BaseException:
         for path, bak in reversed(done):
             with contextlib.suppress(OSError):

@@ -149,8 +149,8 @@ def _sweep_mutations():
         o["runs"][1]["param_count"] = "many"
     return {"truncated": (truncated, "not valid JSON"), "duplicate": (duplicate, "appears twice"),
             "key_mismatch": (key_mismatch, "settings say"),
-            "negative_loss": (negative_loss, "negative or infinite loss"),
-            "score_above_one": (score_above_one, "outside [0, 1]"),
+            "negative_loss": (negative_loss, "train_loss must be finite and in"),
+            "score_above_one": (score_above_one, "scores must be finite and in [0, 1]"),
             "missing": (missing, "'probes' is missing"), "wrong_type": (wrong_type, "param_count")}
 
 

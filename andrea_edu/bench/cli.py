@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 
 from andrea_edu.bench import suites as bench_cases
-from andrea_edu.bench.args import (check_device, check_int, check_number, check_out_dir, fail,
+from andrea_edu.bench.args import (check_device, check_int, check_number, check_out_dir,
+                                   check_threads, fail,
                                    first_problem)
 from andrea_edu.bench.results import data_dir, write_results
 from andrea_edu.bench.timing import pick_device
@@ -61,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--threads", type=int, default=None,
                        help="torch CPU threads while measuring, an integer >= 1 (default on a "
                             "CPU: 1)")
-        p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
+        p.add_argument("--no-progress", action="store_true",
+                       help="draw no tqdm progress bar on stderr (logs stay clean)")
         p.add_argument("--keep-going", action="store_true",
                        help="record an invalid backend and go on (exit status 1 at the end)")
         p.add_argument("--replace", action="store_true",
@@ -69,7 +71,9 @@ def _parser() -> argparse.ArgumentParser:
                             "of full-size measurements")
     g = sub.add_parser("gpu-check", help="andrea_edu.bench.gpucheck.main (extra arguments "
                        "passed on; see gpu-check --help)")
-    g.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for gpucheck")
+    g.add_argument("rest", nargs=argparse.REMAINDER,
+                   help="everything after gpu-check, passed on untouched (e.g. --out DIR; see "
+                        "gpu-check --help)")
     return ap
 
 
@@ -77,7 +81,7 @@ def _check_args(args) -> str | None:
     """One line naming the first bad flag and what is allowed, or None (before any work)."""
     return first_problem(check_int("--repeats", args.repeats, 1),
                          check_int("--warmup", args.warmup, 0),
-                         check_int("--threads", args.threads, 1),
+                         check_threads("--threads", args.threads),
                          check_number("--budget-s", args.budget_s, 0.0),
                          check_device("--device", args.device),
                          check_out_dir("--out", args.out))

@@ -28,7 +28,9 @@ import os
 import warnings
 from pathlib import Path
 
-from andrea_edu.env import data_search_dirs, where_looked, write_json_atomic
+from andrea_edu.env import (DataFileError, data_search_dirs, first_nonfinite, manifest_problem,
+                            where_looked,
+                            write_json_atomic)
 
 SCHEMA_VERSION = 1
 SUITES = ("headdim", "projections", "layout")
@@ -79,8 +81,9 @@ SCHEMA = {
 
 def _mini_validate(obj, schema: dict, path: str = "$") -> None:
     """The subset of JSON Schema used above, for machines without jsonschema (the GPU image)."""
-    types: dict[str, type | tuple[type, ...]] = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
-             "null": type(None)}
+    types: dict[str, type | tuple[type, ...]] = {
+        "object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
+        "null": type(None)}
     if "type" in schema:
         allowed = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         ok = any(isinstance(obj, types[t]) and not (t in ("integer", "number") and
@@ -103,7 +106,7 @@ def _mini_validate(obj, schema: dict, path: str = "$") -> None:
             _mini_validate(item, schema["items"], f"{path}[{i}]")
 
 
-class ResultsFileError(ValueError):
+class ResultsFileError(DataFileError):
     """A results file that is there but cannot be trusted: the message is one line, naming the
     file and the reason. A chapter shows it instead of "nothing was measured"."""
 
@@ -159,6 +162,140 @@ def validate_result(obj, expect_device: str | None = None, file_name: str | None
             if not math.isclose(r["tflops"], expect, rel_tol=1e-3, abs_tol=1e-12):
                 raise ValueError(f"{at}: tflops = {r['tflops']:.4g} but flops / median_ms gives "
                                  f"{expect:.4g} (a timing or the FLOP count was changed)")
+    _check_record_values(obj)
+
+
+_ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+# The layout suite's five measurements (bench.matmuls.layout_suite): each case has all five.
+SUITE_BACKENDS = {"layout": ("scores-contiguous", "scores-strided", "copy-contiguous",
+                             "sdpa-contiguous", "sdpa-strided")}
+MAX_ABS_ERR = 1.0  # outputs are averages of v rows of order 1: an error of 1 is a wrong kernel
+
+
+def expected_work(suite: str, r: dict) -> tuple[str, float] | None:
+    """("flops" or "bytes_moved", the value the file's flop_formula gives for r's params), or
+    None where the record's params do not determine it."""
+    p = r["params"]
+    try:
+        B, T, nh, hs = (int(p[k]) for k in ("B", "T", "n_head", "head_dim"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if suite == "headdim":
+        return "flops", 4 * B * nh * T * T * hs / (2 if p.get("causal") else 1)
+    if suite == "projections":
+        C = nh * hs
+        return "flops", 2 * B * T * C * 3 * C
+    if suite == "layout":
+        if r.get("bytes_moved") is not None:
+            return "bytes_moved", 2 * B * nh * T * hs * _ELEMENT_BYTES.get(p.get("dtype"), 0)
+        return "flops", 2 * B * nh * T * T * hs
+    return None
+
+
+def _check_record_values(obj: dict) -> None:
+    """What a schema cannot say about the records: no (case, backend) twice; params that agree
+    with each other (n_head x head_dim = d_model); FLOPs and bytes as the file's formula gives
+    them; GB/s and every time_ratio_to_<X> consistent with the medians; max_abs_err below
+    MAX_ABS_ERR; an "ok" record timed the settings' number of repeats."""
+    recs = obj["records"]
+    seen: dict[tuple[str, str], int] = {}
+    for i, r in enumerate(recs):
+        key = (r["case"], r["backend"])
+        if key in seen:
+            raise ValueError(f"records[{i}] ({key[0]}, {key[1]}) repeats records[{seen[key]}]: "
+                             f"one record per (case, backend)")
+        seen[key] = i
+    by_key = {(r["case"], r["backend"]): r for r in recs}
+    first: dict[str, tuple[int, dict]] = {}
+    for i, r in enumerate(recs):  # the backends of one case measure the same problem
+        first_i, first_params = first.setdefault(r["case"], (i, r["params"]))
+        if r["params"] != first_params:
+            diff = sorted(k for k in set(r["params"]) | set(first_params)
+                          if r["params"].get(k) != first_params.get(k))
+            raise ValueError(f"records[{i}] ({r['case']}, {r['backend']}): params differ from "
+                             f"records[{first_i}] of the same case in {diff}")
+    shapes = obj["settings"].get("shapes")
+    if shapes is not None:
+        if not isinstance(shapes, dict):
+            raise ValueError(f"settings.shapes must be an object, got {type(shapes).__name__}")
+        for name, sh in shapes.items():
+            if not (isinstance(sh, dict) and all(isinstance(sh.get(k), int) and not isinstance(
+                    sh.get(k), bool) and sh[k] >= 1 for k in ("B", "T", "d_model"))):
+                raise ValueError(f"settings.shapes.{name} must hold integers B, T, d_model >= 1, "
+                                 f"got {sh}")
+        used = sorted({r["params"]["shape"] for r in recs if "shape" in r["params"]} - set(shapes))
+        if used:
+            raise ValueError(f"records use shape(s) {used} that settings.shapes does not define")
+    cases: dict[str, set] = {}
+    for r in recs:
+        cases.setdefault(r["case"], set()).add(r["backend"])
+    sets = {frozenset(b) for b in cases.values()}
+    if len(sets) > 1:
+        full = set().union(*cases.values())
+        case, have = next((c, b) for c, b in cases.items() if b != full)
+        raise ValueError(f"records: case {case!r} lacks backend(s) {sorted(full - have)} that "
+                         f"the other cases have (one record per case and backend)")
+    suite_backends = SUITE_BACKENDS.get(obj["suite"])
+    if suite_backends is not None and recs and set(suite_backends) != set().union(*cases.values()):
+        raise ValueError(f"records: the {obj['suite']} suite measures the backends "
+                         f"{list(suite_backends)}, "
+                         f"the file has {sorted(set().union(*cases.values()))}")
+    for i, r in enumerate(recs):
+        at = f"records[{i}] ({r['case']}, {r['backend']})"
+        p = r["params"]
+        for k in ("B", "T", "n_head", "head_dim", "d_model"):
+            v = p.get(k)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise ValueError(f"{at}: params.{k} = {v!r}; expected an integer >= 1")
+        if p.get("d_model") is not None and p["n_head"] * p["head_dim"] != p["d_model"] and \
+                obj["suite"] != "headdim":
+            raise ValueError(f"{at}: params n_head x head_dim = {p['n_head'] * p['head_dim']} "
+                             f"but d_model = {p['d_model']}")
+        if obj["suite"] == "layout" and r["status"] == "ok":
+            B, T, C, nh, hs = (p.get(k) for k in ("B", "T", "d_model", "n_head", "head_dim"))
+            for k, want in (("q_strides", [T * C, hs, C, 1]),  # the (B, nh, T, hs) view of (B, T, C)
+                            ("contiguous_strides", [nh * T * hs, T * hs, hs, 1])):
+                if p.get(k) != want:
+                    raise ValueError(f"{at}: params.{k} = {p.get(k)} but a (B, n_head, T, "
+                                     f"head_dim) = ({B}, {nh}, {T}, {hs}) tensor has {want}")
+        ops = r.get("aten_ops")
+        if ops is not None and not (isinstance(ops, dict) and all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                for k, v in ops.items())):
+            raise ValueError(f"{at}: aten_ops must map op names to counts >= 1, got {ops}")
+        if r["status"] != "ok":
+            continue
+        need = ["median_ms", "repeats", "max_abs_err", "bytes_moved" if "bytes_moved" in r else "flops"]
+        missing = [k for k in need if r.get(k) is None]
+        if missing:
+            raise ValueError(f"{at} is 'ok' but lacks {missing}")
+        work = expected_work(obj["suite"], r)
+        if work is not None and r.get(work[0]) is not None and not math.isclose(
+                r[work[0]], work[1], rel_tol=1e-9):
+            raise ValueError(f"{at}: {work[0]} = {r[work[0]]:.6g} but the file's formula gives "
+                             f"{work[1]:.6g} for its params")
+        if r.get("bytes_moved") is not None and r.get("gb_per_s") is not None and not math.isclose(
+                r["gb_per_s"], r["bytes_moved"] / (r["median_ms"] * 1e-3) / 1e9, rel_tol=1e-6):
+            raise ValueError(f"{at}: gb_per_s = {r['gb_per_s']:.4g} but bytes_moved / median_ms "
+                             f"gives {r['bytes_moved'] / (r['median_ms'] * 1e-3) / 1e9:.4g}")
+        if r.get("max_abs_err") is not None and not r["max_abs_err"] < MAX_ABS_ERR:
+            raise ValueError(f"{at}: max_abs_err = {r['max_abs_err']} is not below {MAX_ABS_ERR} "
+                             f"(attention outputs are of order 1: the result would be wrong)")
+        reps = obj["settings"].get("repeats")
+        if r.get("repeats") is not None and reps is not None and r["repeats"] != reps:
+            raise ValueError(f"{at}: repeats = {r['repeats']} but settings.repeats = {reps}")
+        for k, v in r.items():
+            if not k.startswith("time_ratio_to_") or v is None:
+                continue
+            x = k[len("time_ratio_to_"):]
+            ref = by_key.get((r["case"], x)) or by_key.get(
+                (r["case"], r["backend"].split("-")[0] + "-" + x))
+            if ref is None or ref["status"] != "ok" or not ref.get("median_ms"):
+                raise ValueError(f"{at}: {k} = {v} but the case has no measured {x!r} record")
+            want = r["median_ms"] / ref["median_ms"]
+            if not math.isclose(v, want, rel_tol=1e-6):
+                raise ValueError(f"{at}: {k} = {v:.6g} but median_ms / {ref['backend']}'s "
+                                 f"median_ms = {want:.6g}")
 
 
 def data_dir() -> Path:
@@ -204,11 +341,18 @@ def read_results_file(path, expect_device: str | None = None) -> dict:
     reason) when it cannot be trusted."""
     path = Path(path)
     try:
-        obj = json.loads(path.read_text(), parse_constant=_reject_constant)
+        obj = json.loads(path.read_text(), parse_constant=lambda c: float(c))
     except json.JSONDecodeError as e:
         raise ResultsFileError(f"{path}: not valid JSON (truncated or damaged?): {e}") from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise ResultsFileError(f"{path}: {e}") from None
+    problem = manifest_problem(path)
+    if problem:
+        raise ResultsFileError(f"{path}: {problem}")
+    bad = first_nonfinite(obj)
+    if bad:
+        raise ResultsFileError(f"{path}: {bad} is NaN or Infinity; every number in a results "
+                               f"file must be finite (null where nothing was measured)")
     try:
         if not isinstance(obj, dict):
             raise ValueError(f"top level is {type(obj).__name__}, not an object")

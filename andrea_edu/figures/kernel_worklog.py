@@ -429,7 +429,8 @@ def fragment_figure():
 
 # ------------------------------------------------------------------ SASS evidence and the model
 MIX = ("HMMA", "LDSM", "LDS", "STS", "LD", "LDG", "LDGSTS", "SHFL", "MUFU.EX2", "BAR")
-MODEL_STYLE: dict[str, Any] = dict(facecolor="none", hatch="///", linewidth=1.2)  # no measurement is drawn so
+# A model is drawn hatched and unfilled; no measurement is drawn so.
+MODEL_STYLE: dict[str, Any] = dict(facecolor="none", hatch="///", linewidth=1.2)
 MODEL_LABEL = "model (lower bound from SASS counts)"
 
 
@@ -444,6 +445,15 @@ def clock_sentence(tm) -> str:
             for key, c in tm.TENSOR_CEILING.items()]
     return ("The model's one clock, for every term: " + "; ".join(parts)
             + ". The tensor ceiling of HMMA.16816: " + "; ".join(ceil) + ".")
+
+
+def check_head_dim(hs: int) -> int:
+    """hs when this chapter precomputed it (HEAD_DIMS: the head_dims all three kernels compile
+    for), else a one-line ValueError naming the allowed values, before any long work."""
+    if hs not in HEAD_DIMS:
+        raise ValueError(f"hs={hs!r}: this chapter compiles and models head_dim "
+                         f"{', '.join(map(str, HEAD_DIMS))} only; set hs to one of them")
+    return hs
 
 
 def band_phrase(m: dict) -> str:

@@ -41,8 +41,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from andrea_edu.env import (__version__, cpu_provenance, data_search_dirs, find_data_file,
-                            git_commit, same_cpu_numerics, where_looked, write_json_atomic)
+from andrea_edu.env import (DataFileError, __version__, cpu_provenance, data_search_dirs,
+                            find_data_file, first_nonfinite, git_commit, manifest_problem,
+                            same_cpu_numerics, where_looked, write_json_atomic)
 from andrea_edu.bench.args import check_int, check_out_file, fail, first_problem
 from andrea_edu.heads.training import Run, Settings, default_settings, train
 
@@ -137,7 +138,7 @@ def find_data(name: str = DATA_NAME, say: bool = True) -> Path | None:
 
 
 # ---------------------------------------------------------------- the file's schema
-class SweepFileError(ValueError):
+class SweepFileError(DataFileError):
     """A sweep file that cannot be trusted; the message is one line naming the file and why."""
 
 
@@ -163,10 +164,87 @@ def _finite(x) -> bool:
     return bool(np.isfinite(a[~np.isnan(a)]).all())  # NaN is allowed: "no such position"
 
 
+def _array(bad, at: str, value, shape: tuple) -> np.ndarray:
+    try:
+        a = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        bad(f"{at} must be an array of numbers of shape {shape}, got a non-numeric or ragged entry")
+    if a.shape != shape:
+        bad(f"{at} has shape {a.shape}, expected {shape}")
+    return a
+
+
+def _in_range(bad, at: str, a: np.ndarray, lo: float, hi: float, what: str,
+              nan_ok: bool = False) -> None:
+    ok = (a >= lo) & (a <= hi) | (np.isnan(a) if nan_ok else False)
+    if not np.all(ok):
+        bad(f"{at} must be {'finite and ' if not nan_ok else ''}in [{lo:g}, {hi:g}] ({what}), "
+            f"got {np.asarray(a)[~ok][:1].tolist()}")
+
+
+def _check_values(bad, at: str, r: dict, st: Settings) -> None:
+    """The values of one run: what each quantity can take, and agreement between fields."""
+    from andrea_edu.heads.corpus import VOCAB_SIZE
+    from andrea_edu.heads.measures import PATTERN_NAMES
+    from andrea_edu.heads.training import KEEP_TRAIN_STEPS
+    from andrea_edu.model import AndreaModel, count_parameters, count_parameters_by_part
+    top = 2 * np.log(VOCAB_SIZE)  # twice a uniform guess's loss: no run gets there
+    L, nh = st.n_layer, st.n_head
+    steps = list(range(0, st.steps, st.eval_every)) + [st.steps]
+    if r["eval_steps"] != steps:
+        bad(f"{at}.eval_steps must be 0, {st.eval_every}, ..., {st.steps}, got "
+            f"{str(r['eval_steps'])[:60]}")
+    n_eval = len(steps)
+    tl = _array(bad, f"{at}.train_loss", r["train_loss"], (min(st.steps, KEEP_TRAIN_STEPS),))
+    _in_range(bad, f"{at}.train_loss", tl, 1e-12, top, "a loss, at most 2 ln vocab")
+    el = _array(bad, f"{at}.eval_loss", r["eval_loss"], (n_eval, 4))
+    _in_range(bad, f"{at}.eval_loss[:, 0]", el[:, 0], 0, top, "the loss over all positions")
+    _in_range(bad, f"{at}.eval_loss", el, 0, top, "a loss, at most 2 ln vocab", nan_ok=True)
+    for p in range(1, 4):  # null/NaN: the fixed evaluation batch has no such position, ever
+        if np.isnan(el[:, p]).any() and not np.isnan(el[:, p]).all():
+            bad(f"{at}.eval_loss[:, {p}] holds NaN at some evaluations only; a pattern's loss "
+                f"is missing at every evaluation (no such position in the batch) or at none")
+    sc = _array(bad, f"{at}.scores", r["scores"], (n_eval, 3, L, nh))
+    _in_range(bad, f"{at}.scores", sc, 0, 1, "scores are probabilities")
+    for k, lo, hi, what in (("floors", 0, top, "a loss floor in nats"),
+                            ("chance", 0, 1, "a probability")):
+        if sorted(r[k]) != sorted(PATTERN_NAMES):
+            bad(f"{at}.{k} must have exactly the keys {list(PATTERN_NAMES)}")
+        _in_range(bad, f"{at}.{k}", _array(bad, f"{at}.{k}", list(r[k].values()), (3,)),
+                  lo, hi, what)
+    ab = _array(bad, f"{at}.ablation", r["ablation"], (L, nh, 4))
+    _in_range(bad, f"{at}.ablation", ab, -top, top, "a loss change in nats")
+    co = _array(bad, f"{at}.correlations", r["correlations"], (L, nh, nh))
+    _in_range(bad, f"{at}.correlations", co, -1, 1, "correlations")
+    if not (np.array_equal(co, co.transpose(0, 2, 1)) and
+            np.allclose(np.diagonal(co, axis1=1, axis2=2), 1, atol=1e-3)):
+        bad(f"{at}.correlations must be symmetric with 1 on the diagonal (a head with itself)")
+    want_steps = st.probe_steps()
+    if [p.get("step") for p in r["probes"]] != want_steps:
+        bad(f"{at}.probes must be at steps {want_steps} (settings.probe_steps())")
+    for j, p in enumerate(r["probes"]):
+        if sorted(p) != ["corr_max", "delta", "grad", "solo", "step"]:
+            bad(f"{at}.probes[{j}] must have exactly step, delta, solo, corr_max, grad")
+        for k, lo, hi, what in (("delta", -top, top, "a loss change"),
+                                ("solo", -top, top, "a loss change"),
+                                ("corr_max", -1, 1, "a correlation"),
+                                ("grad", 0, 1e6, "a gradient norm")):
+            _in_range(bad, f"{at}.probes[{j}].{k}",
+                      _array(bad, f"{at}.probes[{j}].{k}", p[k], (L, nh)), lo, hi, what)
+    meta = AndreaModel(st.model_config(), device="meta")
+    if r["param_count"] != count_parameters(meta) or r["param_by_part"] != \
+            count_parameters_by_part(meta):
+        bad(f"{at}.param_count/param_by_part must be the model's ({count_parameters(meta)}, "
+            f"{count_parameters_by_part(meta)}), got {r['param_count']}")
+
+
 def validate_sweep(obj, where: str = "sweep") -> None:
     """SweepFileError unless obj follows SWEEP_SCHEMA and its runs make sense: n_head and seed
-    match the run's settings, no (n_head, seed) twice, losses finite and not negative, scores in
-    [0, 1], non-negative times, settings Settings accepts."""
+    match the run's settings, no (n_head, seed) twice, exactly the runs the provenance's n_heads
+    x seeds name, settings the provenance's base_settings with that n_head and seed (when it
+    records them), and every value within what it can take (`_check_values`: losses finite, > 0
+    and at most 2 ln vocab; scores, chance in [0, 1]; correlations in [-1, 1], symmetric;
+    eval_steps and probe steps those the settings make; the parameter count the model's)."""
     def bad(msg):
         raise SweepFileError(f"{where}: {msg}")
     if not isinstance(obj, dict):
@@ -178,6 +256,7 @@ def validate_sweep(obj, where: str = "sweep") -> None:
         bad("'provenance' is not an object")
     if not isinstance(obj["runs"], list) or not obj["runs"]:
         bad("'runs' is not a non-empty list")
+    prov = obj["provenance"]
     seen = set()
     for i, r in enumerate(obj["runs"]):
         at = f"runs[{i}]"
@@ -192,34 +271,45 @@ def validate_sweep(obj, where: str = "sweep") -> None:
         if key in seen:
             bad(f"{at}: n_head={key[0]}, seed={key[1]} appears twice")
         seen.add(key)
+        missing = [f.name for f in dataclasses.fields(Settings) if f.name not in r["settings"]]
+        if missing:
+            bad(f"{at}.settings lack {missing}; a run records every field (a default would "
+                f"silently stand in)")
         try:
             st = Settings(**r["settings"])
+            st.check(machine=False)
         except TypeError as e:
+            bad(f"{at}.settings: {e}")
+        except ValueError as e:
             bad(f"{at}.settings: {e}")
         if (st.n_head, st.seed) != key:
             bad(f"{at}: n_head={key[0]}, seed={key[1]} but its settings say n_head={st.n_head}, "
                 f"seed={st.seed}")
-        for k in ("train_loss", "eval_loss", "ablation"):
-            try:
-                a = np.asarray(r[k], dtype=float)
-            except (TypeError, ValueError):
-                bad(f"{at}.{k} is not a numeric array")
-            if not _finite(a) or (k != "ablation" and (a[~np.isnan(a)] < 0).any()):
-                bad(f"{at}.{k} holds a negative or infinite loss")
-        try:
-            sc = np.asarray(r["scores"], dtype=float)
-        except (TypeError, ValueError):
-            bad(f"{at}.scores is not a numeric array")
-        if ((sc[~np.isnan(sc)] < 0) | (sc[~np.isnan(sc)] > 1)).any():
-            bad(f"{at}.scores: a score outside [0, 1] (scores are probabilities)")
+        if isinstance(prov.get("base_settings"), dict) and r["settings"] != {
+                **prov["base_settings"], "n_head": key[0], "seed": key[1]}:
+            diff = sorted(k for k in set(r["settings"]) | set(prov["base_settings"])
+                          if k not in ("n_head", "seed") and
+                          r["settings"].get(k) != prov["base_settings"].get(k))
+            bad(f"{at}.settings differ from provenance.base_settings in {diff} (only n_head "
+                f"and seed vary across the sweep)")
         if not r["train_loss"] or len(r["eval_steps"]) != len(r["eval_loss"]):
             bad(f"{at}: empty train_loss, or eval_steps and eval_loss of different lengths")
-        if min(r["wall_seconds"], r["cpu_seconds"]) < 0 or not _finite(
-                [r["wall_seconds"], r["cpu_seconds"]]):
-            bad(f"{at}: wall_seconds/cpu_seconds negative or not finite")
+        secs = [r["wall_seconds"], r["cpu_seconds"]]
+        if not _finite(secs) or any(x != x or x < 0 for x in secs):
+            bad(f"{at}: wall_seconds/cpu_seconds must be finite numbers >= 0, got {secs}")
         if not r["probes"] or any(not isinstance(p, dict) or "step" not in p or "grad" not in p
                                   for p in r["probes"]):
             bad(f"{at}.probes: empty, or a probe without 'step' and 'grad'")
+        _check_values(bad, at, r, st)
+    for k in ("n_heads", "seeds"):
+        v = prov.get(k)
+        if v is not None and (not isinstance(v, list) or len(set(map(str, v))) != len(v)):
+            bad(f"provenance.{k} must be a list without repeats, got {v}")
+    if isinstance(prov.get("n_heads"), list) and isinstance(prov.get("seeds"), list):
+        want = {(n, sd) for n in prov["n_heads"] for sd in prov["seeds"]}
+        if seen != want:
+            bad(f"runs must be exactly provenance.n_heads x seeds: missing "
+                f"{sorted(want - seen, key=str)[:3]}, unexpected {sorted(seen - want, key=str)[:3]}")
 
 
 def load_sweep(path=None) -> tuple[dict, dict]:
@@ -232,11 +322,17 @@ def load_sweep(path=None) -> tuple[dict, dict]:
         raise FileNotFoundError(f"{looked}: create it with `python -m "
                                 f"andrea_edu.heads.sweep --out book/data/{DATA_NAME}`")
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text(), parse_constant=lambda c: float("nan"))
     except json.JSONDecodeError as e:
         raise SweepFileError(f"{path}: not valid JSON (truncated or damaged?): {e}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise SweepFileError(f"{path}: cannot be read: {e}") from None
+    problem = manifest_problem(path)
+    if problem:
+        raise SweepFileError(f"{path}: {problem}")
+    bad = first_nonfinite(data, skip=lambda at: at.endswith(".eval_loss"))
+    if bad:
+        raise SweepFileError(f"{path}: {bad} is NaN or infinite; expected a finite number")
     validate_sweep(data, str(path))
     try:
         runs = {(d["n_head"], d["seed"]): Run.from_dict(d) for d in data["runs"]}
@@ -369,11 +465,14 @@ def _parser() -> argparse.ArgumentParser:
         "are pinned to AVX2 (ANDREA_CPU_ISA=native turns that off).")
     ap.add_argument("--out", default=f"book/data/{DATA_NAME}",
                     help="JSON file to write (atomically); default %(default)s")
+    ap.add_argument("--replace", action="store_true",
+                    help="replace an existing --out file (refused otherwise, before training)")
     ap.add_argument("--n-heads", type=int, nargs="+", default=list(N_HEADS), metavar="N",
                     help=f"head counts to train; each must divide d_model={d_model} "
                          f"(default: {' '.join(map(str, N_HEADS))})")
     ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), metavar="S",
-                    help=f"seeds, integers >= 0 (default: {' '.join(map(str, SEEDS))})")
+                    help=f"training seeds run for every n_head, integers >= 0 (default: "
+                         f"{' '.join(map(str, SEEDS))})")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                     help="parallel single-threaded training processes, 1.."
                          f"{os.cpu_count() or 1} (default %(default)s)")
@@ -391,8 +490,10 @@ def _check_args(args) -> str | None:
         return "--n-heads: a head count is given twice; allowed: distinct divisors of d_model"
     if any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
         return "--seeds: must be distinct integers >= 0"
+    exists = (f"--out: {args.out} exists; pass --replace to overwrite it, or choose another "
+              f"path" if args.out and Path(args.out).exists() and not args.replace else None)
     return first_problem(check_int("--workers", args.workers, 1, max(1, os.cpu_count() or 1)),
-                         check_out_file("--out", args.out, f"book/data/{DATA_NAME}"))
+                         check_out_file("--out", args.out, f"book/data/{DATA_NAME}"), exists)
 
 
 def main(argv=None) -> int:

@@ -10,15 +10,18 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..config import AndreaConfig
-from ..env import fast_mode, write_files_as_unit
+from ..env import (DataFileError, fast_mode, first_nonfinite, manifest_problem,
+                   write_files_as_unit)
 from ..model import AndreaModel
 from . import detectors as D
 from . import text_corpus as tc
@@ -159,7 +162,7 @@ def save_run(run: TextRun, path: Path, replace: bool = False) -> list[Path]:
     return [wpath, path]
 
 
-class RunFileError(ValueError):
+class RunFileError(DataFileError):
     """A committed run file that cannot be used; the message is one line naming file and reason."""
 
 
@@ -168,59 +171,161 @@ def _need(cond: bool, path: Path, reason: str) -> None:
         raise RunFileError(f"{path}: {reason}")
 
 
-def load_run(path: Path, with_model: bool = True) -> TextRun:
-    """Read and validate a run JSON (and its weights when with_model)."""
-    path = Path(path)
+def _numeric(d: dict, key: str, path: Path, shape: tuple) -> np.ndarray:
+    """d[key] as a float array of `shape` (JSON null -> nan); RunFileError otherwise."""
     try:
-        d = json.loads(path.read_text())
+        a = np.asarray(d[key], dtype=float)
+    except (TypeError, ValueError):
+        raise RunFileError(f"{path}: {key} must be an array of numbers of shape {shape}, got a "
+                           f"non-numeric or ragged entry") from None
+    _need(a.shape == shape, path, f"{key} has shape {a.shape}, expected {shape}")
+    return a
+
+
+def _seconds(d: dict, key: str, path: Path) -> float:
+    v = d[key]
+    _need(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0,
+          path, f"{key} must be a finite number of seconds >= 0, got {v!r}")
+    return float(v)
+
+
+def _weights_entry(d: dict, path: Path) -> tuple[Path, str]:
+    w: Any = d.get("weights")  # a JSON value, checked next
+    _need(isinstance(w, dict) and isinstance(w.get("file"), str) and isinstance(w.get("sha256"), str),
+          path, "weights must be an object with 'file' and 'sha256' strings")
+    _need(w["file"] == Path(w["file"]).name and w["file"].endswith(".pt"), path,
+          f"weights.file={w['file']!r} must be a .pt file name beside the JSON (no folder)")
+    _need(len(w["sha256"]) == 64 and all(c in "0123456789abcdef" for c in w["sha256"]), path,
+          "weights.sha256 must be 64 lowercase hex digits")
+    return path.with_name(w["file"]), w["sha256"]
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        d = json.loads(path.read_text(), parse_constant=lambda c: float("nan"))
     except (OSError, ValueError) as e:
-        raise RunFileError(f"{path}: unreadable ({type(e).__name__}: {e})".replace("\n", " ")) from None
+        raise RunFileError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
+    problem = manifest_problem(path)
+    _need(problem is None, path, problem or "")
+    bad = first_nonfinite(d)
+    _need(bad is None, path, f"{bad} is NaN or infinite; expected a finite number (null marks "
+          f"a missing value)")
     _need(isinstance(d, dict) and d.get("schema") == SCHEMA, path,
           f"schema must be {SCHEMA}, got {d.get('schema') if isinstance(d, dict) else type(d).__name__}")
+    return d
+
+
+def _settings(cls, d: dict, path: Path):
+    _need(isinstance(d.get("settings"), dict), path, "settings must be an object")
+    names = [f.name for f in dataclasses.fields(cls)]
+    missing = [k for k in names if k not in d["settings"]]
+    _need(not missing, path, f"settings lack {missing}; a run file records every field of "
+          f"{cls.__name__} (a default would silently stand in)")
+    try:
+        s = cls(**d["settings"])
+        s.check(machine=False)
+    except TypeError as e:
+        raise RunFileError(f"{path}: settings do not match {cls.__name__} ({e})") from None
+    except ValueError as e:  # SettingsError: the field and what is allowed
+        raise RunFileError(f"{path}: settings: {e}") from None
+    return s
+
+
+def load_run(path: Path, with_model: bool = True) -> TextRun:
+    """Read and validate a run JSON (and its weights when with_model): its structure and its
+    values (RunFileError, one line: the file, the field, what was expected). Values: the sha256
+    in the folder's SHA256SUMS when listed; settings TextSettings accepts (sizes >= 1, lr > 0);
+    eval_steps exactly 0, eval_every, ..., steps; losses finite, > 0 (training) or >= 0
+    (evaluation) and at most twice the uniform guess ln(vocab_size); scores in [0, 1], a
+    pattern's scores all missing exactly when its baseline is (no labelled query); baseline
+    in (0, 1); ablations finite within +-2 ln(vocab_size), their standard errors >= 0; times
+    >= 0; the weights file named, present, and matching its sha256."""
+    path = Path(path)
+    d = _read_json(path)
     for k in ("settings", "provenance", "train_loss", "eval_steps", "eval_loss", "scores",
               "baseline", "ablation", "ablation_se", "wall_seconds", "cpu_seconds"):
         _need(k in d, path, f"missing key {k!r}")
-    try:
-        s = TextSettings(**d["settings"])
-    except TypeError as e:
-        raise RunFileError(f"{path}: settings do not match TextSettings ({e})") from None
+    s = _settings(TextSettings, d, path)
     L, nh = s.n_layer, s.n_head
-    a = {k: np.asarray(d[k], dtype=float) for k in ("train_loss", "eval_loss", "scores",
-                                                     "baseline", "ablation", "ablation_se")}
-    n_eval = len(d["eval_steps"])
-    for k, shape in (("train_loss", (s.steps,)), ("eval_loss", (n_eval, 4)),
-                     ("scores", (n_eval, 3, L, nh)), ("baseline", (3,)),
-                     ("ablation", (L, nh, 4)), ("ablation_se", (L, nh, 4))):
-        _need(a[k].shape == shape, path, f"{k} has shape {a[k].shape}, expected {shape}")
-    _need(bool(np.isfinite(a["train_loss"]).all()) and a["train_loss"].min() > 0, path,
-          "train_loss must be finite and positive")
-    sc, bl = a["scores"], a["baseline"]  # nan: a pattern with no labelled query
-    _need(bool(np.isfinite(sc[:, tc.PREV]).all()), path, "previous-token scores must be finite")
-    _need(bool(((sc >= 0) & (sc <= 1) | np.isnan(sc)).all()), path, "scores must lie in [0, 1]")
-    _need(bool(((bl > 0) & (bl < 1) | np.isnan(bl)).all()), path, "baseline must lie in (0, 1)")
-    corpus_prov = d["provenance"].get("corpus", {})
-    _need("content_hash" in corpus_prov, path, "provenance.corpus.content_hash is missing")
+    _need(isinstance(d["provenance"], dict) and isinstance(d["provenance"].get("corpus"), dict),
+          path, "provenance.corpus must be an object")
+    corpus_prov = d["provenance"]["corpus"]
+    _need(isinstance(corpus_prov.get("content_hash"), str), path,
+          "provenance.corpus.content_hash is missing")
+    vocab = corpus_prov.get("vocab_size")
+    _need(isinstance(vocab, int) and not isinstance(vocab, bool) and vocab >= 2, path,
+          f"provenance.corpus.vocab_size must be an integer >= 2, got {vocab!r}")
+    steps = list(range(0, s.steps, s.eval_every)) + [s.steps]
+    _need(d["eval_steps"] == steps, path, f"eval_steps must be 0, {s.eval_every}, ..., {s.steps} "
+          f"(every eval_every steps and the last), got {str(d['eval_steps'])[:60]}")
+    n_eval = len(steps)
+    a = {k: _numeric(d, k, path, shape) for k, shape in (
+        ("train_loss", (s.steps,)), ("eval_loss", (n_eval, 4)), ("scores", (n_eval, 3, L, nh)),
+        ("baseline", (3,)), ("ablation", (L, nh, 4)), ("ablation_se", (L, nh, 4)))}
+    top = 2 * math.log(vocab)  # twice the loss of a uniform guess: no run gets there
+    tl = a["train_loss"]
+    _need(bool(np.isfinite(tl).all() and (tl > 0).all() and (tl <= top).all()), path,
+          f"train_loss must be finite and in (0, {top:.2f}] (2 ln vocab_size), got "
+          f"{tl[~(np.isfinite(tl) & (tl > 0) & (tl <= top))][:1].tolist()}")
+    sc, bl, el = a["scores"], a["baseline"], a["eval_loss"]
+    _need(bool(((bl > 0) & (bl < 1) | np.isnan(bl)).all()), path,
+          f"baseline must lie in (0, 1) (or null: no labelled query), got {bl.tolist()}")
+    _need(not np.isnan(bl[tc.PREV]), path, "baseline of the previous-token pattern is missing")
+    for p in range(3):
+        missing = np.isnan(sc[:, p])
+        _need(bool(missing.all() if np.isnan(bl[p]) else not missing.any()), path,
+              f"scores[:, {p}] must be all numbers (its baseline {bl[p]} is) or all null, "
+              f"got {int(missing.sum())} null of {missing.size}")
+        _need(bool(np.isnan(el[:, p + 1]).all() if np.isnan(bl[p]) else
+                   np.isfinite(el[:, p + 1]).all()), path,
+              f"eval_loss[:, {p + 1}] must be finite exactly when its pattern has a baseline")
+    ok = np.isnan(sc) | ((sc >= 0) & (sc <= 1))
+    _need(bool(ok.all()), path, f"scores must lie in [0, 1] (probabilities), got "
+          f"{sc[~ok][:1].tolist()}")
+    _need(bool(np.isfinite(el[:, 0]).all()), path, "eval_loss[:, 0] (all positions) must be finite")
+    fin = el[np.isfinite(el)]
+    _need(bool(((fin >= 0) & (fin <= top)).all()), path,
+          f"eval_loss must lie in [0, {top:.2f}] (2 ln vocab_size)")
+    for k in ("ablation", "ablation_se"):
+        x = a[k]  # column 1 + p is null for a pattern with no labelled query in the batch
+        for c in range(4):
+            col = x[..., c]
+            _need(bool(np.isfinite(col).all() or (c > 0 and np.isnan(col).all())), path,
+                  f"{k}[..., {c}] must be all numbers, or (a pattern absent from the ablation "
+                  f"batch) all null")
+        fin = x[np.isfinite(x)]
+        _need(bool((np.abs(fin) <= top).all() and (k == "ablation" or (fin >= 0).all())), path,
+              f"{k} must lie within {'0' if k == 'ablation_se' else f'-{top:.2f}'} .. "
+              f"{top:.2f} nats (2 ln vocab_size)")
+    wall, cpu = _seconds(d, "wall_seconds", path), _seconds(d, "cpu_seconds", path)
     model = None
     if with_model:
         _need("weights" in d, path, "no weights file is named (key 'weights')")
-        wpath = path.with_name(d["weights"]["file"])
-        _need(wpath.exists(), path, f"weights file {wpath.name} is missing")
-        _need(hashlib.sha256(wpath.read_bytes()).hexdigest() == d["weights"]["sha256"], path,
-              f"weights file {wpath.name} does not match the sha256 recorded in the run")
-        state = torch.load(wpath, map_location="cpu", weights_only=True)
-        vocab = corpus_prov.get("vocab_size")
-        model = AndreaModel(s.model_config(vocab), seed=s.seed)
-        try:
-            model.load_state_dict(state)
-        except RuntimeError as e:
-            raise RunFileError(f"{wpath}: weights do not fit the settings "
-                               f"({str(e).splitlines()[0]})") from None
-        model.eval()
+        wpath, sha = _weights_entry(d, path)
+        model = _load_weights(path, wpath, sha, s.model_config(vocab), s.seed)
     return TextRun(settings=s, provenance=d["provenance"], train_loss=a["train_loss"],
                    eval_steps=d["eval_steps"], eval_loss=a["eval_loss"], scores=a["scores"],
                    baseline=a["baseline"], ablation=a["ablation"], ablation_se=a["ablation_se"],
-                   wall_seconds=float(d["wall_seconds"]), cpu_seconds=float(d["cpu_seconds"]),
-                   model=model)
+                   wall_seconds=wall, cpu_seconds=cpu, model=model)
+
+
+def _load_weights(path: Path, wpath: Path, sha: str, cfg: AndreaConfig, seed: int) -> AndreaModel:
+    _need(wpath.is_file(), path, f"weights file {wpath.name} is missing")
+    _need(hashlib.sha256(wpath.read_bytes()).hexdigest() == sha, path,
+          f"weights file {wpath.name} does not match the sha256 recorded in the run")
+    try:
+        state = torch.load(wpath, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure is one line
+        raise RunFileError(f"{wpath}: not a weights file torch.load reads ({type(e).__name__})") from None
+    model = AndreaModel(cfg, seed=seed)
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError, AttributeError) as e:
+        raise RunFileError(f"{wpath}: weights do not fit the settings "
+                           f"({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    bad = [k for k, v in state.items() if not torch.isfinite(v).all()]
+    _need(not bad, wpath, f"weights {bad[:3]} hold NaN or infinity")
+    return model.eval()
 
 
 def find_data(name: str = RUN_FILE) -> Path | None:
@@ -262,20 +367,20 @@ def save_toy(run, path: Path, provenance: dict, replace: bool = False) -> list[P
 
 def load_toy(path: Path):
     """(settings, scores_after (3, L, nh), model, cpu_seconds) of a saved toy run; RunFileError
-    (one line: the file and the reason) when it cannot be used."""
+    (one line: the file, the field, what was expected) when it cannot be used: settings the toy
+    Settings accepts, scores in [0, 1], times >= 0, the weights file matching its sha256."""
     from . import training as toy_training
     path = Path(path)
-    try:
-        d = json.loads(path.read_text())
-        s = toy_training.Settings(**d["settings"])
-        sc = np.asarray(d["scores_after"], dtype=float)
-        cpu = float(d["cpu_seconds"])
-        wpath = path.with_name(d["weights"]["file"])
-        ok = hashlib.sha256(wpath.read_bytes()).hexdigest() == d["weights"]["sha256"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise RunFileError(f"{path}: unreadable ({type(e).__name__}: {e})".replace("\n", " ")) from None
-    _need(ok, path, f"weights file {wpath.name} does not match the sha256 recorded in the run")
-    _need(sc.shape == (3, s.n_layer, s.n_head), path, f"scores_after has shape {sc.shape}")
-    model = AndreaModel(s.model_config(), seed=s.seed)
-    model.load_state_dict(torch.load(wpath, map_location="cpu", weights_only=True))
-    return s, sc, model.eval(), cpu
+    d = _read_json(path)
+    for k in ("settings", "scores_after", "wall_seconds", "cpu_seconds", "provenance", "weights"):
+        _need(k in d, path, f"missing key {k!r}")
+    s = _settings(toy_training.Settings, d, path)
+    sc = _numeric(d, "scores_after", path, (3, s.n_layer, s.n_head))
+    _need(bool(np.isfinite(sc).all() and ((sc >= 0) & (sc <= 1)).all()), path,
+          "scores_after must be finite and lie in [0, 1] (probabilities)")
+    _seconds(d, "wall_seconds", path)
+    cpu = _seconds(d, "cpu_seconds", path)
+    _need(isinstance(d["provenance"], dict), path, "provenance must be an object")
+    wpath, sha = _weights_entry(d, path)
+    model = _load_weights(path, wpath, sha, s.model_config(), s.seed)
+    return s, sc, model, cpu

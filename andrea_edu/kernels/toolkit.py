@@ -100,6 +100,9 @@ def _header_candidates() -> list[Path]:
         if os.environ.get(var):
             cands.append(Path(os.environ[var]) / "include")
     cands.append(Path("/usr/local/cuda/include"))
+    nvcc = shutil.which("nvcc")   # an nvcc install keeps crt/mma.h in its include folder
+    if nvcc:
+        cands.append(Path(nvcc).resolve().parent.parent / "include")
     return cands
 
 
@@ -109,7 +112,8 @@ def include_dirs() -> list[str]:
     Looks in: the pip `nvidia` namespace package (nvidia/cu13/include, nvidia/cu12/include,
     nvidia/cuda_runtime/include + nvidia/cuda_crt/include, or + nvidia/cuda_nvcc/include for
     CUDA 12's wheels), cuda.pathfinder's answer,
-    then $CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include.
+    then $CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include, and the include
+    folder beside the nvcc on PATH.
     """
     cands = _header_candidates()
     for d in cands:

@@ -1,0 +1,258 @@
+"""Every committed data file, damaged one field at a time: each damage is refused with one line
+naming the file (and the field), or shown harmless because what the chapter reads is unchanged.
+
+The family of single-field damages (`mutations`): on a number, NaN, +inf, -inf, a string, x10
+and its negative; on a list, one entry deleted, one duplicated, a pair swapped; on an object,
+one key deleted. The files are large (the sweep holds about 60,000 numbers), so the damages are
+sampled deterministically: per file and per kind, up to PER_KIND places in the data and
+PER_KIND_PROV in the provenance block. Each damaged copy is written to a scratch folder and read
+with the loader the chapters use; "the chapter's output" is the digest of what the chapters read
+from it (`DIGESTS`).
+
+Two guards are measured apart:
+  * values alone (no SHA256SUMS beside the copy): the loaders' value checks. Every damage of a
+    kind that can never be a legitimate value (NaN, infinity, a string, an entry deleted or
+    duplicated) in the data fields must be caught or harmless; x10, negative and swapped values
+    can stay inside what the quantity can take, and are counted, not asserted.
+  * the manifest (book/data/SHA256SUMS beside the copy): every damage must be caught.
+Run with -s to see the counts.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import random
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from andrea_edu.bench import results as R
+from andrea_edu.env import MANIFEST, DataFileError, read_manifest
+from andrea_edu.heads import sweep as W
+from andrea_edu.heads import text_runs as TR
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "book" / "data"
+PER_KIND = 6
+PER_KIND_PROV = 2
+NUMBER_KINDS = ("nan", "inf", "-inf", "string", "x10", "negative")
+LIST_KINDS = ("delete", "duplicate", "swap")
+NEVER_LEGITIMATE = {"nan", "inf", "-inf", "string", "delete", "duplicate", "delete_key"}
+
+
+def _h(*parts) -> str:
+    m = hashlib.sha256()
+    for p in parts:
+        if isinstance(p, np.ndarray):
+            m.update(np.ascontiguousarray(p, dtype=np.float64).tobytes())
+        elif isinstance(p, torch.Tensor):
+            m.update(p.detach().double().contiguous().numpy().tobytes())
+        else:
+            m.update(json.dumps(p, sort_keys=True, default=str).encode())
+    return m.hexdigest()
+
+
+# ---------------------------------------------------------------- what the chapters read
+def _bench_digest(path):
+    obj = R.read_results_file(path, expect_device="cpu")
+    p = obj["provenance"]  # provenance_line and the chapters' captions
+    shown = {k: p.get(k) for k in ("device", "device_kind", "torch", "cuda", "driver",
+                                   "andrea_edu", "git_commit", "date", "load_avg_1min",
+                                   "cpu_threads")}
+    st = obj["settings"]  # captions read dtype, repeats; figures the shapes the records name
+    used = {r["params"].get("shape") for r in obj["records"]}
+    settings = {"dtype": st["dtype"], "repeats": st["repeats"], "timer": st["timer"],
+                "fast": st.get("fast", False),
+                "shapes": {k: v for k, v in (st.get("shapes") or {}).items() if k in used}}
+    records = [{k: v for k, v in r.items() if k != "aten_ops"} for r in obj["records"]]
+    return _h(records, settings, obj["suite"], shown)  # aten_ops: counted live, never read
+
+
+def _sweep_digest(path):
+    prov, runs = W.load_sweep(path)  # the chapter shows the whole provenance table
+    parts: list[Any] = [prov]
+    for key, r in sorted(runs.items()):
+        parts += [list(key), r.settings.__dict__, r.param_count, r.param_by_part, r.train_loss,
+                  r.eval_steps, r.eval_loss, r.scores, r.floors, r.chance, r.ablation,
+                  r.correlations, r.grad_norm, r.wall_seconds, r.cpu_seconds]
+        parts += [p[k] for p in r.probes for k in ("step", "delta", "solo", "corr_max")]
+    return _h(*parts)
+
+
+def _run_digest(path):
+    run = TR.load_run(path)
+    assert run.model is not None  # load_run loads the weights by default
+    p = run.provenance  # show_run_provenance, show_corpus, same_corpus
+    shown = {k: p.get(k) for k in ("produced_by", "date_utc", "cpu", "cores", "pins",
+                                   "cpu_capability", "mkl_cbwr", "torch", "python",
+                                   "git_commit", "code_hash")}
+    corpus = {k: p["corpus"].get(k) for k in ("content_hash", "python", "vocab_size")}
+    return _h(run.settings.__dict__, run.train_loss, run.eval_steps, run.eval_loss, run.scores,
+              run.baseline, run.ablation, run.ablation_se, run.wall_seconds, run.cpu_seconds,
+              shown, corpus, run.summary(0.01), *run.model.state_dict().values())
+
+
+def _toy_digest(path):
+    s, scores, model, cpu = TR.load_toy(path)  # the circuits read the model and its scores
+    return _h(s.__dict__, scores, cpu, *model.state_dict().values())
+
+
+DIGESTS = {"bench_headdim_cpu.json": _bench_digest, "bench_layout_cpu.json": _bench_digest,
+           "bench_projections_cpu.json": _bench_digest,
+           "specialization_sweep.json": _sweep_digest, "realtext_run.json": _run_digest,
+           "toy_lab_model.json": _toy_digest}
+
+
+def test_every_committed_data_file_has_a_digest():
+    committed = sorted(p.name for p in DATA.glob("*.json"))
+    assert committed == sorted(DIGESTS), "a new data file needs its loader and digest here"
+    listed = read_manifest(DATA)
+    assert sorted(listed) == sorted(p.name for p in DATA.iterdir() if p.name != MANIFEST)
+    for name, sha in listed.items():
+        assert hashlib.sha256((DATA / name).read_bytes()).hexdigest() == sha, name
+
+
+# ---------------------------------------------------------------- the family of damages
+def _places(obj, path=()):
+    """(path, value) of every number, list and object in a JSON tree."""
+    yield path, obj
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _places(v, path + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _places(v, path + (i,))
+
+
+def mutations(obj, name: str):
+    """[(kind, path)] sampled deterministically, per kind, from every place it applies to."""
+    cands: dict[str, tuple[list[tuple], list[tuple]]] = {
+        k: ([], []) for k in NUMBER_KINDS + LIST_KINDS + ("delete_key",)}
+    for path, v in _places(obj):
+        prov = "provenance" in path
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            for k in NUMBER_KINDS:
+                if k != "x10" or v not in (0, 1):  # x10 of 0 is no damage
+                    cands[k][prov].append(path)
+        elif isinstance(v, list) and v:
+            cands["delete"][prov].append(path)
+            cands["duplicate"][prov].append(path)
+            if len(v) > 1 and any(x != v[0] for x in v):
+                cands["swap"][prov].append(path)
+        elif isinstance(v, dict) and v:
+            cands["delete_key"][prov].append(path)
+    out = []
+    for kind, (in_data, in_prov) in cands.items():
+        rng = random.Random(f"{name}:{kind}")
+        out += [(kind, p, False) for p in rng.sample(in_data, min(PER_KIND, len(in_data)))]
+        out += [(kind, p, True) for p in rng.sample(in_prov, min(PER_KIND_PROV, len(in_prov)))]
+    return out
+
+
+def damage(obj, kind: str, path: tuple, seed: str):
+    obj = copy.deepcopy(obj)
+    *head, last = path if path else (None,)
+    parent = obj
+    for k in head:
+        parent = parent[k]
+    target = parent[last] if path else obj
+    rng = random.Random(seed)
+    if kind in NUMBER_KINDS:
+        v = target
+        parent[last] = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"),
+                        "string": "12.5 ms", "x10": v * 10,
+                        "negative": -v if v else -1}[kind]
+    elif kind == "delete":
+        del target[rng.randrange(len(target))]
+    elif kind == "duplicate":
+        i = rng.randrange(len(target))
+        target.insert(i, copy.deepcopy(target[i]))
+    elif kind == "swap":
+        pairs = [i for i in range(len(target) - 1) if target[i] != target[i + 1]]
+        i = rng.choice(pairs) if pairs else 0
+        target[i], target[i + 1] = target[i + 1], target[i]
+    elif kind == "delete_key":
+        del target[rng.choice(sorted(target))]
+    return obj
+
+
+def _folder(tmp: Path, name: str, manifest: bool) -> Path:
+    for p in DATA.iterdir():  # the weights beside their JSON, the manifest when asked
+        if p.suffix == ".pt" or (manifest and p.name == MANIFEST):
+            shutil.copy(p, tmp / p.name)
+    return tmp / name
+
+
+def _outcome(path: Path, digest, want: str) -> str:
+    try:
+        got = digest(path)
+    except DataFileError as e:
+        msg = str(e)
+        assert "\n" not in msg and msg.startswith(str(path.parent)), msg  # one line, the file
+        return "caught"
+    return "harmless" if got == want else "slipped"
+
+
+def _run_family(name: str, tmp_path: Path, manifest: bool, limit: int | None = None):
+    src = DATA / name
+    digest = DIGESTS[name]
+    want = digest(src)
+    obj = json.loads(src.read_text())
+    muts = mutations(obj, name)
+    if limit:
+        muts = random.Random(name).sample(muts, min(limit, len(muts)))
+    path = _folder(tmp_path, name, manifest)
+    tally: Counter[tuple[str, str, str]] = Counter()
+    slipped: list = []
+    for kind, p, prov in muts:
+        path.write_text(json.dumps(damage(obj, kind, p, f"{name}:{p}")))
+        out = _outcome(path, digest, want)
+        tally[(kind, "provenance" if prov else "data", out)] += 1
+        if out == "slipped":
+            slipped.append((kind, ".".join(map(str, p)), prov))
+    return muts, tally, slipped
+
+
+@pytest.mark.parametrize("name", sorted(DIGESTS))
+def test_value_checks_catch_every_impossible_damage(name, tmp_path):
+    muts, tally, slipped = _run_family(name, tmp_path, manifest=False)
+    caught = sum(n for (k, w, o), n in tally.items() if o == "caught")
+    harmless = sum(n for (k, w, o), n in tally.items() if o == "harmless")
+    print(f"\n{name}: {len(muts)} damages, values alone: {caught} caught, {harmless} harmless, "
+          f"{len(slipped)} slipped ({Counter(k for k, _, _ in slipped)})")
+    for s in slipped:
+        print("   slipped:", s)
+    bad = [s for s in slipped if s[0] in NEVER_LEGITIMATE and not s[2]]
+    assert not bad, f"damages no value check caught that change the chapter: {bad[:5]}"
+
+
+@pytest.mark.parametrize("name", sorted(DIGESTS))
+def test_the_manifest_catches_every_damage(name, tmp_path):
+    muts, tally, slipped = _run_family(name, tmp_path, manifest=True, limit=12)
+    print(f"\n{name}: {len(muts)} damages with {MANIFEST}: "
+          f"{sum(n for (k, w, o), n in tally.items() if o == 'caught')} caught")
+    assert not slipped, slipped
+
+
+@pytest.mark.parametrize("name", ["realtext_run.json", "toy_lab_model.json"])
+def test_damaged_weights_are_refused(name, tmp_path):
+    path = _folder(tmp_path, name, manifest=False)
+    shutil.copy(DATA / name, path)
+    w = tmp_path / json.loads(path.read_text())["weights"]["file"]
+    blob = bytearray(w.read_bytes())
+    for where in (len(blob) // 2, len(blob) - 1):
+        damaged = bytearray(blob)
+        damaged[where] ^= 0x01
+        w.write_bytes(bytes(damaged))
+        with pytest.raises(DataFileError, match="sha256") as e:
+            DIGESTS[name](path)
+        assert "\n" not in str(e.value)
+    w.write_bytes(bytes(blob[: len(blob) // 3]))
+    with pytest.raises(DataFileError, match="sha256"):
+        DIGESTS[name](path)
