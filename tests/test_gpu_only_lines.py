@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from typing import TypeGuard
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ LIST = ROOT / "tests" / "gpu_only_lines.md"
 RUNS_EVERYWHERE = {"is_available", "device_count"}
 
 
-def _is_site(node: ast.AST) -> bool:
+def _is_site(node: ast.AST) -> TypeGuard[ast.expr]:  # True only for an Attribute or a Call
     if isinstance(node, ast.Attribute):
         v = node.value
         if isinstance(v, ast.Attribute) and v.attr == "cuda" and \
