@@ -237,7 +237,7 @@ else
   if [ "$REHEARSE" = 1 ]; then   # what the GPU run imports must import here: collect the gpu tests
     t0=$(date +%s)
     if timeout 180 "$PY" -m pytest --collect-only -q -m gpu --noconftest -p no:cacheprovider \
-        tests/test_cuda.py tests/test_attention.py tests/test_emulator.py >"$logs/gpu_tests_collect.log" 2>&1; then
+        $(grep -l 'pytest.mark.gpu' tests/test_*.py) >"$logs/gpu_tests_collect.log" 2>&1; then
       record gpu-tests-collect pass $(( $(date +%s) - t0 )) 180 "$(tail -n1 "$logs/gpu_tests_collect.log")"
     else
       record gpu-tests-collect fail $(( $(date +%s) - t0 )) 180 "$(grep -m1 -E 'Error|error' "$logs/gpu_tests_collect.log" || echo 'timed out or no output')"
