@@ -13,6 +13,7 @@ each first checked clean, so that the error mypy reports is the planted one.
 from __future__ import annotations
 
 import configparser
+import os
 import re
 import shutil
 import subprocess
@@ -31,9 +32,13 @@ SKIPPED = ("torch", "numpy", "matplotlib")
 
 
 def _mypy(*args: str, cwd: Path, timeout: int = 900) -> tuple[int, str]:
-    """Run mypy in a subprocess (its memory, ~2 GB over torch, goes when it exits)."""
+    """Run mypy in a subprocess (its memory, ~2 GB over torch, goes when it exits). Without
+    PYTHONPATH: mypy treats modules under a PYTHONPATH folder as installed packages and does not
+    report their errors (book/_ext's, with PYTHONPATH=the repository), so the answer would
+    depend on the caller's environment."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MYPYPATH")}
     run = subprocess.run([sys.executable, "-m", "mypy", "--no-color-output", *args], cwd=cwd,
-                         capture_output=True, text=True, timeout=timeout)
+                         capture_output=True, text=True, timeout=timeout, env=env)
     return run.returncode, run.stdout + run.stderr
 
 
