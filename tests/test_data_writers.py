@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,6 +55,10 @@ class _Run:  # what save_run reads of a run
         return {"schema": TR.SCHEMA, "x": 1}
 
 
+def _stand_in(model) -> Any:  # a _Run passed where save_run expects a TextRun
+    return _Run(model)
+
+
 def _tiny_model():
     from andrea_edu.config import AndreaConfig
     from andrea_edu.model import AndreaModel
@@ -62,15 +67,15 @@ def _tiny_model():
 
 def test_save_run_refuses_existing_files_and_writes_both_beside(tmp_path):
     path = tmp_path / "my_experiment.json"
-    written = TR.save_run(_Run(_tiny_model()), path)
+    written = TR.save_run(_stand_in(_tiny_model()), path)
     assert written == [tmp_path / "my_experiment_model.pt", path]
     d = json.loads(path.read_text())
     assert d["weights"]["file"] == "my_experiment_model.pt"
     before = {p: p.read_bytes() for p in written}
     with pytest.raises(FileExistsError, match="replace"):
-        TR.save_run(_Run(_tiny_model()), path)
+        TR.save_run(_stand_in(_tiny_model()), path)
     assert {p: p.read_bytes() for p in written} == before  # nothing touched
-    TR.save_run(_Run(_tiny_model()), path, replace=True)
+    TR.save_run(_stand_in(_tiny_model()), path, replace=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my_experiment.json",
                                                           "my_experiment_model.pt"]
 
@@ -107,7 +112,8 @@ def test_writers_keep_a_folders_manifest_current(tmp_path):
     path = env.write_json_atomic(tmp_path / "x.json", {"v": 1})
     assert env.manifest_problem(path) is None and "x.json" in env.read_manifest(tmp_path)
     path.write_text('{"v": 2}\n')  # edited behind the writer's back
-    assert "differs from the sha256" in env.manifest_problem(path)
+    problem = env.manifest_problem(path)
+    assert problem is not None and "differs from the sha256" in problem
 
 
 # ---------------------------------------------------------------- the real-text command
