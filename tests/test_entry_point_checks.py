@@ -179,3 +179,34 @@ def test_compile_attention_refuses_a_bool_head_dim():
         nvrtc.compile_attention("v1", True, torch.float16)
     assert "head_dim=True" in _one_line(e)
 
+
+
+# ---------------------------------------------------------------- a busy machine
+def test_notebook_kernels_cap_their_thread_pools(monkeypatch):
+    from andrea_edu import env
+    before = torch.get_num_threads()
+    try:
+        for k in env.THREAD_VARS:
+            monkeypatch.delenv(k, raising=False)
+        monkeypatch.setattr(env.os, "cpu_count", lambda: 64)
+        assert env.cap_threads() == env.THREAD_CAP == 4
+        assert all(env.os.environ[k] == "4" for k in env.THREAD_VARS)
+        assert torch.get_num_threads() <= 4
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's choice stands
+        assert env.cap_threads() is None and env.os.environ["OMP_NUM_THREADS"] == "2"
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_dead_kernel_is_reported_with_its_signal():
+    import subprocess
+    import sys
+    from andrea_edu.notebook.execute import dead_kernel_reason
+    p = subprocess.Popen([sys.executable, "-c",
+                          "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"])
+    p.wait()
+    client = types.SimpleNamespace(km=types.SimpleNamespace(
+        provisioner=types.SimpleNamespace(process=p)))
+    msg = dead_kernel_reason(client)
+    assert "SIGABRT" in msg and "\n" not in msg
+    assert "no exit status" in dead_kernel_reason(object())
