@@ -1,19 +1,22 @@
 """andrea_edu: multi-head attention as ANDREA-120M computes it, on a CPU and on a real GPU.
 
 The library behind the ANDREA Attention book. Its folders follow the book's parts; imports point
-one way only: figures -> (heads, pipeline, bench) -> attention -> kernels -> core.
+one way only: figures -> (heads, pipeline) -> bench -> core (this folder) -> kernels; the
+notebook tooling uses only the core and bench's argument checks. The kernels import nothing of
+the rest; this folder holds the core and nothing else (tests/test_architecture.py keeps it so).
 
     core (this folder)  config       AndreaConfig, the presets, exact parameter counts
                         projections  per-head vs fused Q/K/V vs c_attn, split/merge heads, W_O
                         layout       how the heads sit in memory: views, strides, contiguity
-                        model        a small GPT-style ANDREA (nn.Module)
                         attention    the one entry point: which backend ran, and why
+                        model        a small GPT-style ANDREA (nn.Module); its forward calls attention
                         env          run-time switches (fast mode, book build, CPU ISA pins)
     kernels/   the .cu sources, their limits, NVRTC, launch, occupancy, grid, tiles, emulator
     heads/     the toy laboratory: corpus, training, head measures, gradient pressure, sweeps
     pipeline/  the forward pass as steps, its timing, op attribution, the token tracer
-    bench/     timing, FLOP formulas, provenance, suites, results schema, the CLI
-    figures/   one module per chapter, the slider, the "Checking the source" box
+    bench/     timing, FLOP formulas, provenance, suites, results schema, the CLI, the op counter
+    notebook/  tooling: the slider, its live renderer, the headless chapter runner
+    figures/   one module per chapter, shared drawing helpers, the "Checking the source" box
 
 The names below are what a reader calls first; everything else is one import away, e.g.
 `from andrea_edu.kernels import compile_attention`.

@@ -47,13 +47,21 @@ from typing import Any
 
 import torch
 
+from andrea_edu.kernels import registry
 from andrea_edu.kernels.limits import (DTYPES, V1_MAX_HEAD_DIM, V2_DTYPES,  # noqa: F401
                                       V2_HEAD_DIMS, V3_DTYPES, V3_HEAD_DIMS, _dtype_name,
                                       v1_ineligibility, v2_ineligibility, v3_ineligibility,
                                       validate_qkv)
 
-BACKENDS = ("auto", "reference", "sdpa", "emulator", "cuda-naive", "cuda-wmma", "cuda-flash")
-_KERNEL_BACKENDS = ("emulator", "cuda-naive", "cuda-wmma", "cuda-flash")
+_TORCH_BACKENDS = ("auto", "reference", "sdpa", "emulator")
+
+
+def backends() -> tuple[str, ...]:
+    """Every backend name: torch's and the emulator, then one per registered kernel."""
+    return _TORCH_BACKENDS + tuple(s.backend for s in registry.specs())
+
+
+BACKENDS = backends()  # at import: auto, reference, sdpa, emulator, cuda-naive, cuda-wmma, cuda-flash
 
 
 # Agreement with the fp32 reference, by input dtype: |out - ref| <= atol + rtol * |ref|.
@@ -113,8 +121,8 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
     a bool, a CUDA backend asked for on the CPU (with the fix: backend="emulator"), and the
     emulator asked for a head_dim no kernel runs.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend={backend!r} is not one of {BACKENDS}")
+    if backend not in backends():
+        raise ValueError(f"backend={backend!r} is not one of {backends()}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype={dtype} is not supported; allowed: "
                          f"{[_dtype_name(d) for d in DTYPES]}")
@@ -127,9 +135,7 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
                          f"10*major + minor, e.g. 90 for sm_90")
     if not isinstance(requires_grad, bool):
         raise ValueError(f"requires_grad={requires_grad!r} must be True or False")
-    no_v3 = v3_ineligibility(head_dim, dtype, sm if device_type == "cuda" else None)
-    no_v2 = v2_ineligibility(head_dim, dtype, sm if device_type == "cuda" else None)
-    no_v1 = v1_ineligibility(head_dim, sm if device_type == "cuda" else None)
+    gpu_sm = sm if device_type == "cuda" else None
     kw: dict[str, Any] = dict(requested=backend)
 
     if backend in ("reference", "sdpa"):
@@ -142,22 +148,16 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
         if device_type == "cuda":
             return Decision("sdpa", "the inputs require grad and andrea_edu's kernels are "
                             "forward-only: ran torch's sdpa (differentiable)",
-                            ("cuda-flash: forward-only", "cuda-wmma: forward-only",
-                             "cuda-naive: forward-only"), **kw)
+                            tuple(f"{s.backend}: forward-only" for s in registry.preferred()),
+                            **kw)
     if backend == "emulator":
-        if no_v3 is None:
-            return Decision("emulator", "backend='emulator' was requested; emulating v3 "
-                            "(the kernel cuda-flash runs for this head_dim and dtype on sm_80+)",
-                            kernel="v3", **kw)
-        if no_v2 is None:
-            return Decision("emulator", "backend='emulator' was requested; emulating v2 "
-                            "(the kernel cuda-wmma runs for this head_dim and dtype)",
-                            kernel="v2", **kw)
-        if no_v1 is not None:
+        spec, passed = registry.walk(head_dim, dtype, gpu_sm)
+        previous = (passed[-1][0].backend, passed[-1][1]) if passed else None
+        if spec is None:
             raise ValueError(f"backend='emulator' cannot run head_dim={head_dim}: no kernel "
-                             f"does ({no_v1}); use backend='reference' or 'sdpa'")
-        return Decision("emulator", f"backend='emulator' was requested; emulating v1 "
-                        f"(the kernel cuda-naive runs: {no_v2})", kernel="v1", **kw)
+                             f"does ({passed[-1][1]}); use backend='reference' or 'sdpa'")
+        return Decision("emulator", f"backend='emulator' was requested; emulating "
+                        f"{spec.version} ({spec.emulating(previous)})", kernel=spec.version, **kw)
     if backend.startswith("cuda") and device_type != "cuda":
         raise ValueError(f"backend={backend!r} needs CUDA tensors, got device_type="
                          f"{device_type!r}; move the tensors with .cuda(), or use "
@@ -167,33 +167,18 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
                         "run: ran the plain-torch reference (backend='emulator' runs the kernels' "
                         "grid on the CPU instead)", **kw)
 
-    considered = []
-    if backend in ("auto", "cuda-flash"):
-        if no_v3 is None:
-            gpu = f"sm_{sm}" if sm is not None and device_type == "cuda" else "an sm_80+ GPU"
-            return Decision("cuda-flash", f"head_dim={head_dim} is one of cuda-flash's head_dims "
-                            f"{list(V3_HEAD_DIMS)}, dtype={_dtype_name(dtype)} feeds mma.sync "
-                            f"and {gpu} has cp.async and ldmatrix: ran cuda-flash "
-                            f"(FlashAttention-2 style, S/P/O in registers)", kernel="v3", **kw)
-        considered.append(f"cuda-flash: {no_v3}")
-    if backend in ("auto", "cuda-flash", "cuda-wmma"):
-        if no_v2 is None:
-            why = f"head_dim={head_dim} is a multiple of 16 and dtype={_dtype_name(dtype)} " \
-                  f"feeds the tensor cores: ran cuda-wmma"
-            if considered:
-                why = f"{no_v3}: cuda-flash unavailable; {why}"
-            return Decision("cuda-wmma", why, tuple(considered), kernel="v2", **kw)
-        considered.append(f"cuda-wmma: {no_v2}")
-    if no_v1 is None:
-        why = f"{no_v2}: cuda-wmma unavailable, ran cuda-naive" if considered else \
-            "backend='cuda-naive' was requested"
-        return Decision("cuda-naive", why, tuple(considered), kernel="v1", **kw)
-    considered.append(f"cuda-naive: {no_v1}")
+    # auto: every kernel, newest first; a kernel asked for by name: it, then the older ones.
+    spec, passed = registry.walk(head_dim, dtype, sm, None if backend == "auto" else backend)
+    considered = tuple(f"{s.backend}: {why}" for s, why in passed)
+    if spec is not None:
+        previous = (passed[-1][0].backend, passed[-1][1]) if passed else None
+        return Decision(spec.backend, spec.chosen(head_dim, dtype, sm, previous), considered,
+                        kernel=spec.version, **kw)
     if backend != "auto":
         raise ValueError(f"backend={backend!r} cannot run head_dim={head_dim}: "
                          f"{'; '.join(considered)}; use backend='sdpa' or 'auto'")
-    return Decision("sdpa", "; ".join(c.split(": ", 1)[1] for c in considered) +
-                    ": no andrea_edu kernel fits, ran torch's sdpa", tuple(considered), **kw)
+    return Decision("sdpa", "; ".join(why for _, why in passed) +
+                    ": no andrea_edu kernel fits, ran torch's sdpa", considered, **kw)
 
 
 REFERENCE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -251,8 +236,8 @@ def attention(q, k, v, causal: bool = False, backend: str = "auto",
     """
     if not isinstance(causal, bool):
         raise TypeError(f"causal={causal!r} must be True or False")
-    if backend not in BACKENDS:
-        raise ValueError(f"backend={backend!r} is not one of {BACKENDS}")
+    if backend not in backends():
+        raise ValueError(f"backend={backend!r} is not one of {backends()}")
     B, nh, T, hs = validate_qkv(q, k, v)
     dev = q.device.type
     if dev not in ("cpu", "cuda"):
@@ -264,20 +249,21 @@ def attention(q, k, v, causal: bool = False, backend: str = "auto",
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     decision = choose_backend(hs, q.dtype, dev, backend, sm, grad)
 
-    if decision.backend in _KERNEL_BACKENDS:
+    if decision.kernel is not None:                   # the emulator or a CUDA kernel
         copied = [n for n, t in (("q", q), ("k", k), ("v", v)) if not t.is_contiguous()]
         if copied:
             q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
             decision = replace(decision, notes=decision.notes + (
                 f"{', '.join(copied)} not contiguous: copied with .contiguous() before the "
                 f"kernel (one extra read and write of each)",))
-    if decision.backend == "cuda-flash":
-        moved = [n for n, t in (("q", q), ("k", k), ("v", v)) if t.data_ptr() % 16]
-        if moved:                                  # cp.async copies 16 bytes from row starts
-            q, k, v = (t.clone() if t.data_ptr() % 16 else t for t in (q, k, v))
+    align = registry.get(decision.kernel).row_alignment if decision.kernel else 0
+    if align and decision.backend != "emulator":
+        moved = [n for n, t in (("q", q), ("k", k), ("v", v)) if t.data_ptr() % align]
+        if moved:                                  # v3's cp.async copies 16 bytes from row starts
+            q, k, v = (t.clone() if t.data_ptr() % align else t for t in (q, k, v))
             decision = replace(decision, notes=decision.notes + (
-                f"{', '.join(moved)} not 16-byte aligned: cloned before cuda-flash "
-                f"(cp.async moves 16-byte chunks)",))
+                f"{', '.join(moved)} not {align}-byte aligned: cloned before {decision.backend} "
+                f"(cp.async moves {align}-byte chunks)",))
 
     if decision.backend == "reference":
         out = reference_attention(q, k, v, causal)
@@ -288,6 +274,6 @@ def attention(q, k, v, causal: bool = False, backend: str = "auto",
         out, _ = emulator.emulate(q, k, v, causal=causal, kernel=decision.kernel, trace=False)
     else:
         from andrea_edu.kernels import launch
-        assert decision.kernel is not None  # choose_backend names the kernel of every cuda-* decision
+        assert decision.kernel is not None  # choose_backend names every cuda-* decision's kernel
         out = launch.launch_attention(q, k, v, causal=causal, version=decision.kernel)
     return (out, decision) if return_decision else out

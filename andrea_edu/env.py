@@ -190,12 +190,15 @@ def git_commit() -> str:
         return os.environ["ANDREA_GIT_COMMIT"]
     import subprocess
     here = Path(__file__).resolve().parent  # andrea_edu/
-    run = dict(cwd=here, capture_output=True, text=True, timeout=10)
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=here, capture_output=True, text=True,
+                              timeout=10).stdout
+
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
+        sha = git("rev-parse", "HEAD").strip()
         if not sha:
             return "unknown"
-        changed = subprocess.run(["git", "status", "--porcelain", "--", "."], **run).stdout
+        changed = git("status", "--porcelain", "--", ".")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     files = sorted(line[3:] for line in changed.splitlines() if line[3:])

@@ -9,7 +9,8 @@ It uses the standard library only (nothing else is installed yet) and runs ONE p
 `pip install -e REPO[EXTRA]`, with the extra chosen by the CUDA version of the NVIDIA driver:
 
     driver CUDA 13.x or newer    cuda13   NVRTC 13 and the CUDA 13 headers (the book's own)
-    driver CUDA 12.x             cuda12   NVRTC 12 and the CUDA 12 headers
+    driver CUDA 12.x             cuda12   NVRTC 12 and the CUDA 12 headers, by major only: a
+                                          CUDA 12 torch keeps the exact ones it pins
     older than CUDA 12           cuda13   and one line: the kernels cannot run on this driver,
                                           the book takes its CPU path
     no driver (a CPU runtime)    cuda13   the CPU path: the kernels still compile (PTX, CUBIN,

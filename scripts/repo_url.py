@@ -7,7 +7,8 @@ The uses: the first code cell of every chapter (the install cell, which cannot r
 it has cloned the repository, so it carries the URL as its default), the README's block between
 the `repository-url` markers (the site, the repository, a Colab link), CITATION.cff's
 repository-code. The launch buttons read _config.yml themselves (Jupyter Book). A notebook is
-rewritten only in its install cell, byte for byte as Jupyter writes it otherwise.
+rewritten only in its install cell, byte for byte as Jupyter writes it otherwise; a new chapter
+gets its install cell from here (run this once after adding book/<chapter>.ipynb).
 """
 from __future__ import annotations
 
@@ -120,10 +121,14 @@ def cell_source(path: Path) -> str:
 
 
 def _notebook_text(path: Path, source: str) -> str:
+    """The notebook with its install cell written; a new chapter without one gets it inserted
+    before its first code cell (hidden, like the others)."""
     nb = json.loads(path.read_text())
     cell = _first_code_cell(nb)
     if "find_spec(\"andrea_edu\")" not in "".join(cell["source"]):
-        raise ValueError(f"{path}: its first code cell is not the install cell")
+        cell = {"cell_type": "code", "execution_count": None, "id": f"{path.stem}-install",
+                "metadata": {"tags": ["hide-input"]}, "outputs": [], "source": []}
+        nb["cells"].insert(nb["cells"].index(_first_code_cell(nb)), cell)
     cell["source"] = source.splitlines(keepends=True)
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 

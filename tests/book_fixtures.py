@@ -22,7 +22,8 @@ import pytest
 from book_toc import REPO
 
 ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's chromium; ANDREA_CHROMIUM names another build (the CI workflow's, from playwright).
+CHROMIUM = Path(os.environ.get("ANDREA_CHROMIUM") or "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-quic"]

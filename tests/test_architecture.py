@@ -1,9 +1,21 @@
-"""The package's shape: subpackages by layer, imports that point one way, no import circle.
+"""The package's shape: subpackages by layer, imports that point one way, no import circle, and
+the rules that keep each place doing one job.
 
 The import graph is built from the source with `ast` (every import, including those inside
 functions), so a circle is caught even where Python would tolerate it at run time.
-Layers, from the bottom: core (config, projections, layout, model, env) -> kernels -> attention
-(the dispatcher) -> heads, pipeline, bench -> figures.
+Layers, from the bottom:
+    kernels   the .cu sources and everything about them (compiler, launcher, emulator, limits):
+              imports nothing of the package outside itself
+    core      the package's root: config, env, projections, layout, attention (the dispatcher,
+              which uses the kernels) and model (whose forward calls the dispatcher)
+    heads, pipeline, bench      computation and measurement (heads and pipeline may use bench)
+    notebook  the tooling that runs and shows chapters (slider, live renderer, execute)
+    figures   one module per chapter plus shared drawing helpers: they draw, never measure
+Rules beyond the arrows: the root holds the core only (no CLI shims); a chapter module imports no
+other chapter module; figures compute no timings; notebook tooling (Jupyter, widgets, ZeroMQ)
+lives in andrea_edu/notebook; a figures or tooling module re-exports nothing; every module's
+docstring says what it is, a chapter module's names its chapter, a subpackage's describes each
+of its modules and the chapters that use it.
 """
 from __future__ import annotations
 
@@ -17,8 +29,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "andrea_edu"
 SUBPACKAGES = ("kernels", "heads", "pipeline", "bench", "notebook", "figures")
-CORE = ("andrea_edu.config", "andrea_edu.projections", "andrea_edu.layout", "andrea_edu.model",
-        "andrea_edu.env")
+CORE = ("andrea_edu.config", "andrea_edu.env", "andrea_edu.projections", "andrea_edu.layout",
+        "andrea_edu.attention", "andrea_edu.model")
+TOOLING_LIBRARIES = ("ipywidgets", "nbclient", "nbconvert", "nbformat", "jupyter_client", "zmq")
+TIMERS = ("perf_counter", "perf_counter_ns", "process_time", "monotonic", "monotonic_ns",
+          "Event", "elapsed_time", "synchronize", "time_fn", "time_fns", "timeit")
 
 
 def _module_name(path: Path) -> str:
@@ -100,26 +115,47 @@ def layer(mod: str) -> str:
     parts = mod.split(".")
     if len(parts) >= 2 and parts[1] in SUBPACKAGES:
         return parts[1]
-    if mod == "andrea_edu.attention":
-        return "attention"
     if mod == "andrea_edu":
         return "entry"
     return "core"
 
 
-# What each layer may import (besides itself). The arrows point one way: figures -> computation
-# (heads, pipeline, bench) -> attention -> kernels -> core.
+# What each layer may import (besides itself): the arrows point one way.
 ALLOWED = {
-    "core": {"core", "attention"},  # model.py runs attention() in its forward: the one exception
-    "kernels": {"kernels", "core"},
-    "attention": {"attention", "kernels", "core"},
-    "heads": {"heads", "attention", "kernels", "core", "bench"},
-    "pipeline": {"pipeline", "attention", "kernels", "core", "bench"},
-    "bench": {"bench", "attention", "kernels", "core"},
+    "kernels": {"kernels"},
+    "core": {"core", "kernels"},
+    "bench": {"bench", "core", "kernels"},
+    "heads": {"heads", "bench", "core", "kernels"},
+    "pipeline": {"pipeline", "bench", "core", "kernels"},
     "notebook": {"notebook", "bench", "core"},
-    "figures": {"figures", "heads", "pipeline", "bench", "attention", "kernels", "core"},
-    "entry": set(SUBPACKAGES) | {"attention", "core"},
+    "figures": {"figures", "heads", "pipeline", "bench", "core", "kernels"},
+    "entry": {"core"},
 }
+
+
+def chapter_titles() -> dict[str, str]:
+    """{notebook stem: its title (the first "# " heading)} for every chapter of book/."""
+    out = {}
+    for nb_path in sorted((ROOT / "book").glob("*.ipynb")):
+        for cell in json.loads(nb_path.read_text())["cells"]:
+            m = re.search(r"^# (.+)$", "".join(cell["source"]), re.M)
+            if cell["cell_type"] == "markdown" and m:
+                out[nb_path.stem] = m.group(1).strip()
+                break
+    return out
+
+
+def short_title(title: str) -> str:
+    """What a docstring must quote of a title: up to its first colon, comma or " and "."""
+    return re.split(r":|,| and ", title)[0].strip()
+
+
+CHAPTER_MODULES = {f"andrea_edu.figures.{stem}" for stem in chapter_titles()}
+
+
+def _tree(mod: str, mods=None) -> ast.Module:
+    path = (mods or modules())[mod]
+    return ast.parse(path.read_text(), filename=str(path))
 
 
 def test_cycle_finder_finds_a_planted_circle():
@@ -146,29 +182,165 @@ def test_imports_point_one_way():
     assert not bad, "\n".join(bad)
 
 
-def test_nothing_in_kernels_imports_the_dispatcher():
+def test_the_layer_rule_catches_a_planted_upward_import():
+    """The rule is not vacuous: the model importing the figures, or a kernel the dispatcher,
+    is refused."""
+    planted = {"andrea_edu.model": {"andrea_edu.figures.viz"},
+               "andrea_edu.kernels.grid": {"andrea_edu.attention"}}
+    bad = [m for m, deps in planted.items() for d in deps if layer(d) not in ALLOWED[layer(m)]]
+    assert bad == ["andrea_edu.model", "andrea_edu.kernels.grid"]
+
+
+def test_the_kernels_import_nothing_above_them():
     g = graph()
-    assert not [m for m in g if layer(m) == "kernels" and "andrea_edu.attention" in g[m]]
+    assert not {d for m in g if layer(m) == "kernels" for d in g[m] if layer(d) != "kernels"}
 
 
-def test_the_model_imports_only_the_core_and_the_dispatcher():
-    assert graph()["andrea_edu.model"] <= {"andrea_edu.attention", *CORE, "andrea_edu.config"}
-
-
-def test_top_level_holds_at_most_ten_modules():
-    top = sorted(p.name for p in PKG.glob("*.py"))
-    assert len(top) <= 10, top
+def test_the_root_holds_the_core_only():
+    root = {f"andrea_edu.{p.stem}" for p in PKG.glob("*.py")} - {"andrea_edu.__init__"}
+    assert root == set(CORE), f"not core: {sorted(root - set(CORE))}; missing: " \
+                              f"{sorted(set(CORE) - root)}"
     for sub in SUBPACKAGES:
         assert (PKG / sub / "__init__.py").is_file(), sub
+    shims = [m for m in sorted(root) if is_a_command(_tree(m))]
+    assert not shims, f"command lines at the root (they belong in a subpackage): {shims}"
+
+
+def is_a_command(tree: ast.AST) -> bool:
+    """Whether a module runs as a command: `if __name__ == "__main__":` anywhere in it."""
+    return any(isinstance(n, ast.Compare) and getattr(n.left, "id", None) == "__name__"
+               and any(getattr(c, "value", None) == "__main__" for c in n.comparators)
+               for n in ast.walk(tree))
+
+
+def test_the_command_finder_sees_a_shim():
+    assert is_a_command(ast.parse('import sys\nif __name__ == "__main__":\n    sys.exit(0)\n'))
+    assert not is_a_command(ast.parse('NAME = "__main__"\n'))
+
+
+def test_a_chapter_module_imports_no_other_chapter_module():
+    g = graph()
+    bad = {m: sorted(g[m] & CHAPTER_MODULES) for m in g if m.startswith("andrea_edu.figures")}
+    assert not {m: d for m, d in bad.items() if d}, bad
+    assert len(CHAPTER_MODULES) >= 13  # the rule sees every chapter
+
+
+def timers_in(tree: ast.AST) -> list[str]:
+    """What in a module's source takes a time: the time/timeit modules, perf_counter and the
+    like, CUDA events, synchronisation, the bench's time_fn(s)."""
+    found = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            found += [a.name for a in n.names if a.name.split(".")[0] in ("time", "timeit")]
+        elif isinstance(n, ast.ImportFrom):
+            if (n.module or "").split(".")[0] in ("time", "timeit") or n.module == \
+                    "andrea_edu.bench.timing" and any(a.name in TIMERS for a in n.names):
+                found.append(n.module or "")
+        elif isinstance(n, ast.Attribute) and n.attr in TIMERS:
+            found.append(n.attr)
+        elif isinstance(n, ast.Name) and n.id in TIMERS:
+            found.append(n.id)
+    return found
+
+
+def test_the_timer_finder_sees_a_planted_timing():
+    assert timers_in(ast.parse("import time\nt0 = time.perf_counter()")) == \
+        ["time", "perf_counter"]
+    assert timers_in(ast.parse("e = torch.cuda.Event(enable_timing=True)")) == ["Event"]
+    assert timers_in(ast.parse("from andrea_edu.bench.timing import time_fns")) != []
+    assert timers_in(ast.parse("def f(timings):\n    return len(timings)")) == []
+
+
+def test_figures_compute_no_timings():
+    mods = modules()
+    bad = {m: timers_in(_tree(m, mods)) for m in mods if m.startswith("andrea_edu.figures")}
+    assert not {m: t for m, t in bad.items() if t}, bad
+
+
+def test_notebook_tooling_lives_in_its_subpackage():
+    mods = modules()
+    tooling = set()
+    for m in mods:
+        for n in ast.walk(_tree(m, mods)):
+            names = ([a.name for a in n.names] if isinstance(n, ast.Import) else
+                     [n.module or ""] if isinstance(n, ast.ImportFrom) else [])
+            if any(x.split(".")[0] in TOOLING_LIBRARIES for x in names):
+                tooling.add(m)
+    assert tooling, "no module uses the notebook machinery: the rule checks nothing"
+    assert {m for m in tooling if layer(m) != "notebook"} == set()
+
+
+def re_exports(mod: str, mods) -> list[str]:
+    """Names a module imports from the package and never uses (nor lists in __all__)."""
+    tree = _tree(mod, mods)
+    imported = [(a.asname or a.name) for n in tree.body if isinstance(n, ast.ImportFrom)
+                and ((n.module or "").startswith("andrea_edu") or n.level) for a in n.names]
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    for n in tree.body:
+        if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in n.targets) \
+                and isinstance(n.value, (ast.List, ast.Tuple)):
+            used |= {e.value for e in n.value.elts
+                     if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return [name for name in imported if name not in used]
+
+
+@pytest.mark.parametrize("mod", [m for m in sorted(modules()) if layer(m) in ("figures", "notebook")
+                                 and not _is_package(m, modules())])
+def test_figures_and_tooling_re_export_nothing(mod):
+    """The one-module-per-chapter rule once bred re-exports (a chapter module passing on shared
+    helpers so that its notebook imported from one place): a figures or tooling module imports
+    only what it uses, and a chapter imports a shared helper from where it lives."""
+    assert not re_exports(mod, modules())
+
+
+def test_the_re_export_finder_sees_a_planted_one(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text("from andrea_edu.figures.kernel_source import excerpt, first_line\n"
+                 "def f():\n    return first_line('v1', 'x')\n")
+    assert re_exports("m", {"m": p}) == ["excerpt"]
+
+
+def _first_line(doc: str) -> str:
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+@pytest.mark.parametrize("mod", sorted(modules()))
+def test_every_module_says_what_it_is(mod):
+    doc = ast.get_docstring(_tree(mod)) or ""
+    assert len(re.findall(r"[A-Za-z]{2,}", _first_line(doc))) >= 5, \
+        f"{mod}: the docstring's first line should say what the module is, got {doc[:80]!r}"
+
+
+@pytest.mark.parametrize("stem, title", sorted(chapter_titles().items()))
+def test_a_chapter_module_names_its_chapter(stem, title):
+    doc = ast.get_docstring(_tree(f"andrea_edu.figures.{stem}")) or ""
+    assert short_title(title).lower() in " ".join(doc.split()).lower(), \
+        f"andrea_edu/figures/{stem}.py's docstring does not name its chapter {title!r}"
+
+
+def undescribed(doc: str, names) -> list[str]:
+    """The module names that no line of `doc` describes: a line that starts with the name (or a
+    comma-separated list holding it) followed by at least ten characters of description."""
+    return [m for m in sorted(names) if not re.search(
+        rf"^\s*(\S+,\s*)*{m}\b(,\s*\S+)*\s+\S.{{8,}}", doc, re.M)]
+
+
+def test_a_module_named_only_in_passing_is_not_described():
+    doc = "Tools.\n\n    slider    one plotting function, two front ends\n\nUses live and execute."
+    assert undescribed(doc, ["slider", "live", "execute"]) == ["execute", "live"]
 
 
 @pytest.mark.parametrize("sub", SUBPACKAGES)
 def test_each_subpackage_says_what_it_holds_and_which_chapters_use_it(sub):
     doc = ast.get_docstring(ast.parse((PKG / sub / "__init__.py").read_text())) or ""
     named = {p.stem for p in (PKG / sub).glob("*.py")} - {"__init__", "__main__"}
-    missing = [m for m in named if not re.search(rf"\b{m}\b", doc)]
-    assert not missing, f"andrea_edu/{sub}/__init__.py does not describe {missing}"
-    assert "chapter" in doc.lower() or '"' in doc
+    undescribed_ = undescribed(doc, named)
+    assert not undescribed_, f"andrea_edu/{sub}/__init__.py does not describe {undescribed_} " \
+                            f"(one line each: the name, then what it holds)"
+    flat = " ".join(doc.split()).lower()
+    chapters = [t for t in chapter_titles().values() if short_title(t).lower() in flat]
+    assert chapters or "every chapter" in flat, \
+        f"andrea_edu/{sub}/__init__.py names no chapter that uses it"
 
 
 def _notebook_imports(nb_path: Path) -> set[str]:
@@ -198,8 +370,7 @@ CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
 
 @pytest.mark.parametrize("nb", CHAPTERS, ids=lambda p: p.stem)
 def test_a_chapter_takes_figures_only_from_the_module_named_after_it(nb):
-    shared = {"andrea_edu.figures.viz", "andrea_edu.figures.verdicts",
-              "andrea_edu.figures.kernel_source", "andrea_edu.figures"}
+    shared = {m for m in modules() if m.startswith("andrea_edu.figures")} - CHAPTER_MODULES
     figs = {m for m in _notebook_imports(nb) if m.startswith("andrea_edu.figures")} - shared
     assert figs <= {f"andrea_edu.figures.{nb.stem}"}, figs
     assert (PKG / "figures" / f"{nb.stem}.py").is_file(), f"no andrea_edu/figures/{nb.stem}.py"

@@ -171,3 +171,51 @@ def test_head_mixing_bars_have_a_legend_of_heads():
     colors = {t.get_text(): h.get_facecolor() for t, h in zip(legend.get_texts(),
                                                                legend.legend_handles)}
     assert colors["head 3"] == to_rgba(fig.axes[0].patches[3 * 16].get_facecolor())
+
+
+def test_trace_legend_sits_outside_the_data():
+    """The online-softmax trace's legend (m and l markers) is below the axes, not on the points."""
+    from andrea_edu.kernels.emulator import emulate
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 100, 32, generator=g) for _ in range(3))
+    _, trace = emulate(q, k, v, causal=True, kernel="v1")
+    fig = okm.trace_figure(trace, 0, 4)
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    ax_m = fig.axes[1]
+    leg = ax_m.get_legend().get_window_extent(r)
+    assert leg.y1 <= ax_m.get_window_extent(r).y0        # wholly below the plotting area
+
+
+def _opening_figure(scores):
+    from andrea_edu.heads import corpus
+
+    batch = corpus.make_batch(1, 64, seed=0)
+    b, start = whs.pick_example(batch, length=28)
+    L, nh = np.asarray(scores).shape[1:]
+    maps = torch.rand(L, 1, nh, 64, 64)
+    return whs.fig_specialists(maps, batch, scores, b=b, start=start, length=28)
+
+
+def test_opening_figure_token_labels_are_9px_high_at_1280px():
+    """Cap height of every token label >= 9 px when the figure is shown 1280 px wide (DejaVu
+    Sans capitals: 0.73 em)."""
+    scores = np.random.default_rng(0).random((3, 2, 4))
+    fig = _opening_figure(scores)
+    px_per_pt = 1280 / fig.get_figwidth() / 72
+    labels = [t for ax in fig.axes for t in ax.get_xticklabels() + ax.get_yticklabels()]
+    assert labels and min(t.get_fontsize() for t in labels) * px_per_pt * 0.73 >= 9
+
+
+def test_one_head_per_pattern_shows_three_different_heads_and_says_why():
+    """When one head leads two patterns, the figure still shows three different heads (the best
+    distinct choice) and the panel that does not get its top head names it."""
+    sc = np.zeros((3, 2, 4))
+    sc[0, 0, 1], sc[1, 0, 1], sc[1, 1, 2], sc[2, 1, 3] = 0.9, 0.8, 0.6, 0.7   # L0H1 leads two
+    shown = whs.shown_heads(sc)
+    assert len({(l, h) for l, h, *_ in shown.values()}) == 3
+    assert shown["previous token"][:2] == (0, 1) and shown["matching bracket"][:2] == (1, 2)
+    titles = [ax.get_title() for ax in _opening_figure(sc).axes]
+    assert "its best, L0H1 (0.80), is shown for previous token" in titles[1]
+    assert "its best head" in titles[0] and "its best head" in titles[2]

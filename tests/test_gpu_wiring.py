@@ -417,3 +417,40 @@ def test_the_stand_in_refuses_what_the_real_binding_would(standin):
         driver.cuModuleGetFunction(driver.CUmodule(1), "attention_v1")
     with pytest.raises(AttributeError):
         driver.cuLaunchAttention  # noqa: B018  (no such driver function)
+
+
+@pytest.mark.parametrize("capability,version,dtype,match", [
+    ((7, 0), "v1", torch.float32, r"this GPU is sm_70; andrea_edu's kernels need sm_75"),
+    ((9, 9), "v1", torch.float32, r"cannot compile for this GPU \(sm_99"),
+    ((7, 5), "v2", torch.bfloat16, r"bfloat16 tensor cores need sm_80 or newer; this GPU is sm_75"),
+    ((7, 5), "v3", torch.float16, r"v3 \(backend='cuda-flash'\) needs sm_80 or newer"),
+])
+def test_a_gpu_the_kernels_cannot_serve_is_refused_before_compiling(standin, monkeypatch,
+                                                                     capability, version, dtype,
+                                                                     match):
+    """Wiring test: not evidence of GPU behaviour. The launcher reads the GPU's compute
+    capability and refuses, with the backend to use instead, before NVRTC or a module load."""
+    if not HAVE_NVRTC:
+        pytest.skip("NVRTC or the CUDA headers are missing")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    q, k, v = qkv(1, 1, 8, 64, dtype)
+    with pytest.raises(RuntimeError, match=match):
+        launch.launch_attention(q, k, v, version=version)
+    assert "cuModuleLoadData" not in standin.names()
+
+
+def test_a_broken_driver_reads_as_no_gpu_and_device_info_still_answers(standin, monkeypatch):
+    """Wiring test: not evidence of GPU behaviour. torch.cuda.is_available raising (a broken
+    driver install) is "no GPU", with no traceback; a failing cuDriverGetVersion leaves
+    device_info's other fields and says why the driver version is unknown."""
+    standin.answers["cuDriverGetVersion"] = (driver.CUresult.CUDA_ERROR_NO_DEVICE, 0)
+    info = launch.device_info()
+    assert info["driver_cuda"].startswith("unknown (CUDA driver call cuDriverGetVersion failed: "
+                                          "CUDA_ERROR_NO_DEVICE")
+    assert info["sms"] == 132
+
+    def broken():
+        raise RuntimeError("CUDA driver initialization failed")
+
+    monkeypatch.setattr(torch.cuda, "is_available", broken)
+    assert launch.has_gpu() is False

@@ -228,3 +228,36 @@ def test_committed_path_ablations_validate_and_recheck(tmp_path):
         pytest.skip("another Python's standard library: the windows differ")
     r = PR.recheck(run, tc.corpus_cached(), d, ["L0H5 -> L1H1 q"])
     assert r["agrees"], r
+
+
+def test_circuit_figures_render_and_calls_follow_the_numbers(model, monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from andrea_edu.figures import heads_on_real_text as F
+    shown: list[str] = []
+    monkeypatch.setattr(F, "md", shown.append)
+    s = CO.composition(model)
+    base = CO.random_baseline(C, HS, draws=30)
+    plt.close(F.fig_composition(s, base))
+    F.composition_sentence(s, base, CO.top_pairs(s, base, 3))
+    assert "K, L0H0 -> L1H0: 0.250" in shown[-1]
+    rep = IN.measure_repeats(model, B=16, n=T // 2)
+    sig = IN.signatures(model)
+    plt.close(F.fig_induction(rep, sig, NH))
+    found, lh, ratio = F.induction_call(rep)
+    assert found and lh == (1, 0) and ratio > 5
+    F.induction_sentence(rep, sig)
+    assert "an induction head." in shown[-1]
+    flat = dict(rep, induction=np.zeros_like(rep["induction"]), second_loss=rep["first_loss"])
+    assert not F.induction_call(flat)[0]
+    maps = model.attention_maps(IN.repeated_batch(V, 1, T // 2, seed=3))
+
+    class _Corpus:  # decode() is all fig_pair needs of a corpus
+        @staticmethod
+        def decode(ids):
+            return "".join("abcdefghijklmnop"[int(i)] for i in ids)
+    ids = IN.repeated_batch(V, 1, T // 2, seed=3)
+    batch = tc.TextBatch(idx=ids, targets=ids, key=torch.full((3, 1, T), -1), where=[("x", 0)])
+    plt.close(F.fig_pair(maps, _Corpus, batch, 0, 0, T, 0, 0, "K", 15.8))

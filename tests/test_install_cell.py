@@ -9,6 +9,7 @@ whole chapter is tests/test_colab_path.py."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -55,6 +56,25 @@ def _project() -> dict:
 @pytest.mark.parametrize("nb", repo_url.chapters(REPO), ids=lambda p: p.stem)
 def test_every_chapter_starts_with_the_one_install_cell(nb):
     assert repo_url.cell_source(nb) == repo_url.install_cell(repo_url.read_config(REPO).url)
+
+
+def test_a_new_chapter_gets_the_install_cell_before_its_first_code_cell(tmp_path):
+    import shutil
+    for f in ("_config.yml", "README.md", "CITATION.cff"):
+        shutil.copy(REPO / f, tmp_path / f)
+    (tmp_path / "book").mkdir()
+    new = {"cells": [{"cell_type": "markdown", "id": "c0", "metadata": {}, "source": ["# New"]},
+                     {"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {},
+                      "outputs": [], "source": ["import andrea_edu"]}],
+           "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "book" / "new_chapter.ipynb").write_text(json.dumps(new, indent=1) + "\n")
+    assert [p.name for p in repo_url.sync(tmp_path)] == ["new_chapter.ipynb"]
+    cells = json.loads((tmp_path / "book" / "new_chapter.ipynb").read_text())["cells"]
+    assert [c["id"] for c in cells] == ["c0", "new_chapter-install", "c1"]
+    assert cells[1]["metadata"] == {"tags": ["hide-input"]}
+    assert repo_url.cell_source(tmp_path / "book" / "new_chapter.ipynb") == \
+        repo_url.install_cell(repo_url.read_config(REPO).url)
+    assert repo_url.sync(tmp_path, check=True) == []  # the second run changes nothing
 
 
 def test_the_install_cell_is_short_and_carries_no_install_logic():
@@ -174,15 +194,19 @@ def test_cuda_pins_live_in_pyproject_once_per_major_and_requirements_follow():
     book = _specs(extras["cuda13"])
     for name, spec in book.items():  # requirements.txt installs the book's major, as pinned
         assert req.get(name) == spec, (name, spec, req.get(name))
-    for major, extra in install_book.EXTRAS.items():
-        specs = _specs(extras[extra])
-        toolkit = specs["cuda-toolkit"]
-        assert re.fullmatch(rf"\[[a-z,]+\]=={major}\.[\d.]+", toolkit), (extra, toolkit)
-        assert "nvrtc" in toolkit and "cudart" in toolkit  # NVRTC, cuda_fp16.h, mma.h
-        assert ("crt" if major >= 13 else "nvcc") in toolkit  # crt/mma.h's wheel per major
-        bindings = specs["cuda-bindings"]
-        assert f">={major}." in bindings and (major == max(install_book.EXTRAS)
-                                              or f"<{major + 1}" in bindings), bindings
+    # cuda13, the book's: exact, so that register counts are the book's
+    m = re.fullmatch(r"\[([a-z,]+)\]==13\.[\d.]+", book["cuda-toolkit"])
+    assert m and {"nvrtc", "cudart", "crt"} <= set(m.group(1).split(",")), book["cuda-toolkit"]
+    assert book["cuda-bindings"].startswith(">=13.")
+    # cuda12: every CUDA component within major 12 (a CUDA 12 torch keeps its own exact pins);
+    # NVRTC, the runtime headers, and the nvcc wheel for crt/mma.h
+    cu12 = _specs(extras["cuda12"])
+    assert "cuda-toolkit" not in cu12
+    for comp in ("nvidia-cuda-nvrtc-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cuda-nvcc-cu12"):
+        assert re.fullmatch(r">=12\.\d+,<13", cu12[comp]), (comp, cu12.get(comp))
+    assert re.fullmatch(r">=12\.\d+,<13", cu12["cuda-bindings"])
+    assert {k: v for k, v in cu12.items() if "cuobjdump" in k or "nvdisasm" in k} == \
+        {k: v for k, v in book.items() if "cuobjdump" in k or "nvdisasm" in k}
     for name, spec in _specs(_project()["dependencies"]).items():
         if name != "torch":
             assert req.get(name) == spec, (name, spec, req.get(name))
@@ -233,7 +257,8 @@ def test_the_old_driver_error_names_the_extra_that_fits_it():
     with pytest.raises(launch.DriverTooOldError) as e:
         launch.check_driver(driver_version=12040, nvrtc=(13, 0))
     m = re.search(r"\[(cuda\d+)\]'$", str(e.value))
-    assert m and m.group(1) == "cuda12" and "==12." in _specs(extras["cuda12"])["cuda-toolkit"]
+    assert m and m.group(1) == "cuda12"
+    assert _specs(extras["cuda12"])["nvidia-cuda-nvrtc-cu12"].endswith(",<13")
     assert "\n" not in str(e.value)
     with pytest.raises(launch.DriverTooOldError, match=r"CUDA 11\.8 .*need a driver for CUDA 12 "
                                                        r"or newer\)$"):

@@ -68,6 +68,7 @@ def build(tmp_path_factory):
                    f"-I{HERE}", f"-I{HERE / 'include'}", "-DANDREA_PTX_EMULATED",
                    "-include", str(HERE / "ptx_sim.h"), f"-DSIM_T={_CT[dtype]}",
                    f"-DSIM_KERNEL=andrea::attention_v3_flash<{_CT[dtype]},{hs}>",
+                   f"-DANDREA_SMEM_BYTES={shared_bytes('v3', hs, dtype)}",
                    f'-DKERNEL_FILE="{cu}"', str(HERE / "harness.cpp"), "-o", str(exe)]
             run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             assert run.returncode == 0, run.stderr[-4000:]

@@ -60,6 +60,7 @@ def build(tmp_path_factory):
             exe = root / tag
             cmd = [CXX, "-std=c++17", "-O2", "-w", f"-I{HERE}", f"-I{HERE / 'include'}",
                    f"-DSIM_T={_CT[dtype]}", f"-DSIM_KERNEL=andrea::{fn}<{_CT[dtype]},{ck_tile}>",
+                   f"-DANDREA_SMEM_BYTES={cuda.shared_bytes(version, head_dim, dtype)}",
                    f'-DKERNEL_FILE="{cu}"', str(HERE / "harness.cpp"), "-o", str(exe)]
             run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             assert run.returncode == 0, run.stderr[-4000:]

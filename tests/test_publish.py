@@ -114,7 +114,10 @@ def _steps(wf: dict) -> list[dict]:
 def test_pull_requests_run_the_readmes_test_command():
     wf = _workflow("tests.yml")
     assert "pull_request" in wf["on"]
-    assert _readme_command("test") in [s.get("run") for s in _steps(wf)]
+    runs = [s.get("run") or "" for s in _steps(wf)]
+    test = runs.index(_readme_command("test"))
+    # the browser tests get a Chromium (tests/book_fixtures.py reads ANDREA_CHROMIUM) before it
+    assert any("ANDREA_CHROMIUM=" in r and "GITHUB_ENV" in r for r in runs[:test])
 
 
 def test_pushes_to_main_build_and_deploy_to_pages():

@@ -62,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--threads", type=int, default=None,
                        help="torch CPU threads while measuring, an integer >= 1 (default on a "
                             "CPU: 1)")
-        p.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
+        p.add_argument("--no-progress", action="store_true",
+                       help="draw no tqdm progress bar on stderr (logs stay clean)")
         p.add_argument("--keep-going", action="store_true",
                        help="record an invalid backend and go on (exit status 1 at the end)")
         p.add_argument("--replace", action="store_true",
@@ -70,7 +71,9 @@ def _parser() -> argparse.ArgumentParser:
                             "of full-size measurements")
     g = sub.add_parser("gpu-check", help="andrea_edu.bench.gpucheck.main (extra arguments "
                        "passed on; see gpu-check --help)")
-    g.add_argument("rest", nargs=argparse.REMAINDER, help="arguments for gpucheck")
+    g.add_argument("rest", nargs=argparse.REMAINDER,
+                   help="everything after gpu-check, passed on untouched (e.g. --out DIR; see "
+                        "gpu-check --help)")
     return ap
 
 

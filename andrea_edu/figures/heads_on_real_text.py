@@ -475,3 +475,276 @@ def summary(rows, real, pos, ov_tab) -> None:
         "detectors run on it when its weights are on the machine.",
     ]
     md("\n".join(f"* {x}" for x in items))
+
+
+# ---------------------------------------------------------------- circuits across layers
+# (heads.composition, heads.paths / path_runs, heads.induction)
+def fig_composition(sc, base):
+    """sc (3, nh, nh) [kind, layer-0 writer, layer-1 reader]; each panel shows score / baseline
+    mean, annotated with the score."""
+    from andrea_edu.heads.composition import KINDS, zscores
+    nh = sc.shape[1]
+    z = zscores(sc, base)
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5.2))
+    vmax = float(np.abs(z).max())
+    for k, ax in enumerate(axes):
+        heatmap(ax, z[k], [f"L1H{h}" for h in range(nh)], [f"L0H{h}" for h in range(nh)],
+                cmap="RdBu_r", vmin=-vmax, vmax=vmax, fmt="{:.0f}", colorbar=k == 2,
+                title=f"{KINDS[k]}-composition: random {base.mean[k]:.3f} ± {base.std[k]:.3f}",
+                xlabel="reader (layer 1)", ylabel="writer (layer 0)")
+    caption(fig, "Each cell: the pair's composition score in spreads of the random baseline, "
+                 "(score - mean) / std over random matrices of the same shapes; red above, blue "
+                 "below. LayerNorm weights folded in, centering ignored.")
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
+
+
+def composition_sentence(sc, base, top) -> None:
+    from andrea_edu.heads.composition import KINDS
+    above = int((sc > base.q99.reshape(3, 1, 1)).sum())
+    below = int((sc < base.mean.reshape(3, 1, 1) - 3 * base.std.reshape(3, 1, 1)).sum())
+    med = [float(np.median(sc[k])) for k in range(3)]
+    md("Strongest compositions (kind, writer -> reader: score, times the random mean, spreads "
+       "above it): " + "; ".join(f"{t['kind']}, L0H{t['writer']} -> L1H{t['reader']}: "
+                                 f"{t['score']:.3f}, {t['times_baseline']:.2f}x, "
+                                 f"{t['z']:+.1f}" for t in top)
+       + f". Of the {sc.size} scores, {above} lie above the 99th percentile of the random "
+       f"baseline ({base.draws} draws of {base.shapes}) and {below} more than three spreads "
+       f"below its mean; the medians of the model's own Q, K, V scores are "
+       + ", ".join(f"{m:.3f}" for m in med)
+       + f" against random means of {', '.join(f'{m:.3f}' for m in base.mean)}. Trained weights "
+       "are not random matrices (they share directions, such as the embeddings' mean), so the "
+       "random spread is a floor, not a significance test: a pair stands out when it is far above "
+       "the model's other pairs too.")
+
+
+def fig_paths(d, nh: int, head_ablation, prev_head: int, bracket_writer: int, bracket_reader: int):
+    """head_ablation: (run.ablation, run.ablation_se), each (L, nh, 4). The committed path ablations: TV of every qkv pair; the previous-token head into each
+    layer-1 head by input; the bracket loss of L0H5's paths against its whole ablation."""
+    from andrea_edu.heads import path_runs as PR
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), gridspec_kw={"width_ratios": [1.1, 1.3, 1]})
+    heatmap(axes[0], PR.as_grid(d, nh, "tv"), [f"L1H{h}" for h in range(nh)],
+            [f"L0H{h}" for h in range(nh)], cmap="Purples", vmin=0, fmt="{:.2f}", colorbar=False,
+            title="pattern change (TV) of the reader", xlabel="reader", ylabel="writer removed")
+    ax = axes[1]
+    xs = np.arange(nh)
+    for j, i in enumerate("qkv"):
+        tv = [PR.entry(d, f"L0H{prev_head} -> L1H{b} {i}")["tv"] for b in range(nh)]
+        ax.bar(xs + (j - 1) * 0.27, tv, 0.27,
+               label=f"from its {i} only" + (" (a value moves no pattern)" if i == "v" else ""))
+    ax.set_xticks(xs, [f"L1H{b}" for b in range(nh)])
+    ax.set_ylabel("pattern change (TV)")
+    ax.set_title(f"L0H{prev_head} (previous token) removed from one input", fontsize=9)
+    ax.legend(fontsize=7)
+    ax = axes[2]
+    a, b, col = bracket_writer, bracket_reader, 2  # loss column 2: matching bracket
+    labels = [f"L0H{a} -> L1H{b} {i}" for i in "qkv"] + [f"L0H{a} -> L1H{b} qkv",
+                                                         f"L0H{a} -> every L1 head",
+                                                         f"L0H{a} ablated outright"]
+    es = [PR.entry(d, f"L0H{a} -> L1H{b} {i}") for i in ("q", "k", "v", "qkv")] + \
+         [PR.entry(d, f"L0H{a} -> every L1 head qkv")]
+    vals = [e["loss"][col] for e in es] + [float(head_ablation[0][0, a, col])]
+    ses = [e["loss_se"][col] for e in es] + [float(head_ablation[1][0, a, col])]
+    ax.barh(range(len(vals)), vals, xerr=ses, color=["#d62728"] * 5 + ["#555555"])
+    ax.set_yticks(range(len(vals)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("bracket-query loss increase (nats)")
+    ax.set_title(f"Paths from L0H{a}: what the bracket pattern loses", fontsize=9)
+    caption(fig, "Path ablations on the run's held-out ablation windows (committed, re-checked "
+                 "live). TV: mean total-variation distance between the reader's patched and intact "
+                 "attention rows. Bars: ± one standard error over windows.")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig
+
+
+def paths_sentence(d, nh: int, head_ablation, prev_head: int, a: int, b: int) -> None:
+    from andrea_edu.heads import path_runs as PR
+    e = {i: PR.entry(d, f"L0H{a} -> L1H{b} {i}") for i in ("q", "k", "v", "qkv")}
+    every = PR.entry(d, f"L0H{a} -> every L1 head qkv")
+    whole, whole_se = float(head_ablation[0][0, a, 2]), float(head_ablation[1][0, a, 2])
+    prev = {(bb, i): PR.entry(d, f"L0H{prev_head} -> L1H{bb} {i}") for bb in range(nh) for i in "qkv"}
+    top = max(prev, key=lambda k: prev[k]["tv"])
+    ev = PR.entry(d, f"L0H{prev_head} -> every L1 head qkv")
+    f = lambda x: f"{x['loss'][2]:+.4f} ± {x['loss_se'][2]:.4f}"  # noqa: E731
+    md(f"Removing L0H{a} from L1H{b}'s query or key alone changes L1H{b}'s pattern by a total "
+       f"variation of {e['q']['tv']:.3f} and {e['k']['tv']:.3f} (from its value, "
+       f"{e['v']['tv']:.3f}: a value moves no pattern); it changes the "
+       f"bracket-query loss by {f(e['q'])}, {f(e['k'])}, {f(e['v'])} nats; from all three at once "
+       f"{f(e['qkv'])}; from every layer-1 head at once {f(every)}. Ablating L0H{a} outright costs "
+       f"the bracket queries {whole:+.3f} ± {whole_se:.3f}: "
+       + ("too small to split into paths." if whole <= 2 * whole_se else
+          "the attention paths into layer 1 carry none of it measurably (their sum is within two "
+          "standard errors of zero); it goes through the MLPs and straight to the output."
+          if abs(every["loss"][2]) <= 2 * every["loss_se"][2] else
+          f"the attention paths into layer 1 carry {every['loss'][2] / whole:.0%} of it, the rest "
+          f"goes through the MLPs and straight to the output.")
+       + f" The previous-token head L0H{prev_head} moves a layer-1 pattern most through "
+       f"L1H{top[0]}'s {top[1]} (TV {prev[top]['tv']:.3f}); removed from every layer-1 head at "
+       f"once it costs all positions {ev['loss'][0]:+.4f} ± {ev['loss_se'][0]:.4f} nats "
+       f"(the intact loss there: {d['base_loss'][0]:.3f}; ablating L0H{prev_head} outright: "
+       f"{float(head_ablation[0][0, prev_head, 0]):+.3f}). A composition score says two heads' "
+       f"weights line up; only the path ablation says whether the model uses that line.")
+
+
+def recheck_paths_sentence(r: dict) -> None:
+    md(f"Live re-check: {len(r['labels'])} of the committed path ablations "
+       f"({', '.join(r['labels'])}) measured again on the same windows: largest difference "
+       f"{r['max_abs_diff']:.1e} (allowed {r['tol']:.0e}): "
+       + ("they agree." if r["agrees"] else "**they do not agree**: the file and the weights "
+                                              "or the code have drifted apart."))
+
+
+def fig_induction(rep, sig, nh: int):
+    """Induction three ways: induction score per head (x uniform), the loss on the two copies
+    and what ablating each layer-1 head does to the second, the weight signatures."""
+    fig, axes = plt.subplots(1, 4, figsize=(19, 4.6),
+                             gridspec_kw={"width_ratios": [1.3, 0.5, 0.9, 1.2]})
+    L = rep["induction"].shape[0]
+    r = rep["induction"] / rep["uniform"]
+    heatmap(axes[0], r, [f"H{h}" for h in range(nh)], [f"L{l}" for l in range(L)],
+            cmap="Greens", vmin=0, vmax=max(2 * D.FOUND_RATIO, float(r.max())), fmt="{:.1f}",
+            colorbar=False, title=f"induction score, times uniform (found: >= {D.FOUND_RATIO:g}x)")
+    ax = axes[1]
+    ax.bar([0, 1], [rep["first_loss"], rep["second_loss"]], color=["#999999", "#2ca02c"])
+    ax.set_xticks([0, 1], ["1st copy", "2nd copy"])
+    ax.set_ylabel("next-character loss (nats)")
+    ax.set_title(f"loss (n={rep['n']})", fontsize=9)
+    ax = axes[2]
+    ax.bar(range(nh), rep["ablated_second"], color="#d62728")
+    ax.set_xticks(range(nh), [f"L{L - 1}H{h}" for h in range(nh)], fontsize=7)
+    ax.set_ylabel("rise of the 2nd copy's loss (nats)")
+    ax.set_title("one last-layer head ablated", fontsize=9)
+    m = np.vstack([sig["prefix"], sig["copying"][None, :]])
+    heatmap(axes[3], m, [f"L1H{h}" for h in range(nh)],
+            [f"L0H{h}" for h in range(nh)] + ["copy"], cmap="RdBu_r", vmin=-1, vmax=1,
+            fmt="{:.2f}", colorbar=True,
+            title="eigenvalue positivity: prefix matching (rows L0), copying")
+    caption(fig, "Random characters of the model's vocabulary, repeated once. Left: mean attention "
+                 "from the second copy to the character after the earlier occurrence, over the "
+                 "uniform baseline. Middle: loss on each copy; the rise of the second copy's loss "
+                 "when one last-layer head is ablated. Right: sum Re(lambda) / sum |lambda| of each "
+                 "pair's prefix-matching matrix and of each layer-1 head's token OV circuit "
+                 "(+1: every eigenvalue positive).")
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    return fig
+
+
+def induction_call(rep, factor: float = 5.0) -> tuple[bool, tuple[int, int], float]:
+    """(an induction head exists?, best head, its ratio to uniform): exists when the best head
+    puts `factor` x uniform on the induction key and the second copy's loss is lower by more
+    than 0.5 nats (half a nat: far beyond the batch's sampling noise)."""
+    ind = rep["induction"]
+    l, h = (int(i) for i in np.unravel_index(np.argmax(ind), ind.shape))
+    ratio = float(ind[l, h] / rep["uniform"])
+    return ratio >= factor and rep["first_loss"] - rep["second_loss"] > 0.5, (l, h), ratio
+
+
+def induction_sentence(rep, sig, what: str = "This model") -> str:
+    found, lh, ratio = induction_call(rep)
+    pm = sig["prefix"]
+    a, b = np.unravel_index(np.argmax(pm), pm.shape)
+    text = (f"best induction score {hl(lh)} at {ratio:.1f}x uniform; loss on the first "
+            f"copy {rep['first_loss']:.2f} nats, on the second {rep['second_loss']:.2f} "
+            f"(a drop of {rep['first_loss'] - rep['second_loss']:.2f}); largest prefix-matching "
+            f"positivity L0H{a} -> L1H{b} {pm[a, b]:+.2f}, largest copying positivity "
+            f"L1H{int(np.argmax(sig['copying']))} {sig['copying'].max():+.2f}")
+    md(f"{what}: {text}" + (": an induction head." if found else
+               ": **no induction head** (none reaches 5x uniform on the induction key while the "
+               "second copy gets cheaper by half a nat)."))
+    return text + (" (an induction head)" if found else " (no induction head)")
+
+
+def show_identifier_readings(ids: dict, tol: float) -> None:
+    names = {"span": "anywhere on the earlier occurrence (the source's reading)",
+             "duplicate": "the same character of the earlier occurrence",
+             "induction": "the character after it (induction; the detector above)"}
+    rows = []
+    for k in ("span", "duplicate", "induction"):
+        s, u, n = ids[k]
+        l, h = np.unravel_index(np.argmax(s), s.shape)
+        rows.append([names[k], f"{n:,}", f"L{l}H{h}", f"{s[l, h]:.3f}", f"{u:.4f}",
+                     f"{s[l, h] / u:.1f}x", D.verdict(float(s[l, h]), u, tol)])
+    table(["the head attends to", "queries", "best head", "score", "uniform", "ratio",
+           f"verdict (found: >= {D.FOUND_RATIO:g}x uniform)"], rows)
+
+
+def identifier_row(ids: dict, tol: float, induction_text: str, long_text: str | None):
+    """The "Checking the source" row of the semantic pattern, re-rated on the source's reading:
+    "holds" when its best head is found (>= 5x uniform by the margin), "does not hold" when not,
+    "holds with a caveat" within noise of the threshold."""
+    s, u, _ = ids["span"]
+    l, h = np.unravel_index(np.argmax(s), s.shape)
+    v = D.verdict(float(s[l, h]), u, tol)
+    verdict = {"found": "holds", "not found": "does not hold"}.get(v, "holds with a caveat")
+    si, ui, _ = ids["induction"]
+    measured = (f"The source's reading (a head looks at the most recent earlier occurrence of the "
+                f"name): best head L{l}H{h} puts {s[l, h]:.3f} of its attention on that "
+                f"occurrence, {s[l, h] / u:.1f}x uniform ({v}); on the character after it (the "
+                f"induction form, the detector above) the best is {si.max() / ui:.1f}x. Induction "
+                f"on repeated random characters: {induction_text}"
+                + (f". Longer context: {long_text}" if long_text else ""))
+    return ("Semantic patterns: a head looks at the most recent named entity (re-rated with the "
+            "mechanism: attention to the earlier occurrence, and induction)", measured, verdict)
+
+
+def fig_pair(maps, corpus, batch, b, start, length, reader: int, writer: int, kind: str, z: float):
+    """The slider's frame: a layer-1 head next to the layer-0 head it composes with most."""
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.6))
+    sl = slice(start, start + length)
+    toks = [c if c not in " \n" else {" ": "␣", "\n": "↵"}[c]
+            for c in corpus.decode(batch.idx[b, sl])]
+    for ax, (l, h, what) in zip(axes, ((0, writer, f"writer L0H{writer}"),
+                                       (1, reader, f"reader L1H{reader}"))):
+        heatmap(ax, maps[l, b, h, sl, sl], colorbar=False, annotate=False, vmin=0, vmax=1,
+                cmap="Greys")
+        ax.set_xticks(range(length), toks, fontsize=6, rotation=0)
+        ax.set_yticks(range(length), toks, fontsize=6)
+        ax.set_title(what, fontsize=9, color=head_color(h))
+        ax.set_xlabel("key")
+        ax.set_ylabel("query")
+    fig.suptitle(f"L1H{reader} composes most with L0H{writer}: {kind}-composition, "
+                 f"{z:+.1f} random spreads", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def identifier_sentence(ids: dict, tol: float) -> None:
+    best = {k: (float(np.max(ids[k][0])), ids[k][1]) for k in ids}
+    found = [k for k, (s, u) in best.items() if D.verdict(s, u, tol) == "found"]
+    md(f"On the same {ids['induction'][2]:,} queries, the best head puts "
+       f"{best['span'][0] / best['span'][1]:.1f}x uniform on the earlier occurrence as a whole, "
+       f"{best['duplicate'][0] / best['duplicate'][1]:.1f}x on its same character and "
+       f"{best['induction'][0] / best['induction'][1]:.1f}x on the character after it. "
+       + ("No reading reaches the threshold: the model has no head for the recent identifier, in "
+          "the source's sense or in the induction sense." if not found else
+          "Found: " + ", ".join(found) + "."))
+
+
+def circuits_summary(comp_top, rep, ids, tol: float, paths_data=None, head_ablation=None,
+                     a: int = 5, b: int = 1) -> None:
+    t = comp_top[0]
+    found, lh, ratio = induction_call(rep)
+    s, u, _ = ids["span"]
+    items = [f"Across layers, the strongest composition is {t['kind']}-composition of "
+             f"L0H{t['writer']} into L1H{t['reader']} ({t['score']:.3f}, {t['times_baseline']:.2f}x "
+             f"the random mean)."]
+    if paths_data is not None and any(e["label"] == f"L0H{a} -> L1H{b} qkv"
+                                      for e in paths_data["entries"]):
+        from andrea_edu.heads import path_runs as PR
+        e = PR.entry(paths_data, f"L0H{a} -> L1H{b} qkv")
+        whole = ("" if head_ablation is None else
+                 f" (ablated outright, L0H{a} costs them {float(head_ablation[0][0, a, 2]):+.3f})")
+        items.append(f"Removing L0H{a} from L1H{b}'s inputs alone costs the bracket queries "
+                     f"{e['loss'][2]:+.3f} ± {e['loss_se'][2]:.3f} nats{whole}: "
+                     + ("the weights line up, but the model does not use that path measurably."
+                        if abs(e["loss"][2]) <= 2 * e["loss_se"][2] else
+                        "the direct path between the two heads carries part of what L0H"
+                        f"{a} does for brackets."))
+    items.append(("An induction head: " if found else "No induction head: ")
+                 + f"the best reaches {ratio:.1f}x uniform on repeated random characters, and the "
+                   f"second copy costs {rep['first_loss'] - rep['second_loss']:.2f} nats less than "
+                   f"the first.")
+    items.append(f"Read as the source states it (attention to the earlier occurrence of a name), "
+                 f"the recent-identifier pattern's best head reaches {float(s.max()) / u:.1f}x "
+                 f"uniform: {D.verdict(float(s.max()), u, tol)}.")
+    md("\n".join(f"* {x}" for x in items))

@@ -19,14 +19,14 @@ from __future__ import annotations
 import re
 
 from andrea_edu.env import book_build
-from andrea_edu.kernels import grid
+from andrea_edu.kernels import grid, registry
 from andrea_edu.kernels.toolkit import KERNEL_FILES, kernel_source
 
 
 def version_header(version: str) -> dict:
     """{"name", "title", "idea", "grid", "limits", "speed"} of the kernel's entry in its file's
     "Versions in this file" comment (continuation lines joined)."""
-    name = grid.KERNEL_NAMES[version]
+    name = registry.get(version).kernel
     lines = kernel_source(version).splitlines()
     start = next((i for i, t in enumerate(lines) if re.match(rf"// {name}\s{{2,}}\S", t)), None)
     if start is None:

@@ -25,10 +25,11 @@ from typing import Any
 # Shown kernel code is its own concept (andrea_edu.figures.kernel_source, shared by any chapter
 # that shows code); the chapter imports it from there.
 from andrea_edu.figures.kernel_source import _code, _first_sentence, version_header
+from andrea_edu.kernels import registry
 from andrea_edu.kernels.toolkit import KERNEL_FILES
 
-VERSIONS = ("v1", "v2", "v3")
-BACKEND = {"v1": "cuda-naive", "v2": "cuda-wmma", "v3": "cuda-flash"}
+VERSIONS = registry.versions()                                   # ("v1", "v2", "v3")
+BACKEND = {s.version: s.backend for s in registry.specs()}       # {"v1": "cuda-naive", ...}
 COLORS = {"v1": "#7f7f7f", "v2": "#1f77b4", "v3": "#d62728"}
 
 
@@ -135,10 +136,7 @@ def decomposition_figure(trace, pair=(0, 0)):
 
 
 def _tile_width(trace) -> int:
-    from andrea_edu.kernels.toolkit import kernel_constants
-
-    c = kernel_constants(trace.kernel)
-    return c["V1_BC"] if "V1_BC" in c else c[f"{trace.kernel.upper()}_BK"]
+    return registry.get(trace.kernel).keys_per_tile
 
 
 # ------------------------------------------------------------------ sentences and tables
@@ -431,7 +429,8 @@ def fragment_figure():
 
 # ------------------------------------------------------------------ SASS evidence and the model
 MIX = ("HMMA", "LDSM", "LDS", "STS", "LD", "LDG", "LDGSTS", "SHFL", "MUFU.EX2", "BAR")
-MODEL_STYLE: dict[str, Any] = dict(facecolor="none", hatch="///", linewidth=1.2)  # no measurement is drawn so
+# A model is drawn hatched and unfilled; no measurement is drawn so.
+MODEL_STYLE: dict[str, Any] = dict(facecolor="none", hatch="///", linewidth=1.2)
 MODEL_LABEL = "model (lower bound from SASS counts)"
 
 
@@ -446,6 +445,15 @@ def clock_sentence(tm) -> str:
             for key, c in tm.TENSOR_CEILING.items()]
     return ("The model's one clock, for every term: " + "; ".join(parts)
             + ". The tensor ceiling of HMMA.16816: " + "; ".join(ceil) + ".")
+
+
+def check_head_dim(hs: int) -> int:
+    """hs when this chapter precomputed it (HEAD_DIMS: the head_dims all three kernels compile
+    for), else a one-line ValueError naming the allowed values, before any long work."""
+    if hs not in HEAD_DIMS:
+        raise ValueError(f"hs={hs!r}: this chapter compiles and models head_dim "
+                         f"{', '.join(map(str, HEAD_DIMS))} only; set hs to one of them")
+    return hs
 
 
 def band_phrase(m: dict) -> str:

@@ -103,7 +103,9 @@ def trace_figure(trace, order: int, step: int):
         ax_l.plot(rows, st.row_sum.numpy(), "s", ls="none", ms=4, mfc="none", color="#555555",
                   label="running sum l (right axis)")
         ax_l.set_ylabel("running sum l = sum of exp(s - m)", fontsize=8)
-        ax_m.legend(handles=ax_m.lines + ax_l.lines, fontsize=7, loc="upper left")
+        # below the axes, never on the markers (rows can put m and l anywhere in the panel)
+        ax_m.legend(handles=ax_m.lines + ax_l.lines, fontsize=8, loc="upper center",
+                    bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     ax_m.set_xlabel("query row i of this tile", fontsize=8)
     ax_m.set_ylabel("running max m of the scores s", fontsize=8)
     ax_m.set_title(f"after K/V tile {i} (keys {st.k_start}..{st.k_stop - 1}) of query rows "
@@ -115,7 +117,7 @@ def trace_figure(trace, order: int, step: int):
     fig.text(0.5, 0.01, "The block never builds the T x T matrix: it keeps m and l per query "
              "row and rescales its output when m grows (online softmax).", ha="center",
              fontsize=8, color="#444444")
-    fig.subplots_adjust(left=0.07, right=0.93, top=0.85, bottom=0.16, wspace=0.35)
+    fig.subplots_adjust(left=0.07, right=0.93, top=0.85, bottom=0.25, wspace=0.35)
     return fig
 
 

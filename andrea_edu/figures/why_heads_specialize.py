@@ -267,30 +267,59 @@ def specialists(scores) -> dict:
     return out
 
 
+def shown_heads(scores) -> dict:
+    """{pattern: (layer, head, score, best)}: one distinct head per pattern, the assignment with
+    the highest total score (so a head that leads two patterns is shown for one of them and the
+    other pattern gets its best remaining head); best = (layer, head, score) of the pattern's own
+    top head, which differs from the one shown exactly when that head is shown for another."""
+    import itertools
+
+    sc = np.asarray(scores)  # (3, L, nh)
+    heads = [(l, h) for l in range(sc.shape[1]) for h in range(sc.shape[2])]
+    best = specialists(scores)
+    if len(heads) < len(PATTERN_NAMES):
+        return {p: (*best[p], best[p]) for p in PATTERN_NAMES}
+    pick = max(itertools.permutations(heads, len(PATTERN_NAMES)),
+               key=lambda hs: sum(sc[i][hs[i]] for i in range(len(PATTERN_NAMES))))
+    return {p: (int(pick[i][0]), int(pick[i][1]), float(sc[i][pick[i]]), best[p])
+            for i, p in enumerate(PATTERN_NAMES)}
+
+
+# Token labels of the opening figure: at least 9 px of cap height when the figure is shown
+# 1280 px wide (DejaVu Sans capitals are 0.73 em): fontsize (pt) >= 9 / 0.73 * 72 * width / 1280.
+SPECIALISTS_WIDTH_IN = 13.5
+TOKEN_FONTSIZE = 10.0
+
+
 def fig_specialists(maps: torch.Tensor, batch: Batch, scores, b: int, start: int,
                     length: int = 28):
-    """One panel per pattern: the head with the highest score for it, its attention over one
-    window of one example (rows: queries, columns: keys), and circles on the keys that pattern
-    designates. What specializes, shown before any statistic."""
+    """One panel per pattern: a head for it (`shown_heads`: the best distinct heads), its
+    attention over one window of one example (rows: queries, columns: keys), and circles on the
+    keys that pattern designates. What specializes, shown before any statistic."""
     sl = slice(start, start + length)
     toks = batch.tokens(b)[sl]
-    best = specialists(scores)
-    fig, axes = plt.subplots(1, 3, figsize=(13.5, 5.0))
+    shown = shown_heads(scores)
+    fig, axes = plt.subplots(1, 3, figsize=(SPECIALISTS_WIDTH_IN, 5.6))
     for ax, (i, p) in zip(axes, enumerate(PATTERN_NAMES)):
-        l, h, s = best[p]
+        l, h, s, (bl, bh, bs) = shown[p]
         heatmap(ax, maps[l, b, h, sl, sl], colorbar=False, annotate=False, vmin=0, vmax=1,
                 cmap="Greys")
-        ax.set_xticks(range(length), toks, rotation=90, fontsize=6)
-        ax.set_yticks(range(length), toks, fontsize=6)
+        ax.set_xticks(range(length), toks, rotation=90, fontsize=TOKEN_FONTSIZE)
+        ax.set_yticks(range(length), toks, fontsize=TOKEN_FONTSIZE)
         pts = [(t - start, int(batch.key[b, t]) - start) for t in range(start, start + length)
                if PATTERNS.get(int(batch.pattern[b, t])) == p and start <= int(batch.key[b, t])]
         if pts:
             q, k = zip(*pts)
             ax.scatter(k, q, s=28, facecolors="none", edgecolors=PATTERN_COLORS[p], linewidths=1.4)
-        ax.set_title(f"{p}: head L{l}H{h}\n(score {s:.2f})", fontsize=10, color=PATTERN_COLORS[p])
-        ax.set_xlabel("key (the token looked at)", fontsize=8)
-        ax.set_ylabel("query (the token looking)", fontsize=8)
-    fig.suptitle("One head per pattern, on one example: dark = much attention", fontsize=11)
+        other = next((q for q, v in shown.items() if (v[0], v[1]) == (bl, bh)), None)
+        why = ("its best head" if (l, h) == (bl, bh) else
+               f"its best, L{bl}H{bh} ({bs:.2f}), is shown for {other}")
+        ax.set_title(f"{p}: head L{l}H{h}, score {s:.2f}\n({why})", fontsize=10,
+                     color=PATTERN_COLORS[p])
+        ax.set_xlabel("key (the token looked at)", fontsize=9)
+        ax.set_ylabel("query (the token looking)", fontsize=9)
+    fig.suptitle("One head per pattern (three different heads, the best such choice), on one "
+                 "example: dark = much attention", fontsize=11)
     caption(fig, "Circles: on each query whose next token the pattern decides, the key that holds "
                  "the answer. A specialised head puts its dark square inside the circle.")
     fig.tight_layout(rect=(0, 0.05, 1, 0.95))

@@ -101,7 +101,7 @@ def _check_idx(model: AndreaModel, idx) -> None:
 
 
 @torch.no_grad()
-def _run(model: AndreaModel, x: torch.Tensor, start: int, paths=(), outs=None, keep_from=None):
+def _run(model: AndreaModel, x: torch.Tensor, start: int, paths=(), outs=None):
     """Blocks start.. on residual x; paths end in layer `start`. Returns (logits, maps of layers
     start.., per-head outputs {layer: (nh, B, T, C)}, residual before each block {layer: x})."""
     nh = model.cfg.n_head

@@ -471,7 +471,8 @@ def _parser() -> argparse.ArgumentParser:
                     help=f"head counts to train; each must divide d_model={d_model} "
                          f"(default: {' '.join(map(str, N_HEADS))})")
     ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), metavar="S",
-                    help=f"seeds, integers >= 0 (default: {' '.join(map(str, SEEDS))})")
+                    help=f"training seeds run for every n_head, integers >= 0 (default: "
+                         f"{' '.join(map(str, SEEDS))})")
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                     help="parallel single-threaded training processes, 1.."
                          f"{os.cpu_count() or 1} (default %(default)s)")

@@ -1,11 +1,17 @@
 """The CUDA kernels and everything that knows them (Part "The GPU" of the book).
 
-    limits     each kernel's limits and tile sizes in one place (read by the dispatcher, the
-               compiler, the launcher and the emulator)
+    spec       KernelSpec: what a kernel version is, in one record (name, source, who may run
+               it and why not, tiles, grid, shared memory, emulator block, SASS plan, work)
+    v1, v2, v3 one spec module beside each .cu file
+    registry   the list of the specs, in the dispatcher's order of preference
+    block_steps  the emulator's pieces: staged tiles, masks, one online-softmax step
+    limits     what every backend accepts (shapes, dtypes), and each kernel's limits gathered
     toolkit    where NVRTC and its headers come from (pip wheels), the .cu sources, their constants
     nvrtc      run-time compilation: PTX, CUBIN, registers, shared memory, SASS, the disk cache
     launch     launching a compiled kernel on torch's current stream (needs a GPU)
-    occupancy  blocks per SM and grid fill on H200, RTX 4090, A100 (published limits)
+    occupancy  blocks per SM and grid fill on H200, RTX 4090, A100, T4, RTX 3090, L4, H100
+    targets    what runs where: each reader's GPU (T4 sm_75 .. H200 sm_90), the kernels the
+               dispatcher runs there, their registers and occupancy (a table, a line per chapter)
     grid       the launch grid of each kernel, drawn block by block
     tiles      tile coverage, padding, MMA shapes, SDPA's head_dim rules
     emulator   the kernels' grid, tiles and online softmax, run block by block on the CPU

@@ -1,6 +1,7 @@
 // attention_v1.cu: scaled dot-product attention over all heads in one launch.
 // Part of andrea_edu (chapter "One kernel, many heads"); compiled at run time by NVRTC
-// (andrea_edu/cuda.py) and mirrored step by step on the CPU by andrea_edu/emulator.py.
+// (andrea_edu/kernels/nvrtc.py), described by its spec andrea_edu/kernels/v1.py and mirrored
+// step by step on the CPU by andrea_edu/kernels/emulator.py.
 //
 // Versions in this file
 // ---------------------
@@ -41,6 +42,10 @@
 #include <cuda_bf16.h>
 #include <math_constants.h>  // CUDART_INF_F
 
+#ifndef ANDREA_SMEM_BYTES  // the dynamic shared memory of one block, from the kernel's spec
+#error "compile with -DANDREA_SMEM_BYTES=<bytes> (andrea_edu.kernels.nvrtc passes KernelSpec.shared_bytes)"
+#endif
+
 namespace andrea {
 
 constexpr int V1_WARPS = 4;                      // warps per block
@@ -79,6 +84,8 @@ attention_v1(const T* __restrict__ q, const T* __restrict__ k, const T* __restri
   float* sQ = smem;                              // [BR][HDP]
   float* sK = sQ + V1_BR * HDP;                  // [BC][HDP + 1]: +1 so lane j's row j hits bank j
   float* sV = sK + V1_BC * (HDP + 1);            // [BC][HDP]
+  static_assert(sizeof(float) * (V1_BR * HDP + V1_BC * (HDP + 1) + V1_BC * HDP) == ANDREA_SMEM_BYTES,
+                "carve-up != the bytes the launcher requests (KernelSpec.shared_bytes, kernels/v1.py)");
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const long long base = (long long)blockIdx.x * seq_len * head_dim;  // this (b, h)'s tile

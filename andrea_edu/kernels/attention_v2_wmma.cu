@@ -1,6 +1,7 @@
 // attention_v2_wmma.cu: the same attention on tensor cores (WMMA 16x16x16).
 // Part of andrea_edu (chapter "The configuration mirrors the hardware"); compiled at run time
-// by NVRTC (andrea_edu/cuda.py) and mirrored step by step on the CPU by andrea_edu/emulator.py.
+// by NVRTC (andrea_edu/kernels/nvrtc.py), described by its spec andrea_edu/kernels/v2.py and
+// mirrored step by step on the CPU by andrea_edu/kernels/emulator.py.
 //
 // Versions in this file
 // ---------------------
@@ -41,6 +42,10 @@
 #include <math_constants.h>  // CUDART_INF_F
 #include <mma.h>
 
+#ifndef ANDREA_SMEM_BYTES  // the dynamic shared memory of one block, from the kernel's spec
+#error "compile with -DANDREA_SMEM_BYTES=<bytes> (andrea_edu.kernels.nvrtc passes KernelSpec.shared_bytes)"
+#endif
+
 namespace andrea {
 
 using namespace nvcuda;
@@ -80,6 +85,9 @@ attention_v2_wmma(const T* __restrict__ q, const T* __restrict__ k, const T* __r
   T* sP = reinterpret_cast<T*>(sS + V2_WARPS * 16 * V2_LDS);   // [4][16][LDP]
   float* sO = reinterpret_cast<float*>(sP + V2_WARPS * 16 * V2_LDP);  // [4][16][LDO]
   T* sQ = reinterpret_cast<T*>(sO);             // [BQ][LDH], staged before sO is in use
+  static_assert(2 * V2_BK * LDH * sizeof(T) + V2_WARPS * 16 * (V2_LDS * sizeof(float) +
+                V2_LDP * sizeof(T) + LDO * sizeof(float)) == ANDREA_SMEM_BYTES,
+                "carve-up != the bytes the launcher requests (KernelSpec.shared_bytes, kernels/v2.py)");
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int q0 = blockIdx.y * V2_BQ;

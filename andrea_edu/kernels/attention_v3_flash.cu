@@ -1,7 +1,8 @@
 // attention_v3_flash.cu: attention as FlashAttention-2 computes it, on mma.sync tensor cores.
 // Part of andrea_edu (chapter "From one block per head to FlashAttention: a kernel worklog");
-// compiled at run time by NVRTC (andrea_edu/kernels/nvrtc.py) and mirrored step by step on the
-// CPU by andrea_edu/kernels/emulator.py; tests/host_sim runs this very file on the CPU.
+// compiled at run time by NVRTC (andrea_edu/kernels/nvrtc.py), described by its spec
+// andrea_edu/kernels/v3.py, mirrored step by step on the CPU by andrea_edu/kernels/emulator.py;
+// tests/host_sim runs this very file on the CPU.
 //
 // Versions in this file
 // ---------------------
@@ -69,6 +70,10 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <math_constants.h>  // CUDART_INF_F
+
+#ifndef ANDREA_SMEM_BYTES  // the dynamic shared memory of one block, from the kernel's spec
+#error "compile with -DANDREA_SMEM_BYTES=<bytes> (andrea_edu.kernels.nvrtc passes KernelSpec.shared_bytes)"
+#endif
 
 namespace andrea {
 
@@ -194,6 +199,8 @@ attention_v3_flash(const T* __restrict__ q, const T* __restrict__ k, const T* __
   extern __shared__ __align__(128) unsigned char smem[];
   T* const s0 = reinterpret_cast<T*>(smem);     // K[s] = s0 + 2s * TILE, V[s] = s0 + (2s+1) TILE
   T* const sQ = s0 + 2 * TILE;
+  static_assert(V3_TILES * TILE * sizeof(T) == ANDREA_SMEM_BYTES,
+                "carve-up != the bytes the launcher requests (KernelSpec.shared_bytes, kernels/v3.py)");
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;        // groupID, threadID_in_group (PTX ISA names)

@@ -11,7 +11,7 @@ Each block runs the same loops as its kernel (kernels/attention_v1.cu, attention
 attention_v3_flash.cu):
 the same grid mapping, query tiles, K/V tiles, zero-filled tails, causal mask and online
 softmax (running max m, running sum l, rescale by alpha = exp(m_old - m_new)). Tile sizes are
-read from the .cu files (andrea_edu.kernels.nvrtc.kernel_constants), so the mirror cannot drift.
+read from the .cu files (KernelSpec.constants, kernels.spec), so the mirror cannot drift.
 Inside a block the work of its threads is vectorized with torch (a tile's scores are one
 matmul); blocks run one after another in grid order. What is not mirrored: the order of
 floating-point additions inside a dot product, and which lane does what.
@@ -36,26 +36,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from andrea_edu.kernels.limits import (V1_MAX_HEAD_DIM, V2_HEAD_DIMS, V3_HEAD_DIMS,
-                                      v2_ineligibility, v3_ineligibility, validate_qkv)
-from andrea_edu.kernels.toolkit import block_rows, kernel_constants
-
-
-@dataclass
-class KVStep:
-    """One K/V tile staged in shared memory, and the running softmax state after it."""
-    k_start: int
-    k_stop: int                    # exclusive, clipped to T (the kernel zero-fills past it)
-    row_max: torch.Tensor | None   # (rows,) running max m of the tile's query rows < T
-    row_sum: torch.Tensor | None   # (rows,) running sum l
-
-
-@dataclass
-class QTile:
-    """A tile of query rows a block computed: rows [q_start, q_stop) of one (b, h)."""
-    q_start: int
-    q_stop: int
-    steps: list = field(default_factory=list)   # [KVStep] in the order they were loaded
+from andrea_edu.kernels import registry
+from andrea_edu.kernels.block_steps import KVStep, QTile  # noqa: F401  (the Trace's records)
+from andrea_edu.kernels.limits import validate_qkv
 
 
 @dataclass
@@ -107,134 +90,6 @@ class Trace:
         return rows
 
 
-def _online_step(qt, kt, vt, m, l, acc, valid, scale, p_dtype):
-    """One K/V tile of the online softmax for a tile of query rows (the kernels' inner loop).
-
-    qt (R, hs), kt/vt (C, hs) zero-filled past T; m/l (R,), acc (R, hs); valid (R, C) bool,
-    or None when every (row, key) pair of the tile is allowed (masking nothing is a no-op).
-    """
-    s = torch.mm(qt, kt.T).mul_(scale)                       # (R, C) scores
-    if valid is not None:
-        s.masked_fill_(~valid, float("-inf"))                # keys past T, or j > i (causal)
-    m_new = torch.maximum(m, s.amax(dim=1))                  # (R,)
-    m_use = torch.where(torch.isneginf(m_new), 0.0, m_new)   # a row masked so far: no NaN
-    p = torch.exp(s - m_use[:, None])                        # (R, C); exp(-inf) = 0 when masked
-    alpha = torch.exp(m - m_use)                             # (R,) 0 on the first tile
-    l = alpha * l + p.sum(dim=1)
-    if p_dtype is not None:                                  # v2: P goes to tensor cores
-        p = p.to(p_dtype).float()
-    acc = torch.addmm(acc * alpha[:, None], p, vt)           # (R, hs)
-    return m_new, l, acc
-
-
-def _padded(x, rows):
-    """x (T, hs) in fp32, zero-filled to `rows` rows (the kernels' zero-filled tails)."""
-    t = torch.zeros(rows, x.shape[1], dtype=torch.float32)
-    t[:x.shape[0]] = x
-    return t
-
-
-def _mask(q0, R, k0, C, T, causal, always=False):
-    """valid (R, C) for query rows q0.. and keys k0.., or None when all pairs are valid
-    (always=True: the tensor even then)."""
-    if not always and k0 + C <= T and (not causal or k0 + C - 1 <= q0):
-        return None
-    i = q0 + torch.arange(R)[:, None]                        # (R, 1)
-    j = k0 + torch.arange(C)[None, :]                        # (1, C)
-    valid = j < T
-    return valid & (j <= i) if causal else valid.expand(R, C)
-
-
-def _run_block_v1(qh, kh, vh, oh, causal, scale, record, c):
-    """attention_v1's block: every query tile of one (b, h), K/V streamed 32 rows at a time."""
-    T, hs = qh.shape
-    BR, BC = c["V1_BR"], c["V1_BC"]
-    qp = _padded(qh, -(-T // BR) * BR)                       # (T rounded up to BR, hs)
-    kp, vp = (_padded(x, -(-T // BC) * BC) for x in (kh, vh))  # (T rounded up to BC, hs)
-    for q0 in range(0, T, BR):
-        qt = qp[q0:q0 + BR]                                  # (BR, hs) staged Q tile
-        m = torch.full((BR,), float("-inf"))
-        l = torch.zeros(BR)
-        acc = torch.zeros(BR, hs)                            # (BR, hs)
-        n = min(BR, T - q0)
-        tile = QTile(q0, q0 + n)
-        kv_end = min(T, q0 + BR) if causal else T
-        for k0 in range(0, kv_end, BC):
-            m, l, acc = _online_step(qt, kp[k0:k0 + BC], vp[k0:k0 + BC], m, l, acc,
-                                     _mask(q0, BR, k0, BC, T, causal), scale, None)
-            if record:
-                tile.steps.append(KVStep(k0, min(k0 + BC, T), m[:n].clone(), l[:n].clone()))
-        oh[q0:q0 + n] = acc[:n] / l[:n, None]
-        if record:
-            yield tile
-
-
-def _run_block_v2(qh, kh, vh, oh, qtile, causal, scale, record, c, p_dtype):
-    """attention_v2_wmma's block: one 64-row query tile of one (b, h), K/V 32 rows at a time."""
-    T, hs = qh.shape
-    BQ, BK = c["V2_BQ"], c["V2_BK"]
-    q0 = qtile * BQ
-    qt = _padded(qh[q0:q0 + BQ], BQ)                         # (BQ, hs) staged Q tile
-    kp, vp = (_padded(x, -(-T // BK) * BK) for x in (kh, vh))  # (T rounded up to BK, hs)
-    m = torch.full((BQ,), float("-inf"))
-    l = torch.zeros(BQ)
-    acc = torch.zeros(BQ, hs)                                # (BQ, hs): the kernel's sO
-    n = min(BQ, T - q0)
-    tile = QTile(q0, q0 + n)
-    kv_end = min(T, q0 + BQ) if causal else T
-    for k0 in range(0, kv_end, BK):
-        m, l, acc = _online_step(qt, kp[k0:k0 + BK], vp[k0:k0 + BK], m, l, acc,
-                                 _mask(q0, BQ, k0, BK, T, causal), scale, p_dtype)
-        if record:
-            tile.steps.append(KVStep(k0, min(k0 + BK, T), m[:n].clone(), l[:n].clone()))
-    oh[q0:q0 + n] = acc[:n] / l[:n, None]
-    if record:
-        yield tile
-
-
-def _run_block_v3(qh, kh, vh, oh, qtile, causal, scale, record, c, p_dtype):
-    """attention_v3_flash's block: one 64-row query tile, 4 warps of 16 rows, 64-key tiles;
-    the online softmax in exp2 form on raw scores, masks only where the kernel masks."""
-    T, hs = qh.shape
-    BQ, BK, W = block_rows("v3", hs), c["V3_BK"], c["V3_WARPS"]
-    R = BQ // W                                              # rows per warp: 32, or 16 (hs > 64)
-    log2e = 1.4426950408889634
-    cc = scale * log2e                                       # exp(x scale) = exp2(x cc)
-    q0 = qtile * BQ
-    qt = _padded(qh[q0:q0 + BQ], BQ)                         # (BQ, hs) staged Q (zeros past T)
-    kp, vp = (_padded(x, -(-T // BK) * BK) for x in (kh, vh))  # (T rounded up to BK, hs)
-    m = torch.full((W, R), float("-inf"))                    # per warp, per row: raw max
-    l = torch.zeros(W, R)
-    o = torch.zeros(W, R, hs)                                # the warps' O registers
-    n = min(BQ, T - q0)
-    tile = QTile(q0, q0 + n)
-    kv_end = min(T, q0 + BQ) if causal else T
-    for k0 in range(0, kv_end, BK):
-        kt, vt = kp[k0:k0 + BK], vp[k0:k0 + BK]              # (BK, hs) the block's K/V tile
-        for w in range(W):
-            r0 = q0 + w * R                                  # this warp's first query row
-            if causal and k0 > r0 + R - 1:                   # the whole tile is above its rows:
-                continue                                     # the kernel's warp skips it
-            s = torch.mm(qt[w * R:(w + 1) * R], kt.T)        # (R, BK) raw scores
-            if k0 + BK > T or (causal and k0 + BK - 1 > r0):  # the kernel's warp-level test
-                s.masked_fill_(~_mask(r0, R, k0, BK, T, causal, always=True), float("-inf"))
-            m_new = torch.maximum(m[w], s.amax(dim=1))       # (R,)
-            mc = torch.where(torch.isneginf(m_new), 0.0, m_new * cc)
-            p = torch.exp2(s * cc - mc[:, None])             # (R, BK)
-            alpha = torch.exp2(m[w] * cc - mc)               # (R,) 0 on the first tile
-            l[w] = alpha * l[w] + p.sum(dim=1)
-            if p_dtype is not None:                          # P re-packed to fp16/bf16
-                p = p.to(p_dtype).float()
-            o[w] = torch.addmm(o[w] * alpha[:, None], p, vt)  # (R, hs)
-            m[w] = m_new
-        if record:
-            tile.steps.append(KVStep(k0, min(k0 + BK, T), (m.reshape(-1)[:n] * scale).clone(),
-                                     l.reshape(-1)[:n].clone()))
-    oh[q0:q0 + n] = (o.reshape(BQ, hs) / l.reshape(BQ, 1))[:n]
-    if record:
-        yield tile
-
-
 @contextlib.contextmanager
 def _one_thread():
     """Per-tile tensors are tiny: torch's intra-op threads only add synchronization (measured
@@ -256,50 +111,38 @@ def emulate(q, k, v, causal: bool = False, kernel: str | None = None, trace: boo
         raise ValueError("emulate() is forward-only (like the kernels it emulates): the inputs "
                          "require grad and no gradient would flow back; call it under "
                          "torch.no_grad(), or pass q.detach(), k.detach(), v.detach()")
-    if kernel is None:
-        kernel = ("v3" if v3_ineligibility(hs, q.dtype) is None else
-                  "v2" if v2_ineligibility(hs, q.dtype) is None else "v1")
-    if kernel not in ("v1", "v2", "v3"):
-        raise ValueError(f"kernel={kernel!r} is not one of ('v1', 'v2', 'v3', None)")
-    if kernel == "v1" and hs > V1_MAX_HEAD_DIM:
-        raise ValueError(f"head_dim={hs} is above v1's maximum {V1_MAX_HEAD_DIM}")
-    if kernel == "v2" and hs not in V2_HEAD_DIMS:
-        raise ValueError(f"kernel='v2' needs head_dim in {list(V2_HEAD_DIMS)} (multiples of 16); "
-                         f"got head_dim={hs}: use kernel='v1'")
-    if kernel == "v3" and hs not in V3_HEAD_DIMS:
-        raise ValueError(f"kernel='v3' needs head_dim in {list(V3_HEAD_DIMS)}; got "
-                         f"head_dim={hs}: use kernel='v2' or 'v1'")
-    c = kernel_constants(kernel)
+    if kernel is None:   # the kernel the GPU dispatcher would run on an sm_80+ GPU
+        kernel = next((s.version for s in registry.preferred()
+                       if s.ineligibility(hs, q.dtype, None) is None), registry.versions()[0])
+    if kernel not in registry.versions():
+        raise ValueError(f"kernel={kernel!r} is not one of {registry.versions() + (None,)}")
+    spec = registry.get(kernel)
+    why = spec.emulator_refusal(hs)
+    if why is not None:
+        raise ValueError(why)
+    c = spec.constants()
     scale = 1.0 / math.sqrt(hs)
     qc, kc, vc = (t.detach().cpu().float() for t in (q, k, v))  # exact: fp16/bf16 fit fp32
     out = torch.empty(B, nh, T, hs, dtype=torch.float32)     # (B, nh, T, hs)
-    if kernel == "v1":
-        grid = (B * nh, 1, 1)
-        threads = c["V1_THREADS"]
-    else:
-        grid = (B * nh, math.ceil(T / block_rows(kernel, hs)), 1)
-        threads = c[f"{kernel.upper()}_THREADS"]
+    grid = spec.grid(B, nh, T, hs)
+    threads = spec.threads
     p_dtype = q.dtype if q.dtype != torch.float32 else None
     tr = Trace(kernel, grid, threads, (B, nh, T, hs), causal) if trace else None
     with _one_thread():
-        _run_grid(qc, kc, vc, out, grid, nh, kernel, causal, scale, tr, c, p_dtype)
+        _run_grid(qc, kc, vc, out, grid, nh, spec, causal, scale, tr, c, p_dtype)
     return out.to(device=q.device, dtype=q.dtype), tr
 
 
-def _run_grid(qc, kc, vc, out, grid, nh, kernel, causal, scale, tr, c, p_dtype):
+def _run_grid(qc, kc, vc, out, grid, nh, spec, causal, scale, tr, c, p_dtype):
     """Every block of the grid in launch order (blockIdx.x fastest), recording into tr."""
     order = 0
     for y in range(grid[1]):                                 # blockIdx.x varies fastest
+        qtile = grid[1] - 1 - y if spec.reverse_query_tiles else y  # v3: heaviest tile first
         for x in range(grid[0]):
             b, h = divmod(x, nh)                             # blockIdx.x = b * nh + h
             args = (qc[b, h], kc[b, h], vc[b, h], out[b, h])  # each (T, hs)
-            if kernel == "v1":
-                tiles = list(_run_block_v1(*args, causal, scale, tr is not None, c))
-            elif kernel == "v3":                             # heaviest query tile first
-                tiles = list(_run_block_v3(*args, grid[1] - 1 - y, causal, scale,
-                                           tr is not None, c, p_dtype))
-            else:
-                tiles = list(_run_block_v2(*args, y, causal, scale, tr is not None, c, p_dtype))
+            tiles = list(spec.emulate_block(*args, qtile, causal, scale, tr is not None, c,
+                                            p_dtype))
             if tr is not None:
                 tr.blocks.append(BlockRecord(order, (x, y), b, h, tiles))
             order += 1

@@ -15,14 +15,11 @@ occupancy rules from `andrea_edu.kernels.occupancy`. Nothing here needs a GPU ex
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
-from andrea_edu.kernels import occupancy
-from andrea_edu.kernels.toolkit import KERNEL_FILES, block_rows, kernel_source
-
-KERNEL_NAMES = {"v1": "attention_v1", "v2": "attention_v2_wmma", "v3": "attention_v3_flash"}
+from andrea_edu.kernels import occupancy, registry
+from andrea_edu.kernels.toolkit import kernel_source
 
 
 def _pos_int(name: str, value) -> int:
@@ -32,8 +29,8 @@ def _pos_int(name: str, value) -> int:
 
 
 def _version(version: str) -> str:
-    if version not in KERNEL_NAMES:
-        raise ValueError(f"version must be one of {tuple(KERNEL_NAMES)}, got {version!r}")
+    if version not in registry.versions():
+        raise ValueError(f"version must be one of {registry.versions()}, got {version!r}")
     return version
 
 
@@ -58,13 +55,12 @@ def grid_shape(version: str, B: int, n_head: int, T: int, head_dim: int = 64
     """gridDim of one launch, from the tile sizes in the .cu file (no compilation). head_dim
     matters for v3 only (128-row query tiles up to head_dim 64, 64-row tiles above).
 
-    Equals `cuda.compile_attention(version, ...).grid(B, n_head, T)`; the tests check it.
+    The one grid function is KernelSpec.grid; `compile_attention(...).grid(B, n_head, T)`
+    calls it too.
     """
     for name, v in (("B", B), ("n_head", n_head), ("T", T)):
         _pos_int(name, v)
-    if _version(version) == "v1":
-        return (B * n_head, 1, 1)
-    return (B * n_head, math.ceil(T / block_rows(version, head_dim)), 1)
+    return registry.get(_version(version)).grid(B, n_head, T, head_dim)
 
 
 # ---------------------------------------------------------------- what the kernel is told
@@ -82,26 +78,26 @@ class KernelSignature:
 def _kernel_text(version: str) -> tuple[str, int]:
     """(text from the kernel's `template <...>` line to the end of the file, its first line no.)."""
     src = kernel_source(_version(version))
-    m = re.search(r"^template <[^>]*>\s*\n__global__[^\n]*\n" + KERNEL_NAMES[version] + r"\(",
+    spec = registry.get(version)
+    m = re.search(r"^template <[^>]*>\s*\n__global__[^\n]*\n" + spec.kernel + r"\(",
                   src, flags=re.M)
     if m is None:
-        raise RuntimeError(f"cannot find the kernel {KERNEL_NAMES[version]} in "
-                           f"{KERNEL_FILES[version]}")
+        raise RuntimeError(f"cannot find the kernel {spec.kernel} in {spec.source}")
     return src[m.start():], src[:m.start()].count("\n") + 1
 
 
 def kernel_signature(version: str) -> KernelSignature:
     """Read the kernel's parameters from its source (the book shows what the kernel is told)."""
     text, _ = _kernel_text(version)
+    spec = registry.get(version)
     tmpl_m = re.match(r"template <([^>]*)>", text)
-    params_m = re.search(KERNEL_NAMES[version] + r"\(([^)]*)\)", text)
+    params_m = re.search(spec.kernel + r"\(([^)]*)\)", text)
     if tmpl_m is None or params_m is None:
-        raise RuntimeError(f"cannot read the parameters of {KERNEL_NAMES[version]} in "
-                           f"{KERNEL_FILES[version]}")
+        raise RuntimeError(f"cannot read the parameters of {spec.kernel} in {spec.source}")
     tmpl, params = tmpl_m.group(1), params_m.group(1)
     plist = tuple(" ".join(p.split()) for p in params.split(","))
     names = tuple(p.split()[-1].lstrip("*") for p in plist)
-    return KernelSignature(KERNEL_NAMES[version], KERNEL_FILES[version],
+    return KernelSignature(spec.kernel, spec.source,
                            tuple(t.strip() for t in tmpl.split(",")), plist, names)
 
 

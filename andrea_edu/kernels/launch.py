@@ -22,9 +22,9 @@ import math
 
 import torch
 
+from andrea_edu.kernels import registry
 from andrea_edu.kernels import toolkit as _tk
-from andrea_edu.kernels.limits import (V1_MAX_HEAD_DIM, V2_DTYPES, V2_HEAD_DIMS, V3_MIN_SM,
-                                      v3_ineligibility, validate_qkv)
+from andrea_edu.kernels.limits import validate_qkv
 from andrea_edu.kernels.nvrtc import compile_attention
 
 
@@ -169,35 +169,19 @@ def _function(ck, index: int):
 
 def check_launch_inputs(q, k, v, version: str) -> tuple[int, int, int, int]:
     """Everything launch_attention checks before touching the GPU; returns (B, nh, T, hs)."""
-    if version not in ("v1", "v2", "v3"):
-        raise ValueError(f"version={version!r} is not one of ('v1', 'v2', 'v3')")
+    spec = registry.get(version)
     B, nh, T, hs = validate_qkv(q, k, v)
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not t.is_contiguous():
             raise ValueError(f"{name} is not contiguous (strides {t.stride()}); the kernels "
                              f"read [B, nh, T, hs] memory in order: pass {name}.contiguous()")
-    if version == "v2" and (q.dtype not in V2_DTYPES or hs not in V2_HEAD_DIMS):
-        raise ValueError(f"v2 runs dtype in {list(V2_DTYPES)} and head_dim in "
-                         f"{list(V2_HEAD_DIMS)}; got dtype={q.dtype}, head_dim={hs}: "
-                         f"use version='v1' (backend='cuda-naive')")
-    if version == "v3":
-        why = v3_ineligibility(hs, q.dtype)
-        if why is not None:
-            raise ValueError(f"v3 cannot run this: {why}: use version='v2' (backend='cuda-wmma') "
-                             f"or version='v1' (backend='cuda-naive')")
-        for name, t in (("q", q), ("k", k), ("v", v)):
-            if t.data_ptr() % 16:   # cp.async moves 16-byte chunks from each row's start
-                raise ValueError(f"{name}'s data is not 16-byte aligned (address "
-                                 f"{t.data_ptr():#x}, e.g. a slice of a larger tensor): v3 "
-                                 f"copies 16 bytes at a time; pass {name}.clone()")
-    if hs > V1_MAX_HEAD_DIM:
-        raise ValueError(f"head_dim={hs} is above the kernels' maximum {V1_MAX_HEAD_DIM}: "
-                         f"use backend='sdpa'")
+    why = spec.launch_refusal(q, k, v, hs)
+    if why is not None:
+        raise ValueError(why)
     if q.device.type != "cuda":
         raise ValueError(f"q is on device {q.device}, but the CUDA kernel {version} needs CUDA "
                          f"tensors: move them with .cuda(), or use backend='emulator' (CPU)")
-    bq = 64 if version == "v1" else _tk.block_rows(version, hs)
-    if B * nh > 2**31 - 1 or math.ceil(T / bq) > 65535:
+    if B * nh > 2**31 - 1 or spec.grid(B, nh, T, hs)[1] > 65535:
         raise ValueError(f"grid too large for B*nh={B * nh}, T={T}")
     return B, nh, T, hs
 
@@ -222,12 +206,9 @@ def launch_attention(q, k, v, causal: bool = False, version: str = "v1"):
                            f"({arch}; it knows sm_{_tk.supported_archs()}): install a newer "
                            f"NVRTC (pip install -U cuda-bindings 'cuda-toolkit[nvrtc,cudart,crt]')"
                            f", or use backend='sdpa'")
-    if version == "v2" and q.dtype == torch.bfloat16 and major < 8:
-        raise RuntimeError(f"bfloat16 tensor cores need sm_80 or newer; this GPU is {arch}: "
-                           f"use backend='cuda-naive'")
-    if version == "v3" and major * 10 + minor < V3_MIN_SM:
-        raise RuntimeError(f"v3 (backend='cuda-flash') needs sm_{V3_MIN_SM} or newer; this GPU "
-                           f"is {arch}: use backend='cuda-wmma'")
+    why = registry.get(version).gpu_refusal(major * 10 + minor, arch, q.dtype)
+    if why is not None:
+        raise RuntimeError(why)
     ck = compile_attention(version, hs, q.dtype, arch)
     out = torch.empty_like(q)                                       # (B, nh, T, hs)
     with torch.cuda.device(index):

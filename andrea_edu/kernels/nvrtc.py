@@ -55,61 +55,30 @@ from pathlib import Path
 
 import torch
 
+from andrea_edu.kernels import registry
 from andrea_edu.kernels import toolkit as _tk
-from andrea_edu.kernels.limits import (V1_MAX_HEAD_DIM, V2_DTYPES, V2_HEAD_DIMS, V3_DTYPES,
-                                      V3_HEAD_DIMS, V3_MIN_SM)
-from andrea_edu.kernels.toolkit import KERNEL_FILES, CompileError, kernel_constants
+from andrea_edu.kernels.spec import CTYPE as _CTYPE
+from andrea_edu.kernels.toolkit import CompileError
+from andrea_edu.kernels.v1 import V1_CHUNK_SIZES  # noqa: F401  (part of this module's API)
 
 ARCHS = ("sm_80", "sm_89", "sm_90")            # what the tests and the book compile for
-V1_CHUNK_SIZES = (1, 2, 4, 8)                   # v1 specializations: lanes' chunks of 32 dims
-_CTYPE = {torch.float32: "float", torch.float16: "__half", torch.bfloat16: "__nv_bfloat16"}
-KERNEL_NAMES = {"v1": "attention_v1", "v2": "attention_v2_wmma", "v3": "attention_v3_flash"}
 
 
 def _tile(version: str, head_dim: int, dtype) -> int:
-    """The template's tile parameter: v1's CHUNKS, v2's and v3's HD. Validates the arguments."""
-    if version not in KERNEL_FILES:
-        raise ValueError(f"version={version!r} is not one of {tuple(KERNEL_FILES)}")
+    """The template's tile parameter (v1's CHUNKS, v2's and v3's HD), from the version's spec.
+    Validates the arguments."""
+    spec = registry.get(version)
     if dtype not in _CTYPE:
         raise ValueError(f"dtype={dtype} is not supported; allowed: {list(_CTYPE)}")
     if not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim < 1:
         raise ValueError(f"head_dim={head_dim!r} must be a positive int")
-    if version == "v1":
-        if head_dim > V1_MAX_HEAD_DIM:
-            raise ValueError(f"head_dim={head_dim} is above v1's maximum {V1_MAX_HEAD_DIM}; "
-                             f"use backend='sdpa'")
-        need = math.ceil(head_dim / 32)
-        return next(c for c in V1_CHUNK_SIZES if c >= need)
-    if version == "v3":
-        if dtype not in V3_DTYPES:
-            raise ValueError(f"dtype={dtype} is not supported by v3 (mma.sync takes "
-                             f"{list(V3_DTYPES)}); fp32 runs on v1 (backend='cuda-naive')")
-        if head_dim not in V3_HEAD_DIMS:
-            raise ValueError(f"head_dim={head_dim} is not compiled for v3; allowed: "
-                             f"{list(V3_HEAD_DIMS)}; other head_dims run on v2 or v1")
-        return head_dim
-    if dtype not in V2_DTYPES:
-        raise ValueError(f"dtype={dtype} is not supported by v2 (tensor cores take "
-                         f"{list(V2_DTYPES)}); fp32 runs on v1 (backend='cuda-naive')")
-    if head_dim not in V2_HEAD_DIMS:
-        raise ValueError(f"head_dim={head_dim} is not compiled for v2; allowed: "
-                         f"{list(V2_HEAD_DIMS)} (multiples of 16); other head_dims run on v1")
-    return head_dim
+    return spec.tile(head_dim, dtype)
 
 
 def shared_bytes(version: str, head_dim: int, dtype) -> int:
-    """Dynamic shared memory the launcher requests; mirrors the carve-up in the .cu files."""
-    tile = _tile(version, head_dim, dtype)
-    c = kernel_constants(version)
-    if version == "v1":
-        hdp = 32 * tile
-        return 4 * (c["V1_BR"] * hdp + c["V1_BC"] * (hdp + 1) + c["V1_BC"] * hdp)  # sQ, sK, sV
-    es = torch.empty((), dtype=dtype).element_size()
-    if version == "v3":                                           # K[2], V[2]; Q, O staged in K
-        return c["V3_TILES"] * c["V3_BK"] * (tile + c["V3_PAD"]) * es
-    rows = 16 * c["V2_WARPS"]                                     # 16 query rows per warp
-    return (2 * c["V2_BK"] * (tile + 8) * es + rows * c["V2_LDS"] * 4   # sK, sV; sS (fp32)
-            + rows * c["V2_LDP"] * es + rows * (tile + 4) * 4)         # sP; sO (also stages Q)
+    """Dynamic shared memory the launcher requests: the spec's carve-up, summed
+    (KernelSpec.shared_bytes); the .cu checks it at compile time (-DANDREA_SMEM_BYTES)."""
+    return registry.get(version).shared_bytes(_tile(version, head_dim, dtype), dtype)
 
 
 def _arch_number(arch: str) -> int:
@@ -178,17 +147,16 @@ class CompiledKernel:
 
     @property
     def threads_per_block(self) -> int:
-        return kernel_constants(self.version)[f"{self.version.upper()}_THREADS"]
+        return registry.get(self.version).threads
 
     @property
     def max_head_dim(self) -> int:
-        return 32 * self.tile if self.version == "v1" else self.tile
+        return registry.get(self.version).max_head_dim(self.tile)
 
     def grid(self, B: int, nh: int, T: int) -> tuple[int, int, int]:
-        """Launch grid: v1 one block per (b, h); v2 and v3 one per (b, h, 64-row query tile)."""
-        if self.version == "v1":
-            return (B * nh, 1, 1)
-        return (B * nh, math.ceil(T / _tk.block_rows(self.version, self.tile)), 1)
+        """Launch grid (KernelSpec.grid): v1 one block per (b, h); v2 and v3 one per (b, h,
+        query tile)."""
+        return registry.get(self.version).grid(B, nh, T, self.max_head_dim)
 
     def tensor_core_instructions(self) -> list[str]:
         """PTX lines that run on tensor cores (wmma.mma / mma.sync)."""
@@ -250,25 +218,25 @@ def compile_attention(version: str, head_dim: int, dtype, arch: str = "sm_90",
                       use_cache: bool = True) -> CompiledKernel:
     """Compile (or fetch from the caches) the kernel that runs (version, head_dim, dtype, arch)."""
     tile = _tile(version, head_dim, dtype)
+    spec = registry.get(version)
     archnum = _arch_number(arch)
-    if version == "v2" and dtype == torch.bfloat16 and archnum < 80:
-        raise ValueError(f"arch={arch!r}: bfloat16 tensor cores need sm_80 or newer")
-    if version == "v3" and archnum < V3_MIN_SM:
-        raise ValueError(f"arch={arch!r}: v3 (mma.sync m16n8k16, cp.async, ldmatrix) needs "
-                         f"sm_{V3_MIN_SM} or newer")
+    why = spec.compile_refusal(archnum, arch, dtype)
+    if why is not None:
+        raise ValueError(why)
     key = (version, tile, dtype, arch)
     if use_cache and key in _MEMORY:
         return _MEMORY[key]
     nvrtc = _tk._import_nvrtc()
     inc = _tk.include_dirs()
-    name_expr = f"andrea::{KERNEL_NAMES[version]}<{_CTYPE[dtype]}, {tile}>"
+    name_expr = f"andrea::{spec.kernel}<{_CTYPE[dtype]}, {tile}>"
     src = _tk.kernel_source(version)
+    dyn = spec.shared_bytes(tile, dtype)
     opts = ["-default-device", "--std=c++17", f"--gpu-architecture={arch}",
-            "--ptxas-options=-v", "-lineinfo"] + [f"-I{d}" for d in inc]
+            "--ptxas-options=-v", "-lineinfo", f"-DANDREA_SMEM_BYTES={dyn}"] + \
+        [f"-I{d}" for d in inc]
     digest = hashlib.sha256(json.dumps([src, name_expr, opts[:-len(inc)], _tk.nvrtc_version(),
                                         _tk.header_version(inc)]).encode()).hexdigest()[:24]
     disk = cache_dir() / f"{version}_{tile}_{_CTYPE[dtype]}_{arch}_{digest}"
-    dyn = shared_bytes(version, head_dim, dtype)
     if use_cache and (disk.with_suffix(".json")).is_file():
         try:
             meta, ptx_text, cubin_bytes = _read_disk(disk)
@@ -286,7 +254,7 @@ def compile_attention(version: str, head_dim: int, dtype, arch: str = "sm_90",
                           RuntimeWarning, stacklevel=2)
     t0 = time.perf_counter()
     prog = _tk._call(nvrtc, "nvrtcCreateProgram", nvrtc.nvrtcCreateProgram(
-        src.encode(), KERNEL_FILES[version].encode(), 0, [], []))
+        src.encode(), spec.source.encode(), 0, [], []))
     try:
         _tk._call(nvrtc, "nvrtcAddNameExpression",
               nvrtc.nvrtcAddNameExpression(prog, name_expr.encode()))
@@ -294,7 +262,7 @@ def compile_attention(version: str, head_dim: int, dtype, arch: str = "sm_90",
         log = _tk._program_log(nvrtc, prog)
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise CompileError(f"NVRTC could not compile {name_expr} for {arch} "
-                               f"({KERNEL_FILES[version]}):\n{log}", log)
+                               f"({spec.source}):\n{log}", log)
         lowered = _tk._call(nvrtc, "nvrtcGetLoweredName",
                         nvrtc.nvrtcGetLoweredName(prog, name_expr.encode())).decode()
         ptx = b" " * _tk._call(nvrtc, "nvrtcGetPTXSize", nvrtc.nvrtcGetPTXSize(prog))
@@ -359,7 +327,8 @@ def _read_disk(disk: Path) -> tuple[dict, str, bytes]:
         raise ValueError(f"{meta_path}: not valid JSON ({e})") from None
     if not isinstance(meta, dict):
         raise ValueError(f"{meta_path}: holds a {type(meta).__name__}, not an object")
-    need: dict[str, type | tuple[type, ...]] = {"lowered_name": str, "log": str, "compile_seconds": (int, float)}
+    need: dict[str, type | tuple[type, ...]] = {"lowered_name": str, "log": str,
+                                                "compile_seconds": (int, float)}
     for k, t in need.items():
         if not isinstance(meta.get(k), t):
             raise ValueError(f"{meta_path}: {k!r} missing or of the wrong type")
@@ -387,17 +356,14 @@ def _read_disk(disk: Path) -> tuple[dict, str, bytes]:
 def specializations() -> list[tuple[str, int, torch.dtype]]:
     """Every (version, head_dim, dtype) kernel the library launches; head_dim is the largest
     the specialization covers (v1's 32*CHUNKS)."""
-    out = [("v1", 32 * c, dt) for c in V1_CHUNK_SIZES for dt in _CTYPE]
-    out += [("v2", hd, dt) for hd in V2_HEAD_DIMS for dt in V2_DTYPES]
-    out += [("v3", hd, dt) for hd in V3_HEAD_DIMS for dt in V3_DTYPES]
-    return out
+    return [(s.version, hd, dt) for s in registry.specs() for hd, dt in s.specializations()]
 
 
 def compile_all(archs=ARCHS, workers: int = 2) -> list[CompiledKernel]:
-    """Compile every specialization for every arch (threads: NVRTC releases the GIL)."""
+    """Compile every specialization for every arch it supports (threads: NVRTC releases the
+    GIL)."""
     from concurrent.futures import ThreadPoolExecutor
     jobs = [(v, hd, dt, a) for a in archs for (v, hd, dt) in specializations()
-            if v != "v3" or _arch_number(a) >= V3_MIN_SM]
+            if registry.get(v).compile_refusal(_arch_number(a), a, dt) is None]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(lambda j: compile_attention(*j), jobs))
-

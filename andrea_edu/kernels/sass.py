@@ -246,45 +246,30 @@ def tile_counts(instrs: list[Instr], trip_plan) -> dict:
 
 
 def trip_plan_for(version: str, head_dim: int, consts: dict):
-    """The source's inner-loop iteration counts for one K/V tile, per thread (see docstring)."""
-    if version == "v1":
-        hdp = 32 * max(1, -(-head_dim // 32))
-        stage = consts["V1_BC"] * hdp // consts["V1_THREADS"]
-
-        def plan(mix):
-            if mix["LDG"]:
-                return stage, 2, "LDG"                        # one K and one V element
-            if mix["SHFL"]:
-                return consts["V1_BC"], 1, "SHFL"             # p_j from lane j, per key
-            if mix["FFMA"]:
-                return head_dim, 1, "FFMA"                    # s += q_d k_d over head_dim
-            return None
-        return plan
-    if version == "v2":
-        stage = consts["V2_BK"] * head_dim // consts["V2_THREADS"]
-        return lambda mix: (stage, 2, "LDG") if mix["LDG"] else None
-    return lambda mix: None                                   # v3: no inner loops
+    """The source's inner-loop iteration counts for one K/V tile, per thread (see docstring):
+    the version's own plan (KernelSpec.trip_plan)."""
+    from andrea_edu.kernels import registry
+    return registry.get(version).trip_plan(head_dim, consts)
 
 
 def evidence(version: str, head_dim: int, dtype=torch.bfloat16, arch: str = "sm_90") -> dict:
     """The SASS evidence of one specialization (module docstring); compiles it if needed."""
-    from andrea_edu.kernels import nvrtc, occupancy
-    from andrea_edu.kernels.toolkit import block_rows, kernel_constants
+    from andrea_edu.kernels import nvrtc, occupancy, registry
+    spec = registry.get(version)
     ck = nvrtc.compile_attention(version, head_dim, dtype, arch)
     text = ck.sass()
     if text is None:
         raise RuntimeError("cuobjdump/nvdisasm not found: pip install nvidia-cuda-cuobjdump "
                            "nvidia-cuda-nvdisasm")
     instrs = parse_sass(text)
-    consts = kernel_constants(version)
-    plan = trip_plan_for(version, head_dim, consts)
+    consts = spec.constants()
+    plan = spec.trip_plan(head_dim, consts)
     per_tile = tile_counts(instrs, plan)
     head, end = kv_loop(instrs)
     static = _mix([i for i in instrs if head <= i.addr <= end])
-    bk_name = f"{version.upper()}_BK"
-    bk = consts[bk_name] if bk_name in consts else consts["V1_BC"]
+    bk = spec.keys_per_tile
     warps = ck.threads_per_block // 32
-    rows = consts["V1_ROWS_PER_WARP"] if version == "v1" else block_rows(version, head_dim) // warps
+    rows = spec.rows(head_dim) // warps                       # query rows per warp
     scores = rows * bk                                        # (query row, key) pairs per tile
     r = ck.resources
     occ = {name: occupancy.occupancy(r, ck.threads_per_block, sm)

@@ -70,9 +70,9 @@ def tile_coverage(seq_len: int, head_dim: int, tile: int = TILE) -> TileCoverage
 
 def v2_block_shape() -> tuple[int, int]:
     """(query rows per block, keys per K/V tile) of kernel v2, read from its .cu source."""
-    from andrea_edu.kernels import nvrtc as cuda
-    c = cuda.kernel_constants("v2")
-    return c["V2_BQ"], c["V2_BK"]
+    from andrea_edu.kernels import registry
+    v2 = registry.get("v2")
+    return v2.rows(), v2.keys_per_tile
 
 
 def mma_work(head_dim: int, bq: int | None = None, bk: int | None = None,

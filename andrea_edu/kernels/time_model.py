@@ -37,14 +37,18 @@ that ratio, which the chapter says where it matters.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
+# The tables below, as the type checker reads them (the chapter shows them from `GPUS = {` on).
+GPUS: dict[str, dict[str, Any]]
+TENSOR_CEILING: dict[str, dict[str, Any]]
+PUBLISHED: list[dict[str, Any]]
+
 # Published limits. tensor_flops: the dense fp16/bf16 tensor peak with fp32 accumulation;
 # tensor_flops_per_clock_per_sm: the per-SM rate behind it; the clock is derived from the two.
-GPUS: dict[str, dict[str, Any]] = {
+GPUS = {
     "H200": dict(
         name="NVIDIA H200 (SXM)", arch="sm_90", sms=132,
         # H200 datasheet (nvidia.com/en-us/data-center/h200): FP16/BF16 tensor core 1,979
@@ -86,7 +90,7 @@ for _g in GPUS.values():       # stored too, for readers of GPUS; clock_hz() is 
 
 # The ceiling the tensor term divides by, for the instruction v2 and v3 issue (HMMA.16816, from
 # WMMA or mma.sync), per GPU. published: whether a source states this instruction's rate.
-TENSOR_CEILING: dict[str, dict[str, Any]] = {
+TENSOR_CEILING = {
     "H200": dict(
         flops=GPUS["H200"]["tensor_flops"], published=False, instruction="HMMA.16816 (mma.sync)",
         note="NVIDIA states Hopper's dense peak for its warpgroup instruction (wgmma) and "
@@ -106,7 +110,7 @@ TENSOR_CEILING: dict[str, dict[str, Any]] = {
 # FlashAttention-3 paper (Shah et al. 2024, arXiv:2407.08608), forward pass on an H100 80GB
 # SXM5, fp16, head_dim 64, sequence length 1k (batch 16, 32 heads), TFLOP/s by causal flag.
 # FlashAttention-2 issues mma.sync with S and P in registers: v3's design and instruction.
-PUBLISHED: list[dict[str, Any]] = [
+PUBLISHED = [
     dict(kernel="FlashAttention-2", instruction="mma.sync", same_design_as=("v3",),
          gpu="H100 SXM5", dtype="fp16", head_dim=64, T=1024,
          tflops={False: 306.0, True: 229.0},
@@ -118,7 +122,7 @@ PUBLISHED: list[dict[str, Any]] = [
          dtype="fp16", head_dim=64, T=1024, tflops={False: 392.0, True: 265.0},
          source="FlashAttention-3 paper (arXiv:2407.08608), forward, head_dim 64, seq 1k"),
 ]
-PUBLISHED_GPU = {"H200": "H100 SXM5"}   # the H200 is an H100 SXM5's GH100 with more bandwidth
+PUBLISHED_GPU: dict[str, str] = {"H200": "H100 SXM5"}   # the H200 is an H100 SXM5's GH100 with more bandwidth
 
 
 def published_band(version: str, gpu: str, causal: bool, useful_flops: float,
@@ -137,43 +141,19 @@ def published_band(version: str, gpu: str, causal: bool, useful_flops: float,
 
 
 def v1_smem_floor(head_dim: int) -> int:
-    """Shared-memory bytes one v1 warp cannot avoid per full K/V tile, from attention_v1.cu's
-    loops: for each of its query rows, every lane reads its own key's head_dim floats of sK
-    (S = Q K^T) and, for each of the tile's keys, its own columns of sV (O += P V), 128 bytes per
-    warp-instruction each; plus its share of the tile's staging stores (K and V, fp32). The
-    broadcast reads of sQ (one address for the whole warp) are counted at zero. A floor: never
-    more than the bytes the SASS instructions request."""
-    from andrea_edu.kernels.toolkit import kernel_constants
-    c = kernel_constants("v1")
-    hdp = 32 * math.ceil(head_dim / 32)
-    per_row = 4 * 32 * head_dim + c["V1_BC"] * 4 * hdp        # sK words + sV words
-    staging = 2 * 4 * c["V1_BC"] * hdp // c["V1_WARPS"]         # sK and sV stores, this warp's
-    return c["V1_ROWS_PER_WARP"] * per_row + staging
+    """Shared-memory bytes one v1 warp cannot avoid per full K/V tile (kernels/v1.py's
+    smem_floor, the spec's own; see there)."""
+    from andrea_edu.kernels import registry
+    v1 = registry.get("v1")
+    assert v1.smem_floor is not None
+    return v1.smem_floor(head_dim, v1.constants())
 
 
 def launch_work(version: str, B: int, nh: int, T: int, causal: bool, head_dim: int) -> dict:
     """Blocks, K/V tiles and warp-tiles (one warp, one K/V tile) of one launch, from the .cu
-    file's tile sizes (the same loops as the emulator)."""
-    from andrea_edu.kernels.toolkit import block_rows, kernel_constants
-    c = kernel_constants(version)
-    v = version.upper()
-    if version == "v1":
-        rows, keys, warps = c["V1_BR"], c["V1_BC"], c["V1_WARPS"]
-        q_tiles = [(q0, B * nh) for q0 in range(0, T, rows)]   # every block runs every q tile
-        blocks = B * nh
-    else:
-        rows, keys, warps = block_rows(version, head_dim), c[f"{v}_BK"], c[f"{v}_WARPS"]
-        q_tiles = [(q0, B * nh) for q0 in range(0, T, rows)]   # one block per (b, h, q tile)
-        blocks = B * nh * math.ceil(T / rows)
-    kv_tiles = sum(n * math.ceil((min(T, q0 + rows) if causal else T) / keys)
-                   for q0, n in q_tiles)
-    warp_tiles = kv_tiles * warps
-    if version == "v3" and causal:                # a warp skips tiles wholly above its rows
-        per = rows // warps
-        warp_tiles = sum(n * math.ceil(min(T, q0 + (w + 1) * per) / keys)
-                         for q0, n in q_tiles for w in range(warps))
-    return dict(blocks=blocks, kv_tiles=kv_tiles, warp_tiles=warp_tiles,
-                rows_per_block_tile=rows, keys_per_tile=keys, warps_per_block=warps)
+    file's tile sizes (the same loops as the emulator): KernelSpec.launch_work."""
+    from andrea_edu.kernels import registry
+    return registry.get(version).launch_work(B, nh, T, causal, head_dim)
 
 
 def model_bound(version: str, B: int, nh: int, T: int, head_dim: int, causal: bool = True,
@@ -190,8 +170,10 @@ def model_bound(version: str, B: int, nh: int, T: int, head_dim: int, causal: bo
     n = w["warp_tiles"]
     per = evidence["per_tile"]
     smem_tile = evidence["smem_bytes_per_tile"]
-    if version == "v1":                       # the SASS count overstates v1: use the floor
-        smem_tile = min(smem_tile, v1_smem_floor(head_dim))
+    from andrea_edu.kernels import registry
+    spec = registry.get(version)
+    if spec.smem_floor is not None:           # the SASS count overstates v1: use the floor
+        smem_tile = min(smem_tile, spec.smem_floor(head_dim, spec.constants()))
     counts = dict(instructions=n * per["total"], hmma=n * per["HMMA"],
                   smem_bytes=n * smem_tile, smem_bytes_sass=n * evidence["smem_bytes_per_tile"],
                   mufu_ex2=n * per["MUFU.EX2"])
@@ -225,16 +207,15 @@ def report(head_dims=(32, 64, 96, 128), shape=(8, 12, 1024), causal: bool = True
            dtype=torch.bfloat16, gpus=("H200", "RTX 4090")) -> dict:
     """SASS evidence and the model bound of every version at every head_dim, per GPU: what
     scripts/gpu_suite.sh stores beside the measurements (all of it labelled "model")."""
+    from andrea_edu.kernels import registry
     from andrea_edu.kernels.sass import evidence
-    from andrea_edu.kernels.limits import V1_MAX_HEAD_DIM, V2_HEAD_DIMS, V3_HEAD_DIMS
-    ok = {"v1": lambda h: h <= V1_MAX_HEAD_DIM, "v2": lambda h: h in V2_HEAD_DIMS,
-          "v3": lambda h: h in V3_HEAD_DIMS}
     B, nh, T = shape
     rows = []
     for gpu in gpus:
-        for version in ("v1", "v2", "v3"):
+        for spec in registry.specs():
+            version = spec.version
             for hd in head_dims:
-                if not ok[version](hd):
+                if spec.ineligibility(hd, dtype, None) is not None:
                     continue
                 ev = evidence(version, hd, dtype, GPUS[gpu]["arch"])
                 rows.append(dict(evidence=ev, model=model_bound(version, B, nh, T, hd, causal,

@@ -13,16 +13,15 @@ Errors: NvrtcUnavailableError (names the pip packages), CompileError (carries NV
 """
 from __future__ import annotations
 
-import functools
 import importlib
-import importlib.resources
 import os
 import re
 import shutil
 from pathlib import Path
 
-KERNEL_FILES = {"v1": "attention_v1.cu", "v2": "attention_v2_wmma.cu",
-                "v3": "attention_v3_flash.cu"}
+from andrea_edu.kernels import registry
+from andrea_edu.kernels.registry import KERNEL_FILES  # noqa: F401  (a live view of the registry)
+
 PIP_HINT = "pip install cuda-bindings 'cuda-toolkit[nvrtc,cudart,crt]'"
 
 
@@ -101,6 +100,9 @@ def _header_candidates() -> list[Path]:
         if os.environ.get(var):
             cands.append(Path(os.environ[var]) / "include")
     cands.append(Path("/usr/local/cuda/include"))
+    nvcc = shutil.which("nvcc")   # an nvcc install keeps crt/mma.h in its include folder
+    if nvcc:
+        cands.append(Path(nvcc).resolve().parent.parent / "include")
     return cands
 
 
@@ -110,7 +112,8 @@ def include_dirs() -> list[str]:
     Looks in: the pip `nvidia` namespace package (nvidia/cu13/include, nvidia/cu12/include,
     nvidia/cuda_runtime/include + nvidia/cuda_crt/include, or + nvidia/cuda_nvcc/include for
     CUDA 12's wheels), cuda.pathfinder's answer,
-    then $CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include.
+    then $CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include, and the include
+    folder beside the nvcc on PATH.
     """
     cands = _header_candidates()
     for d in cands:
@@ -137,37 +140,21 @@ def header_version(inc: list[str]) -> str:
 
 
 def kernel_source(version: str) -> str:
-    """The .cu text of a kernel version, read from the installed package."""
-    if version not in KERNEL_FILES:
-        raise ValueError(f"version={version!r} is not one of {tuple(KERNEL_FILES)}")
-    return importlib.resources.files("andrea_edu.kernels").joinpath(
-        KERNEL_FILES[version]).read_text()
+    """The .cu text of a kernel version (its spec's source file)."""
+    return registry.get(version).source_text()
 
 
-@functools.lru_cache(maxsize=None)
 def kernel_constants(version: str) -> dict:
     """The file-level `constexpr int NAME = ...;` tile sizes of a kernel, read from its source,
     e.g. kernel_constants("v2")["V2_BQ"] == 64. The emulator and the launcher use these, so the
     CPU mirror cannot drift from the .cu file."""
-    consts: dict = {}
-    for name, expr in re.findall(r"^constexpr int (\w+) = ([^;]+);", kernel_source(version),
-                                 flags=re.M):
-        if not re.fullmatch(r"[\w\s*+()-]+", expr):
-            raise ValueError(f"cannot read constexpr {name} = {expr} in {KERNEL_FILES[version]}")
-        consts[name] = int(eval(expr, {"__builtins__": {}}, dict(consts)))  # ints and names only
-    return consts
-
+    return registry.get(version).constants()
 
 
 def block_rows(version: str, head_dim: int = 64) -> int:
     """Query rows per block (v2, v3) or per query tile (v1), from the .cu constants. v3 gives a
     warp 32 rows (two m16 tiles) up to head_dim V3_NARROW_HD and 16 above it."""
-    c = kernel_constants(version)
-    if version == "v1":
-        return c["V1_BR"]
-    if version == "v3" and head_dim <= c["V3_NARROW_HD"]:
-        return c["V3_BQ_NARROW"]
-    return c[f"{version.upper()}_BQ"]
+    return registry.get(version).rows(head_dim)
 
 
 def find_binary(name: str) -> str | None:

@@ -1,4 +1,5 @@
-"""Small API gaps closed (issue 12, item 8), and a kernel cache that checks itself (item 5)."""
+"""Bad arguments to the dispatcher, the emulator and the compiler are refused in one line that
+names the parameter and what is allowed; the kernel disk cache checks each entry it loads."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
-"""The chapter helpers added for issue 9: each computes what its chapter states."""
+"""Helpers that write a chapter's sentences and tables (the roofline ratio, the tensor-core claim,
+the kernel walkthrough, the provenance line): each computes what its chapter states."""
 import pytest
 
 

@@ -1,5 +1,5 @@
-"""Claims that float noise cannot flip (issue 12, item 2): threshold calls with a margin, the
-sweep-level pattern verdicts, gradient pressure that never prints "nan", and the re-check that
+"""The verdicts of "Why heads specialize", which float noise cannot flip: threshold calls with a
+margin, the sweep-level pattern verdicts, gradient pressure that never prints "nan", and the re-check that
 says which comparison it made."""
 from __future__ import annotations
 
@@ -116,3 +116,12 @@ def test_recheck_says_which_comparison_it_made(committed):
     assert chk["mode"] == "tolerance" and chk["ok"] and "measured cross-ISA spread" in chk["says"]
     live.train_loss = stored.train_loss + 2 * W.CROSS_ISA_SPREAD
     assert not W.recheck(live, stored, other)["ok"]
+
+
+def test_the_gradient_pressure_verdicts_are_words_of_the_box():
+    from andrea_edu.figures import verdicts
+    from andrea_edu.heads import gradient_pressure
+
+    assert gradient_pressure.NOT_OBSERVED == verdicts.NOT_OBSERVED
+    assert {"holds with a caveat", "does not hold", gradient_pressure.NOT_OBSERVED} <= \
+        set(verdicts.VERDICTS)

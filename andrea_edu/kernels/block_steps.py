@@ -1,0 +1,66 @@
+"""The pieces every kernel's block is built from, on the CPU: a staged tile zero-filled past T,
+the (query, key) mask, one step of the online softmax, and the records a trace keeps.
+
+Used by each spec's emulator block function (kernels/v1.py, v2.py, v3.py) and by
+kernels.emulator, which runs those blocks in launch order. Chapter "One kernel, many heads".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class KVStep:
+    """One K/V tile staged in shared memory, and the running softmax state after it."""
+    k_start: int
+    k_stop: int                    # exclusive, clipped to T (the kernel zero-fills past it)
+    row_max: torch.Tensor | None   # (rows,) running max m of the tile's query rows < T
+    row_sum: torch.Tensor | None   # (rows,) running sum l
+
+
+@dataclass
+class QTile:
+    """A tile of query rows a block computed: rows [q_start, q_stop) of one (b, h)."""
+    q_start: int
+    q_stop: int
+    steps: list = field(default_factory=list)   # [KVStep] in the order they were loaded
+
+
+def online_step(qt, kt, vt, m, l, acc, valid, scale, p_dtype):
+    """One K/V tile of the online softmax for a tile of query rows (the kernels' inner loop).
+
+    qt (R, hs), kt/vt (C, hs) zero-filled past T; m/l (R,), acc (R, hs); valid (R, C) bool,
+    or None when every (row, key) pair of the tile is allowed (masking nothing is a no-op).
+    """
+    s = torch.mm(qt, kt.T).mul_(scale)                       # (R, C) scores
+    if valid is not None:
+        s.masked_fill_(~valid, float("-inf"))                # keys past T, or j > i (causal)
+    m_new = torch.maximum(m, s.amax(dim=1))                  # (R,)
+    m_use = torch.where(torch.isneginf(m_new), 0.0, m_new)   # a row masked so far: no NaN
+    p = torch.exp(s - m_use[:, None])                        # (R, C); exp(-inf) = 0 when masked
+    alpha = torch.exp(m - m_use)                             # (R,) 0 on the first tile
+    l = alpha * l + p.sum(dim=1)
+    if p_dtype is not None:                                  # v2: P goes to tensor cores
+        p = p.to(p_dtype).float()
+    acc = torch.addmm(acc * alpha[:, None], p, vt)           # (R, hs)
+    return m_new, l, acc
+
+
+def padded(x, rows):
+    """x (T, hs) in fp32, zero-filled to `rows` rows (the kernels' zero-filled tails)."""
+    t = torch.zeros(rows, x.shape[1], dtype=torch.float32)
+    t[:x.shape[0]] = x
+    return t
+
+
+def mask(q0, R, k0, C, T, causal, always=False):
+    """valid (R, C) for query rows q0.. and keys k0.., or None when all pairs are valid
+    (always=True: the tensor even then)."""
+    if not always and k0 + C <= T and (not causal or k0 + C - 1 <= q0):
+        return None
+    i = q0 + torch.arange(R)[:, None]                        # (R, 1)
+    j = k0 + torch.arange(C)[None, :]                        # (1, C)
+    valid = j < T
+    return valid & (j <= i) if causal else valid.expand(R, C)

@@ -1,0 +1,182 @@
+"""What a kernel version is, in one record: `KernelSpec` (one per .cu file, in kernels/v1.py,
+v2.py, v3.py; gathered in kernels.registry).
+
+A spec holds the kernel's name and source file, who may run it (head_dim, dtype, GPU) and why
+not, its tiles and block, its launch grid, the shared memory it asks for, the emulator's block
+function, the SASS loop plan and the time model's work per launch. The compiler, the launcher,
+the emulator, the SASS reader, the time model and the dispatcher ask the spec; none of them
+branches on a version name.
+
+Shared memory is derived here once (`KernelSpec.shared_bytes`, from the spec's `smem_layout`)
+and handed to the .cu as `-DANDREA_SMEM_BYTES=<bytes>`; each kernel `static_assert`s that its
+carve-up ends exactly there, so the two cannot drift apart without NVRTC refusing to compile.
+
+Tile sizes stay in the .cu (`constexpr int V2_BK = 32;`): `constants()` reads them from the
+file, so the CPU mirror and the SASS plan use the numbers the GPU compiles.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+CTYPE = {torch.float32: "float", torch.float16: "__half", torch.bfloat16: "__nv_bfloat16"}
+
+
+def dtype_name(dtype) -> str:
+    """"float16" for torch.float16 (the words every message uses)."""
+    return str(dtype).replace("torch.", "")
+
+
+@functools.lru_cache(maxsize=32)
+def parse_constants(text: str, where: str = "") -> dict:
+    """The file-level `constexpr int NAME = ...;` of a .cu text, evaluated in order (ints and
+    earlier names only)."""
+    consts: dict = {}
+    for name, expr in re.findall(r"^constexpr int (\w+) = ([^;]+);", text, flags=re.M):
+        if not re.fullmatch(r"[\w\s*+()-]+", expr):
+            raise ValueError(f"cannot read constexpr {name} = {expr} in {where}")
+        consts[name] = int(eval(expr, {"__builtins__": {}}, dict(consts)))  # ints and names only
+    return consts
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One kernel version. The callables take the .cu constants `c` (constants()) where tile
+    sizes matter, so a spec that points at another .cu with other sizes reuses them as they are.
+
+    version        "v1": the name every API takes (compile_attention("v1", ...), kernel="v1")
+    backend        the dispatcher's name for it, e.g. "cuda-naive"
+    kernel         the __global__ template in the .cu, e.g. "attention_v1"
+    source         the .cu file name; source_dir None = this package's kernels folder
+    prefix         the .cu constants' prefix ("V1_": V1_THREADS, V1_WARPS, ...)
+    keys_const     the constant holding the keys of one K/V tile ("BC" for v1, else "BK")
+    head_dims      head_dims compiled (for v1 the largest each CHUNKS covers), with `dtypes`
+    min_sm         oldest GPU architecture (10 * major + minor) it compiles for
+    walks_all_query_tiles  one block per (b, h) walks every query tile (grid.y = 1);
+                   False: one block per (b, h, query tile)
+    reverse_query_tiles    blockIdx.y = 0 takes the last query tile (heaviest causal first)
+    warp_skips_causal_tiles  a warp skips a K/V tile wholly above its rows (the time model)
+    row_alignment  bytes q, k, v must be aligned to (v3's cp.async: 16); 0 for none
+    smem_floor(head_dim, c) -> shared-memory bytes a warp cannot avoid per K/V tile, where the
+                   SASS count overstates them (v1's broadcast reads); None: the count stands
+    ineligibility(head_dim, dtype, sm) -> None or the one reason it cannot run (dispatcher);
+                   sm None: no GPU named, head_dim and dtype only
+    tile(head_dim, dtype) -> the template's tile argument (ValueError when not compiled)
+    max_head_dim(tile) -> the largest head_dim one tile runs
+    smem_layout(c, tile, element_bytes) -> ((buffer, bytes), ...) in carve-up order
+    block_rows(c, head_dim) -> query rows of one block (v1: of one query tile)
+    emulate_block(qh, kh, vh, oh, qtile, causal, scale, record, c, p_dtype, head_dim)
+                   -> iterator of QTile: the block's loops on the CPU (kernels.emulator)
+    trip_plan(head_dim, c) -> plan(body_mix) for the SASS reader's inner loops (kernels.sass)
+    chosen(head_dim, dtype, sm, previous) -> the dispatcher's sentence when it runs;
+                   previous: (backend, reason) of the better kernel that could not, or None
+    emulating(previous) -> what the emulator's decision says it emulates
+    compile_refusal(arch_number, arch, dtype) -> None or why NVRTC is not asked to compile it
+    launch_refusal(q, head_dim) -> None or why launch_attention refuses these inputs
+    gpu_refusal(sm, arch, dtype) -> None or why this GPU cannot run it (launch_attention)
+    emulator_refusal(head_dim) -> None or why emulate(kernel=version) refuses
+    """
+
+    version: str
+    backend: str
+    kernel: str
+    source: str
+    prefix: str
+    head_dims: tuple
+    dtypes: tuple
+    ineligibility: Callable[..., str | None]
+    tile: Callable[[int, Any], int]
+    smem_layout: Callable[[dict, int, int], tuple]
+    emulate_block: Callable[..., Any]
+    trip_plan: Callable[[int, dict], Callable]
+    chosen: Callable[..., str]
+    emulating: Callable[..., str]
+    emulator_refusal: Callable[[int], str | None]
+    launch_refusal: Callable[..., str | None]
+    gpu_refusal: Callable[..., str | None]
+    compile_refusal: Callable[..., str | None]
+    block_rows: Callable[[dict, int], int]
+    max_head_dim: Callable[[int], int] = lambda tile: tile  # noqa: E731
+    keys_const: str = "BK"
+    min_sm: int = 75
+    walks_all_query_tiles: bool = False
+    reverse_query_tiles: bool = False
+    warp_skips_causal_tiles: bool = False
+    row_alignment: int = 0
+    smem_floor: Callable[[int, dict], int] | None = None
+    source_dir: Path | None = None
+
+    # ------------------------------------------------------------ the .cu file
+    def source_text(self) -> str:
+        """The .cu text, read from the installed package (or source_dir)."""
+        if self.source_dir is not None:
+            return (Path(self.source_dir) / self.source).read_text()
+        return importlib.resources.files("andrea_edu.kernels").joinpath(self.source).read_text()
+
+    def constants(self) -> dict:
+        """The .cu's `constexpr int` tile sizes, e.g. {"V2_BK": 32, ...}."""
+        return parse_constants(self.source_text(), self.source)
+
+    def const(self, role: str, c: dict | None = None) -> int:
+        """One constant by role: const("THREADS") is V1_THREADS for v1."""
+        return (self.constants() if c is None else c)[self.prefix + role]
+
+    # ------------------------------------------------------------ block, tiles, grid
+    @property
+    def threads(self) -> int:
+        return self.const("THREADS")
+
+    @property
+    def warps(self) -> int:
+        return self.const("WARPS")
+
+    @property
+    def keys_per_tile(self) -> int:
+        return self.const(self.keys_const)
+
+    def rows(self, head_dim: int = 64) -> int:
+        """Query rows per block (per query tile for v1), for this head_dim."""
+        return self.block_rows(self.constants(), head_dim)
+
+    def rows_per_warp(self, head_dim: int = 64) -> int:
+        return self.rows(head_dim) // self.warps
+
+    def grid(self, B: int, n_head: int, T: int, head_dim: int = 64) -> tuple[int, int, int]:
+        """gridDim of one launch: blockIdx.x = b * n_head + h, blockIdx.y = query tile
+        (1 when one block walks all of a head's query tiles). The only grid function."""
+        if self.walks_all_query_tiles:
+            return (B * n_head, 1, 1)
+        return (B * n_head, math.ceil(T / self.rows(head_dim)), 1)
+
+    def shared_bytes(self, tile: int, dtype) -> int:
+        """Dynamic shared memory of one block: the sum of smem_layout, the bytes the launcher
+        requests and the .cu checks (-DANDREA_SMEM_BYTES)."""
+        es = torch.empty((), dtype=dtype).element_size()
+        return sum(b for _, b in self.smem_layout(self.constants(), tile, es))
+
+    def specializations(self) -> list[tuple[int, Any]]:
+        """(head_dim, dtype) of every compiled kernel, head_dim the largest its tile covers."""
+        return [(hd, dt) for hd in self.head_dims for dt in self.dtypes]
+
+    # ------------------------------------------------------------ the time model's work
+    def launch_work(self, B: int, nh: int, T: int, causal: bool, head_dim: int) -> dict:
+        """Blocks, K/V tiles and warp-tiles (one warp, one K/V tile) of one launch."""
+        rows, keys, warps = self.rows(head_dim), self.keys_per_tile, self.warps
+        q_tiles = [(q0, B * nh) for q0 in range(0, T, rows)]
+        gx, gy, gz = self.grid(B, nh, T, head_dim)
+        kv_tiles = sum(n * math.ceil((min(T, q0 + rows) if causal else T) / keys)
+                       for q0, n in q_tiles)
+        warp_tiles = kv_tiles * warps
+        if self.warp_skips_causal_tiles and causal:   # a warp skips tiles wholly above its rows
+            per = rows // warps
+            warp_tiles = sum(n * math.ceil(min(T, q0 + (w + 1) * per) / keys)
+                             for q0, n in q_tiles for w in range(warps))
+        return dict(blocks=gx * gy * gz, kv_tiles=kv_tiles, warp_tiles=warp_tiles,
+                    rows_per_block_tile=rows, keys_per_tile=keys, warps_per_block=warps)

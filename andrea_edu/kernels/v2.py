@@ -1,0 +1,127 @@
+"""Kernel v2 (attention_v2_wmma.cu, backend "cuda-wmma"): the same attention on tensor cores.
+
+Its KernelSpec (kernels.spec): who may run it, its tiles, grid and shared memory, its block on the
+CPU, its SASS loop plan. Chapter "The configuration mirrors the hardware" and the worklog.
+"""
+from __future__ import annotations
+
+import torch
+
+from andrea_edu.kernels.block_steps import QTile, KVStep, mask, online_step, padded
+from andrea_edu.kernels.spec import KernelSpec, dtype_name as _dtype_name
+
+V2_HEAD_DIMS = tuple(range(16, 129, 16))  # v2 is compiled for these head_dims only (16..128)
+
+
+V2_DTYPES = (torch.float16, torch.bfloat16)  # WMMA 16x16x16 takes half or bf16 inputs
+
+
+def v2_ineligibility(head_dim: int, dtype, sm: int | None = None) -> str | None:
+    """Why the tensor-core kernel v2 cannot run this (head_dim, dtype[, GPU sm]), or None."""
+    if dtype not in V2_DTYPES:
+        return (f"dtype={_dtype_name(dtype)} is not supported by the tensor-core kernel "
+                f"(WMMA 16x16x16 takes float16 or bfloat16 inputs)")
+    if head_dim % 16 != 0:
+        return f"head_dim={head_dim} is not a multiple of 16"
+    if head_dim not in V2_HEAD_DIMS:
+        return (f"head_dim={head_dim} is above the largest compiled tensor-core tile "
+                f"({V2_HEAD_DIMS[-1]})")
+    if sm is not None and dtype == torch.bfloat16 and sm < 80:
+        return f"bfloat16 tensor cores need sm_80 or newer; this GPU is sm_{sm}"
+    return None
+
+
+def tile(head_dim: int, dtype) -> int:
+    """The template's HD: head_dim itself, when v2 is compiled for it."""
+    if dtype not in V2_DTYPES:
+        raise ValueError(f"dtype={dtype} is not supported by v2 (tensor cores take "
+                         f"{list(V2_DTYPES)}); fp32 runs on v1 (backend='cuda-naive')")
+    if head_dim not in V2_HEAD_DIMS:
+        raise ValueError(f"head_dim={head_dim} is not compiled for v2; allowed: "
+                         f"{list(V2_HEAD_DIMS)} (multiples of 16); other head_dims run on v1")
+    return head_dim
+
+
+def smem_layout(c: dict, tile: int, es: int) -> tuple:
+    """sK, sV [BK][HD + 8]; sS [rows][LDS] fp32; sP [rows][LDP]; sO [rows][HD + 4] fp32 (sQ is
+    staged in sO before it is in use); rows = 16 per warp."""
+    rows = 16 * c["V2_WARPS"]
+    return (("sK", c["V2_BK"] * (tile + 8) * es), ("sV", c["V2_BK"] * (tile + 8) * es),
+            ("sS", rows * c["V2_LDS"] * 4), ("sP", rows * c["V2_LDP"] * es),
+            ("sO", rows * (tile + 4) * 4))
+
+
+def emulate_block(qh, kh, vh, oh, qtile, causal, scale, record, c, p_dtype):
+    """attention_v2_wmma's block: one 64-row query tile of one (b, h), K/V 32 rows at a time."""
+    T, hs = qh.shape
+    BQ, BK = c["V2_BQ"], c["V2_BK"]
+    q0 = qtile * BQ
+    qt = padded(qh[q0:q0 + BQ], BQ)                         # (BQ, hs) staged Q tile
+    kp, vp = (padded(x, -(-T // BK) * BK) for x in (kh, vh))  # (T rounded up to BK, hs)
+    m = torch.full((BQ,), float("-inf"))
+    l = torch.zeros(BQ)
+    acc = torch.zeros(BQ, hs)                                # (BQ, hs): the kernel's sO
+    n = min(BQ, T - q0)
+    tile = QTile(q0, q0 + n)
+    kv_end = min(T, q0 + BQ) if causal else T
+    for k0 in range(0, kv_end, BK):
+        m, l, acc = online_step(qt, kp[k0:k0 + BK], vp[k0:k0 + BK], m, l, acc,
+                                 mask(q0, BQ, k0, BK, T, causal), scale, p_dtype)
+        if record:
+            tile.steps.append(KVStep(k0, min(k0 + BK, T), m[:n].clone(), l[:n].clone()))
+    oh[q0:q0 + n] = acc[:n] / l[:n, None]
+    if record:
+        yield tile
+
+
+def trip_plan(head_dim: int, consts: dict):
+    """The source's inner-loop iteration counts for one K/V tile, per thread (kernels.sass)."""
+    stage = consts["V2_BK"] * head_dim // consts["V2_THREADS"]
+    return lambda mix: (stage, 2, "LDG") if mix["LDG"] else None
+
+
+def chosen(head_dim: int, dtype, sm: int | None, previous: tuple | None) -> str:
+    why = f"head_dim={head_dim} is a multiple of 16 and dtype={_dtype_name(dtype)} " \
+          f"feeds the tensor cores: ran cuda-wmma"
+    if previous is not None:
+        why = f"{previous[1]}: {previous[0]} unavailable; {why}"
+    return why
+
+
+def emulator_refusal(head_dim: int) -> str | None:
+    if head_dim not in V2_HEAD_DIMS:
+        return (f"kernel='v2' needs head_dim in {list(V2_HEAD_DIMS)} (multiples of 16); "
+                f"got head_dim={head_dim}: use kernel='v1'")
+    return None
+
+
+def launch_refusal(q, k, v, head_dim: int) -> str | None:
+    if q.dtype not in V2_DTYPES or head_dim not in V2_HEAD_DIMS:
+        return (f"v2 runs dtype in {list(V2_DTYPES)} and head_dim in "
+                f"{list(V2_HEAD_DIMS)}; got dtype={q.dtype}, head_dim={head_dim}: "
+                f"use version='v1' (backend='cuda-naive')")
+    return None
+
+
+def gpu_refusal(sm: int, arch: str, dtype) -> str | None:
+    if dtype == torch.bfloat16 and sm < 80:
+        return (f"bfloat16 tensor cores need sm_80 or newer; this GPU is {arch}: "
+                f"use backend='cuda-naive'")
+    return None
+
+
+def compile_refusal(arch_number: int, arch: str, dtype) -> str | None:
+    if dtype == torch.bfloat16 and arch_number < 80:
+        return f"arch={arch!r}: bfloat16 tensor cores need sm_80 or newer"
+    return None
+
+
+SPEC = KernelSpec(
+    version="v2", backend="cuda-wmma", kernel="attention_v2_wmma", source="attention_v2_wmma.cu",
+    prefix="V2_", head_dims=V2_HEAD_DIMS, dtypes=V2_DTYPES,
+    ineligibility=v2_ineligibility, tile=tile, smem_layout=smem_layout,
+    block_rows=lambda c, head_dim: c["V2_BQ"], emulate_block=emulate_block, trip_plan=trip_plan,
+    chosen=chosen, emulating=lambda previous: "the kernel cuda-wmma runs for this head_dim and "
+                                              "dtype",
+    emulator_refusal=emulator_refusal, launch_refusal=launch_refusal, gpu_refusal=gpu_refusal,
+    compile_refusal=compile_refusal)

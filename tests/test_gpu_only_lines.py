@@ -1,0 +1,170 @@
+"""tests/gpu_only_lines.md stays honest: every GPU site in andrea_edu/ and in the chapters is
+either reached on the CPU by a named test, or listed as GPU-only with its reason, and every
+listed place still exists and still holds a GPU call.
+
+A GPU site (found with ast, so docstrings and comments do not count): an attribute of
+torch.cuda other than is_available/device_count (those two run everywhere and answer False on a
+CPU), a `.cuda()` call, a `device="cuda"` keyword, `.synchronize()`, `.cuda_stream`, and a
+call of a CUDA driver function (`drv.cuXxx(...)`). A place is a function, named
+`path::qualname` (`<module>` for top-level code), or for a notebook `path::<text>`, the cell
+that contains the text. Line numbers in the list are those of the measurement and only inform:
+the checks follow names, so that an edit above a function does not break them.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import TypeGuard
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LIST = ROOT / "tests" / "gpu_only_lines.md"
+RUNS_EVERYWHERE = {"is_available", "device_count"}
+
+
+def _is_site(node: ast.AST) -> TypeGuard[ast.expr]:  # True only for an Attribute or a Call
+    if isinstance(node, ast.Attribute):
+        v = node.value
+        if isinstance(v, ast.Attribute) and v.attr == "cuda" and \
+                isinstance(v.value, ast.Name) and v.value.id == "torch":
+            return node.attr not in RUNS_EVERYWHERE
+        if node.attr == "cuda_stream":
+            return True
+    if isinstance(node, ast.Call):
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in ("cuda", "synchronize") and \
+                not (isinstance(f.value, ast.Attribute) and f.value.attr == "cuda"):
+            return True
+        if isinstance(f, ast.Attribute) and re.fullmatch(r"cu[A-Z]\w+", f.attr) and \
+                isinstance(f.value, ast.Name) and f.value.id in ("drv", "driver"):
+            return True
+        for kw in node.keywords:
+            if kw.arg == "device" and isinstance(kw.value, ast.Constant) and \
+                    kw.value.value == "cuda":
+                return True
+    return False
+
+
+def python_sites() -> dict[str, list[int]]:
+    """'path::qualname' -> line numbers of its GPU sites, over andrea_edu/**/*.py."""
+    out: dict[str, list[int]] = {}
+    for path in sorted((ROOT / "andrea_edu").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        tree = ast.parse(path.read_text())
+
+        def visit(node: ast.AST, qual: str) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    visit(child, child.name if qual == "<module>" else f"{qual}.{child.name}")
+                    continue
+                if _is_site(child):
+                    out.setdefault(f"{rel}::{qual}", []).append(getattr(child, "lineno", 0))
+                visit(child, qual)
+
+        visit(tree, "<module>")
+    return out
+
+
+def notebook_cells() -> list[tuple[str, str]]:
+    """(path, code) of every code cell of the chapters, IPython magics dropped."""
+    cells = []
+    for nb in sorted((ROOT / "book").glob("*.ipynb")):
+        for c in json.loads(nb.read_text())["cells"]:
+            if c["cell_type"] == "code":
+                src = "".join(c["source"])
+                code = "\n".join(ln for ln in src.splitlines()
+                                 if not ln.lstrip().startswith(("%", "!")))
+                cells.append((nb.relative_to(ROOT).as_posix(), code))
+    return cells
+
+
+def notebook_sites() -> list[tuple[str, str]]:
+    """(path, cell code) of each chapter cell holding a GPU site."""
+    out = []
+    for path, code in notebook_cells():
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:
+            continue
+        if any(_is_site(n) for n in ast.walk(tree)):
+            out.append((path, code))
+    return out
+
+
+def listed() -> list[dict]:
+    """The rows of the list: place, lines, kind (gpu-only | reached), reason or test."""
+    rows = []
+    for ln in LIST.read_text().splitlines():
+        cells = [c.strip() for c in ln.strip().strip("|").split("|")]
+        if len(cells) == 4 and "::" in cells[0]:
+            rows.append(dict(place=cells[0].strip("`"), lines=cells[1], kind=cells[2],
+                             why=cells[3]))
+    return rows
+
+
+def test_the_list_parses_and_says_why():
+    rows = listed()
+    assert len(rows) >= 10
+    for r in rows:
+        assert r["kind"] in ("gpu-only", "reached"), r
+        assert len(r["why"]) > 20, f"{r['place']}: a reason, in words"
+        if r["kind"] == "reached":
+            m = re.search(r"tests/test_\w+\.py", r["why"])
+            assert m, f"{r['place']}: which test?"
+            test_file = m.group(0)
+            assert (ROOT / test_file).is_file(), f"{r['place']}: {test_file} does not exist"
+
+
+def test_every_listed_place_still_holds_a_gpu_call():
+    py = python_sites()
+    cells = notebook_cells()
+    for r in listed():
+        path, _, what = r["place"].partition("::")
+        if path.endswith(".ipynb"):
+            hits = [code for p, code in cells if p == path and what in code]
+            assert hits, f"{r['place']}: no cell of {path} contains {what!r} any more"
+            assert any(any(_is_site(n) for n in ast.walk(ast.parse(c))) for c in hits), \
+                f"{r['place']}: the cell holds no GPU call any more: take it off the list"
+        else:
+            assert (ROOT / path).is_file(), f"{r['place']}: {path} does not exist"
+            assert r["place"] in py, f"{r['place']}: no such function with a GPU call " \
+                                     f"any more (renamed, moved, or no longer GPU-only)"
+
+
+def test_every_gpu_site_is_reached_or_listed():
+    places = {r["place"] for r in listed()}
+    missing = [f"{place} (lines {lines})" for place, lines in python_sites().items()
+               if place not in places]
+    nb_listed = [(p.partition("::")[0], p.partition("::")[2]) for p in places
+                 if ".ipynb::" in p]
+    for path, code in notebook_sites():
+        if not any(path == lp and text in code for lp, text in nb_listed):
+            first = next(ln for ln in code.splitlines() if "cuda" in ln)
+            missing.append(f"{path}: cell with {first.strip()!r}")
+    assert not missing, "GPU sites neither listed in tests/gpu_only_lines.md nor reached: " + \
+        "; ".join(missing)
+
+
+def test_the_site_finder_finds_what_it_should():
+    src = """
+import torch
+def a(): return torch.cuda.is_available()
+def b(x): return x.cuda()
+def c(): torch.cuda.synchronize()
+def d(): return torch.zeros(1, device="cuda")
+def e(drv): return drv.cuLaunchKernel(1)
+def f(): '''torch.cuda.synchronize() in a docstring'''
+"""
+    tree = ast.parse(src)
+    found = {fn.name for fn in tree.body if isinstance(fn, ast.FunctionDef)
+             and any(_is_site(n) for n in ast.walk(fn))}
+    assert found == {"b", "c", "d", "e"}
+
+
+@pytest.mark.parametrize("place", ["andrea_edu/kernels/launch.py::launch_attention"])
+def test_the_launcher_is_reached_by_the_wiring_tests(place):
+    row = next(r for r in listed() if r["place"] == place)
+    assert row["kind"] == "reached" and "tests/test_gpu_wiring.py" in row["why"]

@@ -1,0 +1,34 @@
+"""Chapters read as lessons: each opens with what the reader can do after it, and an edited value
+outside what a chapter precomputed is refused in one line that names the allowed values."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+BOOK = Path(__file__).resolve().parents[1] / "book"
+CHAPTERS = sorted(BOOK.glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_every_chapter_opens_with_what_the_reader_can_do_after_it(path):
+    cells = json.loads(path.read_text())["cells"]
+    first = "".join(next(c for c in cells if c["cell_type"] == "markdown")["source"])
+    title, _, rest = first.partition("\n")
+    assert title.startswith("# ")
+    opener = rest.strip().split("\n\n")[0]
+    assert opener.startswith("**After this chapter you can** "), path.name
+    assert 15 <= len(opener.split()) <= 60, f"{path.name}: two or three lines, not {opener!r}"
+
+
+def test_worklog_refuses_a_head_dim_it_did_not_precompute_in_one_line():
+    from andrea_edu.figures import kernel_worklog as figs
+
+    with pytest.raises(ValueError) as e:
+        figs.check_head_dim(80)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("hs=80") and "32, 64, 96, 128" in msg
+    assert all(figs.check_head_dim(h) == h for h in figs.HEAD_DIMS)
+    setup = "".join(json.loads((BOOK / "kernel_worklog.ipynb").read_text())["cells"][2]["source"])
+    assert setup.index("figs.check_head_dim(hs)") < setup.index("torch.manual_seed")
