@@ -103,10 +103,17 @@ def _toy_digest(path):
     return _h(s.__dict__, scores, cpu, *model.state_dict().values())
 
 
+def _paths_digest(path):
+    from andrea_edu.heads import path_runs as PR
+    sha = hashlib.sha256((DATA / TR.weights_path(DATA / TR.RUN_FILE).name).read_bytes()).hexdigest()
+    d = PR.load_paths(path, sha)  # the chapter reads the entries, base_loss, the windows
+    return _h({k: v for k, v in d.items() if k != "provenance"})
+
+
 DIGESTS = {"bench_headdim_cpu.json": _bench_digest, "bench_layout_cpu.json": _bench_digest,
            "bench_projections_cpu.json": _bench_digest,
            "specialization_sweep.json": _sweep_digest, "realtext_run.json": _run_digest,
-           "toy_lab_model.json": _toy_digest}
+           "toy_lab_model.json": _toy_digest, "realtext_paths.json": _paths_digest}
 
 
 def test_every_committed_data_file_has_a_digest():
