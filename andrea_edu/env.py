@@ -343,6 +343,18 @@ def first_nonfinite(obj, where: str = "", skip=None) -> str | None:
     return None
 
 
+def holds_text(obj) -> bool:
+    """True when a parsed JSON value holds a string anywhere (numpy would read "0.34" as a
+    number: a number stored as text is damage, not data)."""
+    if isinstance(obj, str):
+        return True
+    if isinstance(obj, dict):
+        return any(holds_text(v) for v in obj.values())
+    if isinstance(obj, list):
+        return any(holds_text(v) for v in obj)
+    return False
+
+
 MANIFEST = "SHA256SUMS"  # beside committed data: "<sha256>  <name>" per line (sha256sum -c reads it)
 
 

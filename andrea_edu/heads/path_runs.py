@@ -119,6 +119,7 @@ def load_paths(path: Path, weights_sha256: str | None = None) -> dict:
     import re
 
     def nums(v, what):
+        _need(not env.holds_text(v), path, f"{what} must be numbers, got text")
         try:
             return np.asarray(v, dtype=float)
         except (TypeError, ValueError):
