@@ -62,15 +62,15 @@ def _tiny_model():
 
 def test_save_run_refuses_existing_files_and_writes_both_beside(tmp_path):
     path = tmp_path / "my_experiment.json"
-    written = TR.save_run(_Run(_tiny_model()), path)
+    written = TR.save_run(_Run(_tiny_model()), path)  # type: ignore[arg-type]  # a stand-in run
     assert written == [tmp_path / "my_experiment_model.pt", path]
     d = json.loads(path.read_text())
     assert d["weights"]["file"] == "my_experiment_model.pt"
     before = {p: p.read_bytes() for p in written}
     with pytest.raises(FileExistsError, match="replace"):
-        TR.save_run(_Run(_tiny_model()), path)
+        TR.save_run(_Run(_tiny_model()), path)  # type: ignore[arg-type]  # a stand-in run
     assert {p: p.read_bytes() for p in written} == before  # nothing touched
-    TR.save_run(_Run(_tiny_model()), path, replace=True)
+    TR.save_run(_Run(_tiny_model()), path, replace=True)  # type: ignore[arg-type]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["my_experiment.json",
                                                           "my_experiment_model.pt"]
 
@@ -107,7 +107,7 @@ def test_writers_keep_a_folders_manifest_current(tmp_path):
     path = env.write_json_atomic(tmp_path / "x.json", {"v": 1})
     assert env.manifest_problem(path) is None and "x.json" in env.read_manifest(tmp_path)
     path.write_text('{"v": 2}\n')  # edited behind the writer's back
-    assert "differs from the sha256" in env.manifest_problem(path)
+    assert "differs from the sha256" in str(env.manifest_problem(path))
 
 
 # ---------------------------------------------------------------- the real-text command

@@ -129,7 +129,7 @@ def _check_fits(found: dict, cfg: AndreaConfig, hf_config=None) -> None:
             "block_size": cfg.block_size}
     diff = [k for k in want if found.get(k) != want[k]]
     if diff:
-        sizes = {(12, 768): "GPT-2 small", (24, 1024): "GPT-2 medium", (36, 1280): "GPT-2 large",
+        sizes: dict[tuple[int | None, int | None], str] = {(12, 768): "GPT-2 small", (24, 1024): "GPT-2 medium", (36, 1280): "GPT-2 large",
                  (48, 1600): "GPT-2 XL"}
         name = sizes.get((found.get("n_layer"), found.get("d_model")), "another model")
         raise GPT2FileError(
