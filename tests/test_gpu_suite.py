@@ -55,6 +55,7 @@ def test_the_rehearsal_runs_every_step_that_needs_no_gpu(rehearsal):
     for gpu_step in ("gpu-check", "bench", "ncu"):
         assert steps[gpu_step][0] == "skipped" and steps[gpu_step][3] == "skipped: no GPU"
     assert steps["sanitizer"][0] == "skipped"
+    assert steps["mma-ceiling"][0] == "skipped" and "compiled for sm_90" in steps["mma-ceiling"][3]
     assert "driver script imports" in steps["sanitizer"][3]
     for step in ("environment", "wheels", "gpu-tests-collect", "notebooks", "model", "summary"):
         assert steps[step][0] == "pass", (step, steps[step])
