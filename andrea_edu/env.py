@@ -159,6 +159,29 @@ def child_status(what: str, rc: int) -> int:
     return 128 - rc
 
 
+THREAD_CAP = 4  # a notebook kernel's thread pools: enough for the book's sizes, kind to a busy laptop
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def cap_threads(cap: int = THREAD_CAP) -> int | None:
+    """Cap torch's and OpenMP's thread pools at min(CPU count, cap), unless the user chose a
+    count (OMP_NUM_THREADS or MKL_NUM_THREADS set): returns the cap, or None when the user's
+    setting stands. A notebook kernel on a loaded machine otherwise starts one OpenMP thread per
+    core per pool, and libgomp that cannot create them aborts the kernel ("Thread creation
+    failed: Resource temporarily unavailable"). The variables reach torch when set before it is
+    imported, and child processes (the kernels an executor starts) inherit them; a torch already
+    imported is capped with torch.set_num_threads."""
+    if any(os.environ.get(k, "").strip() for k in THREAD_VARS):
+        return None
+    n = max(1, min(os.cpu_count() or 1, int(cap)))
+    for k in THREAD_VARS:
+        os.environ[k] = str(n)
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "set_num_threads"):
+        torch.set_num_threads(min(torch.get_num_threads(), n))
+    return n
+
+
 def git_commit() -> str:
     """The commit every provenance block records: ANDREA_GIT_COMMIT when set (a copy without its
     .git folder), else HEAD of the repository andrea_edu sits in, plus "-dirty (files)" naming
@@ -318,6 +341,18 @@ def first_nonfinite(obj, where: str = "", skip=None) -> str | None:
         if got:
             return got.lstrip(".")
     return None
+
+
+def holds_text(obj) -> bool:
+    """True when a parsed JSON value holds a string anywhere (numpy would read "0.34" as a
+    number: a number stored as text is damage, not data)."""
+    if isinstance(obj, str):
+        return True
+    if isinstance(obj, dict):
+        return any(holds_text(v) for v in obj.values())
+    if isinstance(obj, list):
+        return any(holds_text(v) for v in obj)
+    return False
 
 
 MANIFEST = "SHA256SUMS"  # beside committed data: "<sha256>  <name>" per line (sha256sum -c reads it)

@@ -3,7 +3,7 @@ naming the file (and the field), or shown harmless because what the chapter read
 
 The family of single-field damages (`mutations`): on a number, NaN, +inf, -inf, a string, x10
 and its negative; on a list, one entry deleted, one duplicated, a pair swapped; on an object,
-one key deleted. The files are large (the sweep holds about 60,000 numbers), so the damages are
+one key deleted (a string: the number written as text, which numpy would read back). The files are large (the sweep holds about 60,000 numbers), so the damages are
 sampled deterministically: per file and per kind, up to PER_KIND places in the data and
 PER_KIND_PROV in the provenance block. Each damaged copy is written to a scratch folder and read
 with the loader the chapters use; "the chapter's output" is the digest of what the chapters read
@@ -103,10 +103,17 @@ def _toy_digest(path):
     return _h(s.__dict__, scores, cpu, *model.state_dict().values())
 
 
+def _paths_digest(path):
+    from andrea_edu.heads import path_runs as PR
+    sha = hashlib.sha256((DATA / TR.weights_path(DATA / TR.RUN_FILE).name).read_bytes()).hexdigest()
+    d = PR.load_paths(path, sha)  # the chapter reads the entries, base_loss, the windows
+    return _h({k: v for k, v in d.items() if k != "provenance"})
+
+
 DIGESTS = {"bench_headdim_cpu.json": _bench_digest, "bench_layout_cpu.json": _bench_digest,
            "bench_projections_cpu.json": _bench_digest,
            "specialization_sweep.json": _sweep_digest, "realtext_run.json": _run_digest,
-           "toy_lab_model.json": _toy_digest}
+           "toy_lab_model.json": _toy_digest, "realtext_paths.json": _paths_digest}
 
 
 def test_every_committed_data_file_has_a_digest():
@@ -166,7 +173,7 @@ def damage(obj, kind: str, path: tuple, seed: str):
     if kind in NUMBER_KINDS:
         v = target
         parent[last] = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"),
-                        "string": "12.5 ms", "x10": v * 10,
+                        "string": str(v), "x10": v * 10,  # the number as text
                         "negative": -v if v else -1}[kind]
     elif kind == "delete":
         del target[rng.randrange(len(target))]
@@ -256,3 +263,47 @@ def test_damaged_weights_are_refused(name, tmp_path):
     w.write_bytes(bytes(blob[: len(blob) // 3]))
     with pytest.raises(DataFileError, match="sha256"):
         DIGESTS[name](path)
+
+
+# ---------------------------------------------------------------- the issue's findings, one by one
+def _best_bracket_to_null(d):
+    sc = np.array(d["scores"], dtype=float)
+    L, h = np.unravel_index(np.argmax(sc[-1, 1]), sc[-1, 1].shape)
+    d["scores"][-1][1][L][h] = None  # the head the chapter names as the bracket head
+
+
+def _sweep_run_missing(d):
+    del d["runs"][4]
+
+
+def _bench_duplicate(d):
+    d["records"].append(copy.deepcopy(d["records"][0]))
+
+
+def _bench_err_5(d):
+    next(r for r in d["records"] if r["status"] == "ok")["max_abs_err"] = 5.0
+
+
+@pytest.mark.parametrize("name, damage_fn, words", [
+    ("realtext_run.json", _best_bracket_to_null, "scores[:, 1]"),
+    ("realtext_run.json", lambda d: d["scores"][-1][0][0].__setitem__(0, 7.5), "scores must lie"),
+    ("realtext_run.json", lambda d: d["eval_loss"][-1].__setitem__(0, d["eval_loss"][-1][0] * 10),
+     "eval_loss"),
+    ("realtext_run.json", lambda d: d["ablation"][0][0].__setitem__(1, float("nan")), "ablation"),
+    ("specialization_sweep.json", lambda d: d["runs"][0]["floors"].__setitem__(
+        "matching bracket", "0.34"), "floors"),
+    ("specialization_sweep.json", lambda d: d["runs"][2]["train_loss"].__setitem__(
+        5, float("nan")), "train_loss"),
+    ("specialization_sweep.json", _sweep_run_missing, "missing"),
+    ("bench_layout_cpu.json", _bench_duplicate, "one record per (case, backend)"),
+    ("bench_projections_cpu.json", _bench_err_5, "max_abs_err"),
+])
+def test_each_finding_of_the_issue_is_refused_in_one_line(name, damage_fn, words, tmp_path):
+    path = _folder(tmp_path, name, manifest=False)
+    d = json.loads((DATA / name).read_text())
+    damage_fn(d)
+    path.write_text(json.dumps(d))
+    with pytest.raises(DataFileError) as e:
+        DIGESTS[name](path)
+    msg = str(e.value)
+    assert "\n" not in msg and str(path) in msg and words in msg, msg

@@ -168,3 +168,20 @@ def test_settings_from_json_and_check():
         TT.TextSettings.from_json('{"n_head": 3}')
     with pytest.raises(TT.SettingsError, match="lr"):
         TT.TextSettings.from_json('{"lr": -1}')
+
+
+def test_bench_refuses_to_replace_committed_results(capsys, monkeypatch, tmp_path):
+    from andrea_edu.bench import cli
+    from andrea_edu.bench import results as R
+
+    def no_measuring(*a, **k):
+        raise AssertionError("measured before refusing")
+    monkeypatch.setattr(cli.bench_cases, "run_suite", no_measuring)
+    monkeypatch.delenv("ANDREA_DATA_DIR", raising=False)
+    _one_line_exit_2(*_main("andrea_edu.bench.cli", ["layout", "--device", "cpu"], capsys,
+                            monkeypatch), "committed data", "--replace")
+    obj = json.loads((DATA / "bench_layout_cpu.json").read_text())
+    with pytest.raises(FileExistsError, match="committed data"):
+        R.write_results(obj, DATA)
+    R.write_results(obj, tmp_path)  # anywhere else: written
+    assert (tmp_path / "bench_layout_cpu.json").is_file()

@@ -28,7 +28,8 @@ import os
 import warnings
 from pathlib import Path
 
-from andrea_edu.env import (DataFileError, data_search_dirs, first_nonfinite, manifest_problem,
+from andrea_edu.env import (MANIFEST, DataFileError, data_search_dirs, first_nonfinite,
+                            manifest_problem, read_manifest,
                             where_looked,
                             write_json_atomic)
 
@@ -318,6 +319,10 @@ def write_results(obj: dict, out_dir=None, replace: bool = False) -> Path:
     validate_result(obj)
     out = Path(out_dir) if out_dir is not None else data_dir()
     path = out / f"bench_{obj['suite']}_{obj['provenance']['device_slug']}.json"
+    if path.exists() and not replace and is_committed(path):
+        raise FileExistsError(f"{path} is committed data (listed in {MANIFEST}); a new run does "
+                              f"not replace it unless asked (replace=True, on the command line "
+                              f"--replace, or write elsewhere with --out)")
     if path.exists() and not replace and not _is_full(obj):
         try:
             old = json.loads(path.read_text())
@@ -330,6 +335,14 @@ def write_results(obj: dict, out_dir=None, replace: bool = False) -> Path:
                                   f"them (pass replace=True, on the command line --replace, or "
                                   f"write elsewhere with --out)")
     return write_json_atomic(path, obj, indent=1, sort_keys=False)
+
+
+def is_committed(path) -> bool:
+    """True when `path` is listed in its folder's SHA256SUMS (book/data's committed files)."""
+    try:
+        return Path(path).name in read_manifest(Path(path).parent)
+    except (OSError, ValueError):
+        return True  # a damaged manifest: treat the folder as committed data, refuse
 
 
 def _reject_constant(name):

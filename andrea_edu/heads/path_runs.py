@@ -106,26 +106,74 @@ def load_paths(path: Path, weights_sha256: str | None = None) -> dict:
         d = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise RunFileError(f"{path}: unreadable ({type(err).__name__})") from None
+    problem = env.manifest_problem(path)  # the sha256 in book/data/SHA256SUMS, when listed
+    _need(problem is None, path, problem or "")
+    bad = env.first_nonfinite(d, skip=lambda at: at.endswith((".loss", ".loss_se")))
+    _need(bad is None, path, f"{bad} is NaN or infinite; expected a finite number")
     _need(isinstance(d, dict) and d.get("schema") == SCHEMA, path, f"schema must be {SCHEMA}")
     for k in ("weights_sha256", "windows", "base_loss", "entries", "provenance"):
         _need(k in d, path, f"missing key {k!r}")
     if weights_sha256 is not None:
         _need(d["weights_sha256"] == weights_sha256, path,
               "measured on other weights than the committed run's (sha256 differs)")
-    base = np.asarray(d["base_loss"], dtype=float)
-    _need(base.shape == (4,) and bool(np.all(np.isfinite(base) & (base > 0))), path,
-          "base_loss must be 4 positive finite losses")
+    import re
+
+    def nums(v, what):
+        _need(not env.holds_text(v), path, f"{what} must be numbers, got text")
+        try:
+            return np.asarray(v, dtype=float)
+        except (TypeError, ValueError):
+            raise RunFileError(f"{path}: {what} must be numbers, got {str(v)[:40]}") from None
+
+    w = d["windows"]
+    _need(isinstance(w, dict) and all(isinstance(w.get(k), int) and not isinstance(w.get(k), bool)
+                                      and w[k] >= 1 for k in ("n", "seq_len")), path,
+          "windows must hold integers n and seq_len >= 1")
+    base = nums(d["base_loss"], "base_loss")
+    _need(base.shape == (4,) and bool(np.all(np.isfinite(base) & (base > 0) & (base < 20))), path,
+          "base_loss must be 4 positive finite losses (below 20 nats)")
     _need(isinstance(d["entries"], list) and len(d["entries"]) > 0, path, "entries is empty")
+    labels = []
     for ent in d["entries"]:
         _need(isinstance(ent, dict) and {"label", "paths", "tv", "loss", "loss_se"} <= set(ent), path,
               "an entry lacks label, paths, tv, loss or loss_se")
-        _need(0.0 <= float(ent["tv"]) <= 1.0, path, f"{ent['label']}: tv must lie in [0, 1]")
-        lo, se = np.asarray(ent["loss"], dtype=float), np.asarray(ent["loss_se"], dtype=float)
+        _need(isinstance(ent["label"], str), path, "an entry's label is not a string")
+        labels.append(ent["label"])
+        _need(isinstance(ent["paths"], list) and len(ent["paths"]) > 0 and all(
+            isinstance(q, list) and len(q) == 5 and all(isinstance(x, int) and not isinstance(
+                x, bool) and x >= 0 for x in q[:4]) and isinstance(q[4], str)
+            for q in ent["paths"]), path,
+            f"{ent['label']}: paths must be [layer, head, layer, head, kind] lists")
+        tv = ent["tv"]
+        _need(isinstance(tv, (int, float)) and not isinstance(tv, bool) and 0.0 <= tv <= 1.0, path,
+              f"{ent['label']}: tv must lie in [0, 1] (a number), got {tv!r}")
+        lo, se = nums(ent["loss"], f"{ent['label']}: loss"), nums(ent["loss_se"], f"{ent['label']}: loss_se")
         _need(lo.shape == (4,) and se.shape == (4,) and bool(np.isfinite(lo[:2]).all())
+              and bool(np.isfinite(se[:2]).all())
               and bool((np.nan_to_num(se) >= 0).all()), path,
               f"{ent['label']}: loss and loss_se must be 4 numbers, standard errors >= 0")
         _need(bool(np.all(np.abs(np.nan_to_num(lo)) < 20)), path,
               f"{ent['label']}: a loss change beyond 20 nats is not a measurement")
+        one = re.match(r"^L(\d+)H(\d+) -> L(\d+)H(\d+) (\w+)$", ent["label"])
+        if one:  # a single path's entry: its label says which path
+            want_p = [[*map(int, one.groups()[:4]), one.group(5)]]
+            _need(ent["paths"] == want_p, path, f"{ent['label']}: paths must be {want_p}, "
+                  f"got {str(ent['paths'])[:60]}")
+        _need(len({str(q) for q in ent["paths"]}) == len(ent["paths"]), path,
+              f"{ent['label']}: a path is listed twice")
+    for key in ("loss", "loss_se"):  # a column is missing for every entry (same windows) or none
+        col = np.array([np.asarray(e[key], dtype=float) for e in d["entries"]])
+        mixed = [c for c in range(4) if np.isnan(col[:, c]).any() and not np.isnan(col[:, c]).all()]
+        _need(not mixed, path, f"{key}[{mixed[0] if mixed else 0}] is NaN in some entries only; "
+              f"all entries are measured on the same windows")
+    dup = sorted({x for x in labels if labels.count(x) > 1})
+    _need(not dup, path, f"entries repeat the label(s) {dup[:3]}")
+    found = [m for m in (re.match(r"^L0H(\d+) -> L1H(\d+) qkv$", lab) for lab in labels) if m]
+    pairs = {m.group(0) for m in found}
+    heads = sorted({int(m.group(1)) for m in found} | {int(m.group(2)) for m in found})
+    want = {f"L0H{a} -> L1H{b} qkv" for a in heads for b in heads}
+    _need(pairs == want, path, f"the L0 -> L1 qkv entries must form a full grid over heads "
+          f"{heads}; missing {sorted(want - pairs)[:3]}")
     return d
 
 

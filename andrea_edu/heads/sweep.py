@@ -42,7 +42,8 @@ import numpy as np
 import torch
 
 from andrea_edu.env import (DataFileError, __version__, cpu_provenance, data_search_dirs,
-                            find_data_file, first_nonfinite, git_commit, manifest_problem,
+                            find_data_file, first_nonfinite, git_commit, holds_text,
+                            manifest_problem,
                             same_cpu_numerics, where_looked, write_json_atomic)
 from andrea_edu.bench.args import check_int, check_out_file, fail, first_problem
 from andrea_edu.heads.training import Run, Settings, default_settings, train
@@ -165,6 +166,8 @@ def _finite(x) -> bool:
 
 
 def _array(bad, at: str, value, shape: tuple) -> np.ndarray:
+    if holds_text(value):
+        bad(f"{at} must be an array of numbers of shape {shape}, got text")
     try:
         a = np.asarray(value, dtype=float)
     except (TypeError, ValueError):

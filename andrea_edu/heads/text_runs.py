@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ..config import AndreaConfig
-from ..env import (DataFileError, fast_mode, first_nonfinite, manifest_problem,
+from ..env import (DataFileError, fast_mode, first_nonfinite, holds_text, manifest_problem,
                    write_files_as_unit)
 from ..model import AndreaModel
 from . import detectors as D
@@ -173,6 +173,8 @@ def _need(cond: bool, path: Path, reason: str) -> None:
 
 def _numeric(d: dict, key: str, path: Path, shape: tuple) -> np.ndarray:
     """d[key] as a float array of `shape` (JSON null -> nan); RunFileError otherwise."""
+    _need(not holds_text(d[key]), path, f"{key} must be an array of numbers of shape {shape}, "
+          f"got text")
     try:
         a = np.asarray(d[key], dtype=float)
     except (TypeError, ValueError):
