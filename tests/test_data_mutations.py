@@ -34,6 +34,7 @@ import torch
 
 from andrea_edu.bench import results as R
 from andrea_edu.env import MANIFEST, DataFileError, read_manifest
+from andrea_edu.heads import path_runs as PR
 from andrea_edu.heads import sweep as W
 from andrea_edu.heads import text_runs as TR
 
@@ -104,10 +105,8 @@ def _toy_digest(path):
 
 
 def _paths_digest(path):
-    from andrea_edu.heads import path_runs as PR
-    sha = hashlib.sha256((DATA / TR.weights_path(DATA / TR.RUN_FILE).name).read_bytes()).hexdigest()
-    d = PR.load_paths(path, sha)  # the chapter reads the entries, base_loss, the windows
-    return _h({k: v for k, v in d.items() if k != "provenance"})
+    d = PR.load_paths(path)  # the chapter's path-ablation figures and sentences read the entries
+    return _h(d["weights_sha256"], d["windows"], d["base_loss"], d["entries"])
 
 
 DIGESTS = {"bench_headdim_cpu.json": _bench_digest, "bench_layout_cpu.json": _bench_digest,

@@ -151,6 +151,23 @@ def test_path_ablation_equals_head_ablation_when_nothing_else_reads(model):
     torch.testing.assert_close(m2[1], ref[1], rtol=1e-4, atol=1e-5)
 
 
+def test_routes_to_the_other_readers(model):
+    """attn1 is every layer-1 head's q, k, v at once; the MLPs are zero here, so removing a head
+    from them changes nothing; the induction head's only reader is the output."""
+    idx = IN.repeated_batch(V, 8, T // 2, seed=4)
+    every = [PA.Path(0, 0, 1, h, "qkv") for h in range(NH)]
+    torch.testing.assert_close(PA.forward_route(model, idx, (0, 0), "attn1"),
+                               PA.forward(model, idx, every)[0])
+    intact = PA.forward(model, idx)[0]
+    for r in ("mlp0", "mlp1"):
+        torch.testing.assert_close(PA.forward_route(model, idx, (0, 0), r), intact)
+    n = T // 2
+    loss = lambda lg: PA.per_position_loss(lg[:, :-1], idx[:, 1:])[:, n:].mean()  # noqa: E731
+    assert loss(PA.forward_route(model, idx, (1, 0), "out")) > loss(intact) + 1.0
+    with pytest.raises(ValueError, match="reader"):
+        PA.forward_route(model, idx, (1, 0), "mlp0")
+
+
 def test_path_effects_and_errors(model):
     g = torch.Generator().manual_seed(0)
     idx = torch.randint(0, V, (4, T), generator=g)
@@ -212,7 +229,7 @@ def test_committed_path_ablations_validate_and_recheck(tmp_path):
         pytest.skip("no committed real-text run or path ablations next to this checkout")
     sha = PR.weights_sha256(run_path)
     d = PR.load_paths(paths_path, sha)
-    assert len(d["entries"]) == len(PR.grid(8))
+    assert len(d["entries"]) == len(PR.grid(8)) + 2 * len(PR.ROUTES)
     assert PR.as_grid(d, 8).shape == (8, 8)
     with pytest.raises(RunFileError, match="other weights"):
         PR.load_paths(paths_path, "0" * 64)
@@ -261,3 +278,18 @@ def test_circuit_figures_render_and_calls_follow_the_numbers(model, monkeypatch)
     ids = IN.repeated_batch(V, 1, T // 2, seed=3)
     batch = tc.TextBatch(idx=ids, targets=ids, key=torch.full((3, 1, T), -1), where=[("x", 0)])
     plt.close(F.fig_pair(maps, _Corpus, batch, 0, 0, T, 0, 0, "K", 15.8))
+
+
+def test_longer_context_run_file_when_committed():
+    from andrea_edu.heads import text_longer as TL
+    from andrea_edu.heads import text_runs as R
+    from andrea_edu.heads import text_training as TT
+    path = TT.find_data(TL.LONG_FILE)
+    if path is None:
+        pytest.skip("the longer-context run is not committed")
+    run = TT.load_run(path)  # validates shapes, values and the weights' sha256
+    assert run.settings == TL.long_settings(False)
+    assert R.weights_path(path).name == TL.LONG_WEIGHTS and run.model is not None
+    assert run.model.cfg.block_size == 256 and run.cpu_seconds <= 600  # the 10-minute budget
+    with pytest.raises(FileExistsError):
+        TL.save_long(run, path)  # committed data is never overwritten

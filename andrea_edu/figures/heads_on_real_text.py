@@ -538,14 +538,14 @@ def fig_paths(d, nh: int, head_ablation, prev_head: int, bracket_writer: int, br
     ax.legend(fontsize=7)
     ax = axes[2]
     a, b, col = bracket_writer, bracket_reader, 2  # loss column 2: matching bracket
-    labels = [f"L0H{a} -> L1H{b} {i}" for i in "qkv"] + [f"L0H{a} -> L1H{b} qkv",
-                                                         f"L0H{a} -> every L1 head",
-                                                         f"L0H{a} ablated outright"]
-    es = [PR.entry(d, f"L0H{a} -> L1H{b} {i}") for i in ("q", "k", "v", "qkv")] + \
-         [PR.entry(d, f"L0H{a} -> every L1 head qkv")]
+    names = [f"L1H{b} {i}" for i in ("q", "k", "v", "qkv")] + ["every L1 head qkv"] + \
+        [n for n in PR.ROUTES.values() if any(e["label"] == f"L0H{a} -> {n}" for e in d["entries"])]
+    es = [PR.entry(d, f"L0H{a} -> {n}") for n in names]
+    labels = [f"L0H{a} -> {n}" for n in names] + [f"L0H{a} ablated outright"]
     vals = [e["loss"][col] for e in es] + [float(head_ablation[0][0, a, col])]
     ses = [e["loss_se"][col] for e in es] + [float(head_ablation[1][0, a, col])]
-    ax.barh(range(len(vals)), vals, xerr=ses, color=["#d62728"] * 5 + ["#555555"])
+    ax.barh(range(len(vals)), vals, xerr=ses,
+            color=["#d62728"] * 5 + ["#ff7f0e"] * (len(names) - 5) + ["#555555"])
     ax.set_yticks(range(len(vals)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("bracket-query loss increase (nats)")
@@ -574,16 +574,31 @@ def paths_sentence(d, nh: int, head_ablation, prev_head: int, a: int, b: int) ->
        f"the bracket queries {whole:+.3f} ± {whole_se:.3f}: "
        + ("too small to split into paths." if whole <= 2 * whole_se else
           "the attention paths into layer 1 carry none of it measurably (their sum is within two "
-          "standard errors of zero); it goes through the MLPs and straight to the output."
+          "standard errors of zero)."
           if abs(every["loss"][2]) <= 2 * every["loss_se"][2] else
-          f"the attention paths into layer 1 carry {every['loss'][2] / whole:.0%} of it, the rest "
-          f"goes through the MLPs and straight to the output.")
+          f"the attention paths into layer 1 carry {every['loss'][2] / whole:.0%} of it.")
+       + _routes_text(d, a, 2, "the bracket queries")
        + f" The previous-token head L0H{prev_head} moves a layer-1 pattern most through "
        f"L1H{top[0]}'s {top[1]} (TV {prev[top]['tv']:.3f}); removed from every layer-1 head at "
        f"once it costs all positions {ev['loss'][0]:+.4f} ± {ev['loss_se'][0]:.4f} nats "
        f"(the intact loss there: {d['base_loss'][0]:.3f}; ablating L0H{prev_head} outright: "
-       f"{float(head_ablation[0][0, prev_head, 0]):+.3f}). A composition score says two heads' "
+       f"{float(head_ablation[0][0, prev_head, 0]):+.3f})."
+       + _routes_text(d, prev_head, 0, "all positions") + " A composition score says two heads' "
        f"weights line up; only the path ablation says whether the model uses that line.")
+
+
+def _routes_text(d, a: int, col: int, what: str) -> str:
+    """" Removed from ... alone" for the committed routes of writer a (empty when none)."""
+    from andrea_edu.heads import path_runs as PR
+    es = [(n, PR.entry(d, f"L0H{a} -> {n}")) for n in PR.ROUTES.values()
+          if any(e["label"] == f"L0H{a} -> {n}" for e in d["entries"])]
+    if not es:
+        return ""
+    return (f" Removed from one other reader alone, L0H{a} costs {what} "
+            + ", ".join(f"{e['loss'][col]:+.4f} ± {e['loss_se'][col]:.4f} ({n})" for n, e in es)
+            + ": " + ("its effect runs through layer 0's own MLP."
+                      if max(es, key=lambda ne: ne[1]["loss"][col])[0] == "MLP0" else
+                      f"its largest reader is {max(es, key=lambda ne: ne[1]['loss'][col])[0]}."))
 
 
 def recheck_paths_sentence(r: dict) -> None:
@@ -736,10 +751,14 @@ def circuits_summary(comp_top, rep, ids, tol: float, paths_data=None, head_ablat
                  f" (ablated outright, L0H{a} costs them {float(head_ablation[0][0, a, 2]):+.3f})")
         items.append(f"Removing L0H{a} from L1H{b}'s inputs alone costs the bracket queries "
                      f"{e['loss'][2]:+.3f} ± {e['loss_se'][2]:.3f} nats{whole}: "
-                     + ("the weights line up, but the model does not use that path measurably."
+                     + ("the weights line up, but the model does not use that path measurably"
                         if abs(e["loss"][2]) <= 2 * e["loss_se"][2] else
                         "the direct path between the two heads carries part of what L0H"
-                        f"{a} does for brackets."))
+                        f"{a} does for brackets")
+                     + (f"; removed from layer 0's MLP alone it costs them "
+                        f"{PR.entry(paths_data, f'L0H{a} -> MLP0')['loss'][2]:+.3f}."
+                        if any(x["label"] == f"L0H{a} -> MLP0" for x in paths_data["entries"])
+                        else "."))
     items.append(("An induction head: " if found else "No induction head: ")
                  + f"the best reaches {ratio:.1f}x uniform on repeated random characters, and the "
                    f"second copy costs {rep['first_loss'] - rep['second_loss']:.2f} nats less than "

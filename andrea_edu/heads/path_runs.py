@@ -9,6 +9,8 @@ ablation) and records the destination head's pattern change and the loss change:
     every (layer-0 head, layer-1 head) pair, all three inputs at once ("qkv")        64 entries
     the previous-token head and L0H5 into every layer-1 head, q, k and v apart       48 entries
     the previous-token head and L0H5 into every layer-1 head at once ("qkv")          2 entries
+    the previous-token head and L0H5 into the other readers alone: layer 0's MLP,
+    layer 1's MLP, the output (`paths.forward_route`; no pattern, tv null)             6 entries
 
     python -m andrea_edu.heads.path_runs --out book/data/realtext_paths.json
 
@@ -34,6 +36,7 @@ from .text_runs import RunFileError, TextRun, _need
 PATHS_FILE = "realtext_paths.json"
 SCHEMA = 1
 WRITERS = (1, 5)  # the previous-token head and the head whose ablation costs brackets most
+ROUTES = {"mlp0": "MLP0", "mlp1": "MLP1", "out": "output"}  # reader -> label
 RECHECK_TOL = 1e-4  # nats and TV: the float noise of one re-run is ~1e-7; see recheck()
 
 
@@ -66,10 +69,19 @@ def measure(run: TextRun, corpus: tc.Corpus, weights_sha256: str, entries=None) 
     """Every entry of `grid` (or the given (label, paths) list) on the run's ablation windows."""
     if run.model is None:
         raise ValueError("run.model is None: load the run with its weights (with_model=True)")
+    full = entries is None
     entries = grid(run.settings.n_head) if entries is None else entries
     batch = ablation_windows(run, corpus)
     t0, c0 = time.perf_counter(), time.process_time()
     r = PA.path_effects(run.model, batch, [p for _, p in entries])
+    routes = []
+    if full:
+        for a in WRITERS:
+            rr = PA.route_effects(run.model, batch, (0, a), list(ROUTES))
+            routes += [{"label": f"L0H{a} -> {name}", "paths": [[0, a, reader]], "tv": None,
+                        "loss": np.round(rr["loss"][j], 6).tolist(),
+                        "loss_se": np.round(rr["loss_se"][j], 6).tolist()}
+                       for j, (reader, name) in enumerate(ROUTES.items())]
     return {"schema": SCHEMA, "weights_sha256": weights_sha256,
             "windows": {"seed": "text_training.ABLATION_SEED", "n": batch.idx.shape[0],
                         "seq_len": batch.idx.shape[1]},
@@ -79,7 +91,7 @@ def measure(run: TextRun, corpus: tc.Corpus, weights_sha256: str, entries=None) 
                          "tv": round(float(r["tv"][j]), 6),
                          "loss": np.round(r["loss"][j], 6).tolist(),
                          "loss_se": np.round(r["loss_se"][j], 6).tolist()}
-                        for j, (lab, ps) in enumerate(entries)],
+                        for j, (lab, ps) in enumerate(entries)] + routes,
             "provenance": {"produced_by": "python -m andrea_edu.heads.path_runs --out "
                                           "book/data/" + PATHS_FILE,
                            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -99,81 +111,71 @@ def save_paths(d: dict, path: Path, replace: bool = False) -> None:
     env.write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))])
 
 
+def expected_entries(n_head: int) -> list[tuple[str, list]]:
+    """(label, paths as stored) of every entry a complete file holds, in its order."""
+    out = [(lab, [[p.src_layer, p.src_head, p.dst_layer, p.dst_head, p.inputs] for p in ps])
+           for lab, ps in grid(n_head)]
+    return out + [(f"L0H{a} -> {name}", [[0, a, reader]]) for a in WRITERS
+                  for reader, name in ROUTES.items()]
+
+
+def _is_num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def load_paths(path: Path, weights_sha256: str | None = None) -> dict:
-    """Read and validate (values, not only keys); RunFileError with one line otherwise."""
+    """Read and validate (values, not only keys: every entry present once, in order, with the
+    paths its label names, finite numbers in range; the folder's SHA256SUMS when there is one);
+    RunFileError (a DataFileError) with one line naming the file otherwise."""
     path = Path(path)
     try:
-        d = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise RunFileError(f"{path}: unreadable ({type(err).__name__})") from None
-    problem = env.manifest_problem(path)  # the sha256 in book/data/SHA256SUMS, when listed
+        d = json.loads(path.read_text(), parse_constant=lambda c: float("nan"))
+    except (OSError, ValueError) as e:
+        raise RunFileError(f"{path}: unreadable ({type(e).__name__})") from None
+    problem = env.manifest_problem(path)
     _need(problem is None, path, problem or "")
-    bad = env.first_nonfinite(d, skip=lambda at: at.endswith((".loss", ".loss_se")))
+    bad = env.first_nonfinite(d)
     _need(bad is None, path, f"{bad} is NaN or infinite; expected a finite number")
     _need(isinstance(d, dict) and d.get("schema") == SCHEMA, path, f"schema must be {SCHEMA}")
     for k in ("weights_sha256", "windows", "base_loss", "entries", "provenance"):
         _need(k in d, path, f"missing key {k!r}")
+    sha = d["weights_sha256"]
+    _need(isinstance(sha, str) and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha),
+          path, "weights_sha256 must be 64 lowercase hex digits")
     if weights_sha256 is not None:
-        _need(d["weights_sha256"] == weights_sha256, path,
+        _need(sha == weights_sha256, path,
               "measured on other weights than the committed run's (sha256 differs)")
-    import re
-
-    def nums(v, what):
-        _need(not env.holds_text(v), path, f"{what} must be numbers, got text")
-        try:
-            return np.asarray(v, dtype=float)
-        except (TypeError, ValueError):
-            raise RunFileError(f"{path}: {what} must be numbers, got {str(v)[:40]}") from None
-
     w = d["windows"]
     _need(isinstance(w, dict) and all(isinstance(w.get(k), int) and not isinstance(w.get(k), bool)
-                                      and w[k] >= 1 for k in ("n", "seq_len")), path,
-          "windows must hold integers n and seq_len >= 1")
-    base = nums(d["base_loss"], "base_loss")
-    _need(base.shape == (4,) and bool(np.all(np.isfinite(base) & (base > 0) & (base < 20))), path,
-          "base_loss must be 4 positive finite losses (below 20 nats)")
-    _need(isinstance(d["entries"], list) and len(d["entries"]) > 0, path, "entries is empty")
-    labels = []
-    for ent in d["entries"]:
-        _need(isinstance(ent, dict) and {"label", "paths", "tv", "loss", "loss_se"} <= set(ent), path,
-              "an entry lacks label, paths, tv, loss or loss_se")
-        _need(isinstance(ent["label"], str), path, "an entry's label is not a string")
-        labels.append(ent["label"])
-        _need(isinstance(ent["paths"], list) and len(ent["paths"]) > 0 and all(
-            isinstance(q, list) and len(q) == 5 and all(isinstance(x, int) and not isinstance(
-                x, bool) and x >= 0 for x in q[:4]) and isinstance(q[4], str)
-            for q in ent["paths"]), path,
-            f"{ent['label']}: paths must be [layer, head, layer, head, kind] lists")
-        tv = ent["tv"]
-        _need(isinstance(tv, (int, float)) and not isinstance(tv, bool) and 0.0 <= tv <= 1.0, path,
-              f"{ent['label']}: tv must lie in [0, 1] (a number), got {tv!r}")
-        lo, se = nums(ent["loss"], f"{ent['label']}: loss"), nums(ent["loss_se"], f"{ent['label']}: loss_se")
-        _need(lo.shape == (4,) and se.shape == (4,) and bool(np.isfinite(lo[:2]).all())
-              and bool(np.isfinite(se[:2]).all())
-              and bool((np.nan_to_num(se) >= 0).all()), path,
-              f"{ent['label']}: loss and loss_se must be 4 numbers, standard errors >= 0")
-        _need(bool(np.all(np.abs(np.nan_to_num(lo)) < 20)), path,
-              f"{ent['label']}: a loss change beyond 20 nats is not a measurement")
-        one = re.match(r"^L(\d+)H(\d+) -> L(\d+)H(\d+) (\w+)$", ent["label"])
-        if one:  # a single path's entry: its label says which path
-            want_p = [[*map(int, one.groups()[:4]), one.group(5)]]
-            _need(ent["paths"] == want_p, path, f"{ent['label']}: paths must be {want_p}, "
-                  f"got {str(ent['paths'])[:60]}")
-        _need(len({str(q) for q in ent["paths"]}) == len(ent["paths"]), path,
-              f"{ent['label']}: a path is listed twice")
-    for key in ("loss", "loss_se"):  # a column is missing for every entry (same windows) or none
-        col = np.array([np.asarray(e[key], dtype=float) for e in d["entries"]])
-        mixed = [c for c in range(4) if np.isnan(col[:, c]).any() and not np.isnan(col[:, c]).all()]
-        _need(not mixed, path, f"{key}[{mixed[0] if mixed else 0}] is NaN in some entries only; "
-              f"all entries are measured on the same windows")
-    dup = sorted({x for x in labels if labels.count(x) > 1})
-    _need(not dup, path, f"entries repeat the label(s) {dup[:3]}")
-    found = [m for m in (re.match(r"^L0H(\d+) -> L1H(\d+) qkv$", lab) for lab in labels) if m]
-    pairs = {m.group(0) for m in found}
-    heads = sorted({int(m.group(1)) for m in found} | {int(m.group(2)) for m in found})
-    want = {f"L0H{a} -> L1H{b} qkv" for a in heads for b in heads}
-    _need(pairs == want, path, f"the L0 -> L1 qkv entries must form a full grid over heads "
-          f"{heads}; missing {sorted(want - pairs)[:3]}")
+                                      and w[k] > 0 for k in ("n", "seq_len")), path,
+          "windows.n and windows.seq_len must be positive integers")
+    base = d["base_loss"]
+    _need(isinstance(base, list) and len(base) == 4 and all(_is_num(x) and x > 0 for x in base),
+          path, "base_loss must be 4 positive finite losses")
+    ents = d["entries"]
+    _need(isinstance(ents, list) and len(ents) > 0 and all(isinstance(e, dict) for e in ents),
+          path, "entries must be a non-empty list of objects")
+    pairs = sum(1 for e in ents if str(e.get("label", "")).endswith(" qkv")
+                and "-> L1H" in str(e.get("label", "")))
+    nh = int(round(pairs ** 0.5))
+    want = expected_entries(max(nh, 1))
+    _need([e.get("label") for e in ents] == [lab for lab, _ in want], path,
+          f"entries must be the {len(want)} entries of path_runs.expected_entries({nh}), each "
+          f"once, in order")
+    for ent, (lab, ps) in zip(ents, want):
+        _need({"label", "paths", "tv", "loss", "loss_se"} <= set(ent), path,
+              f"{lab}: lacks paths, tv, loss or loss_se")
+        _need(ent["paths"] == ps, path, f"{lab}: paths must be {ps}")
+        route = lab.split(" -> ")[-1] in ROUTES.values()
+        _need((route and ent["tv"] is None) or (not route and _is_num(ent["tv"])
+                                                and 0.0 <= ent["tv"] <= 1.0), path,
+              f"{lab}: tv must lie in [0, 1] (null for a route to an MLP or the output)")
+        lo, se = ent["loss"], ent["loss_se"]
+        _need(isinstance(lo, list) and isinstance(se, list) and len(lo) == 4 and len(se) == 4
+              and all(_is_num(x) for x in lo + se), path,
+              f"{lab}: loss and loss_se must be 4 finite numbers each")
+        _need(all(x >= 0 for x in se) and all(abs(x) < 20 for x in lo), path,
+              f"{lab}: standard errors must be >= 0 and a loss change below 20 nats")
     return d
 
 

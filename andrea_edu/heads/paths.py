@@ -11,7 +11,9 @@ later head, every MLP, the unembedding. A path ablation removes it from one read
     intact stream; the forward then continues from layer l2's output as usual.
 
 So the change in h2's attention pattern and in the loss is the effect of that one path (h1 through
-the residual stream directly into h2's Q, K or V), nothing else. The removal is a zero ablation (the
+the residual stream directly into h2's Q, K or V), nothing else. A head has other readers: the MLP
+of its own and every later layer, and the output (ln_f, the unembedding); `forward_route` removes
+it from one of those alone, so that the paths of a head can be compared with its whole ablation. The removal is a zero ablation (the
 same as `AndreaModel.ablate`), recomputed with LayerNorm on the patched stream.
 
 Measures (per path, on a batch of windows):
@@ -194,3 +196,64 @@ def path_effects(model: AndreaModel, batch, paths_list, chunk: int = 32) -> dict
             v = dw[k][~np.isnan(dw[k])]
             se[j, k] = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.nan
     return {"tv": tv_sum / rows, "loss": loss, "loss_se": se, "base_loss": base}
+
+
+# ---------------------------------------------------------------- the other readers of a head
+def _reader_ok(model: AndreaModel, src: tuple[int, int], reader: str) -> None:
+    L, nh = model.cfg.n_layer, model.cfg.n_head
+    l, h = src
+    if not (isinstance(l, int) and 0 <= l < L and isinstance(h, int) and 0 <= h < nh):
+        raise ValueError(f"src={src!r} must be (layer in 0..{L - 1}, head in 0..{nh - 1})")
+    allowed = [f"mlp{i}" for i in range(l, L)] + [f"attn{i}" for i in range(l + 1, L)] + ["out"]
+    if reader not in allowed:
+        raise ValueError(f"reader={reader!r} must be one of {allowed} for a head of layer {l}")
+
+
+@torch.no_grad()
+def forward_route(model: AndreaModel, idx: torch.Tensor, src: tuple[int, int], reader: str):
+    """Logits (B, T, V) with head src's output removed from one reader only: "mlp{l}" (the MLP of
+    layer l >= src's layer reads ln_2(x - o)), "attn{l}" (every head of layer l > src's layer
+    reads ln_1(x - o) for its q, k and v) or "out" (the final ln_f reads x - o). Everything else
+    reads the intact stream; o is the head's output in the intact forward."""
+    _reader_ok(model, src, reader)
+    _check_idx(model, idx)
+    nh = model.cfg.n_head
+    x = model.wte[idx] + model.wpe[: idx.shape[1]]
+    o = None
+    for l, block in enumerate(model.blocks):
+        X = block.ln_1(x if not (o is not None and reader == f"attn{l}") else x - o)
+        q, k, v = _qkv(block, X, nh)
+        out, _, parts = _attn(block, q, k, v, nh)
+        if l == src[0]:
+            o = parts[src[1]]
+        x = x + out
+        x = x + block.mlp(block.ln_2(x - o if (o is not None and reader == f"mlp{l}") else x))
+    assert o is not None
+    return model.ln_f(x - o if reader == "out" else x) @ model.wte.t()
+
+
+@torch.no_grad()
+def route_effects(model: AndreaModel, batch, src: tuple[int, int], readers, chunk: int = 32) -> dict:
+    """{"loss": (n, 4), "loss_se": (n, 4), "base_loss": (4,)}: the loss change (detectors.LOSS_KEYS)
+    when head src is removed from each reader of `readers` alone (see `forward_route`)."""
+    from . import detectors as D
+    for r in readers:
+        _reader_ok(model, src, r)
+    rows = batch.idx.shape[0]
+    base_pos = torch.zeros(batch.idx.shape)
+    pos = torch.zeros((len(readers),) + tuple(batch.idx.shape))
+    for a in range(0, rows, chunk):
+        idx, tgt = batch.idx[a: a + chunk], batch.targets[a: a + chunk]
+        base_pos[a: a + chunk] = per_position_loss(forward(model, idx)[0], tgt)
+        for j, r in enumerate(readers):
+            pos[j, a: a + chunk] = per_position_loss(forward_route(model, idx, src, r), tgt)
+    base = D.pattern_losses(base_pos, batch)
+    base_w = D._window_means(base_pos, batch)
+    loss, se = np.zeros((len(readers), 4)), np.zeros((len(readers), 4))
+    for j in range(len(readers)):
+        loss[j] = D.pattern_losses(pos[j], batch) - base
+        dw = D._window_means(pos[j], batch) - base_w
+        for k in range(4):
+            v = dw[k][~np.isnan(dw[k])]
+            se[j, k] = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.nan
+    return {"loss": loss, "loss_se": se, "base_loss": base}
