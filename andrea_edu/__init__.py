@@ -27,6 +27,12 @@ from andrea_edu.env import pin_cpu_isa as _pin_cpu_isa
 
 _pin_cpu_isa(warn=False)  # silent here: a reader who imported torch first loses only the low bits
 
+import sys as _sys  # noqa: E402
+
+if "ipykernel" in _sys.modules:  # a notebook kernel: thread pools capped unless the user set them
+    from andrea_edu.env import cap_threads as _cap_threads
+    _cap_threads()
+
 from andrea_edu.attention import Decision, attention, choose_backend, reference_attention
 from andrea_edu.config import ANDREA_12M, ANDREA_120M, AndreaConfig, param_counts
 from andrea_edu.env import __version__

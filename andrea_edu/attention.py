@@ -181,10 +181,41 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
                     ": no andrea_edu kernel fits, ran torch's sdpa", considered, **kw)
 
 
+REFERENCE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _check_reference_inputs(q, k, v, causal) -> None:
+    """One-line errors, as attention() gives them: tensors of shape [B, n_head, seq_len,
+    head_dim], one floating dtype (float64 included), one shape, one device, no empty dim."""
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal={causal!r} must be True or False")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name} must have shape [B, n_head, seq_len, head_dim] (4 dims), "
+                             f"got shape {tuple(t.shape)}")
+        if t.dtype not in REFERENCE_DTYPES:
+            raise TypeError(f"{name}.dtype={t.dtype} is not supported; allowed: float16, "
+                            f"bfloat16, float32, float64 (attention weights are real numbers)")
+    for name, t in (("k", k), ("v", v)):
+        if t.shape != q.shape or t.dtype != q.dtype or t.device != q.device:
+            raise ValueError(f"{name} is {tuple(t.shape)} {t.dtype} on {t.device} but q is "
+                             f"{tuple(q.shape)} {q.dtype} on {q.device}; q, k, v must share "
+                             f"shape [B, n_head, seq_len, head_dim], dtype and device")
+    if min(q.shape) < 1:
+        raise ValueError(f"q.shape={tuple(q.shape)} has an empty dimension; B, n_head, seq_len "
+                         f"and head_dim must all be >= 1")
+
+
 def reference_attention(q, k, v, causal: bool = False):
-    """softmax(q k^T / sqrt(hs) [+ causal mask]) v in fp32, rounded to q's dtype at the end."""
+    """softmax(q k^T / sqrt(hs) [+ causal mask]) v in fp32 (float64 inputs: in float64),
+    rounded to q's dtype at the end. q, k, v: [B, n_head, seq_len, head_dim], one floating
+    dtype; anything else is refused with one line naming the argument."""
+    _check_reference_inputs(q, k, v, causal)
     T, hs = q.shape[-2], q.shape[-1]
-    qf, kf, vf = q.float(), k.float(), v.float()
+    wide = torch.float64 if q.dtype == torch.float64 else torch.float32
+    qf, kf, vf = q.to(wide), k.to(wide), v.to(wide)
     att = (qf @ kf.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, nh, T, T)
     if causal:
         mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()  # (T, T)
@@ -243,6 +274,6 @@ def attention(q, k, v, causal: bool = False, backend: str = "auto",
         out, _ = emulator.emulate(q, k, v, causal=causal, kernel=decision.kernel, trace=False)
     else:
         from andrea_edu.kernels import launch
-        assert decision.kernel is not None  # choose_backend names the kernel of every cuda-* decision
+        assert decision.kernel is not None  # choose_backend names every cuda-* decision's kernel
         out = launch.launch_attention(q, k, v, causal=causal, version=decision.kernel)
     return (out, decision) if return_decision else out

@@ -3,7 +3,7 @@
 ANDREA_FAST=1        shrink sizes so every notebook runs in seconds (the tests set it).
 ANDREA_BOOK_BUILD=1  the book is being built (scripts/build_book.sh): sliders render static frames.
 ANDREA_CPU_ISA       "avx2" (the default) pins the CPU instruction sets of torch's numeric
-                     libraries, so that CPU results are the same bits on every x86-64 machine
+                     libraries, so that CPU results are the same bits on x86-64 CPUs of one vendor
                      (see `pin_cpu_isa`); "native" leaves every library free to pick its own
                      (and drops pins inherited from a parent). Timings want "native": the bench
                      and pipeline-timing commands re-run themselves so (`native_isa_env`), and a
@@ -130,8 +130,56 @@ def rerun_unpinned(module: str) -> int | None:
     if not timing_process_is_pinned():
         return None
     import subprocess
-    return subprocess.run([sys.executable, "-m", module, *sys.argv[1:]],
-                          env=native_isa_env()).returncode
+    rc = subprocess.run([sys.executable, "-m", module, *sys.argv[1:]],
+                        env=native_isa_env()).returncode
+    return child_status(f"python -m {module}", rc)
+
+
+def signal_name(rc: int) -> str | None:
+    """'SIGSEGV (segmentation fault)' for a child's negative return code, else None."""
+    import signal
+    if rc >= 0:
+        return None
+    try:
+        sig = signal.Signals(-rc)
+    except ValueError:
+        return f"signal {-rc}"
+    desc = signal.strsignal(sig) if hasattr(signal, "strsignal") else None
+    return f"{sig.name} ({desc.lower()})" if desc else sig.name
+
+
+def child_status(what: str, rc: int) -> int:
+    """A child's exit status for the parent to return: a child killed by a signal is reported in
+    one line on stderr (which signal) and becomes 128 + its number, as a shell reports it."""
+    name = signal_name(rc)
+    if name is None:
+        return rc
+    print(f"{what}: the process died from {name}; nothing it was writing was replaced "
+          f"(writes are atomic)", file=sys.stderr)
+    return 128 - rc
+
+
+THREAD_CAP = 4  # a notebook kernel's thread pools: enough for the book's sizes, kind to a busy laptop
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def cap_threads(cap: int = THREAD_CAP) -> int | None:
+    """Cap torch's and OpenMP's thread pools at min(CPU count, cap), unless the user chose a
+    count (OMP_NUM_THREADS or MKL_NUM_THREADS set): returns the cap, or None when the user's
+    setting stands. A notebook kernel on a loaded machine otherwise starts one OpenMP thread per
+    core per pool, and libgomp that cannot create them aborts the kernel ("Thread creation
+    failed: Resource temporarily unavailable"). The variables reach torch when set before it is
+    imported, and child processes (the kernels an executor starts) inherit them; a torch already
+    imported is capped with torch.set_num_threads."""
+    if any(os.environ.get(k, "").strip() for k in THREAD_VARS):
+        return None
+    n = max(1, min(os.cpu_count() or 1, int(cap)))
+    for k in THREAD_VARS:
+        os.environ[k] = str(n)
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "set_num_threads"):
+        torch.set_num_threads(min(torch.get_num_threads(), n))
+    return n
 
 
 def git_commit() -> str:
@@ -142,12 +190,15 @@ def git_commit() -> str:
         return os.environ["ANDREA_GIT_COMMIT"]
     import subprocess
     here = Path(__file__).resolve().parent  # andrea_edu/
-    run = dict(cwd=here, capture_output=True, text=True, timeout=10)
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=here, capture_output=True, text=True,
+                              timeout=10).stdout
+
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
+        sha = git("rev-parse", "HEAD").strip()
         if not sha:
             return "unknown"
-        changed = subprocess.run(["git", "status", "--porcelain", "--", "."], **run).stdout
+        changed = git("status", "--porcelain", "--", ".")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     files = sorted(line[3:] for line in changed.splitlines() if line[3:])
@@ -184,14 +235,25 @@ def cpu_provenance() -> dict:
             "isa_settings": isa_settings(), "aten_cpu_capability": cap}
 
 
+def cpu_vendor(cpu: str) -> str:
+    """'intel', 'amd', or the model name itself when it names neither."""
+    low = cpu.lower()
+    return next((v for v in ("intel", "amd") if v in low), low)
+
+
 def same_cpu_numerics(a: dict | None, b: dict | None) -> bool:
-    """True when two cpu_provenance blocks promise the same bits: both x86 with the three knobs
-    set alike and the same ATen capability (the CPU model itself may differ: that is the point)."""
+    """True when two cpu_provenance blocks promise the same bits: both x86 from the same vendor,
+    with the three knobs set alike and the same ATen capability (the CPU model within a vendor
+    may differ: that is the point of the pins). Across vendors the pins do not give the same
+    bits: measured, the chapter's sweep run (n_head 4, seed 2, 100 steps, same torch, same
+    pins) differs by 7.1e-4 between an Intel Xeon and an AMD EPYC, so such a pair is compared
+    within the measured tolerance instead."""
     if not a or not b:
         return False
     keys = ("isa_settings", "aten_cpu_capability")
     x86 = all(str(p.get("machine", "")).lower() in _X86 for p in (a, b))
-    return x86 and all(a.get(k) == b.get(k) for k in keys) and all(
+    vendor = cpu_vendor(str(a.get("cpu", ""))) == cpu_vendor(str(b.get("cpu", "")))
+    return x86 and vendor and all(a.get(k) == b.get(k) for k in keys) and all(
         (a.get("isa_settings") or {}).get(k) for k in ISA_KNOBS)
 
 
@@ -292,6 +354,18 @@ def first_nonfinite(obj, where: str = "", skip=None) -> str | None:
     return None
 
 
+def holds_text(obj) -> bool:
+    """True when a parsed JSON value holds a string anywhere (numpy would read "0.34" as a
+    number: a number stored as text is damage, not data)."""
+    if isinstance(obj, str):
+        return True
+    if isinstance(obj, dict):
+        return any(holds_text(v) for v in obj.values())
+    if isinstance(obj, list):
+        return any(holds_text(v) for v in obj)
+    return False
+
+
 MANIFEST = "SHA256SUMS"  # beside committed data: "<sha256>  <name>" per line (sha256sum -c reads it)
 
 
@@ -371,8 +445,8 @@ def write_files_as_unit(items, manifest: bool | None = None) -> list[Path]:
                 except OSError:  # a file system without hard links: a copy
                     import shutil
                     shutil.copy2(path, bak)
+            done.append((path, bak))  # before the rename: a failed rename still cleans up
             os.replace(tmp, path)
-            done.append((path, bak))
     except BaseException:
         for path, bak in reversed(done):
             with contextlib.suppress(OSError):

@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from andrea_edu.attention import attention
+from andrea_edu.attention import attention, backends
 from andrea_edu.config import AndreaConfig, param_counts
 from andrea_edu.projections import output_projection, project_c_attn, zero_head
 
@@ -153,6 +153,12 @@ class Blocks(nn.ModuleList):
         return cast(Iterator[Block], super().__iter__())  # ModuleList types its items as Module
 
 
+def _check_backend(backend) -> None:
+    """One line naming the allowed backends when `backend` is not one of them."""
+    if backend not in backends():
+        raise ValueError(f"backend={backend!r} is not one of {backends()}")
+
+
 class AndreaModel(nn.Module):
     """A GPT-style ANDREA: see the module docstring. `AndreaModel(ANDREA_120M)` has exactly
     `param_counts(ANDREA_120M).total` parameters.
@@ -171,6 +177,9 @@ class AndreaModel(nn.Module):
         super().__init__()
         if not isinstance(cfg, AndreaConfig):
             raise TypeError(f"cfg must be an AndreaConfig, got {type(cfg).__name__}")
+        _check_backend(backend)  # before allocating the weights (seconds for ANDREA-120M)
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise TypeError(f"seed={seed!r} must be an int >= 0 (it seeds the initialisation)")
         self.cfg = cfg
         C = cfg.d_model
         with torch.device(device):
@@ -200,7 +209,8 @@ class AndreaModel(nn.Module):
         return self.blocks[0].attn.backend
 
     def set_backend(self, backend: str) -> None:
-        """Switch every layer's attention backend (validated by `attention()` at the next call)."""
+        """Switch every layer's attention backend (a name of `attention.backends()`)."""
+        _check_backend(backend)
         for b in self.blocks:
             b.attn.backend = backend
 
@@ -212,8 +222,11 @@ class AndreaModel(nn.Module):
                              f"{type(idx).__name__} {getattr(idx, 'dtype', '')} "
                              f"{tuple(getattr(idx, 'shape', ()))}")
         B, T = idx.shape
-        if T > self.cfg.block_size:
-            raise ValueError(f"seq_len={T} exceeds block_size={self.cfg.block_size}")
+        if not 1 <= T <= self.cfg.block_size:
+            raise ValueError(f"idx has seq_len T={T}; T must be in 1..block_size="
+                             f"{self.cfg.block_size}")
+        if B < 1:
+            raise ValueError(f"idx has batch B={B}; B must be >= 1")
         if idx.numel() and (idx.min() < 0 or idx.max() >= self.cfg.vocab_size):
             raise ValueError(f"token ids must lie in 0..{self.cfg.vocab_size - 1} (vocab_size), "
                              f"got min {int(idx.min())}, max {int(idx.max())}")
@@ -222,18 +235,41 @@ class AndreaModel(nn.Module):
             x = block(x)  # (B, T, C)
         return self.ln_f(x)  # (B, T, C)
 
+    IGNORE = -100  # a target that takes no part in the loss (F.cross_entropy's ignore_index)
+
+    def _check_targets(self, idx, targets, need_one: bool) -> None:
+        """One line unless targets is a long tensor shaped like idx, each a token id or IGNORE,
+        and (for the mean loss) at least one not IGNORE."""
+        if not isinstance(targets, torch.Tensor) or targets.dtype != torch.long:
+            raise TypeError(f"targets must be a torch.long tensor of token ids, got "
+                            f"{type(targets).__name__} {getattr(targets, 'dtype', '')}")
+        if not isinstance(idx, torch.Tensor) or targets.shape != idx.shape:
+            raise ValueError(f"targets.shape={tuple(targets.shape)} must equal idx.shape="
+                             f"{tuple(getattr(idx, 'shape', ()))}")
+        if targets.numel():
+            ok = (targets == self.IGNORE) | ((targets >= 0) & (targets < self.cfg.vocab_size))
+            if not bool(ok.all()):
+                bad = int(targets[~ok][0])
+                raise ValueError(f"targets hold {bad}; allowed: token ids 0..{self.cfg.vocab_size - 1}"
+                                 f" (vocab_size) or {self.IGNORE} (ignored)")
+            if need_one and bool((targets == self.IGNORE).all()):
+                raise ValueError(f"every target is {self.IGNORE} (ignored): the mean loss over "
+                                 f"no position is undefined; keep at least one target")
+
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
-        """(logits (B, T, vocab), mean cross-entropy over all positions or None)."""
+        """(logits (B, T, vocab), mean cross-entropy over all positions or None). targets:
+        (B, T) token ids, IGNORE (-100) for positions left out of the mean (not all of them)."""
+        if targets is not None:
+            self._check_targets(idx, targets, need_one=True)
         logits = self.hidden(idx) @ self.wte.t()  # (B, T, vocab): tied output head
         if targets is None:
             return logits, None
         return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
     def per_position_loss(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Cross-entropy of each next-token prediction, (B, T), in nats (for per-pattern losses)."""
-        if targets.shape != idx.shape:
-            raise ValueError(f"targets.shape={tuple(targets.shape)} must equal idx.shape="
-                             f"{tuple(idx.shape)}")
+        """Cross-entropy of each next-token prediction, (B, T), in nats (for per-pattern losses);
+        0 at IGNORE targets."""
+        self._check_targets(idx, targets, need_one=False)
         logits, _ = self(idx)  # (B, T, vocab)
         B, T = idx.shape
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(B, T)

@@ -22,13 +22,16 @@
 #   sanitizer      90  compute-sanitizer memcheck, racecheck, synccheck, initcheck at once, each
 #                      over scripts/gpu_kernel_cases.py small (v1, v2, v3; tails, causal, fp16,
 #                      bf16); a refusal (exit status other than 0 or 9) is reported, not fatal
-#   bench         120  python -m andrea_edu.bench gpu-suite, 95 s of measuring (alone on the GPU)
+#   bench         110  python -m andrea_edu.bench gpu-suite, 85 s of measuring (alone on the GPU)
 #   ncu            70  Nsight Compute counters of v2 and v3 at the headline case (B=8, T=1024,
 #                      nh=12, hs=64, causal, bf16), --clock-control none; a metric this ncu does
 #                      not know: retried with its SpeedOfLight and Occupancy sections in the
 #                      time left; a refusal is reported
+#   mma-ceiling    30  scripts/gpu_mma_ceiling.py: register-only mma.sync.m16n8k16 and WMMA loops,
+#                      bf16, non-zero operands, every SM: the tensor-core ceiling the time model
+#                      needs (TFLOP/s and % of the dense peak; numbers in the summary)
 #   summary         5  gpu_summary.md, notebooks.tar.gz, logs.tar.gz
-# Worst case: 15 + 30 + max(270 bg, 150 + 90) + 120 + 70 + 5 = 510 s (9 minutes = 540 s);
+# Worst case: 15 + 30 + max(270 bg, 150 + 90) + 110 + 70 + 30 + 5 = 530 s (9 minutes = 540 s);
 # expected about 6 minutes.
 # Files under $OUT (8 at most): gpu_summary.md, gpucheck.json, bench_{projections,layout,
 # headdim}_<gpu>.json, sass_model.json, notebooks.tar.gz, logs.tar.gz. Copy the bench_*.json and
@@ -115,7 +118,7 @@ else
   WHEELS="$root/.whl"
 fi
 export PYTHONPATH="$root:$SITE"
-envline="$("$PY" - 2>>"$log" <<'EOF'
+envline="$(timeout 60 "$PY" - 2>>"$log" <<'EOF'
 import sys, torch
 gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
 print(f"{int(torch.cuda.is_available())} python {sys.version.split()[0]} ({sys.executable}), "
@@ -176,13 +179,22 @@ import importlib
 for m in ("ipykernel", "nbclient", "nbformat", "jupyter_client", "zmq", "ipywidgets", "IPython",
           "tqdm", "jsonschema"):
     importlib.import_module(m)
+from pathlib import Path
+import nvidia
 from andrea_edu.kernels import toolkit
 print("headers:", toolkit.include_dirs())
+# the pip wheels alone (image + carried) must hold every header the kernels include, whatever
+# a system CUDA install adds: NVRTC gets them from there on a machine without one
+dirs = [d for r in nvidia.__path__ for d in Path(r).glob("*/include")]
+lack = [h for h in ("cuda_fp16.h", "cuda_bf16.h", "mma.h", "crt/mma.h")
+        if not any((d / h).is_file() for d in dirs)]
+print("headers in the wheels alone: " + (f"missing {lack}" if lack else "all four"))
+raise SystemExit(1 if lack else 0)
 EOF
   then wheels_ok=0; why="$(tail -n1 "$logs/wheels.log")"; fi
 fi
 if [ "$wheels_ok" = 1 ]; then
-  record wheels pass $(( $(date +%s) - t0 )) 30 "$(ls "$WHEELS"/*.whl | wc -l) wheels unpacked; notebook modules import; $(grep -m1 '^headers:' "$logs/wheels.log")"
+  record wheels pass $(( $(date +%s) - t0 )) 30 "$(ls "$WHEELS"/*.whl | wc -l) wheels unpacked; notebook modules import; $(grep -m1 '^headers:' "$logs/wheels.log"); $(grep -m1 '^headers in the wheels alone' "$logs/wheels.log")"
 else
   record wheels fail $(( $(date +%s) - t0 )) 30 "${why:-see logs}"
 fi
@@ -225,7 +237,7 @@ else
   if [ "$REHEARSE" = 1 ]; then   # what the GPU run imports must import here: collect the gpu tests
     t0=$(date +%s)
     if timeout 180 "$PY" -m pytest --collect-only -q -m gpu --noconftest -p no:cacheprovider \
-        tests/test_cuda.py tests/test_attention.py tests/test_emulator.py >"$logs/gpu_tests_collect.log" 2>&1; then
+        $(grep -l 'pytest.mark.gpu' tests/test_*.py) >"$logs/gpu_tests_collect.log" 2>&1; then
       record gpu-tests-collect pass $(( $(date +%s) - t0 )) 180 "$(tail -n1 "$logs/gpu_tests_collect.log")"
     else
       record gpu-tests-collect fail $(( $(date +%s) - t0 )) 180 "$(grep -m1 -E 'Error|error' "$logs/gpu_tests_collect.log" || echo 'timed out or no output')"
@@ -299,16 +311,16 @@ fi
 # ------------------------------------------------------------------ bench (alone on the GPU)
 t0=$(date +%s)
 if [ "$HAS_GPU" = 1 ]; then
-  timeout 120 "$PY" -m andrea_edu.bench gpu-suite --out "$OUT" --budget-s 95 --no-progress \
+  timeout 110 "$PY" -m andrea_edu.bench gpu-suite --out "$OUT" --budget-s 85 --no-progress \
     >"$logs/gpu_bench.log" 2>&1
   rc=$?
   line="$(grep '^\[bench\]' "$logs/gpu_bench.log" | sed 's/ -> .*//' | tr '\n' ';')"
   case $rc in
-    0) record bench pass $(( $(date +%s) - t0 )) 120 "$line" ;;
-    *) record bench fail $(( $(date +%s) - t0 )) 120 "exit status $rc (124: timed out); $line" ;;
+    0) record bench pass $(( $(date +%s) - t0 )) 110 "$line" ;;
+    *) record bench fail $(( $(date +%s) - t0 )) 110 "exit status $rc (124: timed out); $line" ;;
   esac
 else
-  record bench skipped 0 120 "$NOGPU"
+  record bench skipped 0 110 "$NOGPU"
 fi
 
 # ------------------------------------------------------------------ ncu
@@ -336,6 +348,24 @@ elif [ "$HAS_GPU" = 1 ]; then
   record ncu skipped 0 70 "ncu not found on PATH"
 else
   record ncu skipped 0 70 "$NOGPU"
+fi
+
+# ------------------------------------------------------------------ tensor-core ceiling
+t0=$(date +%s)
+if [ "$HAS_GPU" = 1 ]; then
+  timeout 30 "$PY" scripts/gpu_mma_ceiling.py --out "$logs/mma_ceiling.json" >"$logs/mma_ceiling.log" 2>&1
+  rc=$?
+  case $rc in
+    0) record mma-ceiling pass $(( $(date +%s) - t0 )) 30 "$(grep -E '^(mma_sync|wmma)_loop' "$logs/mma_ceiling.log" | tr '\n' ';')" ;;
+    2) record mma-ceiling skipped $(( $(date +%s) - t0 )) 30 "$(tail -n1 "$logs/mma_ceiling.log")" ;;
+    *) record mma-ceiling fail $(( $(date +%s) - t0 )) 30 "status $rc: $(tail -n1 "$logs/mma_ceiling.log" | cut -c1-160)" ;;
+  esac
+else   # the loops compile here; only the launch needs the GPU
+  if timeout 60 "$PY" scripts/gpu_mma_ceiling.py --compile-only >"$logs/mma_ceiling.log" 2>&1; then
+    record mma-ceiling skipped $(( $(date +%s) - t0 )) 30 "$NOGPU ($(head -n1 "$logs/mma_ceiling.log"))"
+  else
+    record mma-ceiling fail $(( $(date +%s) - t0 )) 30 "the loops do not compile: $(tail -n1 "$logs/mma_ceiling.log" | cut -c1-160)"
+  fi
 fi
 
 # ------------------------------------------------------------------ model: wait

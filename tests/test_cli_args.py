@@ -40,8 +40,8 @@ def _one_line(capsys, *words):
 
 
 BENCH_BAD = [(["--repeats", "-3"], "--repeats", ">= 1"), (["--repeats", "0"], "--repeats", ">= 1"),
-             (["--warmup", "-1"], "--warmup", ">= 0"), (["--threads", "-2"], "--threads", ">= 1"),
-             (["--threads", "0"], "--threads", ">= 1"), (["--budget-s", "-1"], "--budget-s", "> 0"),
+             (["--warmup", "-1"], "--warmup", ">= 0"), (["--threads", "-2"], "--threads", "in 1.."),
+             (["--threads", "0"], "--threads", "in 1.."), (["--budget-s", "-1"], "--budget-s", "> 0"),
              (["--budget-s", "nan"], "--budget-s", "finite")]
 
 
@@ -168,3 +168,26 @@ def test_help_describes_every_option(name, ap):
             parsers += list(a.choices.values())
     problems = [f"{p.prog} {msg}" for p in parsers for msg in help_problems(p)]
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("module, argv, prog", [
+    ("andrea_edu.pipeline.timing", ["--help"], "python -m andrea_edu.pipeline.timing"),
+    ("andrea_edu.heads.sweep", ["--help"], "python -m andrea_edu.heads.sweep"),
+    ("andrea_edu.bench", ["gpu-check", "--help"], "python -m andrea_edu.bench gpu-check"),
+    ("andrea_edu.notebook.execute", ["--help"], "python -m andrea_edu.notebook.execute"),
+])
+def test_each_command_runs_from_its_home_once(module, argv, prog):
+    """The commands live in their subpackages (the root's shims are gone). A timing command
+    started with the CPU pins runs itself again unpinned: the parent must then exit with the
+    child's status, not run a second time (its help printed once)."""
+    import os
+    import subprocess
+    import sys
+
+    from andrea_edu.env import PINNED_ISA
+
+    env = {**os.environ, **PINNED_ISA, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-m", module, *argv], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count(f"usage: {prog}") == 1, out.stdout[:2000]

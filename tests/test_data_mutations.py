@@ -3,7 +3,7 @@ naming the file (and the field), or shown harmless because what the chapter read
 
 The family of single-field damages (`mutations`): on a number, NaN, +inf, -inf, a string, x10
 and its negative; on a list, one entry deleted, one duplicated, a pair swapped; on an object,
-one key deleted. The files are large (the sweep holds about 60,000 numbers), so the damages are
+one key deleted (a string: the number written as text, which numpy would read back). The files are large (the sweep holds about 60,000 numbers), so the damages are
 sampled deterministically: per file and per kind, up to PER_KIND places in the data and
 PER_KIND_PROV in the provenance block. Each damaged copy is written to a scratch folder and read
 with the loader the chapters use; "the chapter's output" is the digest of what the chapters read
@@ -26,6 +26,7 @@ import random
 import shutil
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -76,7 +77,7 @@ def _bench_digest(path):
 
 def _sweep_digest(path):
     prov, runs = W.load_sweep(path)  # the chapter shows the whole provenance table
-    parts = [prov]
+    parts: list[Any] = [prov]
     for key, r in sorted(runs.items()):
         parts += [list(key), r.settings.__dict__, r.param_count, r.param_by_part, r.train_loss,
                   r.eval_steps, r.eval_loss, r.scores, r.floors, r.chance, r.ablation,
@@ -87,6 +88,7 @@ def _sweep_digest(path):
 
 def _run_digest(path):
     run = TR.load_run(path)
+    assert run.model is not None  # load_run loads the weights by default
     p = run.provenance  # show_run_provenance, show_corpus, same_corpus
     shown = {k: p.get(k) for k in ("produced_by", "date_utc", "cpu", "cores", "pins",
                                    "cpu_capability", "mkl_cbwr", "torch", "python",
@@ -137,7 +139,8 @@ def _places(obj, path=()):
 
 def mutations(obj, name: str):
     """[(kind, path)] sampled deterministically, per kind, from every place it applies to."""
-    cands = {k: ([], []) for k in NUMBER_KINDS + LIST_KINDS + ("delete_key",)}
+    cands: dict[str, tuple[list[tuple], list[tuple]]] = {
+        k: ([], []) for k in NUMBER_KINDS + LIST_KINDS + ("delete_key",)}
     for path, v in _places(obj):
         prov = "provenance" in path
         if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -152,10 +155,10 @@ def mutations(obj, name: str):
         elif isinstance(v, dict) and v:
             cands["delete_key"][prov].append(path)
     out = []
-    for kind, (data, prov) in cands.items():
+    for kind, (in_data, in_prov) in cands.items():
         rng = random.Random(f"{name}:{kind}")
-        out += [(kind, p, False) for p in rng.sample(data, min(PER_KIND, len(data)))]
-        out += [(kind, p, True) for p in rng.sample(prov, min(PER_KIND_PROV, len(prov)))]
+        out += [(kind, p, False) for p in rng.sample(in_data, min(PER_KIND, len(in_data)))]
+        out += [(kind, p, True) for p in rng.sample(in_prov, min(PER_KIND_PROV, len(in_prov)))]
     return out
 
 
@@ -170,7 +173,7 @@ def damage(obj, kind: str, path: tuple, seed: str):
     if kind in NUMBER_KINDS:
         v = target
         parent[last] = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"),
-                        "string": "12.5 ms", "x10": v * 10,
+                        "string": str(v), "x10": v * 10,  # the number as text
                         "negative": -v if v else -1}[kind]
     elif kind == "delete":
         del target[rng.randrange(len(target))]
@@ -212,7 +215,8 @@ def _run_family(name: str, tmp_path: Path, manifest: bool, limit: int | None = N
     if limit:
         muts = random.Random(name).sample(muts, min(limit, len(muts)))
     path = _folder(tmp_path, name, manifest)
-    tally, slipped = Counter(), []
+    tally: Counter[tuple[str, str, str]] = Counter()
+    slipped: list = []
     for kind, p, prov in muts:
         path.write_text(json.dumps(damage(obj, kind, p, f"{name}:{p}")))
         out = _outcome(path, digest, want)
@@ -259,3 +263,47 @@ def test_damaged_weights_are_refused(name, tmp_path):
     w.write_bytes(bytes(blob[: len(blob) // 3]))
     with pytest.raises(DataFileError, match="sha256"):
         DIGESTS[name](path)
+
+
+# ---------------------------------------------------------------- the issue's findings, one by one
+def _best_bracket_to_null(d):
+    sc = np.array(d["scores"], dtype=float)
+    L, h = np.unravel_index(np.argmax(sc[-1, 1]), sc[-1, 1].shape)
+    d["scores"][-1][1][L][h] = None  # the head the chapter names as the bracket head
+
+
+def _sweep_run_missing(d):
+    del d["runs"][4]
+
+
+def _bench_duplicate(d):
+    d["records"].append(copy.deepcopy(d["records"][0]))
+
+
+def _bench_err_5(d):
+    next(r for r in d["records"] if r["status"] == "ok")["max_abs_err"] = 5.0
+
+
+@pytest.mark.parametrize("name, damage_fn, words", [
+    ("realtext_run.json", _best_bracket_to_null, "scores[:, 1]"),
+    ("realtext_run.json", lambda d: d["scores"][-1][0][0].__setitem__(0, 7.5), "scores must lie"),
+    ("realtext_run.json", lambda d: d["eval_loss"][-1].__setitem__(0, d["eval_loss"][-1][0] * 10),
+     "eval_loss"),
+    ("realtext_run.json", lambda d: d["ablation"][0][0].__setitem__(1, float("nan")), "ablation"),
+    ("specialization_sweep.json", lambda d: d["runs"][0]["floors"].__setitem__(
+        "matching bracket", "0.34"), "floors"),
+    ("specialization_sweep.json", lambda d: d["runs"][2]["train_loss"].__setitem__(
+        5, float("nan")), "train_loss"),
+    ("specialization_sweep.json", _sweep_run_missing, "missing"),
+    ("bench_layout_cpu.json", _bench_duplicate, "one record per (case, backend)"),
+    ("bench_projections_cpu.json", _bench_err_5, "max_abs_err"),
+])
+def test_each_finding_of_the_issue_is_refused_in_one_line(name, damage_fn, words, tmp_path):
+    path = _folder(tmp_path, name, manifest=False)
+    d = json.loads((DATA / name).read_text())
+    damage_fn(d)
+    path.write_text(json.dumps(d))
+    with pytest.raises(DataFileError) as e:
+        DIGESTS[name](path)
+    msg = str(e.value)
+    assert "\n" not in msg and str(path) in msg and words in msg, msg

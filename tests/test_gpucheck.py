@@ -75,3 +75,11 @@ def test_a_run_cut_short_still_writes_its_json(monkeypatch, tmp_path):
     assert report["complete"] is False and report["passed"] is False
     assert report["cases"] == [row] and "illegal memory access" in report["stopped"]
     assert report["by_backend"]["cuda-naive"] == dict(cases=1, passed=1, failed=0, first=[])
+
+
+def test_the_gpu_tests_it_runs_are_every_file_with_gpu_marked_tests():
+    from pathlib import Path
+    tests = Path(__file__).resolve().parent
+    files = {p.name for p in gpucheck.gpu_test_files(tests)}
+    assert {"test_cuda.py", "test_attention.py"} <= files
+    assert Path(__file__).name not in files          # no gpu-marked test here

@@ -170,3 +170,25 @@ def test_a_toy_spec_compiles_and_shows_its_sass_and_worklog_tables(toy, tmp_path
     traces = {x: emulate(q, q, q, kernel=x)[1] for x in ("v2", "toy")}
     checks = {x: dict(max_abs_err=0.0, passed=True) for x in traces}
     assert "| toy | (2, 2, 1) | 4 |" in wl.emulator_table(traces, checks)
+
+
+@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
+def test_every_stop_agrees_with_the_specs_one_reason(version):
+    """The compiler's tile, the emulator's and the launcher's checks refuse exactly the
+    (head_dim, dtype) the spec's ineligibility refuses (with no GPU named): a case the
+    dispatcher would send to a kernel is never refused further down, and no stop lets through
+    what the dispatcher refuses."""
+    spec = registry.get(version)
+    for hd in (1, 8, 16, 24, 32, 48, 64, 72, 96, 100, 128, 144, 256, 257, 300):
+        for dt in (torch.float32, torch.float16, torch.bfloat16):
+            ok = spec.ineligibility(hd, dt, None) is None
+            try:
+                spec.tile(hd, dt)
+                tile_ok = True
+            except ValueError:
+                tile_ok = False
+            x = torch.zeros(1, 1, 2, hd, dtype=dt)
+            assert tile_ok == ok, (version, hd, dt)
+            assert (spec.launch_refusal(x, x, x, hd) is None) == ok, (version, hd, dt)
+            if dt != torch.float32 or version == "v1":   # the emulator also runs v2/v3 in fp32
+                assert (spec.emulator_refusal(hd) is None) == ok, (version, hd, dt)

@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 
 from andrea_edu.bench import suites as bench_cases
-from andrea_edu.bench.args import (check_device, check_int, check_number, check_out_dir, fail,
+from andrea_edu.bench.args import (check_device, check_int, check_number, check_out_dir,
+                                   check_threads, fail,
                                    first_problem)
 from andrea_edu.bench.results import data_dir, write_results
 from andrea_edu.bench.timing import pick_device
@@ -80,7 +81,7 @@ def _check_args(args) -> str | None:
     """One line naming the first bad flag and what is allowed, or None (before any work)."""
     return first_problem(check_int("--repeats", args.repeats, 1),
                          check_int("--warmup", args.warmup, 0),
-                         check_int("--threads", args.threads, 1),
+                         check_threads("--threads", args.threads),
                          check_number("--budget-s", args.budget_s, 0.0),
                          check_device("--device", args.device),
                          check_out_dir("--out", args.out))
@@ -147,15 +148,19 @@ def main(argv=None) -> int:
 
 
 def _would_replace_full(suites, device, fast, out) -> str | None:
-    """The reason to refuse, when a fast run would land on a file of full-size measurements."""
-    if not fast:
-        return None
-    from andrea_edu.bench.results import _is_full
+    """The reason to refuse, when a fast run would land on a file of full-size measurements,
+    or any run on a committed file (listed in its folder's SHA256SUMS)."""
+    from andrea_edu.bench.results import _is_full, is_committed
     from andrea_edu.bench.timing import device_slug
     folder = Path(out) if out is not None else data_dir()
     slug = "cpu" if device == "cpu" else device_slug(torch.cuda.get_device_properties(0).name)
     for suite in suites:
         path = folder / f"bench_{suite}_{slug}.json"
+        if path.exists() and is_committed(path):
+            return (f"--out: {path} is committed data (listed in SHA256SUMS); add --replace to "
+                    f"replace it, or write elsewhere with --out DIR")
+        if not fast:
+            continue
         try:
             old = json.loads(path.read_text())
         except (OSError, ValueError):

@@ -127,11 +127,14 @@ def run_sweep(log: Callable[[str], Any] = print,
     return results
 
 
-GPU_TEST_FILES = ("test_cuda.py", "test_attention.py", "test_emulator.py")
+def gpu_test_files(tests: Path) -> list[Path]:
+    """The test files holding gpu-marked tests (scripts/gpu_suite.sh --rehearse collects the same
+    files in the image's environment, so that an import the image lacks fails there first)."""
+    return sorted(p for p in tests.glob("test_*.py") if "pytest.mark.gpu" in p.read_text())
 
 
 def run_gpu_tests(timeout: int = 240) -> dict:
-    """pytest -m gpu over GPU_TEST_FILES in a subprocess. --noconftest: tests/conftest.py loads
+    """pytest -m gpu over gpu_test_files() in a subprocess. --noconftest: tests/conftest.py loads
     the Jupyter pieces (jupyter_client, pyzmq) the book build needs and a bare GPU image lacks;
     the gpu-marked tests need none of it."""
     tests = Path(__file__).resolve().parents[2] / "tests"
@@ -139,7 +142,7 @@ def run_gpu_tests(timeout: int = 240) -> dict:
         return dict(returncode=None, note=f"no tests folder at {tests}: skipped")
     env = dict(os.environ, ANDREA_FAST="1")
     cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
-           "--noconftest", *(str(tests / f) for f in GPU_TEST_FILES)]
+           "--noconftest", *map(str, gpu_test_files(tests))]
     t0 = time.perf_counter()
     rc: int | str
     try:

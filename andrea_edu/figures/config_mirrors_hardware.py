@@ -264,7 +264,12 @@ def kernel_facts(head_dim: int, dtype=torch.bfloat16, arch: str = "sm_90", B: in
     """The dispatcher's decision for head_dim on a CUDA device, and the compiled kernel behind it:
     tensor-core instructions in its PTX, registers, shared memory, occupancy on `gpu` (a preset
     of andrea_edu.kernels.occupancy) and how its grid for (B, n_head, T) fills that GPU.
-    Compiles with NVRTC (no GPU needed); cached. On failure `error` says why."""
+    Compiles with NVRTC (no GPU needed); cached. On failure `error` says why. A `gpu` that is
+    not a preset is a one-line ValueError naming the presets, before any compile."""
+    if gpu not in occupancy.PRESETS:
+        raise ValueError(f"gpu={gpu!r}: kernel_facts knows the presets "
+                         f"{', '.join(map(repr, occupancy.PRESETS))} only (andrea_edu.kernels."
+                         f"occupancy.PRESETS); pass one of them")
     d = choose_backend(head_dim, dtype, "cuda")
     facts = dict(head_dim=head_dim, arch=arch, backend=d.backend, kernel=d.kernel,
                  reason=d.reason, fallbacks=list(d.fallbacks_considered), error=None)

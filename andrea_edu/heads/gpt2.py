@@ -106,14 +106,64 @@ def andrea_state_dict(gpt2_state: dict) -> dict:
     return out
 
 
-def from_gpt2(gpt2_state: dict, cfg: AndreaConfig) -> AndreaModel:
-    """AndreaModel(cfg) with a GPT-2 state dict's weights (every weight must be present)."""
+class GPT2FileError(ValueError):
+    """Weights that are not the GPT-2 asked for; one line: what was found, what was expected,
+    and which call loads what was found."""
+
+
+def describe_state(state: dict) -> dict:
+    """What a GPT-2 state dict's shapes say: n_layer, d_model, vocab_size, block_size (n_head
+    is not among them: c_attn is [C, 3C] whatever the head count)."""
+    strip = {k[len("transformer."):] if k.startswith("transformer.") else k: v
+             for k, v in state.items()}
+    layers = {int(m.group(1)) for k in strip for m in [re.match(r"^h\.(\d+)\.", k)] if m}
+    wte, wpe = strip.get("wte.weight"), strip.get("wpe.weight")
+    return {"n_layer": len(layers),
+            "d_model": int(wte.shape[1]) if wte is not None and wte.dim() == 2 else None,
+            "vocab_size": int(wte.shape[0]) if wte is not None and wte.dim() == 2 else None,
+            "block_size": int(wpe.shape[0]) if wpe is not None and wpe.dim() == 2 else None}
+
+
+def _check_fits(found: dict, cfg: AndreaConfig, hf_config=None) -> None:
+    want = {"n_layer": cfg.n_layer, "d_model": cfg.d_model, "vocab_size": cfg.vocab_size,
+            "block_size": cfg.block_size}
+    diff = [k for k in want if found.get(k) != want[k]]
+    if diff:
+        sizes: dict[tuple[int | None, int | None], str] = {(12, 768): "GPT-2 small", (24, 1024): "GPT-2 medium", (36, 1280): "GPT-2 large",
+                 (48, 1600): "GPT-2 XL"}
+        name = sizes.get((found.get("n_layer"), found.get("d_model")), "another model")
+        raise GPT2FileError(
+            f"the weights hold {name} ({found['n_layer']} layers, d_model {found['d_model']}, "
+            f"vocab {found['vocab_size']}, {found['block_size']} positions) but cfg "
+            f"{cfg.name!r} expects {want['n_layer']} layers, d_model {want['d_model']}, vocab "
+            f"{want['vocab_size']}, {want['block_size']} positions; load them with "
+            f"from_gpt2(state, config_from_hf(<their config.json>))")
+    if hf_config is not None:
+        theirs = config_from_hf(hf_config)
+        if theirs.n_head != cfg.n_head:
+            raise GPT2FileError(
+                f"cfg.n_head={cfg.n_head} but the checkpoint's config says n_head={theirs.n_head}; "
+                f"the weights' shapes cannot tell (c_attn is [C, 3C] for any head count), so the "
+                f"config decides: use config_from_hf(<its config>)")
+
+
+def from_gpt2(gpt2_state: dict, cfg: AndreaConfig, hf_config=None) -> AndreaModel:
+    """AndreaModel(cfg) with a GPT-2 state dict's weights (every weight must be present).
+    The shapes must be cfg's (layers, d_model, vocab, positions: GPT2FileError, one line, says
+    what was found otherwise); the head count is not in the shapes, so when the checkpoint's
+    config (hf_config: a GPT2Config or its config.json as a dict) is given, its n_head must be
+    cfg's too."""
     if not cfg.bias:
         raise ValueError("cfg.bias must be True: GPT-2's linear layers have biases "
                          "(use config_from_hf(...) or GPT2_SMALL)")
+    _check_fits(describe_state(gpt2_state), cfg, hf_config)
     model = AndreaModel(cfg, device="meta")
     state = andrea_state_dict(gpt2_state)
-    model.load_state_dict({k: v.float() for k, v in state.items()}, strict=True, assign=True)
+    try:
+        model.load_state_dict({k: v.float() for k, v in state.items()}, strict=True, assign=True)
+    except RuntimeError as e:
+        first = str(e).splitlines()[1].strip() if len(str(e).splitlines()) > 1 else str(e)
+        raise GPT2FileError(f"the weights do not fit {cfg.name!r}: {first[:200]}") from None
     return model.eval()
 
 
@@ -142,12 +192,34 @@ def local_gpt2_small() -> Path | None:
 
 def load_gpt2_small(path: Path | None = None) -> AndreaModel:
     """GPT-2 small in AndreaModel, from a local model.safetensors (`local_gpt2_small()` by
-    default). Raises FileNotFoundError with HOW_TO_GET when there is none."""
+    default). Raises FileNotFoundError with HOW_TO_GET when there is none, GPT2FileError (one
+    line) for a file that is not GPT-2 small's safetensors: a torch.save file, another size,
+    a config.json beside it with another head count."""
     path = path or local_gpt2_small()
     if path is None:
         raise FileNotFoundError(f"GPT-2 small's weights are not on this machine: {HOW_TO_GET}")
+    path = Path(path)
     from safetensors.torch import load_file
-    return from_gpt2(load_file(str(path)), GPT2_SMALL)
+    try:
+        state = load_file(str(path))
+    except Exception as e:  # noqa: BLE001 - SafetensorError, OSError: one line either way
+        hint = (" (it looks like a torch.save/pickle file: load it with torch.load and "
+                "from_gpt2(state, GPT2_SMALL))" if path.read_bytes()[:2] in (b"PK", b"\x80\x02")
+                else "")
+        raise GPT2FileError(f"{path}: not a safetensors file ({type(e).__name__}: "
+                            f"{str(e).splitlines()[0][:80] if str(e) else ''}){hint}") from None
+    hf_config = None
+    cfg_path = path.with_name("config.json")
+    if cfg_path.is_file():
+        import json
+        try:
+            hf_config = json.loads(cfg_path.read_text())
+        except ValueError:
+            hf_config = None
+    try:
+        return from_gpt2(state, GPT2_SMALL, hf_config)
+    except GPT2FileError as e:
+        raise GPT2FileError(f"{path}: {e}") from None
 
 
 def local_tokenizer():

@@ -42,7 +42,8 @@ import numpy as np
 import torch
 
 from andrea_edu.env import (DataFileError, __version__, cpu_provenance, data_search_dirs,
-                            find_data_file, first_nonfinite, git_commit, manifest_problem,
+                            find_data_file, first_nonfinite, git_commit, holds_text,
+                            manifest_problem,
                             same_cpu_numerics, where_looked, write_json_atomic)
 from andrea_edu.bench.args import check_int, check_out_file, fail, first_problem
 from andrea_edu.heads.training import Run, Settings, default_settings, train
@@ -165,6 +166,8 @@ def _finite(x) -> bool:
 
 
 def _array(bad, at: str, value, shape: tuple) -> np.ndarray:
+    if holds_text(value):
+        bad(f"{at} must be an array of numbers of shape {shape}, got text")
     try:
         a = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
@@ -465,6 +468,8 @@ def _parser() -> argparse.ArgumentParser:
         "are pinned to AVX2 (ANDREA_CPU_ISA=native turns that off).")
     ap.add_argument("--out", default=f"book/data/{DATA_NAME}",
                     help="JSON file to write (atomically); default %(default)s")
+    ap.add_argument("--replace", action="store_true",
+                    help="replace an existing --out file (refused otherwise, before training)")
     ap.add_argument("--n-heads", type=int, nargs="+", default=list(N_HEADS), metavar="N",
                     help=f"head counts to train; each must divide d_model={d_model} "
                          f"(default: {' '.join(map(str, N_HEADS))})")
@@ -488,8 +493,10 @@ def _check_args(args) -> str | None:
         return "--n-heads: a head count is given twice; allowed: distinct divisors of d_model"
     if any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
         return "--seeds: must be distinct integers >= 0"
+    exists = (f"--out: {args.out} exists; pass --replace to overwrite it, or choose another "
+              f"path" if args.out and Path(args.out).exists() and not args.replace else None)
     return first_problem(check_int("--workers", args.workers, 1, max(1, os.cpu_count() or 1)),
-                         check_out_file("--out", args.out, f"book/data/{DATA_NAME}"))
+                         check_out_file("--out", args.out, f"book/data/{DATA_NAME}"), exists)
 
 
 def main(argv=None) -> int:

@@ -14,12 +14,13 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..config import AndreaConfig
-from ..env import (DataFileError, fast_mode, first_nonfinite, manifest_problem,
+from ..env import (DataFileError, fast_mode, first_nonfinite, holds_text, manifest_problem,
                    write_files_as_unit)
 from ..model import AndreaModel
 from . import detectors as D
@@ -172,6 +173,8 @@ def _need(cond: bool, path: Path, reason: str) -> None:
 
 def _numeric(d: dict, key: str, path: Path, shape: tuple) -> np.ndarray:
     """d[key] as a float array of `shape` (JSON null -> nan); RunFileError otherwise."""
+    _need(not holds_text(d[key]), path, f"{key} must be an array of numbers of shape {shape}, "
+          f"got text")
     try:
         a = np.asarray(d[key], dtype=float)
     except (TypeError, ValueError):
@@ -189,7 +192,7 @@ def _seconds(d: dict, key: str, path: Path) -> float:
 
 
 def _weights_entry(d: dict, path: Path) -> tuple[Path, str]:
-    w = d.get("weights")
+    w: Any = d.get("weights")  # a JSON value, checked next
     _need(isinstance(w, dict) and isinstance(w.get("file"), str) and isinstance(w.get("sha256"), str),
           path, "weights must be an object with 'file' and 'sha256' strings")
     _need(w["file"] == Path(w["file"]).name and w["file"].endswith(".pt"), path,

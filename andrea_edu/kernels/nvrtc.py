@@ -70,7 +70,7 @@ def _tile(version: str, head_dim: int, dtype) -> int:
     spec = registry.get(version)
     if dtype not in _CTYPE:
         raise ValueError(f"dtype={dtype} is not supported; allowed: {list(_CTYPE)}")
-    if not isinstance(head_dim, int) or head_dim < 1:
+    if not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim < 1:
         raise ValueError(f"head_dim={head_dim!r} must be a positive int")
     return spec.tile(head_dim, dtype)
 
@@ -286,16 +286,27 @@ def _write_disk(disk: Path, ck: CompiledKernel) -> None:
     try:
         disk.parent.mkdir(parents=True, exist_ok=True)
         blobs = {".ptx": ck.ptx.encode(), ".cubin": ck.cubin}
-        meta = json.dumps(dict(lowered_name=ck.lowered_name, log=ck.log,
-                               compile_seconds=ck.compile_seconds,
-                               files={k: _fingerprint(v) for k, v in blobs.items()}))
+        body = dict(lowered_name=ck.lowered_name, log=ck.log, compile_seconds=ck.compile_seconds,
+                    files={k: _fingerprint(v) for k, v in blobs.items()})
+        meta = json.dumps({**body, "meta_sha256": _meta_digest(body)})
         for suffix, data in (*blobs.items(),
                              (".json", meta.encode())):  # .json last: it marks a full entry
             tmp = disk.with_suffix(suffix + f".{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, disk.with_suffix(suffix))
+            try:
+                tmp.write_bytes(data)
+                os.replace(tmp, disk.with_suffix(suffix))
+            finally:  # a failed rename (a folder in the way, a full disk) leaves no .tmp behind
+                if tmp.exists():
+                    tmp.unlink()
     except OSError:
         pass
+
+
+def _meta_digest(body: dict) -> str:
+    """sha256 of everything a meta file serves besides the blobs' own hashes: the compiler log
+    (registers and spills are read from it), the lowered name, the compile time, the blobs'
+    lengths and hashes."""
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 class _UnverifiableEntry(ValueError):
@@ -316,7 +327,8 @@ def _read_disk(disk: Path) -> tuple[dict, str, bytes]:
         raise ValueError(f"{meta_path}: not valid JSON ({e})") from None
     if not isinstance(meta, dict):
         raise ValueError(f"{meta_path}: holds a {type(meta).__name__}, not an object")
-    need: dict[str, type | tuple[type, ...]] = {"lowered_name": str, "log": str, "compile_seconds": (int, float)}
+    need: dict[str, type | tuple[type, ...]] = {"lowered_name": str, "log": str,
+                                                "compile_seconds": (int, float)}
     for k, t in need.items():
         if not isinstance(meta.get(k), t):
             raise ValueError(f"{meta_path}: {k!r} missing or of the wrong type")
@@ -324,6 +336,11 @@ def _read_disk(disk: Path) -> tuple[dict, str, bytes]:
         raise _UnverifiableEntry(f"{meta_path}: no lengths and hashes recorded")
     if not isinstance(meta["files"], dict):
         raise ValueError(f"{meta_path}: 'files' is not an object")
+    if "meta_sha256" not in meta:
+        raise _UnverifiableEntry(f"{meta_path}: its compiler log is not hashed")
+    if _meta_digest({k: v for k, v in meta.items() if k != "meta_sha256"}) != meta["meta_sha256"]:
+        raise ValueError(f"{meta_path}: its log, name or hashes do not match the sha256 recorded "
+                         f"with them (edited or damaged)")
     blobs = {}
     for suffix in (".ptx", ".cubin"):
         path, want = disk.with_suffix(suffix), meta["files"].get(suffix)

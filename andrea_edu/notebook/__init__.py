@@ -7,8 +7,11 @@
               wins, idle time draws the neighbouring positions ahead
     execute   python -m andrea_edu.notebook.execute book/*.ipynb: chapters run headless without
               the ZeroMQ stall, with a per-cell timeout (the book build loads its patch too)
+    exercises each chapter's end-of-chapter exercises as one-cell changes (the exercises cell's
+              metadata), applied to a copy and run on only the cells they reach; the tests
+              run every one (python -m andrea_edu.notebook.exercises CHAPTER.ipynb N)
 
-Used by every chapter (the slider) and by the tests and the book build (execute). It imports the
+Used by every chapter (the slider) and by the tests and the book build (execute, exercises). It imports the
 core (andrea_edu.env) and the command-line checks (andrea_edu.bench.args), nothing that a chapter
 computes; the figures draw what the slider shows.
 """

@@ -52,21 +52,19 @@ def patch_zmq_poll() -> None:
     setattr(AsyncZMQSocketChannel, "get_msg", get_msg)  # a method replaced on the class
 
 
-def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_dir=None) -> dict:
-    """Execute one notebook in its own folder; returns {path, seconds, ok, error, written}.
-    error: "cell N: Name: message" for the first failing cell, or the timeout, else None."""
-    import nbformat
+def execute_nb(nb, folder, timeout: float = 600, kernel: str = "python3") -> dict:
+    """Execute an in-memory notebook in `folder` (outputs land in nb); returns {seconds, ok,
+    error}. error: "cell N: Name: message" for the first failing cell, or the timeout, else None."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
-    from andrea_edu.env import pin_cpu_isa
+    from andrea_edu.env import cap_threads, pin_cpu_isa
 
     patch_zmq_poll()
     pin_cpu_isa(warn=False)  # the kernel inherits the settings: committed results' bits
-    path = Path(path)
-    nb = nbformat.read(path, as_version=4)
+    cap_threads()  # and the thread caps (unless set): a loaded machine does not kill it
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel, allow_errors=False,
-                            resources={"metadata": {"path": str(path.parent.resolve())}})
+                            resources={"metadata": {"path": str(Path(folder).resolve())}})
     t0, error = time.perf_counter(), None
     try:
         client.execute()
@@ -76,6 +74,8 @@ def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_di
         error = f"{e.ename}: {str(e.evalue).splitlines()[0] if e.evalue else ''}"
     except Exception as e:  # noqa: BLE001  (a kernel that died or never started)
         error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        if type(e).__name__ == "DeadKernelError":
+            error = dead_kernel_reason(client)
     if error:
         idx = next((i for i, c in enumerate(nb.cells) for o in c.get("outputs", [])
                     if o.get("output_type") == "error"), None)
@@ -83,13 +83,43 @@ def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_di
             idx = next((i for i, c in reversed(list(enumerate(nb.cells)))
                         if c.get("cell_type") == "code" and c.get("execution_count")), None)
         error = f"cell {idx}: {error}" if idx is not None else error
+    return {"seconds": round(time.perf_counter() - t0, 1), "ok": error is None, "error": error}
+
+
+def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_dir=None) -> dict:
+    """Execute one notebook in its own folder; returns {path, seconds, ok, error, written}.
+    error: "cell N: Name: message" for the first failing cell, or the timeout, else None."""
+    import nbformat
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    r = execute_nb(nb, path.parent, timeout, kernel)
     written = None
     if out_dir is not None:
         written = Path(out_dir) / path.name
         written.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, written)
-    return {"path": str(path), "seconds": round(time.perf_counter() - t0, 1),
-            "ok": error is None, "error": error, "written": str(written) if written else None}
+    return {"path": str(path), **r, "written": str(written) if written else None}
+
+
+def dead_kernel_reason(client) -> str:
+    """One line for a kernel that died: the signal that killed it when its process can still
+    be asked (SIGKILL: most often the out-of-memory killer; SIGABRT: e.g. libgomp unable to
+    create its threads on a loaded machine), else its exit code, else that it is unknown."""
+    from andrea_edu.env import signal_name
+    proc = getattr(getattr(getattr(client, "km", None), "provisioner", None), "process", None)
+    rc = proc.poll() if proc is not None and hasattr(proc, "poll") else None
+    if rc is None:
+        how = "no exit status could be read"
+    elif rc < 0:
+        how = f"killed by {signal_name(rc)}"
+        if rc == -9:
+            how += ", often the out-of-memory killer"
+        elif rc == -6:
+            how += ", e.g. libgomp unable to create threads on a loaded machine"
+    else:
+        how = f"exit status {rc}"
+    return f"the kernel died ({how})"
 
 
 def _parser() -> argparse.ArgumentParser:

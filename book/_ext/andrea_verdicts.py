@@ -51,9 +51,9 @@ class VerdictDirective(SphinxDirective):
         env = self.env
         serial = env.new_serialno("andrea-verdict")
         target_id = f"checking-the-source-{serial}" if serial else "checking-the-source"
-        if not hasattr(env, "andrea_verdicts"):
-            env.andrea_verdicts = []
-        env.andrea_verdicts.append(
+        if not hasattr(env, "andrea_verdicts"):  # Sphinx's idiom: an extension's data on the env
+            setattr(env, "andrea_verdicts", [])
+        getattr(env, "andrea_verdicts").append(
             {"docname": env.docname, "target": target_id, "title": data.get("title", ""), "rows": rows}
         )
         return [nodes.target("", "", ids=[target_id])]
