@@ -124,7 +124,13 @@ def test_mkl_and_onednn_honour_their_knobs():
             "x = torch.randn(2, 3, 16, 16)\n"
             "torch.nn.functional.conv2d(x, torch.randn(4, 3, 3, 3))\n")
     out = _py(code, MKL_VERBOSE="1", ONEDNN_VERBOSE="1")
-    assert "CNR:AVX2,STRICT" in out  # MKL ran its AVX2 code path in strict reproducible mode
+    if env.cpu_vendor(env.cpu_name()) == "intel":
+        assert "CNR:AVX2,STRICT" in out  # MKL ran its AVX2 code path in strict reproducible mode
+    else:
+        # Measured on an AMD EPYC: MKL keeps STRICT but reports CNR:AUTO (it does not take the
+        # AVX2 branch it was asked for on another vendor's CPU). One reason the pins promise the
+        # same bits only within a vendor (env.same_cpu_numerics).
+        assert "CNR:AUTO,STRICT" in out or "CNR:AVX2,STRICT" in out, out[:400]
     if "onednn_verbose" in out:
         assert "isa:Intel AVX2" in out or "isa:AVX2" in out
 

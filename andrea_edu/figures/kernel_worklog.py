@@ -521,7 +521,7 @@ def evidence_markdown(ev: dict, scores: dict, models: dict, models_4090: dict) -
                 for b in band]
         out.append("")
         out.append(f"Published kernels: {band[0]['where']}, from the {band[0]['source']}; "
-                   "the time is the work above at that throughput. None of these is a "
+                   "the time is the work above at that throughput. Not one of these is a "
                    "measurement of this book's kernels.")
     return "\n".join(out)
 

@@ -386,8 +386,8 @@ def compare_runs(live: Run, stored: Run, first_steps: int = 100) -> dict:
 
 def recheck(live: Run, stored: Run, stored_prov: dict | None, first_steps: int = 100) -> dict:
     """compare_runs plus the verdict, and which comparison it was:
-    "exact" when this process runs with the same CPU numerics as the file's producer (x86, the
-    three ISA pins alike, the same ATen capability): the first steps must match to the file's
+    "exact" when this process runs with the same CPU numerics as the file's producer (x86 of
+    the same vendor, the three ISA pins alike, the same ATen capability): the first steps must match to the file's
     rounding (ROUNDING), and so must the final losses when both runs went the whole way;
     "tolerance" otherwise: the first steps within CROSS_ISA_SPREAD, the spread measured across
     instruction-set settings for the chapter's run (the final losses are reported only: with
@@ -406,7 +406,7 @@ def recheck(live: Run, stored: Run, stored_prov: dict | None, first_steps: int =
            f"{here['isa_settings']}, ATen {here['aten_cpu_capability']}): bit-exact up to the "
            f"stored rounding {ROUNDING:g}" if exact else
            "different CPU numerics from the file's producer (here: "
-           f"{here['machine']}, ATen {here['aten_cpu_capability']}, pins "
+           f"{here['machine']}, {here['cpu']}, ATen {here['aten_cpu_capability']}, pins "
            f"{here['isa_settings'] if any(here['isa_settings'].values()) else 'none'}): within "
            f"the measured cross-ISA spread {allowed:g}")
     says = (f"{'reproduced' if ok else 'NOT reproduced'}: largest training-loss difference over "
