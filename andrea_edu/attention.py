@@ -243,6 +243,6 @@ def attention(q, k, v, causal: bool = False, backend: str = "auto",
         out, _ = emulator.emulate(q, k, v, causal=causal, kernel=decision.kernel, trace=False)
     else:
         from andrea_edu.kernels import launch
-        assert decision.kernel is not None  # choose_backend names the kernel of every cuda-* decision
+        assert decision.kernel is not None  # choose_backend names every cuda-* decision's kernel
         out = launch.launch_attention(q, k, v, causal=causal, version=decision.kernel)
     return (out, decision) if return_decision else out

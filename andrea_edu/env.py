@@ -130,8 +130,33 @@ def rerun_unpinned(module: str) -> int | None:
     if not timing_process_is_pinned():
         return None
     import subprocess
-    return subprocess.run([sys.executable, "-m", module, *sys.argv[1:]],
-                          env=native_isa_env()).returncode
+    rc = subprocess.run([sys.executable, "-m", module, *sys.argv[1:]],
+                        env=native_isa_env()).returncode
+    return child_status(f"python -m {module}", rc)
+
+
+def signal_name(rc: int) -> str | None:
+    """'SIGSEGV (segmentation fault)' for a child's negative return code, else None."""
+    import signal
+    if rc >= 0:
+        return None
+    try:
+        sig = signal.Signals(-rc)
+    except ValueError:
+        return f"signal {-rc}"
+    desc = signal.strsignal(sig) if hasattr(signal, "strsignal") else None
+    return f"{sig.name} ({desc.lower()})" if desc else sig.name
+
+
+def child_status(what: str, rc: int) -> int:
+    """A child's exit status for the parent to return: a child killed by a signal is reported in
+    one line on stderr (which signal) and becomes 128 + its number, as a shell reports it."""
+    name = signal_name(rc)
+    if name is None:
+        return rc
+    print(f"{what}: the process died from {name}; nothing it was writing was replaced "
+          f"(writes are atomic)", file=sys.stderr)
+    return 128 - rc
 
 
 def git_commit() -> str:
@@ -142,12 +167,15 @@ def git_commit() -> str:
         return os.environ["ANDREA_GIT_COMMIT"]
     import subprocess
     here = Path(__file__).resolve().parent  # andrea_edu/
-    run = dict(cwd=here, capture_output=True, text=True, timeout=10)
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=here, capture_output=True, text=True,
+                              timeout=10).stdout
+
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], **run).stdout.strip()
+        sha = git("rev-parse", "HEAD").strip()
         if not sha:
             return "unknown"
-        changed = subprocess.run(["git", "status", "--porcelain", "--", "."], **run).stdout
+        changed = git("status", "--porcelain", "--", ".")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     files = sorted(line[3:] for line in changed.splitlines() if line[3:])
@@ -371,8 +399,8 @@ def write_files_as_unit(items, manifest: bool | None = None) -> list[Path]:
                 except OSError:  # a file system without hard links: a copy
                     import shutil
                     shutil.copy2(path, bak)
+            done.append((path, bak))  # before the rename: a failed rename still cleans up
             os.replace(tmp, path)
-            done.append((path, bak))
     except BaseException:
         for path, bak in reversed(done):
             with contextlib.suppress(OSError):

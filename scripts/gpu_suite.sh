@@ -176,13 +176,22 @@ import importlib
 for m in ("ipykernel", "nbclient", "nbformat", "jupyter_client", "zmq", "ipywidgets", "IPython",
           "tqdm", "jsonschema"):
     importlib.import_module(m)
+from pathlib import Path
+import nvidia
 from andrea_edu.kernels import toolkit
 print("headers:", toolkit.include_dirs())
+# the pip wheels alone (image + carried) must hold every header the kernels include, whatever
+# a system CUDA install adds: NVRTC gets them from there on a machine without one
+dirs = [d for r in nvidia.__path__ for d in Path(r).glob("*/include")]
+lack = [h for h in ("cuda_fp16.h", "cuda_bf16.h", "mma.h", "crt/mma.h")
+        if not any((d / h).is_file() for d in dirs)]
+print("headers in the wheels alone: " + (f"missing {lack}" if lack else "all four"))
+raise SystemExit(1 if lack else 0)
 EOF
   then wheels_ok=0; why="$(tail -n1 "$logs/wheels.log")"; fi
 fi
 if [ "$wheels_ok" = 1 ]; then
-  record wheels pass $(( $(date +%s) - t0 )) 30 "$(ls "$WHEELS"/*.whl | wc -l) wheels unpacked; notebook modules import; $(grep -m1 '^headers:' "$logs/wheels.log")"
+  record wheels pass $(( $(date +%s) - t0 )) 30 "$(ls "$WHEELS"/*.whl | wc -l) wheels unpacked; notebook modules import; $(grep -m1 '^headers:' "$logs/wheels.log"); $(grep -m1 '^headers in the wheels alone' "$logs/wheels.log")"
 else
   record wheels fail $(( $(date +%s) - t0 )) 30 "${why:-see logs}"
 fi

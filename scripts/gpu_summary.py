@@ -81,7 +81,7 @@ def ncu_lines(out: Path, work: Path | None) -> list[str]:
     lines = ["## Nsight Compute, headline case (B=8, T=1024, nh=12, hs=64, causal, bf16; "
              "--clock-control none)", "", "| kernel | metric | value | unit |", "|---|---|---|---|"]
     for r in rows:
-        name = r.get("Kernel Name", "")[:40]
+        name = r.get("Kernel Name", "")[:60]
         lines.append(f"| {name} | {r['Metric Name']} | {r.get('Metric Value')} | "
                      f"{r.get('Metric Unit', '')} |")
     return lines + [""]

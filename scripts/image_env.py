@@ -90,7 +90,7 @@ def build_site(target: Path) -> int:
     owners: dict[Path, set[str]] = {}            # top-level path -> distributions under it
     files_of: dict[str, list[Path]] = {}
     for d in md.distributions():
-        name = canonicalize_name(d.metadata["Name"])
+        name = str(canonicalize_name(d.metadata["Name"]))
         rel = []
         for f in d.files or []:
             p = Path(str(f))

@@ -13,7 +13,7 @@ Layers, from the bottom:
     figures   one module per chapter plus shared drawing helpers: they draw, never measure
 Rules beyond the arrows: the root holds the core only (no CLI shims); a chapter module imports no
 other chapter module; figures compute no timings; notebook tooling (Jupyter, widgets, ZeroMQ)
-lives in andrea_edu/notebook; re-exports live only in a package's __init__; every module's
+lives in andrea_edu/notebook; a figures or tooling module re-exports nothing; every module's
 docstring says what it is, a chapter module's names its chapter, a subpackage's describes each
 of its modules and the chapters that use it.
 """
@@ -277,27 +277,19 @@ def re_exports(mod: str, mods) -> list[str]:
                 and ((n.module or "").startswith("andrea_edu") or n.level) for a in n.names]
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     for n in tree.body:
-        if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in n.targets):
-            used |= {e.value for e in n.value.elts if isinstance(e, ast.Constant)}
+        if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in n.targets) \
+                and isinstance(n.value, (ast.List, ast.Tuple)):
+            used |= {e.value for e in n.value.elts
+                     if isinstance(e, ast.Constant) and isinstance(e.value, str)}
     return [name for name in imported if name not in used]
 
 
-# Re-exports that predate the rule, in modules whose owners are changing them now (strict: the
-# mark must go when the re-export does). Each passes names on for a chapter's convenience (none
-# exists for a rule); the code hashes of committed runs cover attention and heads.training, so
-# they are not edited in passing.
-KNOWN_RE_EXPORTS = {
-    "andrea_edu.attention": "kernels.limits names (v2_ineligibility, ...): the registry rewrite",
-    "andrea_edu.heads.detectors": "text_corpus names (PATTERNS, TextBatch, ...)",
-    "andrea_edu.heads.text_training": "text_runs names kept after the split (load_run, ...)",
-    "andrea_edu.heads.training": "heads.measures names (detect, best_heads, ...)",
-}
-
-
-@pytest.mark.parametrize("mod", [m for m in sorted(modules()) if not _is_package(m, modules())])
-def test_re_exports_live_only_in_package_inits(mod, request):
-    if mod in KNOWN_RE_EXPORTS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_RE_EXPORTS[mod]))
+@pytest.mark.parametrize("mod", [m for m in sorted(modules()) if layer(m) in ("figures", "notebook")
+                                 and not _is_package(m, modules())])
+def test_figures_and_tooling_re_export_nothing(mod):
+    """The one-module-per-chapter rule once bred re-exports (a chapter module passing on shared
+    helpers so that its notebook imported from one place): a figures or tooling module imports
+    only what it uses, and a chapter imports a shared helper from where it lives."""
     assert not re_exports(mod, modules())
 
 

@@ -26,6 +26,7 @@ import random
 import shutil
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -75,7 +76,7 @@ def _bench_digest(path):
 
 def _sweep_digest(path):
     prov, runs = W.load_sweep(path)  # the chapter shows the whole provenance table
-    parts = [prov]
+    parts: list[Any] = [prov]
     for key, r in sorted(runs.items()):
         parts += [list(key), r.settings.__dict__, r.param_count, r.param_by_part, r.train_loss,
                   r.eval_steps, r.eval_loss, r.scores, r.floors, r.chance, r.ablation,
@@ -86,6 +87,7 @@ def _sweep_digest(path):
 
 def _run_digest(path):
     run = TR.load_run(path)
+    assert run.model is not None  # load_run loads the weights by default
     p = run.provenance  # show_run_provenance, show_corpus, same_corpus
     shown = {k: p.get(k) for k in ("produced_by", "date_utc", "cpu", "cores", "pins",
                                    "cpu_capability", "mkl_cbwr", "torch", "python",
@@ -130,7 +132,8 @@ def _places(obj, path=()):
 
 def mutations(obj, name: str):
     """[(kind, path)] sampled deterministically, per kind, from every place it applies to."""
-    cands = {k: ([], []) for k in NUMBER_KINDS + LIST_KINDS + ("delete_key",)}
+    cands: dict[str, tuple[list[tuple], list[tuple]]] = {
+        k: ([], []) for k in NUMBER_KINDS + LIST_KINDS + ("delete_key",)}
     for path, v in _places(obj):
         prov = "provenance" in path
         if isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -145,10 +148,10 @@ def mutations(obj, name: str):
         elif isinstance(v, dict) and v:
             cands["delete_key"][prov].append(path)
     out = []
-    for kind, (data, prov) in cands.items():
+    for kind, (in_data, in_prov) in cands.items():
         rng = random.Random(f"{name}:{kind}")
-        out += [(kind, p, False) for p in rng.sample(data, min(PER_KIND, len(data)))]
-        out += [(kind, p, True) for p in rng.sample(prov, min(PER_KIND_PROV, len(prov)))]
+        out += [(kind, p, False) for p in rng.sample(in_data, min(PER_KIND, len(in_data)))]
+        out += [(kind, p, True) for p in rng.sample(in_prov, min(PER_KIND_PROV, len(in_prov)))]
     return out
 
 
@@ -205,7 +208,8 @@ def _run_family(name: str, tmp_path: Path, manifest: bool, limit: int | None = N
     if limit:
         muts = random.Random(name).sample(muts, min(limit, len(muts)))
     path = _folder(tmp_path, name, manifest)
-    tally, slipped = Counter(), []
+    tally: Counter[tuple[str, str, str]] = Counter()
+    slipped: list = []
     for kind, p, prov in muts:
         path.write_text(json.dumps(damage(obj, kind, p, f"{name}:{p}")))
         out = _outcome(path, digest, want)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+from typing import TypeGuard
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ LIST = ROOT / "tests" / "gpu_only_lines.md"
 RUNS_EVERYWHERE = {"is_available", "device_count"}
 
 
-def _is_site(node: ast.AST) -> bool:
+def _is_site(node: ast.AST) -> TypeGuard[ast.expr]:  # True only for an Attribute or a Call
     if isinstance(node, ast.Attribute):
         v = node.value
         if isinstance(v, ast.Attribute) and v.attr == "cuda" and \
@@ -60,7 +61,7 @@ def python_sites() -> dict[str, list[int]]:
                     visit(child, child.name if qual == "<module>" else f"{qual}.{child.name}")
                     continue
                 if _is_site(child):
-                    out.setdefault(f"{rel}::{qual}", []).append(child.lineno)
+                    out.setdefault(f"{rel}::{qual}", []).append(getattr(child, "lineno", 0))
                 visit(child, qual)
 
         visit(tree, "<module>")
@@ -111,8 +112,9 @@ def test_the_list_parses_and_says_why():
         assert r["kind"] in ("gpu-only", "reached"), r
         assert len(r["why"]) > 20, f"{r['place']}: a reason, in words"
         if r["kind"] == "reached":
-            assert re.search(r"tests/test_\w+\.py", r["why"]), f"{r['place']}: which test?"
-            test_file = re.search(r"tests/test_\w+\.py", r["why"]).group(0)
+            m = re.search(r"tests/test_\w+\.py", r["why"])
+            assert m, f"{r['place']}: which test?"
+            test_file = m.group(0)
             assert (ROOT / test_file).is_file(), f"{r['place']}: {test_file} does not exist"
 
 

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,3 +140,29 @@ def test_the_suite_refuses_an_unknown_argument():
     run = subprocess.run(["bash", str(SCRIPTS / "gpu_suite.sh"), "--rehaerse"], cwd=ROOT,
                          capture_output=True, text=True, timeout=30)
     assert run.returncode == 2 and "allowed: --rehearse" in run.stderr
+
+
+def test_summary_page_reads_ncu_csv_and_the_headline_ratios(tmp_path):
+    """ncu --csv output mixed with the driver script's own lines and ncu's ==PROF== lines; a
+    head_dim sweep file with a kernel row at head_dim 64."""
+    steps = tmp_path / "steps.tsv"
+    steps.write_text("ncu\tpass\t40\t70\t2 metric rows\n")
+    (tmp_path / "ncu.csv").write_text(
+        '==PROF== Connected to process 1234\n'
+        'ok   cuda-wmma bfloat16 B=8 nh=12 T=1024 hs=64 causal=True: ran cuda-wmma\n'
+        '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n'
+        '"0","andrea::attention_v2_wmma<__nv_bfloat16, 64>",'
+        '"sm__warps_active.avg.pct_of_peak_sustained_active","%","41.2"\n'
+        '"1","andrea::attention_v3_flash<__nv_bfloat16, 64>",'
+        '"dram__throughput.avg.pct_of_peak_sustained_elapsed","%","12.5"\n')
+    rec: dict[str, Any] = dict(backend="cuda-flash", status="ok", median_ms=0.5, tflops=100.0,
+               time_ratio_to_sdpa=1.7, params=dict(shape="ANDREA-120M", B=8, T=1024, n_head=12,
+                                                   head_dim=64, dtype="bfloat16", causal=True))
+    (tmp_path / "bench_headdim_h200.json").write_text(json.dumps(dict(records=[
+        rec, {**rec, "backend": "sdpa"}, {**rec, "params": {**rec["params"], "head_dim": 32}}])))
+    assert gpu_summary.main([str(tmp_path), str(steps), str(tmp_path)]) == 0
+    page = (tmp_path / "gpu_summary.md").read_text()
+    assert "| andrea::attention_v2_wmma<__nv_bfloat16, 64> | sm__warps_active.avg.pct_of_peak_" \
+           "sustained_active | 41.2 | % |" in page
+    assert "dram__throughput" in page and "==PROF==" not in page
+    assert page.count("| cuda-flash | 0.500 | 100.0 | 1.70 |") == 1   # hd=64 only, kernels only

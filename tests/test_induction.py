@@ -236,7 +236,7 @@ def test_circuit_figures_render_and_calls_follow_the_numbers(model, monkeypatch)
     import matplotlib.pyplot as plt
 
     from andrea_edu.figures import heads_on_real_text as F
-    shown = []
+    shown: list[str] = []
     monkeypatch.setattr(F, "md", shown.append)
     s = CO.composition(model)
     base = CO.random_baseline(C, HS, draws=30)
@@ -258,6 +258,6 @@ def test_circuit_figures_render_and_calls_follow_the_numbers(model, monkeypatch)
         @staticmethod
         def decode(ids):
             return "".join("abcdefghijklmnop"[int(i)] for i in ids)
-    batch = tc.TextBatch(idx=IN.repeated_batch(V, 1, T // 2, seed=3), targets=None, key=None,
-                         where=[("x", 0)])
+    ids = IN.repeated_batch(V, 1, T // 2, seed=3)
+    batch = tc.TextBatch(idx=ids, targets=ids, key=torch.full((3, 1, T), -1), where=[("x", 0)])
     plt.close(F.fig_pair(maps, _Corpus, batch, 0, 0, T, 0, 0, "K", 15.8))

@@ -31,6 +31,12 @@ def check_int(flag: str, value, lo: int, hi: int | None = None) -> str | None:
     return None
 
 
+def check_threads(flag: str, value) -> str | None:
+    """None when value is None or an int in 1..os.cpu_count() (more threads than CPUs only
+    oversubscribes them; far more makes OpenMP fail to create them and crash)."""
+    return check_int(flag, value, 1, os.cpu_count() or 1)
+
+
 def check_number(flag: str, value, lo: float, inclusive: bool = False) -> str | None:
     """None when value is None or a finite number > lo (>= lo when inclusive)."""
     if value is None:
@@ -72,6 +78,8 @@ def check_out_dir(flag: str, out) -> str | None:
     """None when `out` is (or can be made as) a folder this process can write in (tried)."""
     if out is None:
         return None
+    if not str(out).strip():
+        return f"{flag}: an empty path is not allowed; give a folder such as book/data"
     p = Path(out)
     if p.exists() and not p.is_dir():
         return f"{flag}: {out} is a file; give a folder"
@@ -86,6 +94,8 @@ def check_out_file(flag: str, out, example: str = "out.json") -> str | None:
     """None when this process can write the file `out` (a folder above it is tried)."""
     if out is None:
         return None
+    if not str(out).strip():
+        return f"{flag}: an empty path is not allowed; give a file path such as {example}"
     p = Path(out)
     if p.is_dir():
         return f"{flag}: {out} is a folder; give a file path such as {example}"

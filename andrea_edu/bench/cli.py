@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 
 from andrea_edu.bench import suites as bench_cases
-from andrea_edu.bench.args import (check_device, check_int, check_number, check_out_dir, fail,
+from andrea_edu.bench.args import (check_device, check_int, check_number, check_out_dir,
+                                   check_threads, fail,
                                    first_problem)
 from andrea_edu.bench.results import data_dir, write_results
 from andrea_edu.bench.timing import pick_device
@@ -80,7 +81,7 @@ def _check_args(args) -> str | None:
     """One line naming the first bad flag and what is allowed, or None (before any work)."""
     return first_problem(check_int("--repeats", args.repeats, 1),
                          check_int("--warmup", args.warmup, 0),
-                         check_int("--threads", args.threads, 1),
+                         check_threads("--threads", args.threads),
                          check_number("--budget-s", args.budget_s, 0.0),
                          check_device("--device", args.device),
                          check_out_dir("--out", args.out))

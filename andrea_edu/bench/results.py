@@ -81,8 +81,9 @@ SCHEMA = {
 
 def _mini_validate(obj, schema: dict, path: str = "$") -> None:
     """The subset of JSON Schema used above, for machines without jsonschema (the GPU image)."""
-    types: dict[str, type | tuple[type, ...]] = {"object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
-             "null": type(None)}
+    types: dict[str, type | tuple[type, ...]] = {
+        "object": dict, "array": list, "string": str, "integer": int, "number": (int, float),
+        "null": type(None)}
     if "type" in schema:
         allowed = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         ok = any(isinstance(obj, types[t]) and not (t in ("integer", "number") and
@@ -197,7 +198,7 @@ def _check_record_values(obj: dict) -> None:
     them; GB/s and every time_ratio_to_<X> consistent with the medians; max_abs_err below
     MAX_ABS_ERR; an "ok" record timed the settings' number of repeats."""
     recs = obj["records"]
-    seen = {}
+    seen: dict[tuple[str, str], int] = {}
     for i, r in enumerate(recs):
         key = (r["case"], r["backend"])
         if key in seen:
@@ -205,14 +206,14 @@ def _check_record_values(obj: dict) -> None:
                              f"one record per (case, backend)")
         seen[key] = i
     by_key = {(r["case"], r["backend"]): r for r in recs}
-    first = {}
+    first: dict[str, tuple[int, dict]] = {}
     for i, r in enumerate(recs):  # the backends of one case measure the same problem
-        ref = first.setdefault(r["case"], (i, r["params"]))
-        if r["params"] != ref[1]:
-            diff = sorted(k for k in set(r["params"]) | set(ref[1])
-                          if r["params"].get(k) != ref[1].get(k))
+        first_i, first_params = first.setdefault(r["case"], (i, r["params"]))
+        if r["params"] != first_params:
+            diff = sorted(k for k in set(r["params"]) | set(first_params)
+                          if r["params"].get(k) != first_params.get(k))
             raise ValueError(f"records[{i}] ({r['case']}, {r['backend']}): params differ from "
-                             f"records[{ref[0]}] of the same case in {diff}")
+                             f"records[{first_i}] of the same case in {diff}")
     shapes = obj["settings"].get("shapes")
     if shapes is not None:
         if not isinstance(shapes, dict):
@@ -234,9 +235,10 @@ def _check_record_values(obj: dict) -> None:
         case, have = next((c, b) for c, b in cases.items() if b != full)
         raise ValueError(f"records: case {case!r} lacks backend(s) {sorted(full - have)} that "
                          f"the other cases have (one record per case and backend)")
-    want = SUITE_BACKENDS.get(obj["suite"])
-    if want is not None and recs and set(want) != set().union(*cases.values()):
-        raise ValueError(f"records: the {obj['suite']} suite measures the backends {list(want)}, "
+    suite_backends = SUITE_BACKENDS.get(obj["suite"])
+    if suite_backends is not None and recs and set(suite_backends) != set().union(*cases.values()):
+        raise ValueError(f"records: the {obj['suite']} suite measures the backends "
+                         f"{list(suite_backends)}, "
                          f"the file has {sorted(set().union(*cases.values()))}")
     for i, r in enumerate(recs):
         at = f"records[{i}] ({r['case']}, {r['backend']})"

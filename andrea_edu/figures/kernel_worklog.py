@@ -429,7 +429,8 @@ def fragment_figure():
 
 # ------------------------------------------------------------------ SASS evidence and the model
 MIX = ("HMMA", "LDSM", "LDS", "STS", "LD", "LDG", "LDGSTS", "SHFL", "MUFU.EX2", "BAR")
-MODEL_STYLE: dict[str, Any] = dict(facecolor="none", hatch="///", linewidth=1.2)  # no measurement is drawn so
+# A model is drawn hatched and unfilled; no measurement is drawn so.
+MODEL_STYLE: dict[str, Any] = dict(facecolor="none", hatch="///", linewidth=1.2)
 MODEL_LABEL = "model (lower bound from SASS counts)"
 
 

@@ -42,7 +42,8 @@ from .circuits import _split
 KINDS = ("Q", "K", "V")
 
 
-def folded(model: AndreaModel, layer: int, head: int):
+def folded(model: AndreaModel, layer: int, head: int
+           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(W_Q, W_K, W_V, W_O) of one head with its layer's ln_1 weight folded into W_Q, W_K, W_V
     (diag(gamma) W), float64: [C, hs] x 3 and [hs, C]."""
     W_Q, W_K, W_V, W_O = (w.double() for w in _split(model, layer, head))
@@ -74,7 +75,8 @@ def composition(model: AndreaModel, src_layer: int = 0, dst_layer: int = 1) -> n
     for h1 in range(nh):
         _, _, WV1, WO1 = folded(model, src_layer, h1)
         for h2 in range(nh):
-            out[:, h1, h2] = _scores(*folded(model, dst_layer, h2), WV1, WO1)
+            WQ2, WK2, WV2, WO2 = folded(model, dst_layer, h2)
+            out[:, h1, h2] = _scores(WQ2, WK2, WV2, WO2, WV1, WO1)
     return out
 
 

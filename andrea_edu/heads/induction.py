@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -63,14 +64,14 @@ def repeated_batch(vocab_size: int, B: int, n: int, seed: int = 0, skip=(0,)) ->
     return torch.cat([first, first], dim=1)
 
 
-def offset_scores(maps: torch.Tensor, n: int) -> dict[str, np.ndarray]:
+def offset_scores(maps: torch.Tensor, n: int) -> dict[str, Any]:
     """maps (L, B, nh, 2n, 2n) of repeated sequences -> {"induction", "duplicate", "previous",
     "uniform"}: (L, nh) mean weights over the second copy's queries (uniform: a scalar)."""
     T = maps.shape[-1]
     if T != 2 * n:
         raise ValueError(f"maps cover {T} positions; repeated sequences of n={n} have {2 * n}")
     t = torch.arange(n, 2 * n)
-    out = {name: maps[..., t, t - d].mean(dim=(1, 3)).numpy()
+    out: dict[str, Any] = {name: maps[..., t, t - d].mean(dim=(1, 3)).numpy()
            for name, d in (("induction", n - 1), ("duplicate", n), ("previous", 1))}
     out["uniform"] = float((1.0 / (t + 1).double()).mean())
     return out

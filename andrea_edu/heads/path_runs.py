@@ -104,8 +104,8 @@ def load_paths(path: Path, weights_sha256: str | None = None) -> dict:
     path = Path(path)
     try:
         d = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise RunFileError(f"{path}: unreadable ({type(e).__name__})") from None
+    except (OSError, ValueError) as err:
+        raise RunFileError(f"{path}: unreadable ({type(err).__name__})") from None
     _need(isinstance(d, dict) and d.get("schema") == SCHEMA, path, f"schema must be {SCHEMA}")
     for k in ("weights_sha256", "windows", "base_loss", "entries", "provenance"):
         _need(k in d, path, f"missing key {k!r}")
@@ -116,16 +116,16 @@ def load_paths(path: Path, weights_sha256: str | None = None) -> dict:
     _need(base.shape == (4,) and bool(np.all(np.isfinite(base) & (base > 0))), path,
           "base_loss must be 4 positive finite losses")
     _need(isinstance(d["entries"], list) and len(d["entries"]) > 0, path, "entries is empty")
-    for e in d["entries"]:
-        _need(isinstance(e, dict) and {"label", "paths", "tv", "loss", "loss_se"} <= set(e), path,
+    for ent in d["entries"]:
+        _need(isinstance(ent, dict) and {"label", "paths", "tv", "loss", "loss_se"} <= set(ent), path,
               "an entry lacks label, paths, tv, loss or loss_se")
-        _need(0.0 <= float(e["tv"]) <= 1.0, path, f"{e['label']}: tv must lie in [0, 1]")
-        lo, se = np.asarray(e["loss"], dtype=float), np.asarray(e["loss_se"], dtype=float)
+        _need(0.0 <= float(ent["tv"]) <= 1.0, path, f"{ent['label']}: tv must lie in [0, 1]")
+        lo, se = np.asarray(ent["loss"], dtype=float), np.asarray(ent["loss_se"], dtype=float)
         _need(lo.shape == (4,) and se.shape == (4,) and bool(np.isfinite(lo[:2]).all())
               and bool((np.nan_to_num(se) >= 0).all()), path,
-              f"{e['label']}: loss and loss_se must be 4 numbers, standard errors >= 0")
+              f"{ent['label']}: loss and loss_se must be 4 numbers, standard errors >= 0")
         _need(bool(np.all(np.abs(np.nan_to_num(lo)) < 20)), path,
-              f"{e['label']}: a loss change beyond 20 nats is not a measurement")
+              f"{ent['label']}: a loss change beyond 20 nats is not a measurement")
     return d
 
 

@@ -465,6 +465,8 @@ def _parser() -> argparse.ArgumentParser:
         "are pinned to AVX2 (ANDREA_CPU_ISA=native turns that off).")
     ap.add_argument("--out", default=f"book/data/{DATA_NAME}",
                     help="JSON file to write (atomically); default %(default)s")
+    ap.add_argument("--replace", action="store_true",
+                    help="replace an existing --out file (refused otherwise, before training)")
     ap.add_argument("--n-heads", type=int, nargs="+", default=list(N_HEADS), metavar="N",
                     help=f"head counts to train; each must divide d_model={d_model} "
                          f"(default: {' '.join(map(str, N_HEADS))})")
@@ -488,8 +490,10 @@ def _check_args(args) -> str | None:
         return "--n-heads: a head count is given twice; allowed: distinct divisors of d_model"
     if any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
         return "--seeds: must be distinct integers >= 0"
+    exists = (f"--out: {args.out} exists; pass --replace to overwrite it, or choose another "
+              f"path" if args.out and Path(args.out).exists() and not args.replace else None)
     return first_problem(check_int("--workers", args.workers, 1, max(1, os.cpu_count() or 1)),
-                         check_out_file("--out", args.out, f"book/data/{DATA_NAME}"))
+                         check_out_file("--out", args.out, f"book/data/{DATA_NAME}"), exists)
 
 
 def main(argv=None) -> int:

@@ -5,7 +5,8 @@ run (`realtext_run.json`, 2 layers, 128-character windows, 1200 steps) has no in
 run asks whether a longer context is what it takes, within a 10-minute CPU budget: windows of 256
 characters (twice the distance over which a name can be seen again) in batches of 16 (the same
 4,096 characters per step) for 1,000 steps instead of 1,200 (4.1M characters instead of 4.9M),
-evaluations every 250 steps (which changes no weight). Cost measured on the book's 2-core machine
+evaluations every 250 steps on 64 windows and the final ablation on 128 (twice as long as the
+first run's, so about the same characters; evaluation changes no weight). Cost measured on the book's 2-core machine
 (shared, under load): 0.52 s of CPU per step at 256 characters (the committed 128-character run: 0.31 per step,
 evaluations included), plus about
 80 s for the evaluations and the final ablation, so 1,200 steps would take about 12 minutes and
@@ -33,7 +34,8 @@ from . import text_training as TT
 LONG_FILE = "realtext_long_run.json"
 LONG_WEIGHTS = "realtext_long_model.pt"  # text_runs.weights_path(LONG_FILE)
 MODULE = "andrea_edu.heads.text_longer"
-CHANGES = dict(seq_len=256, batch_size=16, steps=1000, eval_every=250)
+CHANGES = dict(seq_len=256, batch_size=16, steps=1000, eval_every=250, eval_batch=64,
+               ablation_batch=128)
 
 
 def long_settings(fast: bool | None = None) -> R.TextSettings:

@@ -14,6 +14,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -189,7 +190,7 @@ def _seconds(d: dict, key: str, path: Path) -> float:
 
 
 def _weights_entry(d: dict, path: Path) -> tuple[Path, str]:
-    w = d.get("weights")
+    w: Any = d.get("weights")  # a JSON value, checked next
     _need(isinstance(w, dict) and isinstance(w.get("file"), str) and isinstance(w.get("sha256"), str),
           path, "weights must be an object with 'file' and 'sha256' strings")
     _need(w["file"] == Path(w["file"]).name and w["file"].endswith(".pt"), path,

@@ -2,7 +2,8 @@
 
     spec       KernelSpec: what a kernel version is, in one record (name, source, who may run
                it and why not, tiles, grid, shared memory, emulator block, SASS plan, work)
-    v1, v2, v3 one spec module beside each .cu file; registry: the list of them (dispatcher order)
+    v1, v2, v3 one spec module beside each .cu file
+    registry   the list of the specs, in the dispatcher's order of preference
     block_steps  the emulator's pieces: staged tiles, masks, one online-softmax step
     limits     what every backend accepts (shapes, dtypes), and each kernel's limits gathered
     toolkit    where NVRTC and its headers come from (pip wheels), the .cu sources, their constants

@@ -316,7 +316,8 @@ def _read_disk(disk: Path) -> tuple[dict, str, bytes]:
         raise ValueError(f"{meta_path}: not valid JSON ({e})") from None
     if not isinstance(meta, dict):
         raise ValueError(f"{meta_path}: holds a {type(meta).__name__}, not an object")
-    need: dict[str, type | tuple[type, ...]] = {"lowered_name": str, "log": str, "compile_seconds": (int, float)}
+    need: dict[str, type | tuple[type, ...]] = {"lowered_name": str, "log": str,
+                                                "compile_seconds": (int, float)}
     for k, t in need.items():
         if not isinstance(meta.get(k), t):
             raise ValueError(f"{meta_path}: {k!r} missing or of the wrong type")

@@ -41,9 +41,14 @@ from typing import Any
 
 import torch
 
+# The tables below, as the type checker reads them (the chapter shows them from `GPUS = {` on).
+GPUS: dict[str, dict[str, Any]]
+TENSOR_CEILING: dict[str, dict[str, Any]]
+PUBLISHED: list[dict[str, Any]]
+
 # Published limits. tensor_flops: the dense fp16/bf16 tensor peak with fp32 accumulation;
 # tensor_flops_per_clock_per_sm: the per-SM rate behind it; the clock is derived from the two.
-GPUS: dict[str, dict[str, Any]] = {
+GPUS = {
     "H200": dict(
         name="NVIDIA H200 (SXM)", arch="sm_90", sms=132,
         # H200 datasheet (nvidia.com/en-us/data-center/h200): FP16/BF16 tensor core 1,979
@@ -85,7 +90,7 @@ for _g in GPUS.values():       # stored too, for readers of GPUS; clock_hz() is 
 
 # The ceiling the tensor term divides by, for the instruction v2 and v3 issue (HMMA.16816, from
 # WMMA or mma.sync), per GPU. published: whether a source states this instruction's rate.
-TENSOR_CEILING: dict[str, dict[str, Any]] = {
+TENSOR_CEILING = {
     "H200": dict(
         flops=GPUS["H200"]["tensor_flops"], published=False, instruction="HMMA.16816 (mma.sync)",
         note="NVIDIA states Hopper's dense peak for its warpgroup instruction (wgmma) and "
@@ -105,7 +110,7 @@ TENSOR_CEILING: dict[str, dict[str, Any]] = {
 # FlashAttention-3 paper (Shah et al. 2024, arXiv:2407.08608), forward pass on an H100 80GB
 # SXM5, fp16, head_dim 64, sequence length 1k (batch 16, 32 heads), TFLOP/s by causal flag.
 # FlashAttention-2 issues mma.sync with S and P in registers: v3's design and instruction.
-PUBLISHED: list[dict[str, Any]] = [
+PUBLISHED = [
     dict(kernel="FlashAttention-2", instruction="mma.sync", same_design_as=("v3",),
          gpu="H100 SXM5", dtype="fp16", head_dim=64, T=1024,
          tflops={False: 306.0, True: 229.0},

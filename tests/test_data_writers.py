@@ -1,0 +1,164 @@
+"""Commands that write data: every output named after --out, written as one unit (all or
+nothing), never replacing an existing file without --replace, every argument checked before any
+work (exit 2, one line), a child killed by a signal reported in one line."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from andrea_edu import env
+from andrea_edu.heads import text_runs as TR
+from andrea_edu.heads import text_training as TT
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "book" / "data"
+
+
+def _main(module: str, args, capsys, monkeypatch):
+    """Run a command's main(argv) in this process (its checks come before any import-heavy
+    work or training): (exit status, stderr)."""
+    import importlib
+    monkeypatch.chdir(REPO)
+    rc = importlib.import_module(module).main(list(args))
+    return rc, capsys.readouterr().err
+
+
+def _one_line_exit_2(rc, err, *words):
+    err = err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1, (rc, err)
+    for w in words:
+        assert w in err, err
+    return err
+
+
+# ---------------------------------------------------------------- the weights' name
+def test_weights_are_named_after_the_run_file():
+    assert TR.weights_path(Path("d/realtext_run.json")) == Path("d/realtext_model.pt")
+    assert TR.weights_path(Path("d/my_experiment.json")) == Path("d/my_experiment_model.pt")
+    assert TR.toy_weights_path(Path("d/toy_lab_model.json")) == Path("d/toy_lab_model.pt")
+    committed = json.loads((DATA / TR.RUN_FILE).read_text())["weights"]["file"]
+    assert committed == TR.weights_path(DATA / TR.RUN_FILE).name  # the committed pair keeps its name
+
+
+class _Run:  # what save_run reads of a run
+    def __init__(self, model):
+        self.model = model
+
+    def to_dict(self):
+        return {"schema": TR.SCHEMA, "x": 1}
+
+
+def _tiny_model():
+    from andrea_edu.config import AndreaConfig
+    from andrea_edu.model import AndreaModel
+    return AndreaModel(AndreaConfig(d_model=8, n_head=2, n_layer=1, vocab_size=5, block_size=4))
+
+
+def test_save_run_refuses_existing_files_and_writes_both_beside(tmp_path):
+    path = tmp_path / "my_experiment.json"
+    written = TR.save_run(_Run(_tiny_model()), path)
+    assert written == [tmp_path / "my_experiment_model.pt", path]
+    d = json.loads(path.read_text())
+    assert d["weights"]["file"] == "my_experiment_model.pt"
+    before = {p: p.read_bytes() for p in written}
+    with pytest.raises(FileExistsError, match="replace"):
+        TR.save_run(_Run(_tiny_model()), path)
+    assert {p: p.read_bytes() for p in written} == before  # nothing touched
+    TR.save_run(_Run(_tiny_model()), path, replace=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["my_experiment.json",
+                                                          "my_experiment_model.pt"]
+
+
+def test_a_failed_unit_write_leaves_the_old_pair_and_no_temporary_file(tmp_path, monkeypatch):
+    a, b = tmp_path / "w.pt", tmp_path / "r.json"
+    env.write_files_as_unit([(a, lambda p: p.write_text("old a")), (b, lambda p: p.write_text("old b"))])
+    real = os.replace
+
+    def fail_on_json(src, dst):  # the weights are renamed, then the JSON's rename fails
+        if str(dst).endswith("r.json"):
+            raise OSError("disk full")
+        return real(src, dst)
+    monkeypatch.setattr(os, "replace", fail_on_json)
+    with pytest.raises(OSError, match="disk full"):
+        env.write_files_as_unit([(a, lambda p: p.write_text("new a")),
+                                 (b, lambda p: p.write_text("new b"))])
+    monkeypatch.setattr(os, "replace", real)
+    assert a.read_text() == "old a" and b.read_text() == "old b"  # the old set, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "w.pt"]
+
+
+def test_a_writer_that_fails_before_the_renames_leaves_nothing(tmp_path):
+    def boom(p):
+        raise RuntimeError("training crashed while saving")
+    with pytest.raises(RuntimeError):
+        env.write_files_as_unit([(tmp_path / "w.pt", lambda p: p.write_text("w")),
+                                 (tmp_path / "r.json", boom)])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writers_keep_a_folders_manifest_current(tmp_path):
+    (tmp_path / env.MANIFEST).write_text("")
+    path = env.write_json_atomic(tmp_path / "x.json", {"v": 1})
+    assert env.manifest_problem(path) is None and "x.json" in env.read_manifest(tmp_path)
+    path.write_text('{"v": 2}\n')  # edited behind the writer's back
+    assert "differs from the sha256" in env.manifest_problem(path)
+
+
+# ---------------------------------------------------------------- the real-text command
+@pytest.mark.parametrize("args, words", [
+    (["--out", "book/data/realtext_run.json", "--steps", "2"], ["exist", "--replace"]),
+    (["--out", "/dev/null/x.json", "--steps", "2"], ["--out", "not a folder"]),
+    (["--out", "x.json", "--steps", "0"], ["--steps", ">= 1"]),
+    (["--out", "x.json", "--steps", "-3"], ["--steps", ">= 1"]),
+    (["--out", ""], ["--out", "empty"]),
+    (["--recheck", "2", "--settings", "{bad"], ["--settings", "not valid JSON"]),
+    (["--recheck", "2", "--settings", '{"stepz": 3}'], ["unknown key", "stepz"]),
+    (["--recheck", "2", "--settings", '{"steps": "a"}'], ["steps", "integer"]),
+    (["--recheck", "2", "--settings", '{"threads": 100000}'], ["threads", "CPU count"]),
+    (["--recheck", "0"], ["--recheck"]),
+])
+def test_text_training_checks_every_argument_before_training(args, words, capsys, monkeypatch):
+    before = {p.name: p.stat().st_mtime_ns for p in DATA.iterdir()}
+    monkeypatch.setattr(TT, "train", None)  # any training would fail loudly
+    _one_line_exit_2(*_main("andrea_edu.heads.text_training", args, capsys, monkeypatch), *words)
+    assert {p.name: p.stat().st_mtime_ns for p in DATA.iterdir()} == before
+    assert not Path(REPO / "x.json").exists()
+
+
+def test_sweep_command_refuses_to_replace_the_committed_sweep(capsys, monkeypatch):
+    # its default --out is the committed file
+    _one_line_exit_2(*_main("andrea_edu.heads.sweep", [], capsys, monkeypatch), "exists",
+                     "--replace")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["layout", "--threads", "100000"], ["--threads", "1.."]),
+    (["layout", "--out", ""], ["--out", "empty"]),
+])
+def test_bench_checks_threads_and_out(args, words, capsys, monkeypatch):
+    _one_line_exit_2(*_main("andrea_edu.bench.cli", args, capsys, monkeypatch), *words)
+
+
+def test_a_child_killed_by_a_signal_is_reported_in_one_line(capfd):
+    rc = subprocess.run([sys.executable, "-c",
+                         "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]).returncode
+    assert rc == -signal.SIGSEGV
+    assert env.child_status("python -m andrea_edu.bench", rc) == 128 + signal.SIGSEGV
+    err = capfd.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "SIGSEGV" in err and "andrea_edu.bench" in err
+    assert env.child_status("x", 0) == 0 and env.child_status("x", 2) == 2
+
+
+def test_settings_from_json_and_check():
+    s = TT.TextSettings.from_json('{"steps": 7}', base=TT.default_settings(False))
+    assert s.steps == 7 and s.n_head == TT.TextSettings().n_head
+    with pytest.raises(TT.SettingsError, match=r"n_head=3 does not divide d_model=128"):
+        TT.TextSettings.from_json('{"n_head": 3}')
+    with pytest.raises(TT.SettingsError, match="lr"):
+        TT.TextSettings.from_json('{"lr": -1}')
