@@ -144,3 +144,41 @@ def test_a_row_may_carry_its_key_and_the_box_passes_it_to_the_page():
     b = verdicts.box([("claim", "measured", "not observed here", "some-key")])
     assert b.rows[0].key == "some-key" and '"key": "some-key"' in b.markdown()
     assert "🔍 not observed here" in b.markdown()
+
+
+def _sphinx_book(tmp_path, verdict_a, verdict_b):
+    """A two-chapter Sphinx project using the book's extension; -> (exit status, warnings)."""
+    import io
+    import json
+    from contextlib import redirect_stderr
+
+    from book_toc import REPO
+    from sphinx.cmd.build import build_main
+
+    tmp_path.mkdir(parents=True)
+    (tmp_path / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(REPO / 'book' / '_ext')!r})\n"
+        "extensions = ['andrea_verdicts']\nroot_doc = 'index'\n")
+    (tmp_path / "index.rst").write_text("Book\n====\n\n.. toctree::\n\n   a\n   b\n   verdicts\n")
+    for name, verdict in (("a", verdict_a), ("b", verdict_b)):
+        rows = [{"claim": f"Pattern heads ({name})", "measured": "m", "verdict": verdict,
+                 "key": verdicts.TRAINED_TRANSFORMERS_SHOW_HEADS}]
+        (tmp_path / f"{name}.rst").write_text(
+            f"Chapter {name}\n=========\n\n.. andrea-verdict::\n\n   "
+            + json.dumps({"title": "Checking", "rows": rows}) + "\n")
+    (tmp_path / "verdicts.rst").write_text("Verdicts\n========\n\n.. andrea-verdict-list::\n")
+    err = io.StringIO()
+    with redirect_stderr(err):
+        status = build_main(["-W", "-q", "-b", "html", str(tmp_path), str(tmp_path / "_build")])
+    return status, err.getvalue()
+
+
+def test_the_book_build_fails_on_two_chapters_contradicting_one_claim(tmp_path):
+    """The verdicts page of a real (tiny) Sphinx build: a toy's 'not observed here' beside a
+    'holds with a caveat' builds, one row with the combined caveat; a 'does not hold' beside a
+    'holds' fails the -W build, naming RECONCILED."""
+    status, _ = _sphinx_book(tmp_path / "ok", "not observed here", "holds with a caveat")
+    page = (tmp_path / "ok" / "_build" / "verdicts.html").read_text()
+    assert status == 0 and page.count("Pattern heads (a)") == 1 and "1 source claims" in page
+    status, err = _sphinx_book(tmp_path / "bad", "holds", "does not hold")
+    assert status != 0 and "RECONCILED" in err

@@ -546,8 +546,9 @@ def version_evidence(v: str, e: dict, scores: int, models: dict) -> str:
             f"{e['spill_stores'] + e['spill_loads']} spill bytes, {e['shared_bytes']:,} B of "
             f"shared memory per block: {e['blocks_per_sm']['H200']} blocks per SM on an H200, "
             f"{e['blocks_per_sm']['RTX 4090']} on an RTX 4090. **Model** (a lower bound, not a "
-            f"measurement and not a forecast) at the design case: {bounds}. Beside it on the "
-            f"{next(iter(models))}, {band_phrase(first)}.{floor}")
+            f"measurement and not a forecast) at the design case: {bounds}. Beside it, "
+            + "; ".join(f"on the {g}: {band_phrase(m)}" for g, m in models.items())
+            + f".{floor}")
 
 
 def ratio_sentence(ev: dict, scores: dict, models: dict, head_dim: int, case: str) -> str:
