@@ -259,8 +259,8 @@ def test_the_live_run_scores_like_its_committed_entry(full_run, committed):
     prov, runs = committed
     stored = runs[(4, S.CHAPTER_SEED)]
     if recheck(full_run, stored, prov)["mode"] != "exact":
-        pytest.skip("CPU numerics differ from the file's producer (other ISA pins, or a CPU of another "
-                    "vendor: env.same_cpu_numerics): after "
+        pytest.skip("CPU numerics differ from the file's producer (other ISA pins, or a CPU "
+                    "of another vendor: env.same_cpu_numerics): after "
                     "1500 steps it is another run (best scores moved by up to 0.36 between two "
                     "CPUs); the first steps are compared in test_the_committed_sweep_holds_this_run")
     live = np.asarray(full_run.scores_after)
