@@ -182,6 +182,27 @@ def cap_threads(cap: int = THREAD_CAP) -> int | None:
     return n
 
 
+DEVICES = ("cpu", "cuda")
+
+
+def runs_on(device: str) -> bool:
+    """True when a cell can run on `device` ("cpu" or "cuda"). For "cuda" with no GPU visible to
+    torch it prints one line saying so and what to do, and returns False: an exercise cell edited
+    to `device = "cuda"` then ends cleanly on a laptop instead of raising from deep inside torch.
+    Any other value raises ValueError naming the allowed ones."""
+    if device not in DEVICES:
+        raise ValueError(f"device={device!r}: allowed values are {', '.join(map(repr, DEVICES))}")
+    if device == "cpu":
+        return True
+    import torch
+
+    if torch.cuda.is_available():
+        return True
+    print("device='cuda': no CUDA GPU visible to torch here (torch.cuda.is_available() is False); "
+          "run this cell on a machine with an NVIDIA GPU, or on Colab with a GPU runtime")
+    return False
+
+
 def git_commit() -> str:
     """The commit every provenance block records: ANDREA_GIT_COMMIT when set (a copy without its
     .git folder), else HEAD of the repository andrea_edu sits in, plus "-dirty (files)" naming

@@ -211,3 +211,19 @@ def test_a_dead_kernel_is_reported_with_its_signal():
     msg = dead_kernel_reason(client)
     assert "SIGABRT" in msg and "\n" not in msg
     assert "no exit status" in dead_kernel_reason(object())
+
+
+def test_runs_on_says_in_one_line_when_no_gpu(capsys, monkeypatch):
+    import torch
+
+    from andrea_edu import env
+
+    assert env.runs_on("cpu") is True
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert env.runs_on("cuda") is False
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "device='cuda'" in out and "GPU" in out
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert env.runs_on("cuda") is True
+    with pytest.raises(ValueError, match=r"device='gpu': allowed values are 'cpu', 'cuda'"):
+        env.runs_on("gpu")
