@@ -100,6 +100,29 @@ def test_constructed_copier_and_suppressor():
     assert rand.shape == (2, 4, 2) and rand[..., 0].max() <= 0.3  # chance is 1/20
 
 
+def test_token_ov_through_ln_f():
+    """ln_f=True centres what the head writes and multiplies it by ln_f's weight: with the weight
+    at 1 and a copier whose output has mean 0 per row nothing moves; a weight that silences half
+    the coordinates silences those tokens' logits; anything but a bool is one line."""
+    m = _copier(+1.0)
+    with torch.no_grad():
+        m.blocks[0].ln_1.bias.fill_(0.5)  # what the head reads, and so writes, is not centred
+    M, Mf = K.token_ov(m, 0, 0), K.token_ov(m, 0, 0, ln_f=True)
+    E = m.blocks[0].ln_1(m.wte.detach())
+    want = (E - E.mean(-1, keepdim=True)) @ m.wte.detach().T  # OV = I here
+    torch.testing.assert_close(Mf, want)
+    assert not torch.allclose(M, Mf)  # the centring removed ln_1's bias
+    with torch.no_grad():
+        m.ln_f.weight[8:] = 0.0
+    Mz = K.token_ov(m, 0, 0, ln_f=True)
+    assert torch.all(Mz[:, 8:] == 0) and K.copy_rates(Mz, tokens=range(8)) == 1.0
+    assert K.ov_table(m, ln_f=True).shape == (1, 1, 2)
+    for bad in ("yes", 1, None):
+        with pytest.raises(ValueError) as e:
+            K.ov_table(m, ln_f=bad)
+        assert "\n" not in str(e.value) and "True or False" in str(e.value)
+
+
 def test_tables_cover_every_head_of_the_toy_laboratory_shape():
     m = _model(C=64, nh=4, L=2, V=42, T=48)  # the toy laboratory's model shape
     assert K.positional_table(m, T=16).shape == (2, 4, 3)

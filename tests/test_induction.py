@@ -280,16 +280,118 @@ def test_circuit_figures_render_and_calls_follow_the_numbers(model, monkeypatch)
     plt.close(F.fig_pair(maps, _Corpus, batch, 0, 0, T, 0, 0, "K", 15.8))
 
 
-def test_longer_context_run_file_when_committed():
+def test_evidence_finds_the_hand_built_induction_head(model):
+    e = IN.evidence(model, B=32)
+    assert e["head"] == (1, 0) and e["found"] and e["ratio"] > IN.FOUND_FACTOR
+    assert e["drop"] > 1.0 and e["ablated"] > 1.0  # the second copy is cheap, through L1H0
+    assert e["copying"] > 0.9 and e["prefix"][1] == (0, 0) and e["prefix"][0] > 0.9
+    r = AndreaModel(AndreaConfig(d_model=C, n_head=NH, n_layer=3, vocab_size=V, block_size=T),
+                    seed=3).eval()
+    e3 = IN.evidence(r, B=16)  # a random 3-layer model: a candidate above layer 0, not found
+    assert e3["head"][0] in (1, 2) and not e3["found"] and e3["prefix"][1][0] < e3["head"][0]
+    one = AndreaModel(AndreaConfig(d_model=C, n_head=NH, n_layer=1, vocab_size=V, block_size=T))
+    with pytest.raises(ValueError, match="n_layer=1"):
+        IN.evidence(one)
+    assert IN.is_induction(IN.FOUND_FACTOR, IN.DROP_NATS + 0.01)
+    assert not IN.is_induction(IN.FOUND_FACTOR - 0.01, 2.0)
+    assert not IN.is_induction(10.0, IN.DROP_NATS)
+
+
+def test_variant_names_and_commands():
+    from andrea_edu.heads import text_longer as TL
+    with pytest.raises(ValueError) as e:
+        TL.variant_settings("wide")
+    assert "\n" not in str(e.value) and "'long', 'deep', 'steps'" in str(e.value)
+    with pytest.raises(ValueError, match="allowed"):
+        TL.variant_run("wide")
+    assert TL.variant_settings("deep", False).n_layer == 3
+    assert TL.variant_settings("steps", True).steps < TL.variant_settings("steps", False).steps
+    assert TL.command("deep", REPO_DATA / "x_run.json") == \
+        f"python -m {TL.MODULE} --variant deep --out {(REPO_DATA / 'x_run.json').as_posix()}"
+    assert TL.VARIANTS["deep"].weights == "realtext_deep_model.pt"
+
+
+REPO_DATA = __import__("pathlib").Path("/elsewhere/book/data")
+
+
+def test_variant_run_in_fast_mode_trains_seconds(monkeypatch):
+    """The exercises' path: in fast mode, a few steps of the variant's settings, said so."""
+    from andrea_edu.heads import text_longer as TL
+    monkeypatch.setenv("ANDREA_FAST", "1")
+    TL.variant_run.cache_clear()
+    run = TL.variant_run("steps")
+    assert run.settings.steps == TL.EXERCISE_FAST["steps"] and run.model is not None
+    assert "fast mode" in run.provenance["what"] and run.cpu_seconds < TL.CPU_BUDGET
+    TL.variant_run.cache_clear()
+
+
+@pytest.mark.parametrize("name", ["long", "deep", "steps"])
+def test_variant_run_files_when_committed(name, monkeypatch):
     from andrea_edu.heads import text_longer as TL
     from andrea_edu.heads import text_runs as R
     from andrea_edu.heads import text_training as TT
-    path = TT.find_data(TL.LONG_FILE)
+    v = TL.variant(name)
+    path = TT.find_data(v.file)
     if path is None:
-        pytest.skip("the longer-context run is not committed")
+        pytest.skip(f"the {name} run is not committed")
     run = TT.load_run(path)  # validates shapes, values and the weights' sha256
-    assert run.settings == TL.long_settings(False)
-    assert R.weights_path(path).name == TL.LONG_WEIGHTS and run.model is not None
-    assert run.model.cfg.block_size == 256 and run.cpu_seconds > 0
+    assert run.settings == TL.variant_settings(name, False)
+    assert R.weights_path(path).name == v.weights and run.model is not None
+    assert run.model.cfg.block_size == run.settings.seq_len
+    assert 0 < run.cpu_seconds <= TL.CPU_BUDGET  # the issue's budget, measured by the run
+    assert run.provenance["produced_by"] == (f"python -m {TL.MODULE} --variant {name} --out "
+                                             f"book/data/{v.file}")
     with pytest.raises(FileExistsError):
-        TL.save_long(run, path)  # committed data is never overwritten
+        TL.save_variant(run, name, path)  # committed data is never overwritten unasked
+    monkeypatch.delenv("ANDREA_FAST", raising=False)
+    TL.variant_run.cache_clear()
+    assert TL.variant_run(name).settings == run.settings  # outside fast mode: the file
+    TL.variant_run.cache_clear()
+
+
+def test_variant_figures_and_sentences_follow_the_numbers(model, monkeypatch):
+    """The chapter's table, figure and sentence of the runs, and the exercises' displays, on the
+    hand-built model (an induction head) and a random one (none)."""
+    import types
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from andrea_edu.figures import heads_on_real_text as F
+    from andrea_edu.heads.text_runs import TextSettings
+    shown: list[str] = []
+    monkeypatch.setattr(F, "md", shown.append)
+    monkeypatch.setattr(F, "table", lambda header, rows: shown.append(str(rows)))
+    rand = AndreaModel(AndreaConfig(d_model=C, n_head=NH, n_layer=2, vocab_size=V, block_size=T),
+                       seed=3).eval()
+
+    def fake(cpu, steps):
+        s = TextSettings(n_head=NH, d_model=C, seq_len=T, steps=steps, eval_every=steps // 2)
+        sc = np.full((3, 3, 2, NH), 0.1)
+        sc[:, tc.IDENT] = [[[0.1, 0.2]] * 2, [[0.2, 0.3]] * 2, [[0.3, 0.4]] * 2]
+        return types.SimpleNamespace(settings=s, cpu_seconds=cpu, eval_loss=np.full((3, 4), 2.0),
+                                     provenance={"produced_by": "cmd", "date_utc": "d"},
+                                     eval_steps=[0, steps // 2, steps], scores=sc,
+                                     baseline=np.array([0.1, 0.1, 0.1]))
+    items = [("random", fake(100.0, 10), IN.evidence(rand, B=16)),
+             ("hand-built", fake(200.0, 20), IN.evidence(model, B=16))]
+    F.show_variants(items, 600.0)
+    assert "'yes'" in shown[-2] and "'no'" in shown[-2] and "every new run stayed within" in shown[-1]
+    F.show_variants([items[0], (items[1][0], fake(601.0, 20), items[1][2])], 600.0)
+    assert "**a run went over**" in shown[-1]
+    plt.close(F.fig_variants(items))
+    text = F.variants_sentence(items)
+    assert "induction head in hand-built" in text and shown[-1].startswith("An induction head")
+    text = F.variants_sentence(items[:1] * 2)
+    assert "no induction head in any" in text and shown[-1].startswith("None of the 2 runs")
+    fig = F.fig_score_trajectory(fake(1.0, 20), fake(1.0, 10))
+    for line in fig.axes[0].lines[:2]:  # the best identifier head / uniform at each evaluation
+        np.testing.assert_allclose(line.get_ydata(), [2.0, 3.0, 4.0])
+    plt.close(fig)
+    F.show_ov_change(np.zeros((1, 2, 2)), np.array([[[0.1, 0.0], [0.01, 0.5]]]))
+    assert shown[-1] == "Copy rates that move by 0.05 or more: L0H0."
+    sc = torch.zeros(3, 2, NH)
+    sc[tc.BRACKET, 1, 1] = 0.5
+    F.show_bracket_heads(sc, np.array([0.1, 0.1, 0.1]), "closer")
+    assert "'L1H1', '0.500', '5.0x'" in shown[-2] and "closer" in shown[-1]

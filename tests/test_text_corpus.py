@@ -107,6 +107,26 @@ def test_real_windows_agree_with_their_labels(corpus):
     assert tc.labelled_batch(corpus, 8, T, seed=3, split="train").where == b.where
 
 
+def test_bracket_queries_move_to_the_closer(corpus):
+    """at="closer": every query sits on the closing bracket itself (the character the old query
+    predicted), its key still the opener; the other patterns untouched; a bad value is one line."""
+    b = tc.labelled_batch(corpus, 8, 64, seed=3, split="train")
+    same = tc.bracket_queries(b, "before")
+    assert torch.equal(same.key, b.key)
+    c = tc.bracket_queries(b, "closer")
+    bb, tt = np.nonzero(c.mask(tc.BRACKET).numpy())
+    assert len(bb) > 0
+    closers = [corpus.chars[i] for i in c.idx.numpy()[bb, tt]]
+    openers = [corpus.chars[i] for i in c.idx.numpy()[bb, c.key[tc.BRACKET].numpy()[bb, tt]]]
+    assert [tc.OPEN_TO_CLOSE[o] for o in openers] == closers
+    before = int(b.mask(tc.BRACKET)[:, :-1].sum())  # a query on the last character falls out
+    assert len(bb) == before
+    assert torch.equal(c.key[tc.PREV], b.key[tc.PREV]) and torch.equal(c.key[tc.IDENT], b.key[tc.IDENT])
+    with pytest.raises(ValueError) as e:
+        tc.bracket_queries(b, "opener")
+    assert "\n" not in str(e.value) and "'before', 'closer'" in str(e.value)
+
+
 def test_this_interpreters_stdlib_is_a_corpus():
     c = tc.corpus_cached()
     prov = c.provenance

@@ -118,12 +118,21 @@ def mean_previous_weight(pattern: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def token_ov(model: AndreaModel, layer: int, head: int) -> torch.Tensor:
+def token_ov(model: AndreaModel, layer: int, head: int, ln_f: bool = False) -> torch.Tensor:
     """M (V, V) = ln_1(wte + p_mean) . OV^h . wte^T: row x, the logits the head adds when it
-    attends to token x (the direct path, see the module docstring)."""
+    attends to token x (the direct path, see the module docstring). ln_f=True puts the final
+    LayerNorm's linear part in front of the unembedding: what the head writes is centred (its
+    mean over the d_model coordinates removed) and multiplied by ln_f's weight; the division by
+    the residual's standard deviation (one number per position, set by the whole residual, not
+    by this head) and ln_f's bias (the same for every row) are left out."""
+    if not isinstance(ln_f, bool):
+        raise ValueError(f"ln_f={ln_f!r} is not allowed; True or False")
     p_mean = model.wpe.detach().mean(dim=0)  # (C,)
     E = model.blocks[layer].ln_1(model.wte.detach() + p_mean)  # (V, C)
-    return E @ ov(model, layer, head) @ model.wte.detach().T  # (V, C)(C, C)(C, V) -> (V, V)
+    out = E @ ov(model, layer, head)  # (V, C): what the head writes, per attended token
+    if ln_f:
+        out = (out - out.mean(dim=-1, keepdim=True)) * model.ln_f.weight.detach()
+    return out @ model.wte.detach().T  # (V, C)(C, V) -> (V, V)
 
 
 def copy_rates(M: torch.Tensor, tokens=None, k: int = 1) -> float:
@@ -142,13 +151,16 @@ def eigen_copying(M: torch.Tensor) -> float:
     return float(ev.real.sum() / ev.abs().sum())
 
 
-def ov_table(model: AndreaModel, tokens=None, k: int = 1) -> np.ndarray:
-    """(L, nh, 2): per head, its top-k copy rate on `tokens` and its eigenvalue copying score."""
+def ov_table(model: AndreaModel, tokens=None, k: int = 1, ln_f: bool = False) -> np.ndarray:
+    """(L, nh, 2): per head, its top-k copy rate on `tokens` and its eigenvalue copying score
+    (ln_f: through the final LayerNorm's linear part, see `token_ov`)."""
+    if not isinstance(ln_f, bool):
+        raise ValueError(f"ln_f={ln_f!r} is not allowed; True or False")
     L, nh = model.cfg.n_layer, model.cfg.n_head
     out = np.zeros((L, nh, 2))
     for l in range(L):
         for h in range(nh):
-            M = token_ov(model, l, h)
+            M = token_ov(model, l, h, ln_f)
             out[l, h] = copy_rates(M, tokens, k), eigen_copying(M)
     return out
 

@@ -143,6 +143,48 @@ def signatures(model: AndreaModel, src_layer: int = 0, dst_layer: int = 1,
     return {"copying": cp, "prefix": pm}
 
 
+# ---------------------------------------------------------------- the three, for any depth
+FOUND_FACTOR = 5.0  # induction score, times uniform (detectors.FOUND_RATIO's 5x)
+DROP_NATS = 0.5  # the second copy cheaper by half a nat: far beyond the batch's sampling noise
+
+
+def is_induction(ratio: float, drop: float) -> bool:
+    """The book's call: an induction head when the best head puts FOUND_FACTOR x uniform on the
+    induction key and the second copy's loss is lower than the first's by more than DROP_NATS."""
+    return ratio >= FOUND_FACTOR and drop > DROP_NATS
+
+
+@torch.no_grad()
+def evidence(model: AndreaModel, tokens=None, B: int = 32, seed: int = 0) -> dict:
+    """The three measurements of one model, of any depth, summed up at its best candidate: the
+    head of a layer >= 1 (layer 0 has no earlier head to read the previous token from) with the
+    highest induction score on repeated random characters (n = block_size / 2). Returns
+    {"rep": measure_repeats, "head": (l, h), "ratio": its score / uniform, "drop": first-copy
+    minus second-copy loss, "ablated": the second copy's loss rise with that head ablated,
+    "copying": its token-OV positivity, "prefix": (best prefix-matching positivity into it over
+    every head of every earlier layer, that writer (l, h)), "found": is_induction}. The prefix
+    matrix of a writer above layer 0 reads the embedding through its own ln_1 (the direct path,
+    as for layer 0)."""
+    if model.cfg.n_layer < 2:
+        raise ValueError(f"n_layer={model.cfg.n_layer}: induction needs a model of >= 2 layers")
+    rep = measure_repeats(model, B=B, seed=seed)
+    n = rep["n"]
+    ind = rep["induction"][1:]
+    l, h = (int(i) for i in np.unravel_index(np.argmax(ind), ind.shape))
+    l += 1
+    ratio = float(rep["induction"][l, h] / rep["uniform"])
+    drop = rep["first_loss"] - rep["second_loss"]
+    idx = repeated_batch(model.cfg.vocab_size, B, n, seed)
+    ablated = copy_losses(model, idx, n, [(l, h)])[1] - rep["second_loss"]
+    sel = slice(None) if tokens is None else torch.as_tensor(list(tokens))
+    copying = eigen_positivity(K.token_ov(model, l, h)[sel][:, sel])
+    pre = {(a, b): eigen_positivity(prefix_matrix(model, (a, b), (l, h))[sel][:, sel])
+           for a in range(l) for b in range(model.cfg.n_head)}
+    w = max(pre, key=lambda k: pre[k])
+    return {"rep": rep, "head": (l, h), "ratio": ratio, "drop": drop, "ablated": ablated,
+            "copying": copying, "prefix": (pre[w], w), "found": is_induction(ratio, drop)}
+
+
 # ---------------------------------------------------------------- 4. the source's pattern
 @functools.lru_cache(maxsize=256)
 def _occurrences(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -321,6 +321,24 @@ def labelled_batch(corpus: Corpus, B: int, T: int, seed: int, split: str = "vali
     return TextBatch(idx=a[:, :-1], targets=a[:, 1:], key=key, where=where)
 
 
+BRACKET_QUERIES = ("before", "closer")
+
+
+def bracket_queries(batch: TextBatch, at: str) -> TextBatch:
+    """`batch` with the bracket pattern's queries moved: at="before" (the labels as made: the
+    character before each closer, the one that predicts it) or at="closer" (the closing bracket
+    itself, one position later; a closer whose predecessor is the window's last character falls
+    out). The key stays the opener; the other patterns are unchanged."""
+    if at not in BRACKET_QUERIES:
+        raise ValueError(f"at={at!r} is not a bracket query position; allowed: "
+                         f"{', '.join(map(repr, BRACKET_QUERIES))}")
+    key = batch.key.clone()
+    if at == "closer":
+        key[BRACKET] = -1
+        key[BRACKET, :, 1:] = batch.key[BRACKET, :, :-1]
+    return TextBatch(idx=batch.idx, targets=batch.targets, key=key, where=list(batch.where))
+
+
 # ---------------------------------------------------------------- other tokenizers (GPT-2's BPE)
 def token_batch(corpus: Corpus, tokenize, B: int, T: int, seed: int, split: str = "valid",
                 chars_per_window: int | None = None) -> TextBatch:
