@@ -301,11 +301,11 @@ def test_variant_names_and_commands():
     from andrea_edu.heads import text_longer as TL
     with pytest.raises(ValueError) as e:
         TL.variant_settings("wide")
-    assert "\n" not in str(e.value) and "'long', 'deep', 'steps'" in str(e.value)
+    assert "\n" not in str(e.value) and "'long', 'deep'" in str(e.value)
     with pytest.raises(ValueError, match="allowed"):
         TL.variant_run("wide")
     assert TL.variant_settings("deep", False).n_layer == 3
-    assert TL.variant_settings("steps", True).steps < TL.variant_settings("steps", False).steps
+    assert TL.variant_settings("deep", True).steps < TL.variant_settings("deep", False).steps
     assert TL.command("deep", REPO_DATA / "x_run.json") == \
         f"python -m {TL.MODULE} --variant deep --out {(REPO_DATA / 'x_run.json').as_posix()}"
     assert TL.VARIANTS["deep"].weights == "realtext_deep_model.pt"
@@ -319,13 +319,13 @@ def test_variant_run_in_fast_mode_trains_seconds(monkeypatch):
     from andrea_edu.heads import text_longer as TL
     monkeypatch.setenv("ANDREA_FAST", "1")
     TL.variant_run.cache_clear()
-    run = TL.variant_run("steps")
+    run = TL.variant_run("long")
     assert run.settings.steps == TL.EXERCISE_FAST["steps"] and run.model is not None
     assert "fast mode" in run.provenance["what"] and run.cpu_seconds < TL.CPU_BUDGET
     TL.variant_run.cache_clear()
 
 
-@pytest.mark.parametrize("name", ["long", "deep", "steps"])
+@pytest.mark.parametrize("name", ["long", "deep"])
 def test_variant_run_files_when_committed(name, monkeypatch):
     from andrea_edu.heads import text_longer as TL
     from andrea_edu.heads import text_runs as R

@@ -1,4 +1,4 @@
-"""Three more real-text runs that ask what it takes for induction heads to appear.
+"""More real-text runs that ask what it takes for induction heads to appear.
 
 Introduced in the chapter "Heads on real text" (section "Circuits across layers"). The committed
 run (`realtext_run.json`, 2 layers, 128-character windows, 1200 steps) has no induction head.
@@ -8,8 +8,11 @@ Each run here changes one thing, within the issue's budget of 10 minutes of CPU 
 
   long   windows of 256 characters (twice the distance over which a name can be seen again) in
          batches of 16 (the same 4,096 characters per step), 600 steps;
-  deep   3 layers instead of 2, 800 steps;
-  steps  the committed model and context, 1400 steps instead of 1200.
+  deep   3 layers instead of 2, 800 steps.
+
+A third, more steps at the committed shape (1400 instead of 1200), was started beside these two and
+stopped: on the shared machine (a load of about 12 on its 2 cores) it could not finish in the time
+the session had, so it is not defined here and the book does not show it.
 
 The steps were chosen from the CPU cost per step measured on the book's 2-core machine (one
 thread): on a quiet machine 0.70 s at 256 characters, 0.41 s with 3 layers, 0.28 s for the
@@ -63,8 +66,6 @@ VARIANTS = {v.name: v for v in (
                  ablation_batch=128), "a 256-character context"),
     Variant("deep", "realtext_deep_run.json", dict(n_layer=3, steps=800, eval_every=200),
             "3 layers"),
-    Variant("steps", "realtext_steps_run.json", dict(steps=1400, eval_every=350),
-            "1400 steps"),
 )}
 LONG_FILE = VARIANTS["long"].file
 LONG_WEIGHTS = VARIANTS["long"].weights  # realtext_long_model.pt
