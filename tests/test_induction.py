@@ -282,6 +282,8 @@ def test_circuit_figures_render_and_calls_follow_the_numbers(model, monkeypatch)
 
 def test_evidence_finds_the_hand_built_induction_head(model):
     e = IN.evidence(model, B=32)
+    again = IN.evidence(model, rep=e["rep"])  # the measurement made once, reused
+    assert again["ratio"] == e["ratio"] and again["ablated"] == e["ablated"]
     assert e["head"] == (1, 0) and e["found"] and e["ratio"] > IN.FOUND_FACTOR
     assert e["drop"] > 1.0 and e["ablated"] > 1.0  # the second copy is cheap, through L1H0
     assert e["copying"] > 0.9 and e["prefix"][1] == (0, 0) and e["prefix"][0] > 0.9

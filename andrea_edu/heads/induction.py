@@ -155,7 +155,8 @@ def is_induction(ratio: float, drop: float) -> bool:
 
 
 @torch.no_grad()
-def evidence(model: AndreaModel, tokens=None, B: int = 32, seed: int = 0) -> dict:
+def evidence(model: AndreaModel, tokens=None, B: int = 32, seed: int = 0,
+             rep: dict | None = None) -> dict:
     """The three measurements of one model, of any depth, summed up at its best candidate: the
     head of a layer >= 1 (layer 0 has no earlier head to read the previous token from) with the
     highest induction score on repeated random characters (n = block_size / 2). Returns
@@ -164,11 +165,13 @@ def evidence(model: AndreaModel, tokens=None, B: int = 32, seed: int = 0) -> dic
     "copying": its token-OV positivity, "prefix": (best prefix-matching positivity into it over
     every head of every earlier layer, that writer (l, h)), "found": is_induction}. The prefix
     matrix of a writer above layer 0 reads the embedding through its own ln_1 (the direct path,
-    as for layer 0)."""
+    as for layer 0). rep: this model's measure_repeats already made (its batch and seed are
+    used), so a page shows one set of numbers per model."""
     if model.cfg.n_layer < 2:
         raise ValueError(f"n_layer={model.cfg.n_layer}: induction needs a model of >= 2 layers")
-    rep = measure_repeats(model, B=B, seed=seed)
-    n = rep["n"]
+    if rep is None:
+        rep = measure_repeats(model, B=B, seed=seed)
+    n, B, seed = rep["n"], rep["batch"], rep["seed"]
     ind = rep["induction"][1:]
     l, h = (int(i) for i in np.unravel_index(np.argmax(ind), ind.shape))
     l += 1
