@@ -320,11 +320,14 @@ def test_variant_run_in_fast_mode_trains_seconds(monkeypatch):
     """The exercises' path: in fast mode, a few steps of the variant's settings, said so."""
     from andrea_edu.heads import text_longer as TL
     monkeypatch.setenv("ANDREA_FAST", "1")
-    TL.variant_run.cache_clear()
+    TL.clear_caches()
     run = TL.variant_run("long")
     assert run.settings.steps == TL.EXERCISE_FAST["steps"] and run.model is not None
     assert "fast mode" in run.provenance["what"] and run.cpu_seconds < TL.CPU_BUDGET
-    TL.variant_run.cache_clear()
+    assert TL.variant_run("long", True) is run  # made once
+    e = TL.variant_evidence("long", B=4)
+    assert TL.variant_evidence("long", True, 4) is e and e["head"][0] == 1
+    TL.clear_caches()
 
 
 @pytest.mark.parametrize("name", ["long", "deep"])
@@ -346,9 +349,9 @@ def test_variant_run_files_when_committed(name, monkeypatch):
     with pytest.raises(FileExistsError):
         TL.save_variant(run, name, path)  # committed data is never overwritten unasked
     monkeypatch.delenv("ANDREA_FAST", raising=False)
-    TL.variant_run.cache_clear()
+    TL.clear_caches()
     assert TL.variant_run(name).settings == run.settings  # outside fast mode: the file
-    TL.variant_run.cache_clear()
+    TL.clear_caches()
 
 
 def test_variant_figures_and_sentences_follow_the_numbers(model, monkeypatch):

@@ -725,9 +725,9 @@ def variants_sentence(items) -> str:
     """What the runs show, computed; returns the short form for the verdicts page."""
     found = [label for label, _, e in items if e["found"]]
     best = max(items, key=lambda it: it[2]["ratio"])
-    drops = ", ".join(f"{label} {e['drop']:+.2f}" for label, _, e in items)
+    drops = ", ".join(f"{e['drop']:+.2f} ({label})" for label, _, e in items)
     text = (f"best induction score {best[2]['ratio']:.1f}x uniform ({best[0]}, "
-            f"{hl(best[2]['head'])}); second copy cheaper by {drops} nats")
+            f"{hl(best[2]['head'])}); second copy cheaper by {drops}, in nats")
     if found:
         md(f"An induction head appears in: {', '.join(found)}. Across the runs, the {text}.")
     else:

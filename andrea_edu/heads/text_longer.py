@@ -116,8 +116,10 @@ def save_long(run: R.TextRun, path: Path, replace: bool = False) -> list[Path]:
     return save_variant(run, "long", path, replace)
 
 
+@functools.lru_cache(maxsize=4)
 def load_variant(name: str):
-    """The committed run of `name` (validated, with its model), or None when it is not there."""
+    """The committed run of `name` (validated, with its model), or None when it is not there;
+    loaded once per process (a page's table and its exercise read the same object)."""
     p = TT.find_data(variant(name).file)
     return TT.load_run(p) if p is not None else None
 
@@ -126,14 +128,23 @@ def load_variant(name: str):
 EXERCISE_FAST = dict(steps=4, eval_every=2, eval_batch=8, ablation_batch=8)
 
 
-@functools.lru_cache(maxsize=4)
 def variant_run(name: str, fast: bool | None = None) -> R.TextRun:
     """The run `name` for a chapter cell: the committed file (validated, with its model), or,
     in fast mode, EXERCISE_FAST steps of its settings trained now (seconds; not the run, and
     said so by its provenance's "what"); with no committed file outside fast mode, the whole
-    run trained now (about 10 minutes of CPU)."""
+    run trained now (about 10 minutes of CPU). Made once per process for the same arguments."""
+    return _variant_run(name, R.fast_mode() if fast is None else fast)
+
+
+def clear_caches() -> None:
+    """Forget the runs and measurements made or loaded in this process (tests)."""
+    for f in (_variant_run, load_variant, _evidence):
+        f.cache_clear()
+
+
+@functools.lru_cache(maxsize=4)
+def _variant_run(name: str, fast: bool) -> R.TextRun:
     v = variant(name)
-    fast = R.fast_mode() if fast is None else fast
     if not fast:
         committed = load_variant(name)
         if committed is not None:
@@ -145,6 +156,20 @@ def variant_run(name: str, fast: bool | None = None) -> R.TextRun:
     run.provenance = {**run.provenance, "what": f"{v.what}, {s.steps} steps trained now"
                       + (" (fast mode: not the committed run)" if fast else "")}
     return run
+
+
+def variant_evidence(name: str, fast: bool | None = None, B: int = 16) -> dict:
+    """induction.evidence of `variant_run(name, fast)` on every character but UNK (id 0), B
+    repeated sequences; computed once per process for the same arguments."""
+    return _evidence(name, R.fast_mode() if fast is None else fast, B)
+
+
+@functools.lru_cache(maxsize=8)
+def _evidence(name: str, fast: bool, B: int) -> dict:
+    from . import induction as IN
+    model = variant_run(name, fast).model
+    assert model is not None  # a committed run loads its weights; a trained one has its model
+    return IN.evidence(model, tokens=range(1, model.cfg.vocab_size), B=B)
 
 
 def main(argv: list[str] | None = None) -> None:
