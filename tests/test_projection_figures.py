@@ -85,7 +85,8 @@ def test_sweep_at_an_unmeasured_n_head_is_one_line_naming_the_measured_ones():
     """An exercise's edit `n_head = 7` (768 has no such divisor) stops in one line."""
     sweep = pm.projection_sweep([1, 2, 4], d_model=8, T=2, repeats=1)
     assert set(pm.sweep_at(sweep, 2)) == {"per-head", "fused", "c_attn"}
-    for bad in (3, 8, True, "2"):
+    bad_values: tuple = (3, 8, True, "2")  # a bool and a str on purpose: the run-time check
+    for bad in bad_values:
         with pytest.raises(ValueError) as e:
             pm.sweep_at(sweep, bad)
         msg = str(e.value)
