@@ -325,9 +325,9 @@ def test_qkv_intensity_by_hand():
 
 
 @pytest.mark.parametrize("call,name", [
-    (lambda: P.kernel_vs_projections(ANDREA_120M, [256, 0]), "T_values"),
-    (lambda: P.kernel_vs_projections(ANDREA_120M, 1024), "T_values"),
-    (lambda: P.kernel_vs_projections(ANDREA_120M, []), "T_values"),
+    (lambda: P.kernel_vs_projections(ANDREA_120M, [256, 0]), "lengths"),
+    (lambda: P.kernel_vs_projections(ANDREA_120M, 1024), "lengths"),
+    (lambda: P.kernel_vs_projections(ANDREA_120M, []), "lengths"),
     (lambda: P.qkv_intensity(ANDREA_120M, [1, 16.5]), "tokens"),
     (lambda: PT.memory_bandwidth(megabytes=0), "megabytes"),
     (lambda: trace_token(AndreaModel(TINY), ids(), backend="flash"), "backend"),

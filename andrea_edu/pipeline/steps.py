@@ -285,17 +285,18 @@ def _check_lengths(name: str, values) -> list[int]:
     return list(values)
 
 
-def kernel_vs_projections(cfg, T_values, B: int = 1) -> list[dict]:
+def kernel_vs_projections(cfg, lengths, B: int = 1) -> list[dict]:
     """One layer's attention-kernel FLOPs against its Q, K, V projections' (the fused c_attn
-    matmul) at each sequence length of T_values (chapter "The final picture", exercise 1).
+    matmul) at each sequence length of `lengths` (chapter "The final picture", exercise 1).
 
     A formula on a meta model (nothing runs); a length beyond cfg.block_size is counted as if
     the context were that long, and flagged. Returns [{"T", "attention", "projections",
     "ratio", "beyond_block_size"}]."""
     from andrea_edu.model import AndreaModel
 
-    Ts = _check_lengths("T_values", T_values)
-    _check_lengths("B", [B])
+    Ts = _check_lengths("lengths", lengths)
+    if isinstance(B, bool) or not isinstance(B, int) or B < 1:
+        raise ValueError(f"B must be a positive int, got {B!r}")
     longest = max(cfg.block_size, *Ts)
     meta = AndreaModel(cfg.replace(block_size=longest), device="meta")  # shapes only
     rows = []
