@@ -119,6 +119,13 @@ ANDREA_12M = AndreaConfig(
 PRESETS = {c.name: c for c in (ANDREA_120M, ANDREA_12M)}
 
 
+def preset(name: str) -> AndreaConfig:
+    """The preset called `name` (a key of PRESETS); one line naming the presets otherwise."""
+    if name not in PRESETS:
+        raise ValueError(f"name={name!r} is not a preset; the presets are {list(PRESETS)}")
+    return PRESETS[name]
+
+
 @dataclass(frozen=True)
 class ParamCounts:
     """Exact parameter counts of one configuration, by part (weights tied: no separate LM head)."""

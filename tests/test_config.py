@@ -271,3 +271,12 @@ def test_replace_that_changes_a_size_drops_the_preset_name():
     assert ANDREA_120M.replace(n_head=8).name == "custom"  # no longer ANDREA-120M
     assert ANDREA_120M.replace(n_head=12).name == "ANDREA-120M"  # nothing changed
     assert ANDREA_120M.replace(n_layer=2, name="tiny").name == "tiny"
+
+
+def test_preset_by_name_and_one_line_for_another():
+    from andrea_edu.config import PRESETS, preset
+
+    assert all(preset(name) is cfg for name, cfg in PRESETS.items())
+    with pytest.raises(ValueError) as e:
+        preset("ANDREA-1B")
+    assert "\n" not in str(e.value) and "'ANDREA-120M', 'ANDREA-12M'" in str(e.value)

@@ -312,3 +312,18 @@ def test_the_committed_sweep_holds_this_run(full_run, committed):
     prov, runs = committed
     chk = recheck(full_run, runs[(full_run.settings.n_head, full_run.settings.seed)], prov)
     assert chk["ok"], chk["says"]
+
+
+def test_model_after_steps_of_the_schedule():
+    """"Reading the pipeline", exercise 5: the model after n steps, 0 being the initialisation;
+    a step count outside the schedule stops with one line."""
+    s = S.default_settings(fast=True)
+    init = S.model_after(0, s)
+    fresh = AndreaModel(s.model_config(), seed=s.seed)
+    assert all(torch.equal(a, b) for a, b in zip(init.parameters(), fresh.parameters()))
+    two = S.model_after(2, s)
+    assert not torch.equal(two.blocks[0].attn.W_O, init.blocks[0].attn.W_O)
+    assert torch.equal(two.blocks[0].attn.W_O, S.model_after(2, s).blocks[0].attn.W_O)
+    with pytest.raises(ValueError) as e:
+        S.model_after(s.steps + 1, s)
+    assert "\n" not in str(e.value) and str(e.value).startswith(f"steps={s.steps + 1} must be an int in 0..{s.steps}")
