@@ -15,4 +15,4 @@ import andrea_zmq_poll  # noqa: E402
 
 andrea_zmq_poll.patch()
 
-from book_fixtures import browser, built_book, site  # noqa: E402,F401  (session fixtures)
+from book_fixtures import book_build, browser, built_book, site  # noqa: E402,F401 (fixtures)
