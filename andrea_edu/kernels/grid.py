@@ -54,7 +54,10 @@ def block_of(b: int, h: int, n_head: int, order: str = "batch-major", B: int | N
     if not 0 <= h < n_head or b < 0 or (B is not None and b >= B):
         bs = "b >= 0" if B is None else f"b in 0..{B - 1}"
         raise ValueError(f"need {bs} and h in 0..{n_head - 1}, got b={b}, h={h}")
-    return b * n_head + h if order == "batch-major" else h * B + b
+    if order == "batch-major":
+        return b * n_head + h
+    assert B is not None  # _order checked it
+    return h * B + b
 
 
 def pair_of(block_x: int, n_head: int, order: str = "batch-major",
@@ -67,6 +70,7 @@ def pair_of(block_x: int, n_head: int, order: str = "batch-major",
         raise ValueError(f"block_x must be >= 0, got {block_x}")
     if order == "batch-major":
         return divmod(block_x, n_head)
+    assert B is not None  # _order checked it
     h, b = divmod(block_x, B)
     return b, h
 
