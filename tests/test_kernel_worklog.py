@@ -352,3 +352,18 @@ def test_model_beside_measured_without_a_file_names_where_it_looked(tmp_path, mo
     assert "no preset for this GPU" in line
     with pytest.raises(ValueError, match="hs=80"):
         figs.model_beside_measured(_fake_results(), 12, torch.bfloat16, head_dims=(80,))
+
+
+def test_exercise_5_gpu_run_reaches_the_driver_boundary_on_a_cpu():
+    """The suite call of exercise 5's "cuda" branch, with its arguments, runs on a CPU: SDPA is
+    timed, the three kernels are recorded as unavailable, and the lines read the result."""
+    from andrea_edu.bench import suites
+
+    res = suites.run_suite("headdim", device="cpu", fast=True, progress=False, strict=False,
+                           head_dims=(64,), shapes=["ANDREA-120M"], series=["n_head"],
+                           backends=("sdpa", *figs.BACKEND.values()), repeats=1, warmup=0)
+    status = {r["backend"]: r["status"] for r in res["records"]}
+    assert status == {"sdpa": "ok", "cuda-naive": "unavailable", "cuda-wmma": "unavailable",
+                      "cuda-flash": "unavailable"}
+    (line,) = figs.model_beside_measured(res, 12, torch.bfloat16, head_dims=(64,))
+    assert "is a CPU: the time model bounds GPU kernels only" in line

@@ -188,3 +188,11 @@ def test_figures_draw():
                 layout_figures.offset_figure(1, 3, 2, 3), layout_figures.trap_figure(4, 2, 2)):
         assert fig.axes and fig._suptitle is not None and fig._suptitle.get_text()
         plt.close(fig)
+
+
+def test_fp16_matmul_timing_reaches_the_device_boundary_on_a_cpu():
+    """Exercise 5's "cuda" branch times fp16; the same call in fp16 on a CPU validates with the
+    fp16 tolerance and reports the dtype it ran."""
+    m = layout_cost.matmul_strided_vs_contiguous(2, 16, 4, 8, dtype=torch.float16, repeats=1,
+                                                 warmup=0)
+    assert m.dtype == "float16" and m.max_abs_diff <= 5e-2 * 8 ** 0.5 and m.ratio > 0

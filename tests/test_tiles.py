@@ -180,10 +180,25 @@ def test_sdpa_eligibility_and_same_d_model_lines():
     assert "head_dim= 70 efficient measured: unavailable (RuntimeError: No viable backend)" in line
     assert "GPU rule: not eligible, head_dim=70 is not a multiple of 8" in line
     assert "no committed head_dim measurement" in tile_figures.same_d_model_line(None)
-    assert "no cuda-wmma record" in tile_figures.same_d_model_line(res)
+    assert "no timed cuda-wmma record" in tile_figures.same_d_model_line(res)
     res["settings"]["shapes"]["ANDREA-120M"]["d_model"] = 768
     for hd, nh, ms in ((32, 24, 3.0), (64, 12, 2.0)):
         res["records"].append(dict(backend="cuda-wmma", status="ok", median_ms=ms, params=dict(
             shape="ANDREA-120M", series="d_model=768", head_dim=hd, n_head=nh, B=8, T=1024)))
     assert tile_figures.same_d_model_line(res).endswith(
         "head_dim 32 (n_head 24) 3.000 ms, head_dim 64 (n_head 12) 2.000 ms: ratio 1.50")
+
+
+def test_exercise_5_gpu_run_reaches_the_driver_boundary_on_a_cpu():
+    """The suite call of exercise 5's "cuda" branch, with its arguments, runs on a CPU: SDPA is
+    timed, the tensor-core kernel is recorded as unavailable, and the line reads the result."""
+    from andrea_edu.bench import suites
+
+    res = suites.run_suite("headdim", device="cpu", fast=True, progress=False, strict=False,
+                           head_dims=(32, 64), shapes=["ANDREA-120M"], series=["d_model"],
+                           backends=("sdpa", "cuda-wmma"), repeats=1, warmup=0)
+    status = {(r["backend"], r["params"]["head_dim"]): r["status"] for r in res["records"]}
+    assert status == {("sdpa", 32): "ok", ("sdpa", 64): "ok", ("cuda-wmma", 32): "unavailable",
+                      ("cuda-wmma", 64): "unavailable"}
+    assert "head_dim 32 (n_head 24)" in tile_figures.same_d_model_line(res, "sdpa")
+    assert "no timed cuda-wmma record" in tile_figures.same_d_model_line(res, "cuda-wmma")

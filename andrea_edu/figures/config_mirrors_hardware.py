@@ -394,7 +394,7 @@ def same_d_model_line(results, backend: str = "cuda-wmma", shape: str = "ANDREA-
     d_model = results["settings"]["shapes"].get(shape, {}).get("d_model")
     cs = dict(curves(results, shape, f"d_model={d_model}").get(backend, []))
     if 32 not in cs or 64 not in cs:
-        return (f"{device_label(results)}: no {backend} record at head_dim 32 and 64 of the "
+        return (f"{device_label(results)}: no timed {backend} record at head_dim 32 and 64 of the "
                 f"d_model={d_model} series")
     a, b = cs[32], cs[64]
     return (f"{device_label(results)}, {backend}, d_model={d_model}, B={a['params']['B']}, "

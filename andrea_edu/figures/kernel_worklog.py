@@ -748,6 +748,9 @@ def model_beside_measured(results, nh: int, dtype, head_dims=HEAD_DIMS) -> list[
         return [where_looked("bench_headdim_<gpu>.json")]
     gpu = model_gpu(results, time_model.GPUS)
     device = results["provenance"]["device"]
+    if results["provenance"].get("device_kind") == "cpu":
+        return [f"{device} is a CPU: the time model bounds GPU kernels only (it has "
+                f"{', '.join(time_model.GPUS)})"]
     if gpu is None:
         return [f"{device}: the time model has no preset for this GPU (it has "
                 f"{', '.join(time_model.GPUS)}), so no bound to set beside the measurement"]
