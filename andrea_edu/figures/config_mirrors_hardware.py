@@ -391,7 +391,7 @@ def same_d_model_line(results, backend: str = "cuda-wmma", shape: str = "ANDREA-
     fixed d_model (the sweep's d_model series), from a head_dim results file; or why none."""
     if not results:
         return "no committed head_dim measurement (book/data/bench_headdim_<device>.json) to read"
-    d_model = results["settings"]["shapes"].get(shape, {}).get("d_model")
+    d_model = results.get("settings", {}).get("shapes", {}).get(shape, {}).get("d_model")
     cs = dict(curves(results, shape, f"d_model={d_model}").get(backend, []))
     if 32 not in cs or 64 not in cs:
         return (f"{device_label(results)}: no timed {backend} record at head_dim 32 and 64 of the "
