@@ -4,6 +4,8 @@ notebook execution polls the kernel in short slices (see the extension)."""
 import sys
 from pathlib import Path
 
+import pytest
+
 from andrea_edu.env import pin_cpu_isa  # noqa: E402  (andrea_edu pins before importing torch)
 
 pin_cpu_isa()  # warns if a plugin imported torch first; notebooks' kernels inherit the settings
@@ -16,3 +18,13 @@ import andrea_zmq_poll  # noqa: E402
 andrea_zmq_poll.patch()
 
 from book_fixtures import browser, built_book, site  # noqa: E402,F401  (session fixtures)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (scripts/test.sh runs `-n` workers with `--dist loadgroup`), keep each
+    test file on one worker (its module fixtures are then built once), and every test of the built
+    book or the browser on one worker (the session's one book build and one Chromium)."""
+    shared = {"built_book", "browser", "site"}
+    for item in items:
+        group = "book" if shared & set(getattr(item, "fixturenames", ())) else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(name=group))
