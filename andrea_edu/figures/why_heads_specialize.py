@@ -151,7 +151,7 @@ def fig_grad_norms(run, pressure=None, smooth: int = 25):
             style = dict(color=head_color(h), ls="-" if l == 0 else "--", lw=1.2,
                          label=f"L{l}H{h}")
             if per_window:
-                ax.stairs(G[:, l, h], edges, **style)
+                ax.stairs(G[:, l, h], edges, baseline=None, **style)
             else:
                 y = np.convolve(G[:, l, h], kernel, mode="valid")
                 ax.plot(np.arange(len(y)) + smooth // 2, y, **style)
