@@ -154,6 +154,9 @@ def test_count_copies():
     (lambda: layout.layout_steps(2, 3, 4, 1.5),  # type: ignore[arg-type]  # under test
      "head_dim must be a positive int"),
     (lambda: layout.head_offsets(4, "BTC", (1, 2, 4, 2)), "h must be an int in 0..3"),
+    # "Twelve vectors become one", exercise 1: an index outside the trapped [1, 12, 8, 64]
+    (lambda: layout.trap_origin(0, 12, 5, 0, (1, 8, 12, 64)), "h must be an int in 0..11"),
+    (lambda: layout.trap_origin(0, 3, 8, 0, (1, 8, 12, 64)), "t must be an int in 0..7"),
     (lambda: layout.memory_map("BTCD", (1, 2, 4, 2)), "layout must be one of"),
     (lambda: layout_cost.contiguous_copy_cost(1, 2, 2, 2, device="tpu"), "device must be"),
     (lambda: layout_cost.contiguous_copy_cost(1, 2, 2, 2, repeats=0), "repeats must be"),

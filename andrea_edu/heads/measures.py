@@ -169,6 +169,30 @@ def head_output_correlations(model: AndreaModel, batch: Batch) -> np.ndarray:
     return np.stack(out)  # (L, nh, nh)
 
 
+@torch.no_grad()
+def head_outputs(model: AndreaModel, idx: torch.Tensor) -> list[torch.Tensor]:
+    """Every layer's head outputs for `idx`, before W_O: one (B, nh, T, hs) tensor per layer, the
+    `y` that `output_projection(y, W_O)` turns into the layer's attention output (chapter "The
+    output projection W_O", exercise: how many heads feed each output dimension of a trained W_O)."""
+    inputs: list[torch.Tensor] = []
+    hooks = [b.attn.register_forward_hook(lambda m, a, o: inputs.append(a[0]))
+             for b in model.blocks]
+    try:
+        model(idx)
+    finally:
+        for hk in hooks:
+            hk.remove()
+    out = []
+    for block, x in zip(model.blocks, inputs):
+        att = block.attn
+        q, k, v = project_c_attn(x, att.c_attn, att.n_head)  # 3 x (B, nh, T, hs)
+        if att.b_attn is not None:
+            b_q, b_k, b_v = att.b_attn.view(3, att.n_head, 1, att.head_dim)  # 3 x (nh, 1, hs)
+            q, k, v = q + b_q, k + b_k, v + b_v
+        out.append(attention(q, k, v, causal=True, backend="reference"))  # (B, nh, T, hs)
+    return out
+
+
 def max_other_correlation(corr: np.ndarray) -> np.ndarray:
     """(L, nh, nh) correlations -> (L, nh): each head's largest correlation with another head
     of its layer (0 for a layer with a single head)."""

@@ -351,6 +351,30 @@ def train(settings: Settings | None = None, progress: bool = True,
                model=model, param_norm=np.stack(param_norm))
 
 
+def model_after(steps: int, settings: Settings | None = None) -> AndreaModel:
+    """The chapter's model after the first `steps` steps of its training schedule (0: as
+    initialised), without a run's evaluations and probes: for an exercise that looks at the
+    weights ("Reading the pipeline", exercise 5). Deterministic for given settings."""
+    s = settings or default_settings()
+    if not isinstance(s, Settings):
+        raise TypeError(f"settings must be a Settings, got {type(s).__name__}")
+    s.check()
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 0 <= steps <= s.steps:
+        raise ValueError(f"steps={steps!r} must be an int in 0..{s.steps} (the schedule's "
+                         f"length{', fast mode' if s.steps == FAST['steps'] else ''})")
+    with _threads(s.threads):
+        model = AndreaModel(s.model_config(), backend="reference", seed=s.seed)
+        rng = random.Random(s.seed)
+
+        def next_batch():
+            batch = make_batch(s.batch_size, s.seq_len, rng=rng)
+            return batch.idx, batch.targets
+
+        if steps:
+            fit(model, s, steps, next_batch, _progress_bar(steps, "training", False))
+    return model
+
+
 _CACHE: dict[Settings, Run] = {}
 
 
