@@ -327,3 +327,34 @@ def test_model_after_steps_of_the_schedule():
     with pytest.raises(ValueError) as e:
         S.model_after(s.steps + 1, s)
     assert "\n" not in str(e.value) and str(e.value).startswith(f"steps={s.steps + 1} must be an int in 0..{s.steps}")
+
+
+# ------------------------------------------------------------------ relative gradients (exercise 2)
+def test_relative_gradients_divide_by_each_heads_parameter_norm():
+    probes = [_probe(s, [0.5, 0.1], [0.5, 0.5], [2.0, 1.0]) for s in (1, 2, 3, 4)]
+    run = _FakeRun(probes)
+    assert gradient_pressure(run).pooled_ratio == pytest.approx(2.0)
+    run.param_norm = np.array([[[4.0, 1.0]]] * 4)  # type: ignore[attr-defined]  # the unique head 4x larger
+    p = gradient_pressure(run, relative=True)
+    assert p.pooled_ratio == pytest.approx(0.5) and p.verdict == "does not hold"
+
+
+def test_relative_gradients_need_parameter_norms_and_a_bool():
+    with pytest.raises(ValueError) as e:
+        gradient_pressure(_FakeRun([_probe(1, [0.5], [0.5], [1.0])]), relative=True)
+    assert "\n" not in str(e.value) and "relative=False" in str(e.value)
+    with pytest.raises(ValueError, match="relative='yes' is not allowed; True or False"):
+        gradient_pressure(_FakeRun([]), relative="yes")  # type: ignore[arg-type]  # a wrong type on purpose
+
+
+def test_a_trained_run_keeps_each_heads_parameter_norm_at_the_probes(fast_run):
+    from andrea_edu.heads.measures import head_param_norms
+    s = fast_run.settings
+    assert fast_run.param_norm.shape == (len(fast_run.probes), s.n_layer, s.n_head)
+    m = fast_run.model  # after training: its norms by hand, head 1 of layer 0
+    C_, hs = s.d_model, s.d_model // s.n_head
+    att = m.blocks[0].attn
+    cols = [part * C_ + hs + j for part in range(3) for j in range(hs)]
+    by_hand = (att.c_attn.detach()[:, cols].pow(2).sum() + att.W_O.detach()[hs:2 * hs].pow(2).sum()).sqrt()
+    assert float(head_param_norms(m)[0, 1]) == pytest.approx(float(by_hand), rel=1e-6)
+    assert "param_norm" not in fast_run.to_dict()  # the JSON of a run (the sweep) is unchanged

@@ -216,3 +216,16 @@ def head_grad_norms(model: AndreaModel) -> torch.Tensor:
         sq = gq.pow(2).sum(dim=(0, 1, 3)) + go.pow(2).sum(dim=(1, 2))  # (nh,)
         out[l] = sq.sqrt()
     return out
+
+
+@torch.no_grad()
+def head_param_norms(model: AndreaModel) -> torch.Tensor:
+    """(L, nh): norm of each head's own parameters, its W_Q/W_K/W_V columns and W_O rows (the
+    parameters whose gradient `head_grad_norms` measures)."""
+    C, nh, hs = model.cfg.d_model, model.cfg.n_head, model.cfg.head_dim
+    out = torch.zeros(model.cfg.n_layer, nh)
+    for l, block in enumerate(model.blocks):
+        wq = block.attn.c_attn.view(C, 3, nh, hs)  # (C, q|k|v, nh, hs), as in head_grad_norms
+        wo = block.attn.W_O.view(nh, hs, C)
+        out[l] = (wq.pow(2).sum(dim=(0, 1, 3)) + wo.pow(2).sum(dim=(1, 2))).sqrt()
+    return out
