@@ -119,6 +119,13 @@ ANDREA_12M = AndreaConfig(
 PRESETS = {c.name: c for c in (ANDREA_120M, ANDREA_12M)}
 
 
+def preset(name: str) -> AndreaConfig:
+    """The preset called `name` (a key of PRESETS); one line naming the presets otherwise."""
+    if name not in PRESETS:
+        raise ValueError(f"name={name!r} is not a preset; the presets are {list(PRESETS)}")
+    return PRESETS[name]
+
+
 @dataclass(frozen=True)
 class ParamCounts:
     """Exact parameter counts of one configuration, by part (weights tied: no separate LM head)."""
@@ -179,3 +186,19 @@ def param_counts(cfg: AndreaConfig) -> ParamCounts:
         position_embedding=cfg.block_size * C,
         final_layernorm=2 * C,
     )
+
+
+def attention_shapes(d_model: int, n_head: int, n_kv: int | None = None) -> dict[str, tuple[int, int]]:
+    """The shapes, [in, out], of one layer's W_Q, W_K, W_V and W_O when n_kv key/value heads
+    serve n_head query heads: grouped-query attention (Ainslie et al. 2023, "GQA"), in which each
+    group of n_head / n_kv query heads shares one head of K and one of V. n_kv = n_head (the
+    default) is ordinary multi-head attention, n_kv = 1 multi-query attention (Shazeer 2019).
+    W_Q and W_O keep all n_head heads; W_K and W_V shrink to n_kv heads of head_dim columns.
+    A bad n_head or n_kv raises ValueError naming the values that work."""
+    hs = AndreaConfig(d_model=d_model, n_head=n_head).head_dim  # checks that n_head divides d_model
+    n_kv = n_head if n_kv is None else n_kv
+    if isinstance(n_kv, bool) or not isinstance(n_kv, int) or n_kv < 1 or n_head % n_kv:
+        raise ValueError(f"n_kv={n_kv!r} must divide n_head={n_head} (every group the same size): "
+                         f"n_kv in {', '.join(map(str, divisors(n_head)))}")
+    return {"W_Q": (d_model, d_model), "W_K": (d_model, n_kv * hs), "W_V": (d_model, n_kv * hs),
+            "W_O": (d_model, d_model)}

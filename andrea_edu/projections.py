@@ -171,16 +171,35 @@ def head_contributions(heads: torch.Tensor, W_O: torch.Tensor) -> torch.Tensor:
     return torch.einsum("bhtd,hdc->hbtc", heads, W_O_blocks)  # (nh, B, T, C)
 
 
+def check_head(head: int, n_head: int) -> int:
+    """`head` if it names one of n_head heads (0..n_head-1), else ValueError naming the range."""
+    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < n_head:
+        raise ValueError(f"head must be in 0..{n_head - 1} (n_head={n_head}), got {head!r}")
+    return head
+
+
 def zero_head(W_O: torch.Tensor, head: int, n_head: int) -> torch.Tensor:
     """A copy of W_O with head `head`'s row block set to zero: that head no longer reaches the output."""
     _check("W_O", W_O, (None, None), "[d_model, d_model]")
     C = W_O.shape[0]
     _check("W_O", W_O, (C, C), "[d_model, d_model]")
     hs = _check_n_head(n_head, C)
-    if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < n_head:
-        raise ValueError(f"head must be in 0..{n_head - 1} (n_head={n_head}), got {head}")
+    check_head(head, n_head)
     W = W_O.clone()
     W[head * hs : (head + 1) * hs, :] = 0
+    return W
+
+
+def zero_head_columns(W: torch.Tensor, head: int, n_head: int) -> torch.Tensor:
+    """A copy of a fused W_Q, W_K or W_V with head `head`'s column block set to zero (W_V: that
+    head's values, hence its output, become zero)."""
+    _check("W", W, (None, None), "[d_model, d_model]")
+    C = W.shape[0]
+    _check("W", W, (C, C), "[d_model, d_model]")
+    hs = _check_n_head(n_head, C)
+    check_head(head, n_head)
+    W = W.clone()
+    W[:, head * hs : (head + 1) * hs] = 0
     return W
 
 

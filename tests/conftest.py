@@ -17,14 +17,22 @@ import andrea_zmq_poll  # noqa: E402
 
 andrea_zmq_poll.patch()
 
-from book_fixtures import browser, built_book, site  # noqa: E402,F401  (session fixtures)
+from book_fixtures import book_build, browser, built_book, site  # noqa: E402,F401 (fixtures)
+
+
+# Files whose tests share nothing (each runs its own notebook kernel): spread test by test.
+SPREAD = {"tests/test_notebooks.py", "tests/test_exercises.py"}
 
 
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (scripts/test.sh runs `-n` workers with `--dist loadgroup`), keep each
     test file on one worker (its module fixtures are then built once), and every test of the built
-    book or the browser on one worker (the session's one book build and one Chromium)."""
-    shared = {"built_book", "browser", "site"}
+    book or the browser on one worker (the session's one book build and one Chromium); the tests of
+    SPREAD files go to whichever worker is free."""
+    shared = {"book_build", "built_book", "browser", "site"}
     for item in items:
-        group = "book" if shared & set(getattr(item, "fixturenames", ())) else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(name=group))
+        path = item.nodeid.split("::")[0]
+        if shared & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group(name="book"))
+        elif path not in SPREAD:
+            item.add_marker(pytest.mark.xdist_group(name=path))

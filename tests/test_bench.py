@@ -43,6 +43,17 @@ def test_attention_flops_rejects_bad_sizes(bad):
         bench.attention_flops(causal=False, **kw)
 
 
+@pytest.mark.parametrize("head_dims", [(0,), (64, 70.5), (), 64])
+def test_headdim_suite_names_bad_head_dims_in_one_line(head_dims):
+    """The exercise's knob `bench_head_dims`: a bad value stops before any case is built."""
+    from andrea_edu.bench import suites
+
+    with pytest.raises(ValueError) as e:
+        suites.run_suite("headdim", device="cpu", fast=True, progress=False, head_dims=head_dims)
+    assert str(e.value).startswith(f"head_dims={head_dims!r}: allowed values are a tuple of "
+                                   "positive ints") and "\n" not in str(e.value)
+
+
 def test_time_fns_orders_min_median_max():
     calls = []
     out = bench.time_fns({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},

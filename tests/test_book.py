@@ -58,9 +58,14 @@ HARMLESS_EXCEPTIONS: list = []
 HARMLESS_EXTERNAL: list = []
 
 
-def test_book_builds_without_warnings(built_book):
+def test_book_builds_without_warnings(book_build):
+    built_book = book_build  # whatever became of it: the tests of its pages skip if it stopped
     if built_book.seconds is None:
         pytest.skip("ANDREA_BUILT_BOOK is set: testing an existing build, not building")
+    if built_book.failure and not (built_book.html / "index.html").exists():
+        # It stopped (a kernel died, a timeout): one line says where and why; the full log is
+        # in test-artifacts/book_build.log.
+        pytest.fail(built_book.failure, pytrace=False)
     tail = "\n".join(built_book.log.splitlines()[-40:])
     assert built_book.rc == 0, f"jupyter-book build failed (rc={built_book.rc}):\n{tail}"
     warnings = [line for line in built_book.log.splitlines() if "WARNING" in line
@@ -198,52 +203,54 @@ def test_page_in_browser(docname, browser, site, built_book):
     page_file = built_book.html / rel
     assert page_file.exists(), f"{rel} is missing from the built book"
     html = page_file.read_text(encoding="utf-8")
-    context, page, seen = _open(browser, site + rel)
-    try:
-        problems = _problems_with_requests_and_console(seen)
-        if "application/vnd.jupyter.widget-view+json" in html:
-            problems.append("embeds a live ipywidget, which is dead without a kernel: use "
-                            "andrea_edu.notebook.slider.slider (static frames in the book build)")
-        _screenshot(page, docname.replace("/", "__"))  # before any slider moves: as loaded
-        figs = page.evaluate(_FIGURES_JS)
-        problems += [f"image did not load: {i['src']}..." for i in figs["images"]
-                     if not i["loaded"]]
-        n_figures = len(figs["images"]) + figs["slider_messages"]
-        is_chapter = (REPO / f"{docname}.ipynb").exists()
-        if is_chapter and n_figures == 0:
-            problems.append("a chapter page with no figure")
-        moves = 0
-        for sid in figs["sliders"]:
-            n_inputs = page.locator(f"#{sid} input.andrea-slider-input").count()
-            for i in range(n_inputs):
-                res = page.evaluate(_SWEEP_JS, [sid, i])
-                moves += res["n"]
-                problems += [f"slider {sid}: {p}" for p in res["problems"]]
-                # No reachable position may show a message instead of a figure: neither one met
-                # while sweeping this input, nor any combination of the slider's frame table.
-                problems += [f"slider {sid}: moving {res['name']} shows a message: {m[4:]}"
-                             for m in dict.fromkeys(res["messages"])]
-                problems += [f"slider {sid}: position ({m.split(': ', 1)[0]}) shows a message "
-                             f"instead of a figure: {m.split(': ', 1)[1]}"
-                             for m in res["frame_messages"] if i == 0]
-                if res["n"] > 1 and res["distinct"] < 2:
-                    problems.append(f"slider {sid}: moving {res['name']} over {res['n']} values "
-                                    f"never changes the figure")
-            # One real keyboard move: the first input, one step.
-            before = page.evaluate(_STATE_JS, sid)
-            first = page.locator(f"#{sid} input.andrea-slider-input").first
-            at_max = first.get_attribute("value") == first.get_attribute("max")
-            first.focus()
-            page.keyboard.press("ArrowLeft" if at_max else "ArrowRight")
-            after = page.evaluate(_STATE_JS, sid)
-            if after[0] == before[0]:
-                problems.append(f"slider {sid}: the arrow key did not move the slider")
-        problems += _check_links(context, figs["links"], _LINKS_CHECKED)
-        page.set_viewport_size({"width": 390, "height": 844})  # a phone, for a reader's eyes
-        page.wait_for_timeout(100)
-        _screenshot(page, docname.replace("/", "__"), "390px")
-    finally:
-        context.close()
+    with browser.guard(rel):  # a crash: this test fails in one line, the next ones go on
+        context, page, seen = _open(browser, site + rel)
+        try:
+            problems = _problems_with_requests_and_console(seen)
+            if "application/vnd.jupyter.widget-view+json" in html:
+                problems.append("embeds a live ipywidget, which is dead without a kernel: use "
+                                "andrea_edu.notebook.slider.slider (static frames in the book "
+                                "build)")
+            _screenshot(page, docname.replace("/", "__"))  # before any slider moves: as loaded
+            figs = page.evaluate(_FIGURES_JS)
+            problems += [f"image did not load: {i['src']}..." for i in figs["images"]
+                         if not i["loaded"]]
+            n_figures = len(figs["images"]) + figs["slider_messages"]
+            is_chapter = (REPO / f"{docname}.ipynb").exists()
+            if is_chapter and n_figures == 0:
+                problems.append("a chapter page with no figure")
+            moves = 0
+            for sid in figs["sliders"]:
+                n_inputs = page.locator(f"#{sid} input.andrea-slider-input").count()
+                for i in range(n_inputs):
+                    res = page.evaluate(_SWEEP_JS, [sid, i])
+                    moves += res["n"]
+                    problems += [f"slider {sid}: {p}" for p in res["problems"]]
+                    # No reachable position may show a message instead of a figure: neither one
+                    # met while sweeping this input, nor any combination of the slider's frames.
+                    problems += [f"slider {sid}: moving {res['name']} shows a message: {m[4:]}"
+                                 for m in dict.fromkeys(res["messages"])]
+                    problems += [f"slider {sid}: position ({m.split(': ', 1)[0]}) shows a "
+                                 f"message instead of a figure: {m.split(': ', 1)[1]}"
+                                 for m in res["frame_messages"] if i == 0]
+                    if res["n"] > 1 and res["distinct"] < 2:
+                        problems.append(f"slider {sid}: moving {res['name']} over {res['n']} "
+                                        f"values never changes the figure")
+                # One real keyboard move: the first input, one step.
+                before = page.evaluate(_STATE_JS, sid)
+                first = page.locator(f"#{sid} input.andrea-slider-input").first
+                at_max = first.get_attribute("value") == first.get_attribute("max")
+                first.focus()
+                page.keyboard.press("ArrowLeft" if at_max else "ArrowRight")
+                after = page.evaluate(_STATE_JS, sid)
+                if after[0] == before[0]:
+                    problems.append(f"slider {sid}: the arrow key did not move the slider")
+            problems += _check_links(context, figs["links"], _LINKS_CHECKED)
+            page.set_viewport_size({"width": 390, "height": 844})  # a phone: a reader's eyes
+            page.wait_for_timeout(100)
+            _screenshot(page, docname.replace("/", "__"), "390px")
+        finally:
+            context.close()
     seconds = time.perf_counter() - t0
     built_book.report.setdefault("pages", {})[docname] = {
         "seconds": round(seconds, 2), "html_bytes": len(html.encode()),
@@ -269,6 +276,11 @@ def test_static_slider_alone_in_a_bare_page(browser):
         return fig
 
     text = static_html(plot, valid=lambda a, b: a != b or "a equals b", a=[1, 2], b=[1, 3])
+    with browser.guard("a bare page with one static slider"):
+        _bare_slider_page(browser, text)
+
+
+def _bare_slider_page(browser, text: str) -> None:
     context = browser.new_context()
     page = context.new_page()
     errors = []
@@ -297,12 +309,13 @@ def test_other_pages_in_browser(browser, site, built_book):
     assert "index.html" in others
     problems = []
     for rel in others:
-        context, page, seen = _open(browser, site + rel)
-        try:
-            problems += [f"{rel}: {p}" for p in _problems_with_requests_and_console(seen)]
-            _screenshot(page, Path(rel).stem)
-        finally:
-            context.close()
+        with browser.guard(rel):
+            context, page, seen = _open(browser, site + rel)
+            try:
+                problems += [f"{rel}: {p}" for p in _problems_with_requests_and_console(seen)]
+                _screenshot(page, Path(rel).stem)
+            finally:
+                context.close()
     assert not problems, "\n".join(problems)
 
 

@@ -121,13 +121,14 @@ def test_some_pages_have_math(built_book):
 def test_math_typesets_offline_from_the_books_own_files(browser, site, built_book):
     problems = []
     for docname in _math_pages(built_book.html):
-        context, page, seen = _offline_page(browser, site + f"{docname}.html", DESKTOP)
-        try:
-            _wait_for_mathjax(page, site)
-            page.wait_for_timeout(300)  # lazily loaded fonts and extensions
-            m = page.evaluate(_MATH_JS)
-        finally:
-            context.close()
+        with browser.guard(f"{docname}.html"):  # a crash: one line (tests/book_fixtures.py)
+            context, page, seen = _offline_page(browser, site + f"{docname}.html", DESKTOP)
+            try:
+                _wait_for_mathjax(page, site)
+                page.wait_for_timeout(300)  # lazily loaded fonts and extensions
+                m = page.evaluate(_MATH_JS)
+            finally:
+                context.close()
         where = f"{docname}.html"
         if not (m["script"] or "").startswith(site):
             problems.append(f"{where}: MathJax is not loaded from this site: {m['script']}")
@@ -148,14 +149,15 @@ def test_page_fits_a_phone_screen(docname, browser, site, built_book):
     name = docname.replace("/", "__")
     results = {}
     for width in (PHONE, DESKTOP):
-        context, page, seen = _offline_page(browser, site + f"{docname}.html", width)
-        try:
-            _wait_for_mathjax(page, site)
-            page.wait_for_timeout(200)
-            results[width] = page.evaluate(_OVERFLOW_JS, width)
-            page.screenshot(path=str(shots / f"{name}__{width}.png"), full_page=True)
-        finally:
-            context.close()
+        with browser.guard(f"{docname}.html at {width} px"):  # a crash: one line
+            context, page, seen = _offline_page(browser, site + f"{docname}.html", width)
+            try:
+                _wait_for_mathjax(page, site)
+                page.wait_for_timeout(200)
+                results[width] = page.evaluate(_OVERFLOW_JS, width)
+                page.screenshot(path=str(shots / f"{name}__{width}.png"), full_page=True)
+            finally:
+                context.close()
         assert not seen["external"], f"asks the network for {sorted(set(seen['external']))}"
     phone = results[PHONE]
     assert phone["scroll_width"] <= PHONE + 1, (

@@ -99,6 +99,31 @@ def test_attention_count_does_not_depend_on_n_head(n_head):
     assert param_counts(cfg) == param_counts(ANDREA_120M)
 
 
+def test_attention_shapes_with_shared_key_value_heads():
+    from andrea_edu.config import attention_shapes
+
+    C = 768
+    size = lambda shapes: sum(a * b for a, b in shapes.values())  # noqa: E731
+    assert size(attention_shapes(C, 12)) == param_counts(ANDREA_120M).attention_per_layer
+    assert attention_shapes(C, 12, 1)["W_K"] == (C, 64) and attention_shapes(C, 12, 1)["W_Q"] == (C, C)
+    for n_head in (12, 24, 48, 96):  # groups of 4: 2C^2 + 2C^2/4, whatever n_head
+        assert size(attention_shapes(C, n_head, n_head // 4)) == 2 * C * C + C * C // 2
+    assert size(attention_shapes(C, 24, 1)) < size(attention_shapes(C, 12, 1))  # fixed n_kv: moves
+
+
+@pytest.mark.parametrize("n_head, n_kv, words", [(12, 5, "n_kv=5 must divide n_head=12"),
+                                                 (12, 0, "1, 2, 3, 4, 6, 12"),
+                                                 (12, 24, "n_kv=24"), (12, True, "n_kv=True"),
+                                                 (7, 1, "n_head=7 does not divide d_model=768")])
+def test_attention_shapes_refuses_bad_head_counts_in_one_line(n_head, n_kv, words):
+    from andrea_edu.config import attention_shapes
+
+    with pytest.raises(ValueError) as e:
+        attention_shapes(768, n_head, n_kv)
+    msg = str(e.value)
+    assert words in msg and "\n" not in msg, msg
+
+
 def test_param_counts_is_a_frozen_record():
     counts = param_counts(ANDREA_120M)
     assert isinstance(counts, ParamCounts)
@@ -184,6 +209,22 @@ def test_non_int_sizes_are_refused(field, value):
     assert field in str(err.value) and repr(value) in str(err.value)
 
 
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_bias_must_be_a_bool_in_one_line(value):
+    """"Parameter count", exercise 1 edits `bias=`: anything but True or False is one line."""
+    with pytest.raises(TypeError) as err:
+        ANDREA_120M.replace(bias=value)
+    msg = str(err.value)
+    assert msg == f"bias must be a bool, got {value!r}"
+
+
+def test_gpt2_small_with_biases_has_124m_parameters():
+    """GPT-2 small's count (ANDREA-120M's shape plus a bias in every linear layer): 124,439,808,
+    the "124M" of Hugging Face's gpt2 model card; without biases 82,944 fewer."""
+    assert param_counts(ANDREA_120M.replace(bias=True)).total == 124_439_808
+    assert param_counts(ANDREA_120M).total == 124_439_808 - 12 * 9 * 768
+
+
 # ------------------------------------------------------------------ replace()
 def test_replace_rederives_head_dim():
     c = ANDREA_120M.replace(n_head=8)
@@ -230,3 +271,12 @@ def test_replace_that_changes_a_size_drops_the_preset_name():
     assert ANDREA_120M.replace(n_head=8).name == "custom"  # no longer ANDREA-120M
     assert ANDREA_120M.replace(n_head=12).name == "ANDREA-120M"  # nothing changed
     assert ANDREA_120M.replace(n_layer=2, name="tiny").name == "tiny"
+
+
+def test_preset_by_name_and_one_line_for_another():
+    from andrea_edu.config import PRESETS, preset
+
+    assert all(preset(name) is cfg for name, cfg in PRESETS.items())
+    with pytest.raises(ValueError) as e:
+        preset("ANDREA-1B")
+    assert "\n" not in str(e.value) and "'ANDREA-120M', 'ANDREA-12M'" in str(e.value)

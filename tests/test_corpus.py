@@ -128,3 +128,40 @@ def test_vocabulary_round_trip_and_errors():
         C.make_batch(-1, 8, seed=1)
     with pytest.raises(ValueError, match="exactly one of seed or rng"):
         C.make_batch(2, 8)
+
+
+# ------------------------------------------------------------------ variants (the chapter's exercises)
+@pytest.mark.parametrize("kw, words", [
+    (dict(segment_weights=(0.2, 0.8)), "segment_weights=(0.2, 0.8) is not allowed; three numbers"),
+    (dict(segment_weights=(0, 0, 0)), "not all 0"),
+    (dict(segment_weights=(0.2, -0.1, 0.9)), "segment_weights"),
+    (dict(segment_weights=(0.2, float("nan"), 0.9)), "segment_weights"),
+    (dict(max_depth=0), "max_depth=0 is not allowed; an int in 1..5"),
+    (dict(max_depth=9), "max_depth=9 is not allowed; an int in 1..5"),
+    (dict(max_depth=2.0), "max_depth=2.0"),
+])
+def test_a_variant_outside_what_the_corpus_allows_is_one_line(kw, words):
+    with pytest.raises(ValueError) as e:
+        with C.variant(**kw):
+            pass
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_variant_changes_the_batches_drawn_inside_it_and_nothing_after():
+    before = C.SEGMENT_WEIGHTS, C.MAX_DEPTH
+    with C.variant(segment_weights=(0.2, 0.8, 0.0)):
+        b = C.make_batch(16, 48, seed=1)
+        assert not (b.pattern == C.SEMANTIC).any()
+    with C.variant(max_depth=3):
+        deep = C.make_batch(64, 48, seed=1)
+    assert (C.SEGMENT_WEIGHTS, C.MAX_DEPTH) == before
+    assert torch.equal(C.make_batch(16, 48, seed=1).idx, C.make_batch(16, 48, seed=1).idx)
+
+    def depth(toks):
+        d = best = 0
+        for t in toks:
+            d += (t in C.OPENERS) - (t in C.CLOSERS)
+            best = max(best, d)
+        return best
+    assert max(depth(deep.tokens(i)) for i in range(64)) == 3
+    assert max(depth(C.make_batch(64, 48, seed=1).tokens(i)) for i in range(64)) == 2

@@ -68,8 +68,8 @@ def test_needed_cells_follows_names_both_ways():
     nb.cells[0].source = "import os\nx = os.sep"
     nb.cells[1].source = "a = x * 2"              # now the edit needs cell 0, through x
     assert E.needed_cells(nb, 1) == [0, 1, 2, 4]
-    nb.cells[5].source = "%timeit c"               # a magic does not parse: it is run, to be safe
-    assert E.needed_cells(nb, 1) == [0, 1, 2, 4, 5]
+    nb.cells[5].source = "%timeit c"               # a magic does not parse: it is run, to be safe,
+    assert E.needed_cells(nb, 1) == [0, 1, 2, 3, 4, 5]  # with every cell before it (c = 5 here)
     assert E.needed_cells(nb, 5) == [0, 1, 2, 3, 4, 5, 6]  # an edited cell that does not parse: all
 
 
@@ -157,3 +157,22 @@ def test_edited_values_outside_the_allowed_give_one_line(make, allowed):
         make()
     msg = str(e.value)
     assert "\n" not in msg and allowed in msg, msg
+
+
+def test_comprehension_variables_are_not_the_cells_names():
+    """`[h for h in hs]` neither assigns nor reads the chapter's `h` (Python 3 scoping), so an
+    edit of the cell that sets `h` does not reach it; the first iterable and a walrus do count."""
+    nb = _toy(["h = 1", "ys = [h * 2 for h in range(3)]", "zs = [h for _ in range(2)]",
+               "w = [x for x in [h]]", "v = [(k := h) for _ in [0]]", "k2 = k"])
+    assert E.needed_cells(nb, 0) == [0, 2, 3, 4, 5]
+    assert E._names("d = {h: v for h, v in pairs if v}") == ({"d"}, set(), {"pairs"})
+    assert E._names("g = [a for a in xs for b in a]") == ({"g"}, set(), {"xs"})
+
+
+def test_a_cell_with_an_invalid_escape_still_parses_under_warnings_as_errors():
+    """`"\\mid"` is a SyntaxWarning; pytest's -W error must not make the cell look unparsable."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert E._names('label = "$a \\mid b$"\nx = y') == ({"label", "x"}, set(), {"y"})

@@ -19,6 +19,27 @@ def test_block_pair_round_trip(B, nh, data):
     b, h = data.draw(st.integers(0, B - 1)), data.draw(st.integers(0, nh - 1))
     x = grid.block_of(b, h, nh)
     assert 0 <= x < B * nh and grid.pair_of(x, nh) == (b, h)
+    y = grid.block_of(b, h, nh, order="head-major", B=B)  # blockIdx.x = h * B + b
+    assert y == h * B + b and grid.pair_of(y, nh, order="head-major", B=B) == (b, h)
+
+
+def test_head_major_slices_do_not_start_at_block_times_slice():
+    """The kernels' base line, blockIdx.x * T * hs, is (b * nh + h) * T * hs only batch-major."""
+    B, nh = 2, 3
+    starts = {order: [sum(grid.pair_of(x, nh, order=order, B=B)[i] * w for i, w in ((0, nh), (1, 1)))
+                      for x in range(B * nh)] for order in grid.ORDERS}
+    assert starts["batch-major"] == list(range(B * nh))
+    assert starts["head-major"] == [0, 3, 1, 4, 2, 5]
+
+
+def test_finish_time_heaviest_first_closes_the_tail():
+    work = [2, 4, 6, 8, 10, 12, 14, 16]  # v3's causal query tiles of T = 1024, K/V tiles each
+    light = grid.finish_time(work, 3, "lightest first")
+    heavy = grid.finish_time(work, 3, "heaviest first")
+    assert light["ideal"] == heavy["ideal"] == sum(work) / 3
+    assert heavy["finish"] == 26 < light["finish"] == 30  # hand-checked greedy schedules
+    assert sorted(heavy["per_slot"]) == [22, 24, 26] and heavy["order"][0] == 16
+    assert grid.finish_time([5, 1], 4)["finish"] == 5  # more slots than blocks: the longest
 
 
 @pytest.mark.parametrize("version, dtype", [("v1", torch.float32), ("v2", torch.float16)])
@@ -83,6 +104,7 @@ def test_batched_vs_looped(backend):
     assert (c.calls_batched, c.calls_looped) == (1, 6)
     assert c.max_abs_diff <= 1e-5 and c.batched_s > 0 and c.looped_s > 0
     assert c.ratio == c.looped_s / c.batched_s
+    assert c.per_call_s == pytest.approx((c.looped_s - c.batched_s) / 5)
 
 
 @pytest.mark.parametrize("call, message", [
@@ -94,10 +116,29 @@ def test_batched_vs_looped(backend):
     (lambda: grid.kernel_signature("v9"), "version must be one of"),
     (lambda: launches.batched_vs_looped(1, 1, 4, 4, device="tpu"), "device must be"),
     (lambda: launches.batched_vs_looped(1, 1, 4, 4, repeats=0), "repeats must be"),
+    (lambda: grid.pair_of(1, 3, order="row-major"),
+     "order='row-major': allowed values are 'batch-major', 'head-major'"),
+    (lambda: grid.pair_of(1, 3, order="head-major"), "B (head-major order numbers blocks"),
+    (lambda: grid.block_of(2, 0, 3, order="head-major", B=2), "need b in 0..1 and h in 0..2"),
+    (lambda: grid.finish_time([1, 2], 3, "random"),
+     "order='random': allowed values are 'as given', 'lightest first', 'heaviest first'"),
+    (lambda: grid.finish_time([1, 2], 0), "slots must be a positive int"),
+    (lambda: grid.finish_time([], 2), "work must be a non-empty list"),
+    (lambda: grid_figures.kv_order("sorted", 4),
+     "order='sorted': allowed values are 'as stored', 'reversed', 'shuffled'"),
 ])
 def test_validation_messages(call, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    """One line naming the parameter (and the allowed values), before any work."""
+    with pytest.raises(ValueError) as e:
         call()
+    assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_kv_order_is_a_permutation():
+    for order in grid_figures.KV_ORDERS:
+        p = grid_figures.kv_order(order, 9)
+        assert sorted(p.tolist()) == list(range(9))
+    assert grid_figures.kv_order("reversed", 3).tolist() == [2, 1, 0]
 
 
 def test_figures_draw():

@@ -7,13 +7,17 @@ every live figure has alt text, and the page logs no console error. Driven by th
 as scripts/live_bench.py, which also reports the move latencies; this test asserts behaviour
 only, never times (those are measured and reported by the benchmark).
 
-Skips, saying why, where Chromium, playwright or JupyterLab are missing.
+Skips, saying why, where Chromium, playwright or JupyterLab are missing. When Chromium crashes
+on a chapter (a page's renderer or the whole browser, e.g. on a loaded machine), that chapter's
+first test fails with one line saying which chapter and how (tests/book_fixtures.py's Chromium)
+and its other tests skip pointing at it; Chromium is restarted once for the next chapter.
 """
 from __future__ import annotations
 
 import importlib.util
 import json
 import sys
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -28,6 +32,27 @@ _spec.loader.exec_module(live_bench)
 CHAPTERS = ["output_projection", "one_kernel_many_heads"]
 
 
+@dataclass
+class LabRuns:
+    runs: dict = field(default_factory=dict)     # chapter -> live_bench.ChapterRun
+    crashes: dict = field(default_factory=dict)  # chapter -> one line: how Chromium died on it
+    skipped: dict = field(default_factory=dict)  # chapter -> why it did not run (Chromium gone)
+
+    def __getitem__(self, chapter: str):
+        """The chapter's run; a crash fails its first test in one line and skips the others."""
+        return self.get(chapter, first=False)
+
+    def get(self, chapter: str, first: bool):
+        if chapter in self.skipped:
+            pytest.skip(self.skipped[chapter])
+        if chapter in self.crashes:
+            if first:
+                pytest.fail(self.crashes[chapter], pytrace=False)
+            pytest.skip(f"Chromium crashed on {chapter}: see "
+                        f"test_run_all_in_jupyterlab_has_no_error_output[{chapter}]")
+        return self.runs[chapter]
+
+
 @pytest.fixture(scope="module")
 def runs(request):
     why = live_bench.missing_requirements()
@@ -36,21 +61,30 @@ def runs(request):
     # The session's one chromium (tests/book_fixtures.py): playwright's sync API cannot start a
     # second driver while the book tests' one is running in this process.
     browser = request.getfixturevalue("browser")
-    out = {}
+    browser.check()  # Chromium did not start, or crashed twice already: one line
+    out = LabRuns()
     with live_bench.jupyter_lab(REPO, fast=True) as lab:
         for chapter in CHAPTERS:
-            # No pause between moves and no burst: behaviour, not pacing, is under test.
-            out[chapter] = live_bench.bench_chapter(browser, lab, chapter, pause_s=0,
-                                                    move_timeout_s=30, burst=False)
+            if browser.gave_up:
+                out.skipped[chapter] = browser.gave_up
+                continue
+            with browser.watch(f"JupyterLab, {chapter}.ipynb") as watch:
+                # No pause between moves and no burst: behaviour, not pacing, is under test.
+                out.runs[chapter] = live_bench.bench_chapter(browser, lab, chapter, pause_s=0,
+                                                             move_timeout_s=30, burst=False)
+            if watch.crash:
+                then = ("the remaining browser tests skip" if browser.gave_up
+                        else "Chromium was restarted for the next chapter")
+                out.crashes[chapter] = f"{watch.crash}; {then}"
     live_bench.ARTIFACTS.mkdir(exist_ok=True)
     (live_bench.ARTIFACTS / "jupyterlab_test.json").write_text(json.dumps(
-        {ch: r.summary() for ch, r in out.items()}, indent=1) + "\n")
+        {ch: r.summary() for ch, r in out.runs.items()}, indent=1) + "\n")
     return out
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_run_all_in_jupyterlab_has_no_error_output(runs, chapter):
-    run = runs[chapter]
+    run = runs.get(chapter, first=True)
     assert run.problem is None, run.problem
     assert run.run_all_s is not None
     assert run.error_outputs == [], run.error_outputs

@@ -301,6 +301,10 @@ def test_chapter_shows_a_gpu_file_beside_the_model(tmp_path, monkeypatch):
     text = "\n".join("".join(o.get("data", {}).get("text/markdown", "")) for o in outs)
     assert "Measured on NVIDIA H200 (fake, test)" in text and "Not yet measured" not in text
     assert "| v3 | 64 | v3 | 0.160 | 0.100 | 0.62x |" in text  # measured beside the model
+    printed = "\n".join(o.get("text", "") for o in outs if o["output_type"] == "stream")
+    # exercise 5's cell, as committed (device = "cpu"), reads the same file
+    assert "NVIDIA H200 (fake, test), v3 (ran v3), head_dim 64: measured 0.160 ms, model bound" \
+        in printed
     assert "Measured throughput vs torch SDPA" in text
 
 
@@ -309,3 +313,57 @@ def test_cooperate_verdicts():
     assert figs.cooperate_row("v1", 130, 130, e, 2)[2] == "holds"
     row = figs.cooperate_row("v3", 128, 130, e, 1)
     assert row[2] == "holds with a caveat" and "128 of the T=130 query rows" in row[1]
+
+
+def test_lane_elements_follow_the_isa():
+    """Exercise 1: lane 4g + t holds rows g, g + 8 and columns 2t, 2t + 1 (+ 8 for s[1]); the
+    A operand puts the same elements in the same lane, in pack2's order."""
+    held = figs.lane_elements(5)  # g = 1, t = 1
+    assert held["s[0]"] == {"c0": (1, 2), "c1": (1, 3), "c2": (9, 2), "c3": (9, 3)}
+    assert held["s[1]"] == {"c0": (1, 10), "c1": (1, 11), "c2": (9, 10), "c3": (9, 11)}
+    for lane in range(32):
+        h = figs.lane_elements(lane)
+        assert list(h["A"].values()) == list(h["s[0]"].values()) + list(h["s[1]"].values())
+    for bad in (32, -1, 5.0):
+        with pytest.raises(ValueError, match=r"lane=.*: allowed values are 0\.\.31"):
+            figs.lane_elements(bad)  # type: ignore[arg-type]  # under test
+
+
+def test_model_terms_lines_max_or_sum():
+    m = dict(_model(4e-5, "issue"), version="v3", head_dim=64, useful_flops=8e9, published=[])
+    perfect = figs.model_terms_lines(m, "perfect")
+    none = figs.model_terms_lines(m, "none")
+    assert "(a model)" in perfect[0] and "issue" in perfect[1] and "<- the largest" in perfect[1]
+    total = sum(m["terms"].values())
+    assert f"max of the terms (perfect overlap, the model): {4e-5 * 1e6:.1f} µs" in perfect[-1]
+    assert f"sum of the terms (no overlap at all): {total * 1e6:.1f} µs" in none[-1]
+    with pytest.raises(ValueError, match="overlap='some': allowed values are 'perfect', 'none'"):
+        figs.model_terms_lines(m, "some")
+
+
+def test_model_beside_measured_without_a_file_names_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
+    (line,) = figs.model_beside_measured(None, 12, torch.bfloat16)
+    assert line.startswith("no committed bench_headdim_<gpu>.json found; looked in: "
+                           f"{tmp_path / 'bench_headdim_<gpu>.json'}")
+    res = _fake_results()
+    res["provenance"]["device"] = "NVIDIA A10"
+    (line,) = figs.model_beside_measured(res, 12, torch.bfloat16)
+    assert "no preset for this GPU" in line
+    with pytest.raises(ValueError, match="hs=80"):
+        figs.model_beside_measured(_fake_results(), 12, torch.bfloat16, head_dims=(80,))
+
+
+def test_exercise_5_gpu_run_reaches_the_driver_boundary_on_a_cpu():
+    """The suite call of exercise 5's "cuda" branch, with its arguments, runs on a CPU: SDPA is
+    timed, the three kernels are recorded as unavailable, and the lines read the result."""
+    from andrea_edu.bench import suites
+
+    res = suites.run_suite("headdim", device="cpu", fast=True, progress=False, strict=False,
+                           head_dims=(64,), shapes=["ANDREA-120M"], series=["n_head"],
+                           backends=("sdpa", *figs.BACKEND.values()), repeats=1, warmup=0)
+    status = {r["backend"]: r["status"] for r in res["records"]}
+    assert status == {"sdpa": "ok", "cuda-naive": "unavailable", "cuda-wmma": "unavailable",
+                      "cuda-flash": "unavailable"}
+    (line,) = figs.model_beside_measured(res, 12, torch.bfloat16, head_dims=(64,))
+    assert "is a CPU: the time model bounds GPU kernels only" in line

@@ -154,13 +154,36 @@ def test_count_copies():
     (lambda: layout.layout_steps(2, 3, 4, 1.5),  # type: ignore[arg-type]  # under test
      "head_dim must be a positive int"),
     (lambda: layout.head_offsets(4, "BTC", (1, 2, 4, 2)), "h must be an int in 0..3"),
+    # "Twelve vectors become one", exercise 1: an index outside the trapped [1, 12, 8, 64]
+    (lambda: layout.trap_origin(0, 12, 5, 0, (1, 8, 12, 64)), "h must be an int in 0..11"),
+    (lambda: layout.trap_origin(0, 3, 8, 0, (1, 8, 12, 64)), "t must be an int in 0..7"),
     (lambda: layout.memory_map("BTCD", (1, 2, 4, 2)), "layout must be one of"),
     (lambda: layout_cost.contiguous_copy_cost(1, 2, 2, 2, device="tpu"), "device must be"),
     (lambda: layout_cost.contiguous_copy_cost(1, 2, 2, 2, repeats=0), "repeats must be"),
+    (lambda: layout_cost.projection_to_heads(1, 2, 2, 2, variants=("einsum", "bmm")),
+     "variants=('einsum', 'bmm'): allowed values are 'matmul, split, copy', 'einsum', "
+     "'per-head matmul'"),
+    (lambda: layout.reshape_trap(1, 0, 12, 64), "shape: T must be a positive int"),
 ])
 def test_validation_messages(call, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    """One line naming the parameter (and the allowed values), before any work."""
+    with pytest.raises(ValueError) as e:
         call()
+    assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+def test_projection_to_heads_validates_then_reports_copies():
+    r = layout_cost.projection_to_heads(1, 8, 3, 4, repeats=1, warmup=0)
+    assert set(r.median_s) == set(layout_cost.PROJECTION_VARIANTS) and r.max_abs_diff < 1e-4
+    # split_heads is a view and needs .contiguous(); weights stored per head write heads in order
+    assert r.contiguous["matmul, split, copy"] is False and r.copies["matmul, split, copy"] == 1
+    assert r.contiguous["per-head matmul"] is True and r.copies["per-head matmul"] == 0
+    assert all(t > 0 for t in r.median_s.values())
+    # with B > 1 the batched matmul broadcasts X over the heads, and torch copies it to do so
+    assert layout_cost.projection_to_heads(2, 8, 3, 4, repeats=1, warmup=0).copies[
+        "per-head matmul"] > 0
+    one = layout_cost.projection_to_heads(1, 4, 2, 2, variants="einsum", repeats=1, warmup=0)
+    assert list(one.median_s) == ["einsum"]
 
 
 def test_figures_draw():
@@ -168,3 +191,11 @@ def test_figures_draw():
                 layout_figures.offset_figure(1, 3, 2, 3), layout_figures.trap_figure(4, 2, 2)):
         assert fig.axes and fig._suptitle is not None and fig._suptitle.get_text()
         plt.close(fig)
+
+
+def test_fp16_matmul_timing_reaches_the_device_boundary_on_a_cpu():
+    """Exercise 5's "cuda" branch times fp16; the same call in fp16 on a CPU validates with the
+    fp16 tolerance and reports the dtype it ran."""
+    m = layout_cost.matmul_strided_vs_contiguous(2, 16, 4, 8, dtype=torch.float16, repeats=1,
+                                                 warmup=0)
+    assert m.dtype == "float16" and m.max_abs_diff <= 5e-2 * 8 ** 0.5 and m.ratio > 0

@@ -40,22 +40,36 @@ def _record_time(name: str, seconds: float) -> None:
     path.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
 
 
+def execute_chapter(path, name: str, timeout: float = TIMEOUT_S):
+    """Execute the notebook at `path` in its folder, errors recorded as outputs; returns the
+    executed notebook. A kernel that dies fails the test in one line: the notebook, the cell
+    that was running (index and first line) and the signal (andrea_edu.notebook.execute)."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, DeadKernelError
+
+    from andrea_edu.notebook.execute import patch_dead_kernel_message
+
+    patch_dead_kernel_message()
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(path.parent)}})
+    setattr(client, "andrea_notebook", name)  # named in a dead kernel's one line
+    try:
+        client.execute()
+    except DeadKernelError as e:  # "from None": not nbclient's traceback under the line
+        raise pytest.fail.Exception(str(e), pytrace=False) from None
+    except CellExecutionError as e:  # only raised for errors allow_errors does not cover
+        pytest.fail(f"{name}: {e}")
+    return nb
+
+
 @pytest.mark.parametrize("docname", toc_notebooks())
 def test_notebook_executes_without_errors(docname, monkeypatch, record_property):
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
-
     monkeypatch.setenv("ANDREA_FAST", "1")
     monkeypatch.delenv("ANDREA_BOOK_BUILD", raising=False)
     path = REPO / (docname + ".ipynb")
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=TIMEOUT_S, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(path.parent)}})
     t0 = time.perf_counter()
-    try:
-        client.execute()
-    except CellExecutionError as e:  # only raised for errors allow_errors does not cover
-        pytest.fail(f"{docname}: {e}")
+    nb = execute_chapter(path, docname + ".ipynb")
     elapsed = time.perf_counter() - t0
     _record_time(docname, elapsed)
     record_property("seconds", round(elapsed, 2))

@@ -11,6 +11,7 @@ import torch
 from andrea_edu import pipeline as P
 from andrea_edu.pipeline import ops as PO
 from andrea_edu.pipeline import timing as PT
+from andrea_edu.pipeline import tracer as PTR
 from andrea_edu.bench.timing import attention_flops, matmul_flops
 from andrea_edu.config import ANDREA_120M, AndreaConfig, param_counts
 from andrea_edu.model import AndreaModel
@@ -299,3 +300,83 @@ def test_final_picture_shows_a_committed_gpu_file(model, tmp_path, monkeypatch):
     text = "\n".join(str(o.get("data", {}).get("text/markdown", "")) for o in outs)
     assert "Fake GPU (test)" in text and "`fake_attention`" in text
     assert "no GPU measurement committed yet" not in text
+
+
+# ---------------------------------------------------------------- the chapters' exercise knobs
+def test_kernel_matches_projections_at_three_d_model():
+    """Causal attention 2·B·T²·C against the projections' 6·B·T·C²: equal at T = 3C, past
+    ANDREA-120M's block_size (flagged, counted as if the context were that long)."""
+    C = ANDREA_120M.d_model
+    rows = P.kernel_vs_projections(ANDREA_120M, [256, 3 * C])
+    assert rows[0]["ratio"] == pytest.approx(256 / (3 * C))
+    assert rows[1]["ratio"] == pytest.approx(1.0) and rows[1]["beyond_block_size"]
+    assert not rows[0]["beyond_block_size"]
+    assert rows[1]["projections"] == 2 * 3 * C * C * 3 * C
+
+
+def test_qkv_intensity_by_hand():
+    C = ANDREA_120M.d_model
+    (one,) = P.qkv_intensity(ANDREA_120M, [1], torch.bfloat16)
+    assert one["flops"] == 2 * 3 * C * C
+    assert one["bytes"] == 2 * (C + 3 * C * C + 3 * C)
+    assert one["intensity"] == pytest.approx(one["flops"] / one["bytes"])
+    big = P.qkv_intensity(ANDREA_120M, [128, 1024])
+    assert big[0]["intensity"] < big[1]["intensity"]
+
+
+@pytest.mark.parametrize("call,name", [
+    (lambda: P.kernel_vs_projections(ANDREA_120M, [256, 0]), "lengths"),
+    (lambda: P.kernel_vs_projections(ANDREA_120M, 1024), "lengths"),
+    (lambda: P.kernel_vs_projections(ANDREA_120M, []), "lengths"),
+    (lambda: P.qkv_intensity(ANDREA_120M, [1, 16.5]), "tokens"),
+    (lambda: PT.memory_bandwidth(megabytes=0), "megabytes"),
+    (lambda: trace_token(AndreaModel(TINY), ids(), backend="flash"), "backend"),
+    (lambda: trace_token(AndreaModel(TINY), ids(), dtype=torch.int8), "dtype"),
+])
+def test_exercise_knobs_outside_the_allowed_give_one_line(call, name):
+    with pytest.raises(ValueError) as e:
+        call()
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(name), msg
+
+
+def test_memory_bandwidth_and_a_group_at_it(model):
+    bw = PT.memory_bandwidth(megabytes=8, repeats=1)
+    assert 1e8 < bw < 1e13  # bytes/s: between 0.1 GB/s and 10 TB/s
+    t = PT.time_steps(model, 2, 8, repeats=1, warmup=0)
+    steps = P.model_steps(model, 2, 8)
+    r = PT.group_at_bandwidth(t, steps, "residual adds", 1e9)
+    assert r["bytes"] == 2 * TINY.n_layer * 3 * 2 * 8 * TINY.d_model * 4  # 2 adds/layer, 3 N C fp32
+    assert r["bandwidth_ms"] == pytest.approx(1e3 * r["bytes"] / 1e9)
+    assert r["measured_ms"] == t.ms()["residual adds"]
+    with pytest.raises(ValueError, match=r"^group='adds' is not one of \['Q, K, V projections'"):
+        PT.group_at_bandwidth(t, steps, "adds", 1e9)
+
+
+def test_trace_knobs_leave_the_model_as_it_was(model):
+    base = trace_token(model, ids(), layer=1, b=1, t=3, keep=True)
+    assert PTR.differences(base, trace_token(model, ids(), layer=1, b=1, t=3)) == []
+    emu = trace_token(model, ids(), layer=1, b=1, t=3, backend="reference")
+    assert model.backend == "auto" and model.wte.dtype == torch.float32
+    diffs = dict(PTR.differences(base, emu))
+    assert "note:" in diffs["attention kernel, all heads"]
+    half = trace_token(model, ids(), layer=1, b=1, t=3, dtype=torch.bfloat16)
+    assert model.wte.dtype == torch.float32
+    diffs = dict(PTR.differences(base, half))
+    assert "dtype float32 → bfloat16" in diffs["LayerNorm 1"]
+    assert "strides" not in " ".join(diffs.values())  # a cast changes no layout
+    hs = TINY.d_model // TINY.n_head
+    for h in range(TINY.n_head):  # q of head h: token (b, t) of qkv [B, T, 3C], h*hs further
+        assert base.q_offset(h) == (1 * 7 + 3) * 3 * TINY.d_model + h * hs
+    with pytest.raises(ValueError, match=r"^head must be an int in 0\.\.3"):
+        base.q_offset(4)
+
+
+def test_head_mixing_counts_the_features_a_head_reaches():
+    W = torch.randn(8, 8)
+    W[4:, :2] = 0  # head 1 (rows 4..7) gives nothing to output features 0 and 1
+    rows = PTR.head_mixing(W, 2)
+    assert rows[0]["reaches"] == 1.0 and rows[1]["reaches"] == 6 / 8
+    assert rows[0]["share_max"] == 1.0 and rows[1]["share_min"] == 0.0
+    with pytest.raises(ValueError, match="^W_O must be square"):
+        PTR.head_mixing(W, 3)

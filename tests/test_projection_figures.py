@@ -68,10 +68,29 @@ def test_projection_sweep_refuses_a_wrong_result(monkeypatch):
 
 @pytest.mark.parametrize("kw, word", [({"device": "tpu"}, "device"), ({"repeats": 0}, "repeats"),
                                       ({"repeats": True}, "repeats"),
-                                      ({"threads": 0}, "threads")])
+                                      ({"threads": 0}, "threads"), ({"T": 0}, "T must"),
+                                      ({"B": -1}, "B must"), ({"T": 2.5}, "T must")])
 def test_projection_sweep_validates_arguments(kw, word):
     with pytest.raises(ValueError, match=word):
-        pm.projection_sweep([1], d_model=8, T=2, **kw)
+        pm.projection_sweep([1], **{"d_model": 8, "T": 2, **kw})
+
+
+def test_check_rows():
+    assert pm.check_rows(2, 3) == 6
+    with pytest.raises(ValueError, match=r"^T must be an int >= 1 .*got 0$"):
+        pm.check_rows(1, 0)
+
+
+def test_sweep_at_an_unmeasured_n_head_is_one_line_naming_the_measured_ones():
+    """An exercise's edit `n_head = 7` (768 has no such divisor) stops in one line."""
+    sweep = pm.projection_sweep([1, 2, 4], d_model=8, T=2, repeats=1)
+    assert set(pm.sweep_at(sweep, 2)) == {"per-head", "fused", "c_attn"}
+    bad_values: tuple = (3, 8, True, "2")  # a bool and a str on purpose: the run-time check
+    for bad in bad_values:
+        with pytest.raises(ValueError) as e:
+            pm.sweep_at(sweep, bad)
+        msg = str(e.value)
+        assert "\n" not in msg and msg.startswith(f"n_head={bad!r}") and "1, 2, 4" in msg
 
 
 def test_projection_sweep_restores_the_thread_count():

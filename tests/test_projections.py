@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from andrea_edu.projections import (
     Projections,
     c_attn_to_fused,
+    check_head,
     concat_heads,
     fused_to_c_attn,
     fused_to_per_head,
@@ -26,6 +27,7 @@ from andrea_edu.projections import (
     reshape_without_transpose,
     split_heads,
     zero_head,
+    zero_head_columns,
 )
 
 RTOL = 1e-5  # fp32: the three ways sum the same products in different orders
@@ -269,6 +271,29 @@ def test_zero_head_removes_exactly_that_heads_contribution(s, data):
     assert torch.equal(output_projection(poked, W0), out0)
 
 
+def test_zeroing_a_heads_value_columns_or_its_w_o_rows_gives_the_same_output():
+    """Head k's W_V column block at zero makes its values, so its output, zero: the layer's
+    output is the one zero_head gives (W_O's rows), up to rounding; W_Q's columns do not."""
+    from andrea_edu.attention import attention
+
+    B, T, C, nh, k = 2, 5, 12, 3, 1
+    P = Projections.random(C, nh, seed=3)
+    X = torch.randn(B, T, C, generator=torch.Generator().manual_seed(4))
+
+    def layer(W_Q, W_V, W_O):
+        q, kk, v = project_fused(X, W_Q, P.W_K, W_V, nh)
+        return output_projection(attention(q, kk, v, causal=True, backend="reference"), W_O)
+
+    rows = layer(P.W_Q, P.W_V, zero_head(P.W_O, k, nh))
+    cols = layer(P.W_Q, zero_head_columns(P.W_V, k, nh), P.W_O)
+    assert rel_err(cols, rows) <= RTOL
+    W_V0 = zero_head_columns(P.W_V, k, nh)
+    assert torch.equal(W_V0[:, k * 4:(k + 1) * 4], torch.zeros(C, 4))
+    assert torch.equal(W_V0[:, :k * 4], P.W_V[:, :k * 4]) and not W_V0.data_ptr() == P.W_V.data_ptr()
+    q_cut = layer(zero_head_columns(P.W_Q, k, nh), P.W_V, P.W_O)  # uniform attention, not off
+    assert rel_err(q_cut, rows) > 1e-3
+
+
 def test_zero_head_leaves_the_original_alone():
     P = Projections.random(12, 3, seed=0)
     W = P.W_O.clone()
@@ -326,6 +351,7 @@ def test_wrong_shapes_name_expected_and_actual(call, expected, actual):
     lambda: project_fused(X3, W12, W12, W12, 5),
     lambda: project_c_attn(X3, torch.zeros(12, 36), 5),
     lambda: zero_head(W12, 0, 5),
+    lambda: zero_head_columns(W12, 0, 5),
     lambda: reshape_without_transpose(X3, 5),
     lambda: Projections.random(12, 5),
 ])
@@ -344,9 +370,13 @@ def test_n_head_must_be_a_positive_int(n_head):
 
 @pytest.mark.parametrize("head", [-1, 3, 12, 1.0, True])
 def test_zero_head_index_out_of_range(head):
-    with pytest.raises(ValueError) as err:
-        zero_head(W12, head, 3)
-    assert "0..2" in str(err.value) and str(head) in str(err.value)
+    for call in (zero_head, zero_head_columns):
+        with pytest.raises(ValueError) as err:
+            call(W12, head, 3)
+        msg = str(err.value)
+        assert "0..2" in msg and str(head) in msg and "\n" not in msg
+    with pytest.raises(ValueError, match=r"head must be in 0\.\.2 \(n_head=3\)"):
+        check_head(head, 3)
 
 
 def test_non_tensor_is_refused_with_type_error():

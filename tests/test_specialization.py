@@ -141,6 +141,26 @@ def test_head_output_correlations(fast_run):
     assert S.max_other_correlation(np.ones((2, 1, 1))).tolist() == [[0.0], [0.0]]
 
 
+@pytest.mark.parametrize("bias", [False, True])
+def test_head_outputs_are_what_w_o_turns_into_each_layers_attention_output(bias):
+    from andrea_edu.config import AndreaConfig
+    from andrea_edu.heads.measures import head_outputs
+    from andrea_edu.projections import output_projection
+
+    cfg = AndreaConfig(d_model=16, n_head=4, n_layer=2, vocab_size=11, block_size=8, bias=bias)
+    model = AndreaModel(cfg, seed=3).eval()
+    idx = torch.randint(0, 11, (3, 8), generator=torch.Generator().manual_seed(0))
+    seen = []
+    hooks = [b.attn.register_forward_hook(lambda m, a, o: seen.append(o)) for b in model.blocks]
+    ys = head_outputs(model, idx)
+    for hk in hooks:
+        hk.remove()
+    assert [tuple(y.shape) for y in ys] == [(3, 4, 8, 4)] * 2
+    for block, y, o in zip(model.blocks, ys, seen):
+        b_O = 0 if block.attn.b_O is None else block.attn.b_O
+        assert torch.allclose(output_projection(y, block.attn.W_O) + b_O, o, atol=1e-6)
+
+
 # ------------------------------------------------------------------ gradient pressure
 def test_classify_follows_the_stated_rule():
     assert classify(0.4, MIN_SOLO / 2) == "inactive"
@@ -292,3 +312,49 @@ def test_the_committed_sweep_holds_this_run(full_run, committed):
     prov, runs = committed
     chk = recheck(full_run, runs[(full_run.settings.n_head, full_run.settings.seed)], prov)
     assert chk["ok"], chk["says"]
+
+
+def test_model_after_steps_of_the_schedule():
+    """"Reading the pipeline", exercise 5: the model after n steps, 0 being the initialisation;
+    a step count outside the schedule stops with one line."""
+    s = S.default_settings(fast=True)
+    init = S.model_after(0, s)
+    fresh = AndreaModel(s.model_config(), seed=s.seed)
+    assert all(torch.equal(a, b) for a, b in zip(init.parameters(), fresh.parameters()))
+    two = S.model_after(2, s)
+    assert not torch.equal(two.blocks[0].attn.W_O, init.blocks[0].attn.W_O)
+    assert torch.equal(two.blocks[0].attn.W_O, S.model_after(2, s).blocks[0].attn.W_O)
+    with pytest.raises(ValueError) as e:
+        S.model_after(s.steps + 1, s)
+    assert "\n" not in str(e.value) and str(e.value).startswith(f"steps={s.steps + 1} must be an int in 0..{s.steps}")
+
+
+# ------------------------------------------------------------------ relative gradients (exercise 2)
+def test_relative_gradients_divide_by_each_heads_parameter_norm():
+    probes = [_probe(s, [0.5, 0.1], [0.5, 0.5], [2.0, 1.0]) for s in (1, 2, 3, 4)]
+    run = _FakeRun(probes)
+    assert gradient_pressure(run).pooled_ratio == pytest.approx(2.0)
+    run.param_norm = np.array([[[4.0, 1.0]]] * 4)  # type: ignore[attr-defined]  # the unique head 4x larger
+    p = gradient_pressure(run, relative=True)
+    assert p.pooled_ratio == pytest.approx(0.5) and p.verdict == "does not hold"
+
+
+def test_relative_gradients_need_parameter_norms_and_a_bool():
+    with pytest.raises(ValueError) as e:
+        gradient_pressure(_FakeRun([_probe(1, [0.5], [0.5], [1.0])]), relative=True)
+    assert "\n" not in str(e.value) and "relative=False" in str(e.value)
+    with pytest.raises(ValueError, match="relative='yes' is not allowed; True or False"):
+        gradient_pressure(_FakeRun([]), relative="yes")  # type: ignore[arg-type]  # a wrong type on purpose
+
+
+def test_a_trained_run_keeps_each_heads_parameter_norm_at_the_probes(fast_run):
+    from andrea_edu.heads.measures import head_param_norms
+    s = fast_run.settings
+    assert fast_run.param_norm.shape == (len(fast_run.probes), s.n_layer, s.n_head)
+    m = fast_run.model  # after training: its norms by hand, head 1 of layer 0
+    C_, hs = s.d_model, s.d_model // s.n_head
+    att = m.blocks[0].attn
+    cols = [part * C_ + hs + j for part in range(3) for j in range(hs)]
+    by_hand = (att.c_attn.detach()[:, cols].pow(2).sum() + att.W_O.detach()[hs:2 * hs].pow(2).sum()).sqrt()
+    assert float(head_param_norms(m)[0, 1]) == pytest.approx(float(by_hand), rel=1e-6)
+    assert "param_norm" not in fast_run.to_dict()  # the JSON of a run (the sweep) is unchanged

@@ -141,3 +141,64 @@ def test_head_dim_figure_draws_with_or_without_data(results):
     finally:
         plt.close(fig)
     plt.close(tile_figures.mma_shapes_figure())
+
+
+def test_head_dims_at_least():
+    assert tiles.head_dims_at_least(1.0, 1024) == list(range(16, 129, 16))  # no padding at all
+    near = tiles.head_dims_at_least(0.9, 1024)
+    # 90% of a 16-wide tile: the last tile of ceil(h/16) holds at least 0.9 * 16 * ceil(h/16)
+    assert near == [h for h in range(1, 129) if h >= 0.9 * 16 * math.ceil(h / 16)]
+    assert 15 in near and 14 not in near and 72 in near and 71 not in near
+    assert tiles.head_dims_at_least(0.5, 1024, up_to=8) == [8]
+
+
+@pytest.mark.parametrize("bad", [90, 0, -0.5, 1.5, True, "0.9"])
+def test_head_dims_at_least_names_the_allowed_fractions(bad):
+    with pytest.raises(ValueError) as e:
+        tiles.head_dims_at_least(bad)
+    assert str(e.value).startswith(f"useful={bad!r}: allowed values are fractions in (0, 1]")
+
+
+def test_flash_utilization_figure():
+    import matplotlib.pyplot as plt
+
+    fig = tile_figures.flash_utilization_figure(256)
+    ys = fig.axes[0].lines[0].get_ydata()  # the curve; the other lines mark the kernel widths
+    assert len(ys) == 256 and max(ys) == 1.0 and min(ys) == 1 / 32  # head_dim 1 in the 32 kernel
+    plt.close(fig)
+    for bad in (0, 257, 64.0):
+        with pytest.raises(ValueError, match=r"h_max=.*: allowed values are 1\.\.256"):
+            tile_figures.flash_utilization_figure(bad)  # type: ignore[arg-type]  # under test
+
+
+def test_sdpa_eligibility_and_same_d_model_lines():
+    res = _fake_results()
+    res["records"] += [dict(backend="sdpa:efficient", status="unavailable",
+                            reason="RuntimeError: No viable backend. More text",
+                            params=dict(head_dim=70))]
+    (line,) = tile_figures.sdpa_eligibility_lines(res)
+    assert "head_dim= 70 efficient measured: unavailable (RuntimeError: No viable backend)" in line
+    assert "GPU rule: not eligible, head_dim=70 is not a multiple of 8" in line
+    assert "no committed head_dim measurement" in tile_figures.same_d_model_line(None)
+    assert "no timed cuda-wmma record" in tile_figures.same_d_model_line(res)
+    res["settings"]["shapes"]["ANDREA-120M"]["d_model"] = 768
+    for hd, nh, ms in ((32, 24, 3.0), (64, 12, 2.0)):
+        res["records"].append(dict(backend="cuda-wmma", status="ok", median_ms=ms, params=dict(
+            shape="ANDREA-120M", series="d_model=768", head_dim=hd, n_head=nh, B=8, T=1024)))
+    assert tile_figures.same_d_model_line(res).endswith(
+        "head_dim 32 (n_head 24) 3.000 ms, head_dim 64 (n_head 12) 2.000 ms: ratio 1.50")
+
+
+def test_exercise_5_gpu_run_reaches_the_driver_boundary_on_a_cpu():
+    """The suite call of exercise 5's "cuda" branch, with its arguments, runs on a CPU: SDPA is
+    timed, the tensor-core kernel is recorded as unavailable, and the line reads the result."""
+    from andrea_edu.bench import suites
+
+    res = suites.run_suite("headdim", device="cpu", fast=True, progress=False, strict=False,
+                           head_dims=(32, 64), shapes=["ANDREA-120M"], series=["d_model"],
+                           backends=("sdpa", "cuda-wmma"), repeats=1, warmup=0)
+    status = {(r["backend"], r["params"]["head_dim"]): r["status"] for r in res["records"]}
+    assert status == {("sdpa", 32): "ok", ("sdpa", 64): "ok", ("cuda-wmma", 32): "unavailable",
+                      ("cuda-wmma", 64): "unavailable"}
+    assert "head_dim 32 (n_head 24)" in tile_figures.same_d_model_line(res, "sdpa")
+    assert "no timed cuda-wmma record" in tile_figures.same_d_model_line(res, "cuda-wmma")

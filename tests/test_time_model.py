@@ -109,3 +109,14 @@ def test_clock_sentence_prints_the_derivation():
     s = figs.clock_sentence(tm)
     assert "989.5 TFLOP/s / (132 SMs x 4,096 FLOPs per clock) = 1.830 GHz" in s
     assert "not published for mma.sync" in s
+
+
+@pytest.mark.parametrize("kw, allowed", [(dict(version="v4"), "is not one of ('v1', 'v2', 'v3')"),
+                                         (dict(gpu="A100"), "is not one of ('H200', 'RTX 4090')")])
+def test_model_bound_names_the_allowed_values_in_one_line(kw, allowed):
+    """The worklog's exercise 4 edits `version_e`: a version or GPU the model lacks stops at
+    once, in one line naming the allowed ones."""
+    args = dict(version="v3", B=8, nh=12, T=1024, head_dim=64, gpu="H200") | kw
+    with pytest.raises(ValueError) as e:
+        tm.model_bound(**args)
+    assert allowed in str(e.value) and "\n" not in str(e.value), str(e.value)

@@ -85,6 +85,11 @@ def headdim_suite(r: _Runner, fast: bool, progress: bool, causal: bool = True, h
     """head_dim sweep. Options (the chapter's live re-measurement uses them): head_dims, shapes
     (names in SHAPES), series ("n_head": n_head fixed at 12; "d_model": the preset's d_model
     fixed), backends (a subset of HEADDIM_BACKENDS; "sdpa" is always run, as the baseline)."""
+    if head_dims is not None and (
+            not isinstance(head_dims, (tuple, list)) or not head_dims or
+            any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in head_dims)):
+        raise ValueError(f"head_dims={head_dims!r}: allowed values are a tuple of positive ints, "
+                         f"e.g. (64, 70)")
     unknown = set(backends) - set(HEADDIM_BACKENDS)
     if unknown:
         raise ValueError(f"backends {sorted(unknown)} are not in {HEADDIM_BACKENDS}")

@@ -39,6 +39,13 @@ class LaunchComparison:
         """looped / batched: how many times slower the per-head loop is."""
         return self.looped_s / self.batched_s
 
+    @property
+    def per_call_s(self) -> float:
+        """What each extra call adds, on average: (looped - batched) / (calls_looped - 1). The
+        same blocks do the same work either way, so this is the cost of a call (with a CUDA
+        backend, of a launch); noise can make it negative when calls are cheap."""
+        return (self.looped_s - self.batched_s) / max(self.calls_looped - self.calls_batched, 1)
+
 
 def batched_vs_looped(B: int, n_head: int, T: int, head_dim: int, backend: str = "reference",
                       causal: bool = True, dtype=torch.float32, device: str = "cpu",

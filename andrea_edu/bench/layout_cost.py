@@ -121,3 +121,64 @@ def matmul_strided_vs_contiguous(B, T, n_head, head_dim, dtype=torch.float32, de
                         {"strided": count_copies(lambda: q @ k.transpose(-2, -1)),
                          "contiguous": count_copies(lambda: qc @ kc.transpose(-2, -1))},
                         diff, repeats)
+
+
+# ---------------------------------------------------------------- heads straight from the matmul
+PROJECTION_VARIANTS = ("matmul, split, copy", "einsum", "per-head matmul")
+
+
+@dataclass(frozen=True)
+class ProjectionTiming:
+    """Q as contiguous [B, nh, T, hs] heads from X [B, T, C], several ways (projection_to_heads)."""
+
+    shape: tuple  # (B, T, nh, hs)
+    dtype: str
+    device: str
+    median_s: dict  # {variant: median seconds of the whole path to contiguous heads}
+    min_s: dict  # {variant: fastest run}
+    contiguous: dict  # {variant: whether the variant's own output was already contiguous}
+    copies: dict  # {variant: tensor copies made on the way, .contiguous() included}
+    max_abs_diff: float  # largest difference from the first variant (validated before timing)
+    repeats: int
+
+
+def projection_to_heads(B, T, n_head, head_dim, variants=PROJECTION_VARIANTS,
+                        dtype=torch.float32, device="cpu", repeats=5, warmup=1) -> ProjectionTiming:
+    """Time ways of getting contiguous [B, nh, T, hs] heads out of the projection X @ W_Q:
+
+    "matmul, split, copy"  X @ W_Q [C, C], split_heads (a view), .contiguous() (a copy)
+    "einsum"               torch.einsum("btc,chd->bhtd", X, W_Q.view(C, nh, hs)), then
+                           .contiguous(), which copies only if einsum's output is not contiguous
+    "per-head matmul"      the weights stored per head, [nh, C, hs]: X[:, None] @ W, one
+                           batched matmul that writes [B, nh, T, hs] in order (for B > 1
+                           torch first copies X once per head to broadcast it: in `copies`)
+    All give the same numbers (validated); each is timed as a whole, the variants in turns.
+    """
+    B, T, nh, hs = check_shape((B, T, n_head, head_dim))
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    variants = tuple(variants) if isinstance(variants, (tuple, list)) else (variants,)
+    bad = [v for v in variants if v not in PROJECTION_VARIANTS]
+    if bad or not variants:
+        raise ValueError(f"variants={variants!r}: allowed values are "
+                         f"{', '.join(map(repr, PROJECTION_VARIANTS))}")
+    C = nh * hs
+    g = torch.Generator(device="cpu").manual_seed(0)
+    x = torch.randn(B, T, C, generator=g).to(device, dtype)  # (B, T, C)
+    w = (torch.randn(C, C, generator=g) / C ** 0.5).to(device, dtype)  # (C, C): W_Q
+    w_heads = w.view(C, nh, hs).permute(1, 0, 2).contiguous()  # (nh, C, hs): stored per head
+    raw = {"matmul, split, copy": lambda: split_heads(x @ w, nh),  # (B, nh, T, hs) view
+           "einsum": lambda: torch.einsum("btc,chd->bhtd", x, w.view(C, nh, hs)),
+           "per-head matmul": lambda: x.unsqueeze(1) @ w_heads}  # (B,1,T,C) @ (nh,C,hs)
+    fns = {v: (lambda f=raw[v]: f().contiguous()) for v in variants}
+    outs = {v: fns[v]() for v in variants}
+    first = outs[variants[0]]
+    diff = max(float((o.float() - first.float()).abs().max()) for o in outs.values())
+    tol = 1e-4 if dtype == torch.float32 else 5e-2
+    if diff > tol or any(o.shape != (B, nh, T, hs) or not o.is_contiguous() for o in outs.values()):
+        raise RuntimeError(f"the variants disagree (max abs diff {diff:g} > {tol:g}): not timed")
+    t = _median_seconds(fns, repeats, warmup, device)
+    return ProjectionTiming((B, T, nh, hs), str(dtype).replace("torch.", ""), device,
+                            {v: t[v][0] for v in variants}, {v: t[v][1] for v in variants},
+                            {v: raw[v]().is_contiguous() for v in variants},
+                            {v: count_copies(fns[v]) for v in variants}, diff, repeats)

@@ -134,6 +134,14 @@ def projection_ways(X: torch.Tensor, proj: P.Projections) -> dict:
     }
 
 
+def check_rows(B: int, T: int) -> int:
+    """B * T, the rows a projection multiplies; ValueError naming B or T unless both are ints >= 1."""
+    for name, v in (("B", B), ("T", T)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be an int >= 1 (B*T rows are projected), got {v!r}")
+    return B * T
+
+
 def projection_sweep(n_heads, d_model: int = 768, B: int = 1, T: int = 256, device: str = "cpu",
                      dtype=None, repeats: int = 5, seed: int = 0,
                      threads: int | None = None) -> dict:
@@ -151,6 +159,7 @@ def projection_sweep(n_heads, d_model: int = 768, B: int = 1, T: int = 256, devi
     """
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    check_rows(B, T)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
@@ -193,6 +202,15 @@ def _sweep(n_heads, d_model, X32, X, device, dtype, tol, repeats, seed) -> dict:
                 res[way].update(min_ms=t["min_ms"], median_ms=t["median_ms"], repeats=repeats)
             out[nh] = res
     return out
+
+
+def sweep_at(sweep: dict, n_head: int) -> dict:
+    """`projection_sweep`'s measurements at n_head, {way: {...}}; ValueError naming the n_head
+    values the sweep measured when it did not measure this one."""
+    if isinstance(n_head, bool) or n_head not in sweep:
+        raise ValueError(f"n_head={n_head!r} was not measured by this sweep; it measured n_head in "
+                         f"{', '.join(map(str, sorted(sweep)))}")
+    return sweep[n_head]
 
 
 def valid_head_pairs(d_model: int = 768, max_n_head: int = 96) -> list[tuple[int, int]]:

@@ -5,6 +5,7 @@
     draw_throughput(ax, results, head_dim)      measured TFLOP/s vs head_dim, head_dim marked
     curves(results, shape, series)              {backend: [(head_dim, record)]} of "ok" records
     head_dim_figure(head_dim, results, ...)     all panels for one head_dim (the slider's frame)
+    flash_utilization_figure, sdpa_eligibility_lines, same_d_model_line   the exercises' helpers
 
 Every timing panel names the device it was measured on; CPU results say CPU; no results, no
 curve (the panel says that no measurement exists).
@@ -341,3 +342,62 @@ def gpu_source_sentence(gpu_res) -> str:
     return (f"The source names the RTX 4090, an Ada GPU (`sm_89`); this chapter's GPU measurements "
             f"come from {dev}. The 16-multiple rule of WMMA is the same on both. What differs is "
             f"the number of SMs, and so how a grid spreads over them:")
+
+
+# ---------------------------------------------------------------- the exercises' helpers
+def flash_utilization_figure(h_max: int = 256):
+    """torch flash's kernel_utilization (head_dim / width of the compiled kernel that runs it)
+    for every head_dim in 1..h_max, the compiled widths marked (tiles.FLASH_KERNEL_HEAD_DIMS)."""
+    top = tiles.FLASH_KERNEL_HEAD_DIMS[-1]
+    if isinstance(h_max, bool) or not isinstance(h_max, int) or not 1 <= h_max <= top:
+        raise ValueError(f"h_max={h_max!r}: allowed values are 1..{top} (torch's flash "
+                         f"kernels hold head_dim up to {top})")
+    hds = list(range(1, h_max + 1))
+    use = [tiles.torch_flash_head_dim(h)["kernel_utilization"] for h in hds]
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    ax.plot(hds, use, color=BACKEND_STYLE["sdpa:flash"][0], lw=1.2, drawstyle="steps-mid")
+    for w in tiles.FLASH_KERNEL_HEAD_DIMS:
+        if w <= h_max:
+            ax.axvline(w, color="#dddddd", lw=0.8, zorder=0)
+    ax.set_xlim(0, h_max + 1)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("head_dim (grey: the widths torch compiles its flash kernel for)")
+    ax.set_ylabel("useful share of the kernel's columns")
+    ax.set_title(f"torch flash: head_dim / the width of the kernel that runs it, head_dim 1..{h_max}",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def sdpa_eligibility_lines(results) -> list[str]:
+    """One line per (head_dim, SDPA backend) of a head_dim results file: what the run measured
+    (ran or not, and the record's reason) beside what torch's head_dim rules say on a GPU."""
+    out = []
+    for r in results["records"]:
+        p, b = r["params"], r["backend"]
+        if not b.startswith("sdpa:"):
+            continue
+        kind = b.split(":", 1)[1]
+        why = [(r.get("reason") or "").split(". ")[0]] if r.get("reason") else []
+        ok, rule = tiles.sdpa_head_dim_rules(p["head_dim"]).get(kind, (None, ""))
+        out.append(f"head_dim={p['head_dim']:>3} {kind:<9} measured: {r['status']}"
+                   + (f" ({why[0]})" if why else "")
+                   + f" | GPU rule: {'eligible' if ok else 'not eligible'}, {rule}")
+    return out
+
+
+def same_d_model_line(results, backend: str = "cuda-wmma", shape: str = "ANDREA-120M") -> str:
+    """`backend`'s time at head_dim 32 (twice the heads) against head_dim 64, at the shape's
+    fixed d_model (the sweep's d_model series), from a head_dim results file; or why none."""
+    if not results:
+        return "no committed head_dim measurement (book/data/bench_headdim_<device>.json) to read"
+    d_model = results.get("settings", {}).get("shapes", {}).get(shape, {}).get("d_model")
+    cs = dict(curves(results, shape, f"d_model={d_model}").get(backend, []))
+    if 32 not in cs or 64 not in cs:
+        return (f"{device_label(results)}: no timed {backend} record at head_dim 32 and 64 of the "
+                f"d_model={d_model} series")
+    a, b = cs[32], cs[64]
+    return (f"{device_label(results)}, {backend}, d_model={d_model}, B={a['params']['B']}, "
+            f"T={a['params']['T']}: head_dim 32 (n_head {a['params']['n_head']}) "
+            f"{a['median_ms']:.3f} ms, head_dim 64 (n_head {b['params']['n_head']}) "
+            f"{b['median_ms']:.3f} ms: ratio {a['median_ms'] / b['median_ms']:.2f}")

@@ -170,3 +170,54 @@ def flop_share_figure(model, T: int, B: int = 1):
 
 __all__ = ["pipeline_diagram", "cost_figure", "share_figure", "flop_share_figure", "GROUP_COLORS",
            "LAYER_STEP_INFO"]
+
+
+# ---------------------------------------------------------------- the exercises' tables
+def length_table(rows, cfg) -> str:
+    """Markdown for `pipeline.kernel_vs_projections(cfg, ...)` rows."""
+    lines = ["| T | attention kernel (GFLOP) | Q, K, V projections (GFLOP) | kernel / projections |",
+             "|---|---|---|---|"]
+    for r in rows:
+        note = f" (beyond {cfg.name}'s block_size {cfg.block_size}: formula only)" \
+            if r["beyond_block_size"] else ""
+        lines.append(f"| {r['T']:,}{note} | {r['attention'] / 1e9:.3f} | {r['projections'] / 1e9:.3f} | "
+                     f"{r['ratio']:.3f} |")
+    return f"One layer of {cfg.name}, B = 1:\n\n" + "\n".join(lines)
+
+
+def intensity_table(rows, ridge: float, gpu_name: str) -> str:
+    """Markdown for `pipeline.qkv_intensity` rows, against a GPU's ridge point (FLOP/byte)."""
+    lines = ["| B·T tokens | GFLOP | MB moved (at least) | FLOP/byte | compute-bound on the "
+             f"{gpu_name}? |", "|---|---|---|---|---|"]
+    lines += [f"| {r['tokens']:,} | {r['flops'] / 1e9:.3f} | {r['bytes'] / 1e6:.2f} | "
+              f"{r['intensity']:.1f} | {'yes' if r['intensity'] >= ridge else 'no'} |" for r in rows]
+    return (f"The {gpu_name}'s ridge point, its published dense bf16 peak over its memory bandwidth: "
+            f"**{ridge:.0f} FLOP/byte** (a calculation from the data sheet).\n\n" + "\n".join(lines))
+
+
+def shares_table(timings) -> str:
+    """Markdown: each step group's share of the measured time, and of the FLOPs by the formulas,
+    for each `StepTiming` (one pair of columns per run: its config, B and T)."""
+    from andrea_edu.config import preset
+    from andrea_edu.model import AndreaModel
+
+    flops = [totals(model_steps(AndreaModel(preset(t.config), device="meta"), t.B, t.T))
+             for t in timings]
+    shares = [t.shares() for t in timings]
+    head = "| group | " + " | ".join(f"{t.config} (B={t.B}, T={t.T}): time / FLOPs"
+                                     for t in timings) + " |"
+    lines = [head, "|---|" + "---|" * len(timings)]
+    for g in GROUPS:
+        cells = [f"{sh.get(g, 0):.1%} / {fl.get(g, 0) / sum(fl.values()):.1%}"
+                 for sh, fl in zip(shares, flops)]
+        lines.append(f"| {g} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def bandwidth_text(r: dict, bytes_per_s: float, device: str) -> str:
+    """One paragraph for `pipeline.timing.group_at_bandwidth`'s result."""
+    return (f"**{r['group']}**: {r['bytes'] / 1e6:.2f} MB moved at least ({r['flops'] / 1e6:.2f} "
+            f"MFLOP); at the {bytes_per_s / 1e9:.1f} GB/s just measured on {device} (a large "
+            f"copy), moving them takes **{r['bandwidth_ms']:.3f} ms**. Measured: **"
+            f"{r['measured_ms']:.3f} ms**, {r['share']:.1%} of the forward pass "
+            f"({r['measured_ms'] / r['bandwidth_ms']:.1f}x the bandwidth time).")

@@ -14,6 +14,7 @@
     measured_rows, measured_markdown, measured_figure, live_markdown
                                                a GPU results file or a live GPU run, solid
     one_block_row, never_knows_row             the rows of "Checking the source"
+    lane_elements, model_terms_lines, model_beside_measured   the exercises' helpers
 
 The figures module formats and draws; every number a chapter states is computed in a cell from
 andrea_edu.kernels (sources, compiler, emulator, SASS evidence, model) or andrea_edu.bench.
@@ -687,3 +688,77 @@ def model_overview_figure(models: dict, gpu: str = "H200"):
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig
+
+
+# ------------------------------------------------------------------ the exercises' helpers
+def lane_elements(lane: int) -> dict:
+    """What lane `lane` of a warp holds in v3's mma.m16n8k16 fragments (PTX ISA, "Matrix
+    Fragments for mma.m16n8k16 with floating point type"): {"s[0]": {register: (row, column of
+    P)}, "s[1]": {...}} for the two 16x8 accumulators of a 16-key step (s[1] holds keys 8-15,
+    so its columns are shifted by 8), and {"A": {register: (row, column)}} for the 16x16 A
+    operand of the next mma. Read off accumulator_owner and a_operand_owner, not restated."""
+    if isinstance(lane, bool) or not isinstance(lane, int) or not 0 <= lane < 32:
+        raise ValueError(f"lane={lane!r}: allowed values are 0..31 (a warp's 32 lanes)")
+    out: dict[str, dict[str, tuple[int, int]]] = {"s[0]": {}, "s[1]": {}, "A": {}}
+    for row in range(16):
+        for col in range(8):
+            owner, reg = accumulator_owner(row, col)
+            if owner == lane:
+                out["s[0]"][reg] = (row, col)
+                out["s[1]"][reg] = (row, col + 8)
+        for col in range(16):
+            owner, reg = a_operand_owner(row, col)
+            if owner == lane:
+                out["A"][reg] = (row, col)
+    return {k: dict(sorted(v.items())) for k, v in out.items()}
+
+
+OVERLAPS = {"perfect": "max", "none": "sum"}  # how the model's five terms combine
+
+
+def model_terms_lines(m: dict, overlap: str = "perfect") -> list[str]:
+    """A time_model.model_bound dict's five terms, one line each, and their combination:
+    overlap="perfect" takes the largest (the model: a lower bound), "none" adds them (every
+    resource waiting for the others: no overlap at all); then the published band beside it."""
+    if overlap not in OVERLAPS:
+        raise ValueError(f"overlap={overlap!r}: allowed values are "
+                         f"{', '.join(map(repr, OVERLAPS))}")
+    terms = m["terms"]
+    t = max(terms.values()) if overlap == "perfect" else sum(terms.values())
+    lines = [f"{m['version']} on the {m['gpu']}, B={m['B']}, n_head={m['n_head']}, T={m['T']}, "
+             f"head_dim={m['head_dim']}, {m['dtype']}, causal={m['causal']} (a model):"]
+    lines += [f"  {name:<6} {s * 1e6:9.1f} µs" + ("  <- the largest" if name == m["bound_by"]
+                                                  else "") for name, s in terms.items()]
+    how = "perfect overlap, the model" if overlap == "perfect" else "no overlap at all"
+    lines.append(f"  {OVERLAPS[overlap]} of the terms ({how}): {t * 1e6:.1f} µs, "
+                 f"{m['useful_flops'] / t / 1e12:.0f} TFLOP/s of useful work")
+    lines += [f"  published: {b['kernel']} ({b['instruction']}, {b['where']}) "
+              f"{b['seconds'] * 1e6:.1f} µs for this work" for b in m.get("published") or []]
+    return lines
+
+
+def model_beside_measured(results, nh: int, dtype, head_dims=HEAD_DIMS) -> list[str]:
+    """For a GPU head_dim results file: per measured (version, head_dim in head_dims), the time
+    measured beside the model's bound for that GPU and case (measured / model: how far above
+    its bound the kernel landed). With no file: one line naming where it was looked for."""
+    from andrea_edu.env import where_looked
+    from andrea_edu.kernels import time_model
+
+    if not results:
+        return [where_looked("bench_headdim_<gpu>.json")]
+    gpu = model_gpu(results, time_model.GPUS)
+    device = results["provenance"]["device"]
+    if results["provenance"].get("device_kind") == "cpu":
+        return [f"{device} is a CPU: the time model bounds GPU kernels only (it has "
+                f"{', '.join(time_model.GPUS)})"]
+    if gpu is None:
+        return [f"{device}: the time model has no preset for this GPU (it has "
+                f"{', '.join(time_model.GPUS)}), so no bound to set beside the measurement"]
+    out = []
+    for r in measured_rows(results, nh, head_dims=tuple(check_head_dim(h) for h in head_dims)):
+        m = time_model.model_bound(r["version"], r["B"], nh, r["T"], r["head_dim"], r["causal"],
+                                   dtype, gpu)
+        out.append(f"{device}, {r['version']} (ran {r['kernel']}), head_dim {r['head_dim']}: "
+                   f"measured {r['ms']:.3f} ms, model bound {m['seconds'] * 1e3:.3f} ms "
+                   f"({m['bound_by']}-bound): measured / model {r['ms'] / (m['seconds'] * 1e3):.1f}x")
+    return out or [f"{device}: the file holds no version of this chapter at n_head={nh}"]

@@ -5,6 +5,7 @@
     trace_figure(trace, order, step)            what one block has loaded so far, m and l
     occupancy_figure(rows)                      blocks vs SMs and concurrent slots, per batch
     launches_figure(comparisons, device_label)  one call for all heads vs one per (b, h)
+    kv_order(order, T)                          an order of the keys, for exercise 4
 
 All numbers come from `andrea_edu.kernels.grid`, `andrea_edu.kernels.occupancy` and the emulator's Trace;
 heads keep their `viz.head_color` everywhere.
@@ -187,3 +188,22 @@ def launches_figure(comparisons: list, device_label: str):
              ha="center", fontsize=8, color="#444444")
     fig.subplots_adjust(left=0.12, right=0.98, top=0.88, bottom=0.2)
     return fig
+
+
+# ---------------------------------------------------------------- the exercises' helpers
+KV_ORDERS = ("as stored", "reversed", "shuffled")
+
+
+def kv_order(order: str, T: int, seed: int = 0):
+    """An order of the T keys (and their values): "as stored", "reversed", or "shuffled" (a
+    random permutation from `seed`). Index k and v with it together, along the T axis."""
+    import torch
+
+    if order not in KV_ORDERS:
+        raise ValueError(f"order={order!r}: allowed values are {', '.join(map(repr, KV_ORDERS))}")
+    grid._pos_int("T", T)
+    if order == "as stored":
+        return torch.arange(T)
+    if order == "reversed":
+        return torch.arange(T - 1, -1, -1)
+    return torch.randperm(T, generator=torch.Generator().manual_seed(seed))

@@ -40,3 +40,22 @@ def journey_figure(trace):
                         bottom=0.75 / fig.get_figheight())
     return fig
 
+
+
+def differences_table(diffs) -> str:
+    """Markdown for `tracer.differences(a, b)`: one row per step that differs, or one line."""
+    if not diffs:
+        return "No step differs: every shape, stride, dtype, memory size, note and value is the same."
+    return "\n".join(["| step | what differs from the chapter's trace |", "|---|---|"]
+                     + [f"| {label} | {what} |" for label, what in diffs])
+
+
+def mixing_table(rows, steps: int) -> str:
+    """Markdown for `tracer.head_mixing`: per head, the output features it reaches and its share
+    of their squared weight, after `steps` training steps."""
+    n = len(rows)
+    lines = [f"| head | output features it reaches | its share of a feature's W_O weight: min / "
+             f"median / max (even: {1 / n:.2f}) |", "|---|---|---|"]
+    lines += [f"| {r['head']} | {r['reaches']:.0%} | {r['share_min']:.2f} / {r['share_median']:.2f} / "
+              f"{r['share_max']:.2f} |" for r in rows]
+    return f"After {steps} training step{'s' if steps != 1 else ''}:\n\n" + "\n".join(lines)

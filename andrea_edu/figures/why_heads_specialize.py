@@ -133,21 +133,33 @@ def fig_ablation(ablation: np.ndarray, title: str = "Loss increase when one head
 
 
 def fig_grad_norms(run, pressure=None, smooth: int = 25):
-    """Left: per-head gradient norm through training. Right: gradient vs uniqueness per probe."""
-    G = np.asarray(run.grad_norm)  # (steps, L, nh)
+    """Left: per-head gradient norm through training. Right: gradient vs uniqueness per probe.
+
+    A run trained in this process has every step's norm (drawn as a running mean of `smooth`
+    steps); a run read from the sweep keeps the mean of each window between probes (drawn as
+    steps, one level per window)."""
+    G = np.asarray(run.grad_norm)  # (steps, L, nh), or (n_probes, L, nh) for a stored run
     L, nh = G.shape[1:]
+    per_window = G.shape[0] != run.settings.steps
     fig, axes = plt.subplots(1, 2 if pressure else 1, figsize=(12 if pressure else 7, 4),
                              squeeze=False)
     ax = axes[0, 0]
     kernel = np.ones(smooth) / smooth
+    edges = [p["step"] for p in run.probes] + [run.settings.steps]
     for l in range(L):
         for h in range(nh):
-            y = np.convolve(G[:, l, h], kernel, mode="valid")
-            ax.plot(np.arange(len(y)) + smooth // 2, y, color=head_color(h),
-                    ls="-" if l == 0 else "--", lw=1.2, label=f"L{l}H{h}")
+            style = dict(color=head_color(h), ls="-" if l == 0 else "--", lw=1.2,
+                         label=f"L{l}H{h}")
+            if per_window:
+                ax.stairs(G[:, l, h], edges, baseline=None, **style)
+            else:
+                y = np.convolve(G[:, l, h], kernel, mode="valid")
+                ax.plot(np.arange(len(y)) + smooth // 2, y, **style)
     ax.set_yscale("log")
     ax.set_xlabel("training step")
-    ax.set_ylabel(f"gradient norm of the head's parameters\n(mean of {smooth} steps)")
+    ax.set_ylabel("gradient norm of the head's parameters\n" + (
+        f"(mean over each probe window, {edges[1] - edges[0]} steps)" if per_window else
+        f"(mean of {smooth} steps)"))
     ax.set_title("Per-head gradient norms (solid: layer 0, dashed: layer 1)", fontsize=9)
     ax.legend(fontsize=6, ncol=2)
     if pressure:
@@ -165,7 +177,8 @@ def fig_grad_norms(run, pressure=None, smooth: int = 25):
         ax.legend(fontsize=7)
     fig.suptitle("Which heads receive the gradient?", fontsize=10)
     caption(fig, "Gradient norm over the head's own W_Q, W_K, W_V columns and W_O rows, at "
-             "every step before the optimizer update.")
+             "every step before the optimizer update" + (
+                 "; the committed run keeps its mean between probes." if per_window else "."))
     fig.tight_layout(rect=(0, 0.05, 1, 0.95))
     return fig
 

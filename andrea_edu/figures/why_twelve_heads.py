@@ -118,3 +118,12 @@ def fig_grid_fill(rows: list[dict], sms: int, gpu: str):
              "GPU was used.")
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
+
+
+def error_columns(columns: dict) -> tuple[list, list]:
+    """(header, rows) of a table with one row per layout and one column per entry of `columns`
+    ({column title: {layout: read-out error}}, as `two_places.two_places_table` returns)."""
+    titles = list(columns)
+    layouts = list(columns[titles[0]])
+    return (["layout"] + titles,
+            [[name] + [f"{columns[t][name]:.3f}" for t in titles] for name in layouts])

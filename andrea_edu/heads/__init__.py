@@ -7,6 +7,10 @@ head").
     measures           what each head does: pattern scores, ablation, chance levels
     gradient_pressure  do redundant heads receive smaller gradients?
     sweep              n_head x seeds at a fixed parameter count (python -m andrea_edu.heads.sweep)
+    chapter_run        the chapter's main run read from the sweep and its committed weights,
+                       re-checked live (the book build does not train its 1,500 steps)
+    experiments        the chapter's exercises, one knob each: another corpus, a head and its
+                       copy trained on, one-line reports on a head and a pattern
     two_places         why one softmax cannot attend to two places at once
   Heads on real text (chapter "Heads on real text"):
     text_corpus        the Python standard library's own source as a corpus, parser-made labels

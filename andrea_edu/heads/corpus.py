@@ -32,6 +32,7 @@ Every label sits on the query position t whose target (the token at t+1) the pat
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ P_NEST = 0.4  # an item inside a pair is a nested pair with this probability (be
 P_BACKREF = 0.25  # a semantic round is a bare "REF <entity>" with this probability
 FIRST_DIGIT_MIN = 3  # the digit counter starts at 3, 4 or 5: segments of 10, 8 or 6 tokens
 SEGMENT_WEIGHTS = (0.2, 0.4, 0.4)  # positional, syntactic, semantic
+DEPTHS = range(1, 6)  # nesting depths `variant` accepts (deeper pairs rarely fit in a sequence)
 
 
 def decode(ids) -> list[str]:
@@ -181,3 +183,40 @@ def make_batch(batch_size: int, seq_len: int, seed: int | None = None,
     src = torch.tensor([r[2][1:] for r in rows], dtype=torch.long)  # (B, T)
     nll = torch.tensor([r[3][1:] for r in rows], dtype=torch.float32)  # (B, T)
     return Batch(idx=tok[:, :-1], targets=tok[:, 1:], pattern=pat, key=src, floor=nll)
+
+
+def check_variant(segment_weights=None, max_depth=None) -> None:
+    """ValueError (one line: the parameter, its value, what is allowed) unless each given value
+    is usable: segment_weights three finite numbers >= 0, not all 0 (shares of positional,
+    syntactic and semantic segments); max_depth an int in DEPTHS."""
+    if segment_weights is not None:
+        w = segment_weights
+        ok = (isinstance(w, (tuple, list)) and len(w) == 3 and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+            for x in w) and sum(w) > 0)
+        if not ok:
+            raise ValueError(f"segment_weights={w!r} is not allowed; three numbers >= 0, not all "
+                             f"0 (shares of positional, syntactic, semantic segments)")
+    if max_depth is not None and (isinstance(max_depth, bool) or not isinstance(max_depth, int)
+                                  or max_depth not in DEPTHS):
+        raise ValueError(f"max_depth={max_depth!r} is not allowed; an int in "
+                         f"{DEPTHS.start}..{DEPTHS.stop - 1}")
+
+
+@contextlib.contextmanager
+def variant(segment_weights=None, max_depth=None):
+    """The corpus with other segment shares and/or nesting depth inside a `with` block (None: as
+    it is); everything drawn in the block (training batches, the evaluation batch) follows it.
+    Checked first (`check_variant`); the module's values come back when the block ends."""
+    global SEGMENT_WEIGHTS, MAX_DEPTH
+    check_variant(segment_weights, max_depth)
+    before = SEGMENT_WEIGHTS, MAX_DEPTH
+    if segment_weights is not None:
+        a, b, c = (float(x) for x in segment_weights)
+        SEGMENT_WEIGHTS = (a, b, c)
+    if max_depth is not None:
+        MAX_DEPTH = max_depth
+    try:
+        yield
+    finally:
+        SEGMENT_WEIGHTS, MAX_DEPTH = before

@@ -136,11 +136,17 @@ class Pressure:
                 f"p = {self.sign_test_p:.2g})")
 
 
-def _rows(run, name) -> list[dict]:
+def _rows(run, name, relative: bool = False) -> list[dict]:
+    if relative and getattr(run, "param_norm", None) is None:
+        raise ValueError(f"relative=True needs each head's parameter norm at the probes, which "
+                         f"only a run trained in this process keeps ({name} has none); allowed: "
+                         f"relative=False, or a run from training.train")
     rows = []
-    for p in run.probes:
+    for j, p in enumerate(run.probes):
         delta, solo = np.asarray(p["delta"]), np.asarray(p["solo"])  # (L, nh) each
         rho, grad = np.asarray(p["corr_max"]), np.asarray(p["grad"])  # (L, nh) each
+        if relative:  # G / ||theta_h||: the gradient relative to the size of what it moves
+            grad = grad / np.maximum(np.asarray(run.param_norm[j]), 1e-12)
         L, nh = delta.shape
         for l in range(L):
             for h in range(nh):
@@ -150,13 +156,17 @@ def _rows(run, name) -> list[dict]:
     return rows
 
 
-def gradient_pressure(runs, by: str = "ablation") -> Pressure:
-    """Classify every head at every probe of `runs` (a Run, or {name: Run}) and compare gradients."""
+def gradient_pressure(runs, by: str = "ablation", relative: bool = False) -> Pressure:
+    """Classify every head at every probe of `runs` (a Run, or {name: Run}) and compare gradients.
+    relative=True compares G / ||theta_h|| (each head's gradient norm over the norm of its own
+    parameters at the probe) instead of G; it needs runs trained in this process."""
+    if not isinstance(relative, bool):
+        raise ValueError(f"relative={relative!r} is not allowed; True or False")
     if not isinstance(runs, dict):
         runs = {"run": runs}
     rows = []
     for name, run in runs.items():
-        for r in _rows(run, name):
+        for r in _rows(run, name, relative):
             r["cls"] = classify(r["delta"], r["solo"], r["corr"], by=by)
             rows.append(r)
     cells: dict = {}

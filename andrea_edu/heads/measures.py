@@ -169,6 +169,30 @@ def head_output_correlations(model: AndreaModel, batch: Batch) -> np.ndarray:
     return np.stack(out)  # (L, nh, nh)
 
 
+@torch.no_grad()
+def head_outputs(model: AndreaModel, idx: torch.Tensor) -> list[torch.Tensor]:
+    """Every layer's head outputs for `idx`, before W_O: one (B, nh, T, hs) tensor per layer, the
+    `y` that `output_projection(y, W_O)` turns into the layer's attention output (chapter "The
+    output projection W_O", exercise: how many heads feed each output dimension of a trained W_O)."""
+    inputs: list[torch.Tensor] = []
+    hooks = [b.attn.register_forward_hook(lambda m, a, o: inputs.append(a[0]))
+             for b in model.blocks]
+    try:
+        model(idx)
+    finally:
+        for hk in hooks:
+            hk.remove()
+    out = []
+    for block, x in zip(model.blocks, inputs):
+        att = block.attn
+        q, k, v = project_c_attn(x, att.c_attn, att.n_head)  # 3 x (B, nh, T, hs)
+        if att.b_attn is not None:
+            b_q, b_k, b_v = att.b_attn.view(3, att.n_head, 1, att.head_dim)  # 3 x (nh, 1, hs)
+            q, k, v = q + b_q, k + b_k, v + b_v
+        out.append(attention(q, k, v, causal=True, backend="reference"))  # (B, nh, T, hs)
+    return out
+
+
 def max_other_correlation(corr: np.ndarray) -> np.ndarray:
     """(L, nh, nh) correlations -> (L, nh): each head's largest correlation with another head
     of its layer (0 for a layer with a single head)."""
@@ -191,4 +215,17 @@ def head_grad_norms(model: AndreaModel) -> torch.Tensor:
         go = g_o.view(nh, hs, C)  # (nh, hs, C): row block h reads head h
         sq = gq.pow(2).sum(dim=(0, 1, 3)) + go.pow(2).sum(dim=(1, 2))  # (nh,)
         out[l] = sq.sqrt()
+    return out
+
+
+@torch.no_grad()
+def head_param_norms(model: AndreaModel) -> torch.Tensor:
+    """(L, nh): norm of each head's own parameters, its W_Q/W_K/W_V columns and W_O rows (the
+    parameters whose gradient `head_grad_norms` measures)."""
+    C, nh, hs = model.cfg.d_model, model.cfg.n_head, model.cfg.head_dim
+    out = torch.zeros(model.cfg.n_layer, nh)
+    for l, block in enumerate(model.blocks):
+        wq = block.attn.c_attn.view(C, 3, nh, hs)  # (C, q|k|v, nh, hs), as in head_grad_norms
+        wo = block.attn.W_O.view(nh, hs, C)
+        out[l] = (wq.pow(2).sum(dim=(0, 1, 3)) + wo.pow(2).sum(dim=(1, 2))).sqrt()
     return out

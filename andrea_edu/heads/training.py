@@ -32,7 +32,8 @@ from andrea_edu.env import book_build, fast_mode
 from andrea_edu.heads.measures import (DETECT_THRESHOLD, LOSS_KEYS, PATTERN_IDS, PATTERN_NAMES,
                                        SCORE_MARGIN, ablation_table, best_heads, chance_scores,
                                        detect, floors, head_grad_norms, head_output_correlations,
-                                       head_scores, max_other_correlation, pattern_losses,
+                                       head_param_norms, head_scores, max_other_correlation,
+                                       pattern_losses,
                                        scores_from_maps, solo_values, threshold_call)
 from andrea_edu.model import AndreaModel, count_parameters, count_parameters_by_part
 
@@ -175,6 +176,10 @@ class Run:
     wall_seconds: float
     cpu_seconds: float
     model: AndreaModel | None = field(default=None, repr=False)
+    # (n_probes, L, nh): each head's parameter norm at each probe (measures.head_param_norms),
+    # for gradients relative to the parameters' size; a run trained in this process only (the
+    # JSON of a run does not keep it)
+    param_norm: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def final_loss(self) -> dict[str, float]:
@@ -301,7 +306,7 @@ def train(settings: Settings | None = None, progress: bool = True,
         pb = make_batch(s.probe_batch, s.seq_len, seed=EVAL_SEED + 1)
         L, nh = s.n_layer, s.n_head
         grads = np.zeros((n_steps, L, nh), dtype=np.float32)
-        eval_steps, eval_loss, scores, probes = [], [], [], []
+        eval_steps, eval_loss, scores, probes, param_norm = [], [], [], [], []
         probe_at = set(s.probe_steps())
 
         def evaluate(step):
@@ -316,6 +321,7 @@ def train(settings: Settings | None = None, progress: bool = True,
             if step % s.eval_every == 0:
                 evaluate(step)
             if step in probe_at:
+                param_norm.append(head_param_norms(model).numpy())
                 probes.append({"step": step, "delta": ablation_table(model, pb)[..., 0],
                                "solo": solo_values(model, pb)[..., 0],
                                "corr_max": max_other_correlation(
@@ -342,7 +348,31 @@ def train(settings: Settings | None = None, progress: bool = True,
                floors=floors(ev), chance=chance_scores(ev), grad_norm=grads, probes=probes,
                ablation=ablation, correlations=corr,
                wall_seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0,
-               model=model)
+               model=model, param_norm=np.stack(param_norm))
+
+
+def model_after(steps: int, settings: Settings | None = None) -> AndreaModel:
+    """The chapter's model after the first `steps` steps of its training schedule (0: as
+    initialised), without a run's evaluations and probes: for an exercise that looks at the
+    weights ("Reading the pipeline", exercise 5). Deterministic for given settings."""
+    s = settings or default_settings()
+    if not isinstance(s, Settings):
+        raise TypeError(f"settings must be a Settings, got {type(s).__name__}")
+    s.check()
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 0 <= steps <= s.steps:
+        raise ValueError(f"steps={steps!r} must be an int in 0..{s.steps} (the schedule's "
+                         f"length{', fast mode' if s.steps == FAST['steps'] else ''})")
+    with _threads(s.threads):
+        model = AndreaModel(s.model_config(), backend="reference", seed=s.seed)
+        rng = random.Random(s.seed)
+
+        def next_batch():
+            batch = make_batch(s.batch_size, s.seq_len, rng=rng)
+            return batch.idx, batch.targets
+
+        if steps:
+            fit(model, s, steps, next_batch, _progress_bar(steps, "training", False))
+    return model
 
 
 _CACHE: dict[Settings, Run] = {}

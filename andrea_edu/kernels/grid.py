@@ -4,10 +4,12 @@ Introduced in the chapter "One kernel, many heads". Names: B batch, nh n_head, T
 hs head_dim.
 
     block_of(b, h, n_head) / pair_of(block_x, n_head)  the kernels' mapping blockIdx.x = b*nh + h
+                                                       (order="head-major": h*B + b, for contrast)
     kernel_signature(version) -> KernelSignature       the kernel's parameters, read from the .cu
     index_lines(version) -> [(line number, code)]      every line of the kernel that reads blockIdx
     sm_fill(B, n_head, T, version, sm, resources)      blocks vs SMs for one launch
     batched_vs_looped(B, n_head, T, head_dim, ...)     one call for all heads vs one per (b, h)
+    finish_time(work, slots, order)                    blocks taken by a fixed number of slots
 
 The grid itself comes from `cuda.compile_attention(...).grid(B, nh, T)`; the SM presets and the
 occupancy rules from `andrea_edu.kernels.occupancy`. Nothing here needs a GPU except
@@ -34,20 +36,43 @@ def _version(version: str) -> str:
     return version
 
 
-def block_of(b: int, h: int, n_head: int) -> int:
-    """blockIdx.x of the block that handles (b, h): b * n_head + h."""
-    _pos_int("n_head", n_head)
-    if not 0 <= h < n_head or b < 0:
-        raise ValueError(f"need b >= 0 and h in 0..{n_head - 1}, got b={b}, h={h}")
-    return b * n_head + h
+ORDERS = ("batch-major", "head-major")  # blockIdx.x = b*nh + h (the kernels'), or h*B + b
 
 
-def pair_of(block_x: int, n_head: int) -> tuple[int, int]:
-    """(b, h) handled by blockIdx.x = block_x: divmod(block_x, n_head)."""
+def _order(order: str, B) -> None:
+    if order not in ORDERS:
+        raise ValueError(f"order={order!r}: allowed values are {', '.join(map(repr, ORDERS))}")
+    if order == "head-major":
+        _pos_int("B (head-major order numbers blocks h*B + b)", B)
+
+
+def block_of(b: int, h: int, n_head: int, order: str = "batch-major", B: int | None = None) -> int:
+    """blockIdx.x of the block that handles (b, h): b * n_head + h, the kernels' batch-major
+    order; order="head-major" numbers them h * B + b instead (B needed)."""
     _pos_int("n_head", n_head)
+    _order(order, B)
+    if not 0 <= h < n_head or b < 0 or (B is not None and b >= B):
+        bs = "b >= 0" if B is None else f"b in 0..{B - 1}"
+        raise ValueError(f"need {bs} and h in 0..{n_head - 1}, got b={b}, h={h}")
+    if order == "batch-major":
+        return b * n_head + h
+    assert B is not None  # _order checked it
+    return h * B + b
+
+
+def pair_of(block_x: int, n_head: int, order: str = "batch-major",
+            B: int | None = None) -> tuple[int, int]:
+    """(b, h) handled by blockIdx.x = block_x: divmod(block_x, n_head) in the kernels'
+    batch-major order; for order="head-major" (blockIdx.x = h * B + b), (block_x % B, block_x // B)."""
+    _pos_int("n_head", n_head)
+    _order(order, B)
     if block_x < 0:
         raise ValueError(f"block_x must be >= 0, got {block_x}")
-    return divmod(block_x, n_head)
+    if order == "batch-major":
+        return divmod(block_x, n_head)
+    assert B is not None  # _order checked it
+    h, b = divmod(block_x, B)
+    return b, h
 
 
 def grid_shape(version: str, B: int, n_head: int, T: int, head_dim: int = 64
@@ -131,3 +156,32 @@ def sm_fill(B: int, n_head: int, T: int, version: str = "v1", sm: dict = occupan
                 idle_fraction=fill["idle_sms"] / sm["sms"])
 
 
+
+
+# ---------------------------------------------------------------- launch order and the tail
+SCHEDULE_ORDERS = ("as given", "lightest first", "heaviest first")
+
+
+def finish_time(work, slots: int, order: str = "as given") -> dict:
+    """When the last block finishes if `slots` workers (SMs' block slots) take blocks in `order`,
+    each taking the next one the moment it is free (greedy list scheduling: a model of a
+    scheduler that starts blocks in launch order, which NVIDIA observes but does not promise).
+
+    work: each block's cost (e.g. K/V tiles it loads), in launch order. Returns {finish: the
+    time the last slot is done, ideal: sum(work) / slots (no slot ever waits), order: the
+    costs in the order taken, per_slot: each slot's busy time}.
+    """
+    _pos_int("slots", slots)
+    if order not in SCHEDULE_ORDERS:
+        raise ValueError(f"order={order!r}: allowed values are "
+                         f"{', '.join(map(repr, SCHEDULE_ORDERS))}")
+    costs = [float(w) for w in work]
+    if not costs or min(costs) < 0:
+        raise ValueError(f"work must be a non-empty list of costs >= 0, got {list(work)!r}")
+    if order != "as given":
+        costs = sorted(costs, reverse=(order == "heaviest first"))
+    busy = [0.0] * slots
+    for c in costs:  # the slot that frees first takes the next block
+        i = min(range(slots), key=busy.__getitem__)
+        busy[i] += c
+    return dict(finish=max(busy), ideal=sum(costs) / slots, order=costs, per_slot=busy)

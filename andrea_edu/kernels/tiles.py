@@ -2,6 +2,7 @@
 
 Introduced in the chapter "The configuration mirrors the hardware". Pure arithmetic (no GPU):
   tile_coverage(seq_len, head_dim)   tiles, padding and utilization of one head's slice
+  head_dims_at_least(useful)         the head_dims whose tiles are at least that useful
   mma_work(head_dim)                 tensor-core work per attention score, per K/V tile of v2
   torch_flash_head_dim(head_dim)     what torch's flash SDPA path does with a head_dim
   sdpa_head_dim_rules(head_dim)      torch's head_dim rules per SDPA backend (GPU, sm_80..sm_90)
@@ -66,6 +67,18 @@ def tile_coverage(seq_len: int, head_dim: int, tile: int = TILE) -> TileCoverage
     useful, computed = seq_len * head_dim, rt * tile * ct * tile
     return TileCoverage(seq_len, head_dim, tile, rt, ct, rt * tile, ct * tile, useful, computed,
                         useful / computed, head_dim / (ct * tile))
+
+
+def head_dims_at_least(useful: float, seq_len: int = 1024, up_to: int = 128,
+                       tile: int = TILE) -> list[int]:
+    """Every head_dim in 1..up_to whose tile x tile covering of [seq_len, head_dim] is at least
+    `useful` useful (a fraction in (0, 1]; 1.0: no padding at all)."""
+    if isinstance(useful, bool) or not isinstance(useful, (int, float)) or not 0 < useful <= 1:
+        raise ValueError(f"useful={useful!r}: allowed values are fractions in (0, 1], e.g. 0.9 "
+                         f"for 90%")
+    _pos_int("up_to", up_to)
+    return [h for h in range(1, up_to + 1)
+            if tile_coverage(seq_len, h, tile).utilization >= useful]
 
 
 def v2_block_shape() -> tuple[int, int]:

@@ -52,20 +52,25 @@ def patch_zmq_poll() -> None:
     setattr(AsyncZMQSocketChannel, "get_msg", get_msg)  # a method replaced on the class
 
 
-def execute_nb(nb, folder, timeout: float = 600, kernel: str = "python3") -> dict:
+def execute_nb(nb, folder, timeout: float = 600, kernel: str = "python3",
+               name: str | None = None) -> dict:
     """Execute an in-memory notebook in `folder` (outputs land in nb); returns {seconds, ok,
-    error}. error: "cell N: Name: message" for the first failing cell, or the timeout, else None."""
+    error}. error: "cell N: Name: message" for the first failing cell, or the timeout, or
+    "cell N (`first line`): the kernel died (killed by SIGKILL ...)", else None. `name` (the
+    notebook's path) goes into a DeadKernelError's own message."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
     from andrea_edu.env import cap_threads, pin_cpu_isa
 
     patch_zmq_poll()
+    patch_dead_kernel_message()
     pin_cpu_isa(warn=False)  # the kernel inherits the settings: committed results' bits
     cap_threads()  # and the thread caps (unless set): a loaded machine does not kill it
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel, allow_errors=False,
                             resources={"metadata": {"path": str(Path(folder).resolve())}})
-    t0, error = time.perf_counter(), None
+    setattr(client, "andrea_notebook", name)  # read by patch_dead_kernel_message
+    t0, error, cell_known = time.perf_counter(), None, False
     try:
         client.execute()
     except CellTimeoutError:
@@ -75,8 +80,9 @@ def execute_nb(nb, folder, timeout: float = 600, kernel: str = "python3") -> dic
     except Exception as e:  # noqa: BLE001  (a kernel that died or never started)
         error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         if type(e).__name__ == "DeadKernelError":
-            error = dead_kernel_reason(client)
-    if error:
+            cell_known = hasattr(e, "andrea_cell")
+            error = getattr(e, "andrea_cell", None) or dead_kernel_reason(client)
+    if error and not cell_known:
         idx = next((i for i, c in enumerate(nb.cells) for o in c.get("outputs", [])
                     if o.get("output_type") == "error"), None)
         if idx is None:  # the cell that was running when time ran out
@@ -93,7 +99,7 @@ def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_di
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    r = execute_nb(nb, path.parent, timeout, kernel)
+    r = execute_nb(nb, path.parent, timeout, kernel, name=str(path))
     written = None
     if out_dir is not None:
         written = Path(out_dir) / path.name
@@ -104,8 +110,10 @@ def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_di
 
 def dead_kernel_reason(client) -> str:
     """One line for a kernel that died: the signal that killed it when its process can still
-    be asked (SIGKILL: most often the out-of-memory killer; SIGABRT: e.g. libgomp unable to
-    create its threads on a loaded machine), else its exit code, else that it is unknown."""
+    be asked (SIGKILL: most often the out-of-memory killer), else its exit code (1 is what
+    libgomp exits with when it cannot create its threads on a loaded machine: "libgomp: Thread
+    creation failed: Resource temporarily unavailable", measured with a thread limit), else that
+    it is unknown."""
     from andrea_edu.env import signal_name
     proc = getattr(getattr(getattr(client, "km", None), "provisioner", None), "process", None)
     rc = proc.poll() if proc is not None and hasattr(proc, "poll") else None
@@ -115,11 +123,53 @@ def dead_kernel_reason(client) -> str:
         how = f"killed by {signal_name(rc)}"
         if rc == -9:
             how += ", often the out-of-memory killer"
-        elif rc == -6:
-            how += ", e.g. libgomp unable to create threads on a loaded machine"
     else:
         how = f"exit status {rc}"
+        if rc == 1:
+            how += "; libgomp exits so when it cannot create threads on a loaded machine"
     return f"the kernel died ({how})"
+
+
+# The notebook the Sphinx extension book/_ext/andrea_kernel_deaths.py says is being executed
+# (myst-nb's NotebookClient is not told its file name); a client's own `andrea_notebook`
+# attribute wins over it.
+CURRENT_NOTEBOOK: list[str | None] = [None]
+
+
+def _first_line(cell) -> str:
+    lines = [ln.strip() for ln in str(cell.get("source", "")).splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    return first if len(first) <= 60 else first[:57] + "..."
+
+
+def patch_dead_kernel_message() -> None:
+    """Make nbclient's DeadKernelError say in one line which notebook and cell were running and
+    how the kernel died: '<notebook>: cell N (`first line`): the kernel died (killed by SIGKILL,
+    ...)', where it used to say only "Kernel died" (idempotent).
+    The book build (book/_ext/andrea_kernel_deaths.py), the tests and execute_nb install it."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
+
+    orig = NotebookClient.async_execute_cell
+    if getattr(orig, "_andrea_dead_kernel", False):
+        return
+
+    async def async_execute_cell(self, cell, cell_index, execution_count=None,
+                                 store_history=True):
+        try:
+            return await orig(self, cell, cell_index, execution_count, store_history)
+        except DeadKernelError as e:
+            if not str(e).startswith("Kernel died"):  # already said (a nested client)
+                raise
+            how = dead_kernel_reason(self)  # asked now: the kernel manager is cleaned up next
+            name = getattr(self, "andrea_notebook", None) or CURRENT_NOTEBOOK[0] or "a notebook"
+            where = f"cell {cell_index} (`{_first_line(cell)}`)"
+            err = DeadKernelError(f"{name}: {where}: {how}")
+            setattr(err, "andrea_cell", f"{where}: {how}")  # execute_nb's error, without the name
+            raise err from None
+
+    setattr(async_execute_cell, "_andrea_dead_kernel", True)
+    setattr(NotebookClient, "async_execute_cell", async_execute_cell)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -21,6 +21,7 @@ import copy
 import os
 import re
 import sys
+import warnings
 from pathlib import Path
 
 KEY = "andrea_exercises"
@@ -89,17 +90,46 @@ def _only(nb, change):
     return one
 
 
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _comprehension_locals(tree) -> set[int]:
+    """ids of the Name nodes that are a comprehension's own loop variables: Python 3 keeps those
+    inside the comprehension, so `[h for h in heads]` neither assigns nor reads a cell's `h`. The
+    first iterable is evaluated outside (it may read the cell's `h`); a walrus binds outside."""
+    local: set[int] = set()
+    for comp in ast.walk(tree):
+        if not isinstance(comp, _COMPREHENSIONS):
+            continue
+        targets = {n.id for g in comp.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        outer = comp.generators[0].iter
+        inside = [comp.elt] if not isinstance(comp, ast.DictComp) else [comp.key, comp.value]
+        inside += [g.target for g in comp.generators] + [x for g in comp.generators for x in g.ifs]
+        inside += [g.iter for g in comp.generators[1:]]
+        for part in inside:
+            for n in ast.walk(part):
+                if isinstance(n, ast.Name) and n.id in targets and n is not outer:
+                    local.add(id(n))
+    return local
+
+
 def _names(source: str) -> tuple[set[str], set[str], set[str]] | None:
     """(names the cell assigns, names it changes in place: `x.a = 1`, `x[i] = 1`, `x += 1`,
-    names it reads); None when it does not parse (a magic, say) or star-imports."""
+    names it reads); None when it does not parse (a magic, say) or star-imports. A
+    comprehension's loop variables are its own, neither assigned nor read by the cell."""
     try:
-        tree = ast.parse(source)
+        with warnings.catch_warnings():  # "\\m" in a cell is a SyntaxWarning, an error under -W error
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
     except SyntaxError:
         return None
     stored: set[str] = set()
     changed: set[str] = set()
     loaded: set[str] = set()
+    local = _comprehension_locals(tree)
     for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and id(node) in local:
+            continue
         if isinstance(node, ast.Name):
             (stored if isinstance(node.ctx, (ast.Store, ast.Del)) else loaded).add(node.id)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -150,12 +180,15 @@ def needed_cells(nb, changed) -> list[int]:
         return code
     keep = set().union(*(_reach(nb, e, names) for e in edited))
     need: set[str] = set()
+    everything = False  # a kept cell that does not parse may read anything assigned before it
     for i in reversed(code[: code.index(max(keep)) + 1]):
         n = names[i]
-        if i not in keep and n is not None and not ((n[0] | n[1]) & need):
+        if not everything and i not in keep and n is not None and not ((n[0] | n[1]) & need):
             continue
         keep.add(i)
-        if n is not None:
+        if n is None:
+            everything = True
+        else:
             need = (need - n[0]) | n[2] | n[1]
     return sorted(keep)
 

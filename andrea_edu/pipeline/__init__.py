@@ -13,10 +13,12 @@ from andrea_edu.pipeline.steps import (ATTENTION_GROUPS, CAUSAL, CHAPTER_TITLES,
                                        LAYER_STEP_INFO, MODEL_STEP_INFO, SOURCE_STEP_INFO,
                                        STEP_INFO, Step,
                                        attention_bytes, block_in_steps, chapter_link, five_steps,
-                                       itemsize, layer_steps, matmul_bytes, model_in_steps,
-                                       model_steps, no_mark, qkv_is_fused, totals)
+                                       itemsize, kernel_vs_projections, layer_steps,
+                                       matmul_bytes, model_in_steps, model_steps, no_mark,
+                                       qkv_intensity, qkv_is_fused, totals)
 
 __all__ = ["ATTENTION_GROUPS", "CAUSAL", "CHAPTER_TITLES", "GROUPS", "LAYER_STEP_INFO",
            "MODEL_STEP_INFO", "SOURCE_STEP_INFO", "STEP_INFO", "Step", "attention_bytes", "block_in_steps",
-           "chapter_link", "five_steps", "itemsize", "layer_steps", "matmul_bytes",
-           "model_in_steps", "model_steps", "no_mark", "qkv_is_fused", "totals"]
+           "chapter_link", "five_steps", "itemsize", "kernel_vs_projections", "layer_steps",
+           "matmul_bytes", "model_in_steps", "model_steps", "no_mark", "qkv_intensity",
+           "qkv_is_fused", "totals"]

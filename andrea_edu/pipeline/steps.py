@@ -276,6 +276,49 @@ def totals(steps, by: str = "group", field: str = "flops") -> dict:
     return {k: v for k, v in out.items() if k in {getattr(s, by) for s in steps}}
 
 
+def _check_lengths(name: str, values) -> list[int]:
+    """`values` as a list of positive ints; one line naming the parameter otherwise."""
+    ok = isinstance(values, (list, tuple)) and len(values) > 0 and all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in values)
+    if not ok:
+        raise ValueError(f"{name} must be a non-empty list of positive ints, got {values!r}")
+    return list(values)
+
+
+def kernel_vs_projections(cfg, lengths, B: int = 1) -> list[dict]:
+    """One layer's attention-kernel FLOPs against its Q, K, V projections' (the fused c_attn
+    matmul) at each sequence length of `lengths` (chapter "The final picture", exercise 1).
+
+    A formula on a meta model (nothing runs); a length beyond cfg.block_size is counted as if
+    the context were that long, and flagged. Returns [{"T", "attention", "projections",
+    "ratio", "beyond_block_size"}]."""
+    from andrea_edu.model import AndreaModel
+
+    Ts = _check_lengths("lengths", lengths)
+    if isinstance(B, bool) or not isinstance(B, int) or B < 1:
+        raise ValueError(f"B must be a positive int, got {B!r}")
+    longest = max(cfg.block_size, *Ts)
+    meta = AndreaModel(cfg.replace(block_size=longest), device="meta")  # shapes only
+    rows = []
+    for T in Ts:
+        st = {s.name: s for s in layer_steps(meta, B, T)}
+        rows.append({"T": T, "attention": st["attention"].flops, "projections": st["qkv"].flops,
+                     "ratio": st["attention"].flops / st["qkv"].flops,
+                     "beyond_block_size": T > cfg.block_size})
+    return rows
+
+
+def qkv_intensity(cfg, tokens, dtype=torch.bfloat16) -> list[dict]:
+    """The fused c_attn matmul [B*T, C] . [C, 3C] for each token count B*T in `tokens`: its
+    FLOPs, the least bytes it moves in `dtype` and their ratio (chapter "The final picture",
+    exercise 2). Returns [{"tokens", "flops", "bytes", "intensity"}]."""
+    Ns = _check_lengths("tokens", tokens)
+    itemsize(dtype)  # a torch.dtype, or one line saying so
+    C = cfg.d_model
+    return [{"tokens": N, "flops": matmul_flops(N, 3 * C, C), "bytes": matmul_bytes(N, 3 * C, C, dtype),
+             "intensity": matmul_flops(N, 3 * C, C) / matmul_bytes(N, 3 * C, C, dtype)} for N in Ns]
+
+
 # ---------------------------------------------------------------- the forward pass, step by step
 def block_in_steps(block, x, mark, layer: int = 0):
     """`model.Block.forward`, one step at a time: after each step, `mark(layer, name, out,

@@ -254,6 +254,40 @@ def time_block(block, x, layer: int = 0, repeats: int = 5, warmup: int = 1) -> d
     return {name: min(v) for name, v in per_step.items()}
 
 
+def memory_bandwidth(megabytes: int = 64, repeats: int = 3) -> float:
+    """This CPU's memory bandwidth in bytes/s, measured now: the fastest of `repeats` copies of
+    a float32 buffer of `megabytes` MB into another (each copy reads and writes it: 2x its
+    bytes). A buffer far larger than the caches measures DRAM; a small one, the caches."""
+    for name, v in (("megabytes", megabytes), ("repeats", repeats)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    src = torch.ones(megabytes * 2**20 // 4)  # float32
+    dst = torch.empty_like(src)
+    seconds = []
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        seconds.append(time.perf_counter() - t0)
+    best = min(seconds[1:])  # the first copy also faults the pages in: not counted
+    return 2 * src.numel() * src.element_size() / best
+
+
+def group_at_bandwidth(timing: StepTiming, steps, group: str, bytes_per_s: float) -> dict:
+    """A step group's least bytes (`steps`, from the formulas, at the timing's B and T) over a
+    memory bandwidth, against the group's measured time (chapter "The final picture",
+    exercise 5). Returns {"group", "bytes", "flops", "bandwidth_ms", "measured_ms", "share"}."""
+    ms = timing.ms()
+    if group not in ms:
+        raise ValueError(f"group={group!r} is not one of {list(ms)}")
+    if not (isinstance(bytes_per_s, (int, float)) and math.isfinite(bytes_per_s) and bytes_per_s > 0):
+        raise ValueError(f"bytes_per_s must be a positive number, got {bytes_per_s!r}")
+    mine = [s for s in steps if s.group == group]
+    moved = sum(s.bytes for s in mine)
+    return {"group": group, "bytes": moved, "flops": sum(s.flops for s in mine),
+            "bandwidth_ms": 1e3 * moved / bytes_per_s, "measured_ms": ms[group],
+            "share": timing.shares()[group]}
+
+
 def _time_forward(model, idx, dev) -> float:
     """Milliseconds of one plain forward (no marks)."""
     if dev == "cuda":

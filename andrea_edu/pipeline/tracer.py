@@ -15,6 +15,7 @@ explains its step (`pipeline.STEP_INFO`).
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import torch
@@ -60,6 +61,18 @@ class Trace:
     token_id: int
     config: str
     tensors: dict = field(default_factory=dict)
+
+    def q_offset(self, head: int) -> int:
+        """Element offset, in the qkv buffer, of the token's q features of head `head`, read off
+        the transposed q view itself (needs a trace made with keep=True)."""
+        if "transpose" not in self.tensors:
+            raise ValueError("q_offset needs the tensors: trace with keep=True")
+        q = self.tensors["transpose"][0]  # (B, nh, T, hs): a view into qkv
+        nh = q.shape[1]
+        if isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < nh:
+            raise ValueError(f"head must be an int in 0..{nh - 1} (n_head={nh}), got {head!r}")
+        row = q[self.b, head, self.t]  # (hs,)
+        return (row.data_ptr() - self.tensors["qkv"].data_ptr()) // row.element_size()
 
     def table(self) -> str:
         """A Markdown table of the rows; each step's name links to the chapter explaining it."""
@@ -126,12 +139,31 @@ class _Tracer:
         return out
 
 
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
 @torch.no_grad()
 def trace_token(model, idx, layer: int = 0, b: int = 0, t: int | None = None,
-                n_values: int = 4, keep: bool = False) -> Trace:
+                n_values: int = 4, keep: bool = False, backend: str | None = None,
+                dtype: torch.dtype | None = None) -> Trace:
     """Run `model` on idx (B, T) up to layer `layer`, then that layer step by step, recording
     token (b, t) at every step (t defaults to the last position). keep: store every step's
-    full tensor in `Trace.tensors` (for checks against a plain forward)."""
+    full tensor in `Trace.tensors` (for checks against a plain forward).
+
+    backend: run every layer's attention with this backend (a name of `attention.backends()`)
+    for this trace only; dtype (one of DTYPES): trace a copy of the model cast to it. The model
+    itself is left as it was."""
+    if dtype is not None and dtype not in DTYPES:
+        raise ValueError(f"dtype={dtype!r} is not one of {[str(d) for d in DTYPES]}")
+    if dtype is not None and dtype != model.wte.dtype:
+        model = copy.deepcopy(model).to(dtype)
+    if backend is not None:
+        before = model.backend
+        model.set_backend(backend)  # one line naming the backends when it is not one
+        try:
+            return trace_token(model, idx, layer, b, t, n_values, keep)
+        finally:
+            model.set_backend(before)
     if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.dtype != torch.long:
         raise ValueError(f"idx must be a (batch, seq_len) torch.long tensor, got "
                          f"{type(idx).__name__} {tuple(getattr(idx, 'shape', ()))}")
@@ -161,3 +193,45 @@ def trace_token(model, idx, layer: int = 0, b: int = 0, t: int | None = None,
         tracer.tensors["output"] = out
     return Trace(tracer.rows, b, t, layer, int(idx[b, t]), getattr(model.cfg, "name", "custom"),
                  tracer.tensors)
+
+
+def differences(a: Trace, b: Trace) -> list[tuple[str, str]]:
+    """[(step label, what differs)] between two traces of the same token, for the rows where
+    anything differs: shape, strides, dtype, new memory, the note, the shown values (their
+    largest absolute difference). Empty when the two traces agree in every column."""
+    if [r.step for r in a.rows] != [r.step for r in b.rows]:
+        raise ValueError("the traces have different steps: trace the same layer twice")
+    out = []
+    for ra, rb in zip(a.rows, b.rows):
+        diff = [f"{name} {fa} → {fb}" for name, fa, fb in (
+            ("shape", _compact(ra.shape), _compact(rb.shape)),
+            ("strides", _compact(ra.strides), _compact(rb.strides)),
+            ("dtype", ra.dtype, rb.dtype),
+            ("new memory", f"{ra.bytes_written:,} B", f"{rb.bytes_written:,} B")) if fa != fb]
+        if ra.values != rb.values:
+            gap = max(abs(x - y) for x, y in zip(ra.values, rb.values))
+            diff.append(f"values differ by up to {gap:.1e}")
+        if ra.note != rb.note:
+            diff.append(f"note: *{rb.note}*")
+        if diff:
+            out.append((ra.label, "; ".join(diff)))
+    return out
+
+
+def head_mixing(W_O: torch.Tensor, n_head: int) -> list[dict]:
+    """How W_O [C, C] mixes the heads into the output features, head by head: the fraction of
+    the C output features that take any weight from the head (its rows h*hs..(h+1)*hs), and the
+    head's share of each feature's squared weight (min, median, max over the features; 1/n_head
+    each if all heads weighed the same). Returns [{"head", "reaches", "share_min",
+    "share_median", "share_max"}]."""
+    C = W_O.shape[0]
+    if W_O.dim() != 2 or W_O.shape[1] != C or not (isinstance(n_head, int) and n_head >= 1
+                                                    and C % n_head == 0):
+        raise ValueError(f"W_O must be square [C, C] with C divisible by n_head; got "
+                         f"{tuple(W_O.shape)} and n_head={n_head!r}")
+    hs = C // n_head
+    w2 = W_O.detach().float().pow(2).view(n_head, hs, C).sum(1)  # (nh, C): head h -> feature j
+    share = w2 / w2.sum(0).clamp_min(torch.finfo(torch.float32).tiny)  # (nh, C)
+    return [{"head": h, "reaches": float((w2[h] > 0).float().mean()),
+             "share_min": float(share[h].min()), "share_median": float(share[h].median()),
+             "share_max": float(share[h].max())} for h in range(n_head)]
