@@ -25,5 +25,5 @@ head").
     path_runs          the real-text model's path ablations, committed, validated, re-checked
     induction          induction score, prefix-matching and copying signatures, second-copy loss;
                        the recent-identifier pattern read as the source states it
-    text_longer        a second real-text run with a 256-character context
+    text_longer        more real-text runs (a 256-character context, 3 layers)
 """

@@ -66,6 +66,8 @@ VARIANTS = {v.name: v for v in (
                  ablation_batch=128), "a 256-character context"),
     Variant("deep", "realtext_deep_run.json", dict(n_layer=3, steps=800, eval_every=200),
             "3 layers"),
+    Variant("steps", "realtext_steps_run.json", dict(steps=1400, eval_every=350),
+            "1400 steps"),
 )}
 LONG_FILE = VARIANTS["long"].file
 LONG_WEIGHTS = VARIANTS["long"].weights  # realtext_long_model.pt
