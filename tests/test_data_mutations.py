@@ -113,7 +113,8 @@ DIGESTS = {"bench_headdim_cpu.json": _bench_digest, "bench_layout_cpu.json": _be
            "bench_projections_cpu.json": _bench_digest,
            "specialization_sweep.json": _sweep_digest, "realtext_run.json": _run_digest,
            "toy_lab_model.json": _toy_digest, "realtext_paths.json": _paths_digest,
-           "realtext_long_run.json": _run_digest, "realtext_deep_run.json": _run_digest}
+           "realtext_long_run.json": _run_digest, "realtext_deep_run.json": _run_digest,
+           "realtext_steps_run.json": _run_digest}
 
 
 def test_every_committed_data_file_has_a_digest():

@@ -330,7 +330,7 @@ def test_variant_run_in_fast_mode_trains_seconds(monkeypatch):
     TL.clear_caches()
 
 
-@pytest.mark.parametrize("name", ["long", "deep"])
+@pytest.mark.parametrize("name", ["long", "deep", "steps"])
 def test_variant_run_files_when_committed(name, monkeypatch):
     from andrea_edu.heads import text_longer as TL
     from andrea_edu.heads import text_runs as R

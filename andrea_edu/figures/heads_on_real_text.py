@@ -767,7 +767,7 @@ def identifier_row(ids: dict, tol: float, induction_text: str, long_text: str | 
                 f"occurrence, {s[l, h] / u:.1f}x uniform ({v}); on the character after it (the "
                 f"induction form, the detector above) the best is {si.max() / ui:.1f}x. Induction "
                 f"on repeated random characters: {induction_text}"
-                + (f". Runs with a longer context or a third layer: {long_text}"
+                + (f". Runs that each change one thing: {long_text}"
                    if long_text else ""))
     return ("Semantic patterns: a head looks at the most recent named entity (re-rated with the "
             "mechanism: attention to the earlier occurrence, and induction)", measured, verdict)
@@ -835,8 +835,8 @@ def circuits_summary(comp_top, rep, ids, tol: float, paths_data=None, head_ablat
                    f"second copy costs {rep['first_loss'] - rep['second_loss']:.2f} nats less than "
                    f"the first.")
     if variants_text:
-        items.append(f"Runs with a longer context or a third layer (within ten minutes of CPU "
-                     f"each): {variants_text}.")
+        items.append(f"Runs that each change one thing, within ten minutes of CPU: "
+                     f"{variants_text}.")
     items.append(f"Read as the source states it (attention to the earlier occurrence of a name), "
                  f"the recent-identifier pattern's best head reaches {float(s.max()) / u:.1f}x "
                  f"uniform: {D.verdict(float(s.max()), u, tol)}.")
