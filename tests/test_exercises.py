@@ -176,3 +176,15 @@ def test_a_cell_with_an_invalid_escape_still_parses_under_warnings_as_errors():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert E._names('label = "$a \\mid b$"\nx = y') == ({"label", "x"}, set(), {"y"})
+
+
+def test_every_exercise_is_a_one_cell_change():
+    """Issue 18 item 5: every exercise at every chapter's end names one cell and one change, and
+    carries it in the table, so that test_exercise_runs runs it."""
+    missing = []
+    for d in toc_notebooks():
+        nb = _nb(d)
+        texts, done = E.exercise_texts(nb), {c["exercise"] for c in E.changes(nb)}
+        assert texts, f"{d}: no numbered list under '## Exercises'"
+        missing += [f"{d}, exercise {n}: {t[:70]}" for n, t in texts.items() if n not in done]
+    assert not missing, "exercises with no registered one-cell change:\n" + "\n".join(missing)
