@@ -400,3 +400,18 @@ def test_variant_figures_and_sentences_follow_the_numbers(model, monkeypatch):
     sc[tc.BRACKET, 1, 1] = 0.5
     F.show_bracket_heads(sc, np.array([0.1, 0.1, 0.1]), "closer")
     assert "'L1H1', '0.500', '5.0x'" in shown[-2] and "closer" in shown[-1]
+
+
+@pytest.mark.parametrize("best,expected", [(0.02, "not observed here"), (0.2, "holds"),
+                                           (0.05, "holds with a caveat")])
+def test_the_identifier_row_never_refutes_a_claim_about_trained_transformers(best, expected):
+    """A small model with no recent-identifier head cannot say "does not hold" of a claim about
+    trained transformers (issue 18 item 3's rule, as claim_rows applies it to the whole claim)."""
+    from andrea_edu.figures import heads_on_real_text as F
+
+    span = np.full((2, 4), 0.01)
+    span[1, 2] = best
+    ids = {"span": (span, 0.01, None), "induction": (np.full((2, 4), 0.012), 0.01, None)}
+    claim, measured, verdict = F.identifier_row(ids, 0.005, "none", None)
+    assert verdict == expected, (best, verdict, measured)
+    assert "L1H2" in measured and "most recent named entity" in claim

@@ -755,12 +755,17 @@ def show_identifier_readings(ids: dict, tol: float) -> None:
 
 def identifier_row(ids: dict, tol: float, induction_text: str, long_text: str | None):
     """The "Checking the source" row of the semantic pattern, re-rated on the source's reading:
-    "holds" when its best head is found (>= 5x uniform by the margin), "does not hold" when not,
-    "holds with a caveat" within noise of the threshold."""
+    "holds" when its best head is found (>= 5x uniform by the margin), "holds with a caveat"
+    within noise of the threshold, and "not observed here" when not found: the claim is about
+    trained transformers, and a 2-3 layer model trained for 10 CPU minutes that shows no such
+    head cannot refute it (induction heads are documented in larger trained models, Olsson et
+    al. 2022), as `claim_rows` rates the whole claim."""
+    from andrea_edu.figures.verdicts import NOT_OBSERVED
+
     s, u, _ = ids["span"]
     l, h = np.unravel_index(np.argmax(s), s.shape)
     v = D.verdict(float(s[l, h]), u, tol)
-    verdict = {"found": "holds", "not found": "does not hold"}.get(v, "holds with a caveat")
+    verdict = {"found": "holds", "not found": NOT_OBSERVED}.get(v, "holds with a caveat")
     si, ui, _ = ids["induction"]
     measured = (f"The source's reading (a head looks at the most recent earlier occurrence of the "
                 f"name): best head L{l}H{h} puts {s[l, h]:.3f} of its attention on that "
