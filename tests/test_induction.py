@@ -389,7 +389,7 @@ def test_variant_figures_and_sentences_follow_the_numbers(model, monkeypatch):
     text = F.variants_sentence(items)
     assert "induction head in hand-built" in text and shown[-1].startswith("An induction head")
     text = F.variants_sentence(items[:1] * 2)
-    assert "no induction head in any" in text and shown[-1].startswith("None of the 2 runs")
+    assert "no induction head in any" in text and shown[-1].startswith("Not one of the 2 runs")
     fig = F.fig_score_trajectory(fake(1.0, 20), fake(1.0, 10))
     for line in fig.axes[0].lines[:2]:  # the best identifier head / uniform at each evaluation
         np.testing.assert_allclose(line.get_ydata(), [2.0, 3.0, 4.0])

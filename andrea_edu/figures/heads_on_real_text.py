@@ -731,7 +731,7 @@ def variants_sentence(items) -> str:
     if found:
         md(f"An induction head appears in: {', '.join(found)}. Across the runs, the {text}.")
     else:
-        md(f"None of the {len(items)} runs has an induction head: the {text}. Within ten minutes "
+        md(f"Not one of the {len(items)} runs has an induction head: the {text}. Within ten minutes "
            f"of CPU per run, none of the changes ({'; '.join(label for label, _, _ in items[1:])}) "
            f"made one. What it takes lies beyond this budget; these runs do not say which change, "
            f"or how much of it, would.")
