@@ -11,11 +11,11 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "[setup] chromium could not be installed: browser tests will skip, saying why"
 fi
-# One worker per core, at most 4 (tests/conftest.py keeps each file, and the built book with the
-# browser, on one worker); ANDREA_TEST_WORKERS=1 runs them all in this process.
+# One worker per core, at most 4 (tests/conftest.py's xdist_scope keeps each file, and the built
+# book with its browser, on one worker); ANDREA_TEST_WORKERS=1 runs them all in this process.
 workers="${ANDREA_TEST_WORKERS:-$(python -c 'import os; print(max(1, min(os.cpu_count() or 1, 4)))')}"
 xdist=()
-if [ "$workers" -gt 1 ]; then xdist=(-n "$workers" --dist loadgroup); fi
+if [ "$workers" -gt 1 ]; then xdist=(-n "$workers" --dist loadscope); fi
 start=$(date +%s)
 python -m pytest "${xdist[@]}" "$@"
 echo "[tests] finished in $(( $(date +%s) - start )) s"
