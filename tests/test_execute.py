@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Any
 from queue import Empty
 
@@ -15,15 +14,16 @@ from andrea_edu.notebook import execute as X
 
 
 class _MissedWakeupSocket:
-    """A socket whose message arrives at `arrives` seconds, but whose poll is never woken by
-    it: a poll returns only when its own timeout ends (the missed ZeroMQ wake-up)."""
+    """A socket whose message is there from the `arrives`-th poll on, but whose poll is never
+    woken by it: each poll only records the timeout it was given and returns at once (no real
+    waiting, so a busy machine cannot change the outcome)."""
 
-    def __init__(self, arrives: float):
-        self.t0, self.arrives = time.monotonic(), arrives
+    def __init__(self, arrives: int):
+        self.arrives, self.timeouts_ms = arrives, []
 
     async def poll(self, timeout_ms: int = 0):
-        await asyncio.sleep(timeout_ms / 1000)
-        return time.monotonic() - self.t0 >= self.arrives
+        self.timeouts_ms.append(timeout_ms)
+        return len(self.timeouts_ms) >= self.arrives
 
 
 class _Channel:
@@ -53,18 +53,20 @@ def _run(coro):
     return box["value"]
 
 
-def test_sliced_poll_costs_half_a_second_not_the_whole_timeout():
+def test_sliced_poll_asks_for_at_most_a_slice_each_time():
     from jupyter_client.channels import AsyncZMQSocketChannel
     X.patch_zmq_poll()
     get_msg: Any = AsyncZMQSocketChannel.get_msg  # the patched function, called on stand-ins
     assert get_msg._andrea_sliced
-    t0 = time.monotonic()
-    msg = _run(get_msg(_Channel(_MissedWakeupSocket(0.1)), timeout=60))
-    took = time.monotonic() - t0
+    sock = _MissedWakeupSocket(arrives=3)
+    msg = _run(get_msg(_Channel(sock), timeout=60))
     assert msg["msg_type"] == "execute_reply"
-    assert took < 0.1 + 2 * X.SLICE_S + 1.0, took  # an unsliced poll would wait all 60 s
+    # Polled until the message was there, never once for longer than a slice: an unsliced poll
+    # would ask for the whole 60 000 ms and a missed wake-up would cost all of it.
+    assert len(sock.timeouts_ms) == 3
+    assert all(1 <= t <= X.SLICE_S * 1000 for t in sock.timeouts_ms), sock.timeouts_ms
     with pytest.raises(Empty):  # the contract: Empty once the timeout has passed
-        _run(get_msg(_Channel(_MissedWakeupSocket(99)), timeout=0.3))
+        _run(get_msg(_Channel(_MissedWakeupSocket(10**9)), timeout=0.3))
 
 
 def test_the_book_build_uses_the_same_patch():
