@@ -191,6 +191,52 @@ def test_the_layer_rule_catches_a_planted_upward_import():
     assert bad == ["andrea_edu.model", "andrea_edu.kernels.grid"]
 
 
+def documented_order() -> list[list[str]]:
+    """The layers in the order the package's own docstring states them ("imports point one way
+    only: figures -> (heads, pipeline) -> bench -> core ... -> kernels"), top first, a group in
+    parentheses being one rank."""
+    import andrea_edu
+    doc = " ".join((andrea_edu.__doc__ or "").split())
+    m = re.search(r"imports point one way only: (.+?);", doc)
+    assert m, "andrea_edu's docstring no longer states the import order"
+    ranks = []
+    for part in m.group(1).split("->"):
+        names = re.findall(r"[a-z]+", re.sub(r"\(this folder\)", "", part))
+        ranks.append(names)
+    return ranks
+
+
+def allowed_from_docs() -> dict[str, set[str]]:
+    """What each layer may import, derived from documented_order (a layer: itself and every
+    rank below it) and the docstring's sentence on the notebook tooling."""
+    ranks = documented_order()
+    out = {}
+    for i, rank in enumerate(ranks):
+        below = {name for r in ranks[i + 1:] for name in r}
+        for name in rank:
+            out[name] = {name} | below
+    import andrea_edu
+    doc = " ".join((andrea_edu.__doc__ or "").split())
+    m = re.search(r"the notebook tooling uses only the (\w+) and (\w+)'s", doc)
+    assert m, "andrea_edu's docstring no longer says what the notebook tooling uses"
+    out["notebook"] = {"notebook", m.group(1), m.group(2)}
+    return out
+
+
+def test_the_allowed_table_is_the_documented_order():
+    """ALLOWED is checked against the package's own statement of its layers, not against
+    itself: a row widened here (or an order changed in the docstring) fails."""
+    documented = allowed_from_docs()
+    assert {k: v for k, v in ALLOWED.items() if k != "entry"} == documented
+    assert ALLOWED["entry"] == {"core"}
+
+
+def test_the_documented_order_is_read_as_written():
+    ranks = documented_order()
+    assert ranks[0] == ["figures"] and ranks[-1] == ["kernels"]
+    assert ["heads", "pipeline"] in ranks
+
+
 def test_the_kernels_import_nothing_above_them():
     g = graph()
     assert not {d for m in g if layer(m) == "kernels" for d in g[m] if layer(d) != "kernels"}
