@@ -216,12 +216,19 @@ def reference_attention(q, k, v, causal: bool = False):
     T, hs = q.shape[-2], q.shape[-1]
     wide = torch.float64 if q.dtype == torch.float64 else torch.float32
     qf, kf, vf = q.to(wide), k.to(wide), v.to(wide)
-    att = (qf @ kf.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, nh, T, T)
-    if causal:
-        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()  # (T, T)
-        att = att.masked_fill(~mask, float("-inf"))
-    att = torch.softmax(att, dim=-1)
+    att = softmax_scores((qf @ kf.transpose(-2, -1)) * (1.0 / math.sqrt(hs)), causal)  # (B, nh, T, T)
     return (att @ vf).to(q.dtype)  # (B, nh, T, hs)
+
+
+def softmax_scores(scores: torch.Tensor, causal: bool) -> torch.Tensor:
+    """The one softmax of attention scores in the library: softmax over the last dimension
+    (the keys), with the causal mask (query t sees keys 0..t) when `causal`.
+    scores: (..., T, T) -> probabilities (..., T, T), each row summing to 1."""
+    if causal:
+        T = scores.shape[-1]
+        mask = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril()  # (T, T)
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1)
 
 
 def _sdpa(q, k, v, causal):

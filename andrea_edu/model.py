@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from andrea_edu.attention import attention, backends
+from andrea_edu.attention import attention, backends, softmax_scores
 from andrea_edu.config import AndreaConfig, param_counts
 from andrea_edu.projections import output_projection, project_c_attn, zero_head
 
@@ -63,12 +63,9 @@ def attention_probabilities(q: torch.Tensor, k: torch.Tensor, causal: bool = Tru
     The same arithmetic as `attention.reference_attention`, stopped before `@ v` (the test suite
     checks that probabilities @ v equals the attention output).
     """
-    T, hs = q.shape[-2], q.shape[-1]
+    hs = q.shape[-1]
     att = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, T)
-    if causal:
-        mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()  # (T, T)
-        att = att.masked_fill(~mask, float("-inf"))
-    return torch.softmax(att, dim=-1)  # (B, nh, T, T)
+    return softmax_scores(att, causal)  # (B, nh, T, T)
 
 
 class SelfAttention(nn.Module):

@@ -31,8 +31,8 @@ import math
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
+from ..attention import softmax_scores
 from ..model import AndreaModel
 
 
@@ -189,6 +189,5 @@ def scores_via_qk(model: AndreaModel, layer: int, head: int, x: torch.Tensor) ->
 
 
 def causal_softmax(s: torch.Tensor) -> torch.Tensor:
-    T = s.shape[-1]
-    mask = torch.ones(T, T, dtype=torch.bool, device=s.device).tril()
-    return F.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
+    """(..., T, T) scores -> causal attention probabilities (attention.softmax_scores)."""
+    return softmax_scores(s, causal=True)
