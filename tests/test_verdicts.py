@@ -75,6 +75,10 @@ def test_published_findings_are_for_registered_claims_and_cited_on_the_page():
 
 
 def test_a_row_finds_its_claim_by_key_or_by_wording():
+    def key_of(row):
+        reg, _ = verdicts.REGISTRY.find(row)
+        return reg.key if reg is not None else None
+
     find = verdicts.REGISTRY.find
     # the double verdicts of issue 30: two chapters' wordings, one claim each
     for a, b, key in [
@@ -85,8 +89,8 @@ def test_a_row_finds_its_claim_by_key_or_by_wording():
          "One attention kernel handles all heads in parallel", "one-kernel-all-heads"),
         ("Each thread block handles one (batch, head) pair",
          "Each thread block handles one (batch, head) pair (v3)", "block-per-pair")]:
-        assert find({"claim": a})[0].key == find({"claim": b})[0].key == key
-    assert find({"claim": "anything", "key": "niche"})[0].key == "niche"
+        assert key_of({"claim": a}) == key_of({"claim": b}) == key
+    assert key_of({"claim": "anything", "key": "niche"}) == "niche"
     assert find({"claim": "Concat undoes the split, more or less"})[0] is None
     gpt2 = ("The same, in a transformer trained at scale on natural text (GPT-2 small, "
             "ANDREA-120M's shape)")
@@ -194,7 +198,7 @@ def test_heads_on_real_text_rows_share_the_trained_claim():
     small, gpt2 = (verdicts.Claim(*r) for r in
                    F.claim_rows([row], "holds", "toy", "found", "holds", "how", _S()))
     for r in (small, gpt2):
-        assert verdicts.REGISTRY.find(r)[0].key == C.TRAINED_TRANSFORMERS_SHOW_HEADS
+        assert verdicts.claim_key(r.__dict__) == C.TRAINED_TRANSFORMERS_SHOW_HEADS
     assert not verdicts.REGISTRY.decides(small) and verdicts.REGISTRY.decides(gpt2)
 
 
