@@ -291,17 +291,27 @@ def data_search_dirs() -> list[Path]:
     3. relative to the working directory, i.e. to the notebook: data/ (a chapter runs in book/),
        book/data (the repository root), ../book/data.
     """
+    return [d for d, _ in _search_dirs()]
+
+
+def _search_dirs() -> list[tuple[Path, str]]:
+    """data_search_dirs with, for each, how a reader names it (never an absolute folder of the
+    machine that ran it, except the one the reader set in ANDREA_DATA_DIR)."""
     if os.environ.get(DATA_ENV, "").strip():
-        return [Path(os.environ[DATA_ENV].strip()).expanduser()]
+        given = os.environ[DATA_ENV].strip()
+        return [(Path(given).expanduser(), str(Path(given) / "{name}") + f" (from {DATA_ENV})")]
     cwd = Path.cwd()
-    dirs = [Path(__file__).resolve().parents[1] / "book" / "data",
-            cwd / "data", cwd / "book" / "data", cwd.parent / "book" / "data"]
+    dirs = [(Path(__file__).resolve().parents[1] / "book" / "data",
+             "book/data/{name} in the repository andrea_edu was installed from"),
+            (cwd / "data", "data/{name} in the working directory"),
+            (cwd / "book" / "data", "book/data/{name} in the working directory"),
+            (cwd.parent / "book" / "data", "../book/data/{name} from the working directory")]
     out, seen = [], set()
-    for d in dirs:  # the same folder reached twice is looked in once
+    for d, label in dirs:  # the same folder reached twice is looked in once
         key = os.path.normcase(os.path.realpath(d))
         if key not in seen:
             seen.add(key)
-            out.append(d)
+            out.append((d, label))
     return out
 
 
@@ -313,10 +323,24 @@ def find_data_file(name: str) -> Path | None:
     return None
 
 
+def reader_path(path) -> str:
+    """A path as a reader of the book names it: relative to the repository root when inside it,
+    else to the home folder (~/...), else as given (a folder the reader chose). Pages never show
+    the absolute folders of the machine that built them."""
+    p = Path(os.path.abspath(os.path.expanduser(str(path))))
+    for base, prefix in ((Path(__file__).resolve().parents[1], ""), (Path.home(), "~/")):
+        try:
+            return prefix + p.relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return str(path)
+
+
 def where_looked(name: str) -> str:
-    """One line for a reader: every place `find_data_file(name)` tried, in order."""
+    """One line for a reader: every place `find_data_file(name)` tried, in order, named by its
+    rule rather than by the absolute folders of the machine that ran it."""
     return (f"no committed {name} found; looked in: "
-            + ", ".join(str(d / name) for d in data_search_dirs())
+            + "; ".join(label.replace("{name}", name) for _, label in _search_dirs())
             + f" (set {DATA_ENV} to the folder that holds it)")
 
 

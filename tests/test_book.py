@@ -13,8 +13,10 @@ playwright, opens every page over a local HTTP server with every non-local reque
 - every internal link (.html on this site) answers HTTP 200 and its #fragment exists;
 - a full-page screenshot of each page goes to test-artifacts/screenshots/<page>.png, and one at a
   phone's width (390 px) to test-artifacts/screenshots/390px/<page>.png;
-- no machine residue in a page's text (None, nan, raw reprs, a stray " ;", an unparsed table) and
-  no error output or stderr in its executed notebook (test_no_machine_residue_on_the_page).
+- no machine residue in a page's text (None, nan, raw reprs, a stray " ;", an unparsed table), no
+  trace of the machine or process that built it anywhere on the page, code and outputs included
+  (an absolute path, a dirty-tree marker, a word about how the book was made), and no error
+  output or stderr in its executed notebook (test_no_machine_residue_on_the_page).
 Build time, per-page times, page weights and each slider's median compute+draw time per frame
 (measured during the build: what a live update costs) go to test-artifacts/book_report.json.
 
@@ -336,6 +338,54 @@ RESIDUE = [
 ]
 
 
+# Traces of the machine and the process that built the book, which no reader should meet
+# anywhere on a page (code and outputs included): an absolute folder of the building machine, a
+# version-control marker of a tree with uncommitted edits, and words about how the book was
+# made rather than about its subject. Provenance a reader needs (device, date, versions, the
+# command as a reader types it) is worded for a reader by andrea_edu/figures/provenance.py.
+BUILD_RESIDUE = [
+    (re.compile(r"(?<![\w.~-])/(?:tmp|work|root|home|Users|mnt|private|scratch)/[\w.@+-]"),
+     "an absolute path of the machine that built the book"),
+    (re.compile(r"[0-9a-f]{7}-dirty\b|\bdirty \(|\bdirty tree\b"), "a dirty-tree marker"),
+    (re.compile(r"\bthis checkout\b|\bworktree\b", re.I), "a word about the building checkout"),
+    (re.compile(r"\b(?:the|an|this) issue (?:that|which) asked\b|\bissue #?\d+\b", re.I),
+     "a word about the issue tracker that shaped the book"),
+    (re.compile(r"shared with other (?:jobs|work)|\bon a shared \d+-core machine\b", re.I),
+     "a word about the load of the building machine"),
+]
+
+
+def build_residue_in(text: str) -> list[str]:
+    """'what: ...context...' for every trace of the building machine or process in `text`."""
+    return [f"{what}: ...{text[max(0, m.start() - 60):m.end() + 40]}..."
+            for pattern, what in BUILD_RESIDUE for m in pattern.finditer(text)]
+
+
+def _main_text(html: str) -> str:
+    """All text of a page's <main>, code blocks and outputs included (scripts and styles not)."""
+    import html as _html
+
+    m = re.search(r"<main[^>]*>(.*)</main>", html, re.S)
+    body = re.sub(r"<(script|style)\b.*?</\1>", " ", m.group(1) if m else html, flags=re.S)
+    return re.sub(r"\s+", " ", _html.unescape(re.sub(r"<[^>]+>", "", body)))
+
+
+def images_without_description(html: str) -> list[str]:
+    """<img> tags in <main> whose alt text is missing, empty or a file path (what myst-nb
+    writes for a figure output whose cell sets no `mystnb: image: alt:`); a hidden slider image
+    that the page's script fills in is not counted."""
+    m = re.search(r"<main[^>]*>(.*)</main>", html, re.S)
+    bad = []
+    for tag in re.findall(r"<img\b[^>]*>", m.group(1) if m else html):
+        if re.search(r"\shidden\b", tag):
+            continue
+        alt = re.search(r'\salt="([^"]*)"', tag)
+        text = alt.group(1).strip() if alt else ""
+        if not text or re.fullmatch(r"\S*\.(?:png|jpe?g|svg|gif)", text):
+            bad.append(f"an image without a description (alt={text!r})")
+    return bad
+
+
 def _page_text(html: str) -> str:
     """The readable text of a page's <main>, without code blocks, scripts and styles."""
     m = re.search(r"<main[^>]*>(.*)</main>", html, re.S)
@@ -379,6 +429,18 @@ def test_residue_pages_unittest():
     assert residue_in("driver None, andrea_edu 0.1.0") and residue_in("this run: nanx")
     assert residue_in("the loop took 1.2x as long with reference ; ok")
     assert not residue_in("Nonetheless the nano-scale numbers hold; fine")
+    for planted in ("looked in: /work/main/book/data/x.json", "commit 0a1b2c3d-dirty (x.py)",
+                    "--out /tmp/h3/sweep_new.json", "the same as this checkout",
+                    "the issue that asked for this section", "2 cores shared with other jobs",
+                    "CPU seconds (on a shared 2-core machine)"):
+        assert build_residue_in(planted), planted
+    for fine in ("looked in: book/data/x.json in the repository", "commit 0a1b2c3d plus "
+                 "uncommitted edits", "python -m andrea_edu.heads.sweep --out book/data/s.json",
+                 "~/andrea-attention", "https://example.org/tmp/x", "a/tmp/b", "16 / 32 pairs"):
+        assert not build_residue_in(fine), fine
+    page = ('<main><img alt="../_images/ab12.png" src="../_images/ab12.png"><img alt="" hidden>'
+            '<img alt="A bar chart of SMs"><img src="x.png"></main>')
+    assert len(images_without_description(page)) == 2
     assert _table_rows_broken("| a | b |\n|---|---|\n| max |d| | 1 |") == ["| max |d| | 1 |"]
     assert not _table_rows_broken("| a | b |\n|---|---|\n| max \\|d\\| | 1 |")
 
@@ -390,7 +452,8 @@ def test_no_machine_residue_on_the_page(docname, built_book):
     import json
 
     html = (built_book.html / f"{docname}.html").read_text(encoding="utf-8")
-    problems = residue_in(_page_text(html))
+    problems = (residue_in(_page_text(html)) + build_residue_in(_main_text(html))
+                + images_without_description(html))
     executed = built_book.html.parent / "jupyter_execute" / f"{docname}.ipynb"
     if executed.exists():
         nb = json.loads(executed.read_text(encoding="utf-8"))

@@ -1,6 +1,10 @@
-"""The Checking-the-source box: validation, and both of its renderings."""
+"""The Checking-the-source box, the claim registry, the rule that combines verdicts (one claim,
+one verdict; toys cannot decide claims about trained transformers), and the verdicts page."""
+import re
+
 import pytest
 
+from andrea_edu.figures import claims as C
 from andrea_edu.figures import verdicts
 
 
@@ -22,11 +26,13 @@ def test_unknown_verdict_is_refused_with_the_allowed_values(bad):
         verdicts.box([("claim", "measured", bad)])
 
 
-def test_empty_box_and_empty_fields_are_refused():
+def test_empty_box_empty_fields_and_unknown_scales_are_refused():
     with pytest.raises(ValueError, match="at least one"):
         verdicts.box([])
     with pytest.raises(ValueError, match="measured must be a non-empty string"):
         verdicts.box([("claim", "  ", "holds")])
+    with pytest.raises(ValueError, match="scale must be one of"):
+        verdicts.box([("claim", "m", "holds", "", "big")])
 
 
 def test_not_yet_measured_is_a_verdict_and_counts_are_by_value():
@@ -38,52 +44,69 @@ def test_not_yet_measured_is_a_verdict_and_counts_are_by_value():
         "not yet measured": 1}
 
 
-def _extension():
-    import sys
+# ---------------------------------------------------------------- the registry
+def test_the_registry_has_one_entry_per_claim_and_one_claim_per_wording():
+    keys = [r.key for r in C.CLAIMS]
+    assert len(keys) == len(set(keys))
+    seen: dict[str, str] = {}
+    for r in C.CLAIMS:
+        assert r.kind in (C.SOURCE, C.HYPOTHESIS) and r.text.strip() and r.section.strip()
+        for p in (r.text, *r.phrasings):
+            text = p if isinstance(p, str) else p[0]
+            folded = verdicts._fold(text)
+            assert seen.setdefault(folded, r.key) == r.key, f"{text!r} names two claims"
+    # the source's claims come first, then the hypotheses
+    kinds = [r.kind for r in C.CLAIMS]
+    assert kinds == sorted(kinds, key=(C.SOURCE, C.HYPOTHESIS).index)
 
+
+def test_published_findings_are_for_registered_claims_and_cited_on_the_page():
     from book_toc import REPO
 
-    sys.path.insert(0, str(REPO / "book" / "_ext"))
-    try:
-        import andrea_verdicts
-    finally:
-        sys.path.pop(0)
-    return andrea_verdicts
+    page = (REPO / "book" / "verdicts.md").read_text()
+    cited = page[page.index("## Published work cited"):]
+    by_key = {r.key: r for r in C.CLAIMS}
+    for key, found in C.PUBLISHED.items():
+        assert key in by_key, key
+        for verdict, text in found:
+            assert verdict in verdicts.VERDICTS and text.strip()
+            for author, year in re.findall(r"([A-Z][a-z]+) et al\. (\d{4})", text):
+                assert re.search(rf"{author}, [A-Z].*\({year}\)", cited), (author, year)
 
 
-def test_the_book_extension_counts_the_same_verdicts():
-    ext = _extension()
-    assert ext.VERDICTS == verdicts.VERDICTS
-    line = ext.count_line([{"docname": "a", "rows": [
-        {"claim": "x", "measured": "m", "verdict": "holds"},
-        {"claim": "y", "measured": "m", "verdict": "holds"}]},
-        {"docname": "b", "rows": [{"claim": "z", "measured": "m", "verdict": "not yet measured"}]}])
-    assert line.startswith("3 source claims (3 verdicts in 2 boxes), combined: ✅ 2 holds,")
-    assert "⏳ 1 not yet measured" in line
+def test_a_row_finds_its_claim_by_key_or_by_wording():
+    def key_of(row):
+        reg, _ = verdicts.REGISTRY.find(row)
+        return reg.key if reg is not None else None
+
+    find = verdicts.REGISTRY.find
+    # the double verdicts of issue 30: two chapters' wordings, one claim each
+    for a, b, key in [
+        ("Concat undoes the split; the total feature dimension returns to d_model",
+         "Concat undoes the split: the total feature dimension returns to d_model, no "
+         "information is lost", "concat-undoes-split"),
+        ("A single attention CUDA kernel runs over all heads in parallel",
+         "One attention kernel handles all heads in parallel", "one-kernel-all-heads"),
+        ("Each thread block handles one (batch, head) pair",
+         "Each thread block handles one (batch, head) pair (v3)", "block-per-pair")]:
+        assert key_of({"claim": a}) == key_of({"claim": b}) == key
+    assert key_of({"claim": "anything", "key": "niche"}) == "niche"
+    assert find({"claim": "Concat undoes the split, more or less"})[0] is None
+    gpt2 = ("The same, in a transformer trained at scale on natural text (GPT-2 small, "
+            "ANDREA-120M's shape)")
+    assert find({"claim": gpt2}) == (C.CLAIMS[[r.key for r in C.CLAIMS].index(
+        C.TRAINED_TRANSFORMERS_SHOW_HEADS)], C.TRAINED)
 
 
-# ---------------------------------------------------------------- one claim, one verdict
+# ---------------------------------------------------------------- combining
 def _entry(chapter, *rows):
     return {"chapter": chapter, "target": f"t-{chapter}",
-            "rows": [dict(claim=c, measured=f"{chapter} measured", verdict=v, key=k)
-                     for c, v, k in rows]}
+            "rows": [dict(claim=c, measured=f"{chapter} measured", verdict=v, key=k,
+                          scale=s) for c, v, k, s in rows]}
 
 
-def test_a_toy_that_cannot_decide_yields_to_evidence_that_can():
-    """The issue's case: the toy chapter cannot see the pattern heads (not observed here), the
-    real-text chapter finds some (holds with a caveat): one claim, listed once, with both
-    chapters' evidence and the caveat as its verdict."""
-    k = verdicts.TRAINED_TRANSFORMERS_SHOW_HEADS
-    claims = verdicts.group_claims([
-        _entry("Why heads specialize", ("Trained transformers show heads", "not observed here", k),
-               ("No labels train it", "holds", "")),
-        _entry("Heads on real text", ("Trained transformers show heads (positional ...)",
-                                      "holds with a caveat", k))])
-    assert [c["key"] for c in claims] == [k, "no labels train it"]
-    c = claims[0]
-    assert [e["chapter"] for e in c["evidence"]] == ["Why heads specialize", "Heads on real text"]
-    assert c["verdict"] == "holds with a caveat" and "cannot decide" in c["how"]
-    assert c["error"] is None
+def _only(claims, key):
+    return next(c for c in claims if c["key"] == key)
 
 
 @pytest.mark.parametrize("vs, combined", [
@@ -97,56 +120,103 @@ def test_combine_rule(vs, combined):
     assert verdicts.combine(vs, "k")[0] == combined
 
 
+def test_a_toy_cannot_decide_a_claim_about_trained_transformers():
+    """The toy's rows say what the toy showed, but only evidence at the claim's scale decides:
+    a toy's "holds" or "does not hold" never becomes the claim's verdict."""
+    k = C.TRAINED_TRANSFORMERS_SHOW_HEADS
+    toy_says_yes = _entry("Toy", ("heads", "holds", k, ""))
+    toy_says_no = _entry("Toy", ("heads", "does not hold", k, ""))
+    trained = _entry("Trained", ("heads", "holds", k, "trained"))
+    alone = _only(verdicts.group_claims([toy_says_yes], published={}), k)
+    assert alone["verdict"] == verdicts.NOT_OBSERVED and "cannot" in alone["how"]
+    assert alone["evidence"][0]["decides"] is False
+    with_paper = _only(verdicts.group_claims([toy_says_yes]), k)   # the literature decides
+    assert with_paper["verdict"] == C.PUBLISHED[k][0][0]
+    assert with_paper["evidence"][-1]["chapter"] == verdicts.PUBLISHED_CHAPTER
+    both = _only(verdicts.group_claims([toy_says_no, trained], published={}), k)
+    assert both["verdict"] == "holds" and both["error"] is None   # no contradiction to settle
+    # a claim about the code itself is decided by the book's own evidence
+    own = _only(verdicts.group_claims([_entry("A", ("x", "holds", "one-blas-call", ""))]),
+                "one-blas-call")
+    assert own["verdict"] == "holds" and own["evidence"][0]["decides"]
+    # in the chapter's box the toy's row reads as unable to decide, with its own reading
+    md = verdicts.box([("heads", "m", "holds", k)]).markdown()
+    assert f"🔍 {verdicts.CANNOT_DECIDE} (the toy: holds)" in md and "✅" not in md
+
+
 def test_two_chapters_contradicting_each_other_fail_unless_reconciled():
-    """A "does not hold" beside a "holds" for one claim: the page cannot list both as one claim
-    without the author's word, so grouping reports an error (the build warns: -W fails) until
-    RECONCILED holds an entry; claims with the same text group even without a key."""
-    entries = [_entry("A", ("Heads are free", "holds", "")),
-               _entry("B", ("heads  are free", "does not hold", ""))]
+    entries = [_entry("A", ("Concat undoes the split; the total feature dimension returns to "
+                            "d_model", "holds", "", "")),
+               _entry("B", ("Concat undoes the split: the total feature dimension returns to "
+                            "d_model, no information is lost", "does not hold", "", ""))]
     with pytest.raises(verdicts.UnreconciledVerdicts, match="RECONCILED"):
-        verdicts.combine(["holds", "does not hold"], "heads are free", reconciled={})
-    (c,) = verdicts.group_claims(entries, reconciled={})
+        verdicts.combine(["holds", "does not hold"], "concat-undoes-split", reconciled={})
+    c = _only(verdicts.group_claims(entries, reconciled={}), "concat-undoes-split")
     assert c["verdict"] is None and "RECONCILED" in c["error"] and len(c["evidence"]) == 2
-    (c,) = verdicts.group_claims(entries, reconciled={
-        "heads are free": ("holds with a caveat", "B's model is the one at the claim's scale")})
-    assert c["verdict"] == "holds with a caveat" and "reconciled" in c["how"]
+    c = _only(verdicts.group_claims(entries, reconciled={
+        "concat-undoes-split": ("holds", "B split with a plain reshape")}), "concat-undoes-split")
+    assert c["verdict"] == "holds" and "reconciled" in c["how"]
 
 
-def test_both_chapters_checking_trained_transformers_share_one_key():
-    """"Trained transformers show ... heads" is checked by "Why heads specialize" (a toy) and by
-    "Heads on real text": both rows carry the shared key, so the page lists the claim once, and
-    a small model that does not show the heads says "not observed here", never "does not hold"."""
-    import json
+def test_grouping_lists_every_registered_claim_once_and_flags_strays():
+    entries = [_entry("A", ("The fused matmul issues one BLAS call instead of 12", "holds", "",
+                            ""), ("Concat undoes the split, more or less", "holds", "", ""))]
+    grouped = verdicts.group_claims(entries)
+    keys = [c["key"] for c in grouped]
+    assert keys[:len(C.CLAIMS)] == [r.key for r in C.CLAIMS] and len(set(keys)) == len(keys)
+    assert _only(grouped, "one-blas-call")["verdict"] == "holds"
+    stray = grouped[-1]
+    assert stray["kind"] == "unregistered" and "claims.py" in stray["error"]
+    assert _only(grouped, "quarter")["error"] == "no evidence"
 
-    from book_toc import REPO
 
+def test_the_page_counts_the_combined_verdicts_of_each_kind():
+    ext = _extension()
+    grouped = [c for c in verdicts.group_claims([
+        _entry("a", ("The fused matmul issues one BLAS call instead of 12", "holds", "", ""),
+               ("x", "holds with a caveat", "quarter", "")),
+        _entry("b", ("y", "does not hold", "quarter", ""),
+               ("Splitting d_model into heads costs no parameters", "holds", "", ""))],
+        reconciled={}, published={}) if c["error"] != "no evidence"]
+    assert ext.count_line(grouped, "source").startswith(
+        "2 claims of the source (3 rows of evidence), combined: ✅ 1 holds,")
+    assert "1 unreconciled" in ext.count_line(grouped, "source")
+    assert ext.count_line(grouped, "hypothesis").startswith(
+        "1 hypothesis of the book (1 row of evidence), combined: ✅ 1 holds,")
+
+
+def test_heads_on_real_text_rows_share_the_trained_claim():
+    """"Trained transformers show ... heads" is checked by the toy, the small model on real
+    text and GPT-2: all land on one claim; the small model's rows cannot decide it, GPT-2's can."""
     from andrea_edu.figures import heads_on_real_text as F
-
-    toy = "".join("".join(c["source"]) for c in json.loads(
-        (REPO / "book" / "why_heads_specialize.ipynb").read_text())["cells"])
-    assert "TRAINED_TRANSFORMERS_SHOW_HEADS)," in toy and "at_toy_scale(" in toy
-    for v in verdicts.RECONCILED.values():
-        assert v[0] in verdicts.VERDICTS and v[1].strip()
 
     class _S:
         n_layer, n_head = 2, 8
 
     row = dict(pattern="previous token", head=(0, 1), ratio=3.0, ablation=0.1, ablation_se=0.01,
                verdict="not found")
-    first = F.claim_rows([row], "does not hold", "toy", None, None, "how", _S())[0]
-    assert first[2] == verdicts.NOT_OBSERVED
-    assert first[3] == verdicts.TRAINED_TRANSFORMERS_SHOW_HEADS
-    assert F.claim_rows([row], "holds with a caveat", "toy", None, None, "how", _S())[0][2] \
-        == "holds with a caveat"
+    small, gpt2 = (verdicts.Claim(*r) for r in
+                   F.claim_rows([row], "holds", "toy", "found", "holds", "how", _S()))
+    for r in (small, gpt2):
+        assert verdicts.claim_key(r.__dict__) == C.TRAINED_TRANSFORMERS_SHOW_HEADS
+    assert not verdicts.REGISTRY.decides(small) and verdicts.REGISTRY.decides(gpt2)
 
 
-def test_a_row_may_carry_its_key_and_the_box_passes_it_to_the_page():
-    b = verdicts.box([("claim", "measured", "not observed here", "some-key")])
-    assert b.rows[0].key == "some-key" and '"key": "some-key"' in b.markdown()
-    assert "🔍 not observed here" in b.markdown()
+# ---------------------------------------------------------------- the page, in a real build
+def _extension():
+    import sys
+
+    from book_toc import REPO
+
+    sys.path.insert(0, str(REPO / "book" / "_ext"))
+    try:
+        import andrea_verdicts
+    finally:
+        sys.path.pop(0)
+    return andrea_verdicts
 
 
-def _sphinx_book(tmp_path, verdict_a, verdict_b):
+def _sphinx_book(tmp_path, rows_a, rows_b):
     """A two-chapter Sphinx project using the book's extension; -> (exit status, warnings)."""
     import io
     import json
@@ -158,27 +228,46 @@ def _sphinx_book(tmp_path, verdict_a, verdict_b):
     tmp_path.mkdir(parents=True)
     (tmp_path / "conf.py").write_text(
         f"import sys\nsys.path.insert(0, {str(REPO / 'book' / '_ext')!r})\n"
-        "extensions = ['andrea_verdicts']\nroot_doc = 'index'\n")
+        "extensions = ['andrea_verdicts']\nroot_doc = 'index'\n"
+        "andrea_verdicts_require_all = False\n")
     (tmp_path / "index.rst").write_text("Book\n====\n\n.. toctree::\n\n   a\n   b\n   verdicts\n")
-    for name, verdict in (("a", verdict_a), ("b", verdict_b)):
-        rows = [{"claim": f"Pattern heads ({name})", "measured": "m", "verdict": verdict,
-                 "key": verdicts.TRAINED_TRANSFORMERS_SHOW_HEADS}]
+    for name, rows in (("a", rows_a), ("b", rows_b)):
         (tmp_path / f"{name}.rst").write_text(
             f"Chapter {name}\n=========\n\n.. andrea-verdict::\n\n   "
             + json.dumps({"title": "Checking", "rows": rows}) + "\n")
-    (tmp_path / "verdicts.rst").write_text("Verdicts\n========\n\n.. andrea-verdict-list::\n")
+    (tmp_path / "verdicts.rst").write_text(
+        "Verdicts\n========\n\n.. andrea-verdict-list::\n   :kind: source\n\n"
+        ".. andrea-verdict-list::\n   :kind: hypothesis\n")
     err = io.StringIO()
     with redirect_stderr(err):
         status = build_main(["-W", "-q", "-b", "html", str(tmp_path), str(tmp_path / "_build")])
     return status, err.getvalue()
 
 
-def test_the_book_build_fails_on_two_chapters_contradicting_one_claim(tmp_path):
-    """The verdicts page of a real (tiny) Sphinx build: a toy's 'not observed here' beside a
-    'holds with a caveat' builds, one row with the combined caveat; a 'does not hold' beside a
-    'holds' fails the -W build, naming RECONCILED."""
-    status, _ = _sphinx_book(tmp_path / "ok", "not observed here", "holds with a caveat")
+def _row(claim, verdict, key="", scale=""):
+    return {"claim": claim, "measured": "m", "verdict": verdict, "key": key, "scale": scale}
+
+
+def test_the_book_build_lists_each_claim_once_and_fails_on_what_it_cannot_combine(tmp_path):
+    """A real (tiny) Sphinx build: two chapters' wordings of one claim give one row with one
+    combined verdict, a hypothesis goes to its own table; a contradiction, or a row naming no
+    registered claim, fails the -W build, saying why."""
+    k = C.TRAINED_TRANSFORMERS_SHOW_HEADS
+    status, err = _sphinx_book(
+        tmp_path / "ok",
+        [_row("Concat undoes the split; the total feature dimension returns to d_model",
+              "holds"), _row("Pattern heads (a)", "holds", k)],
+        [_row("Concat undoes the split: the total feature dimension returns to d_model, no "
+              "information is lost", "holds with a caveat"),
+         _row("Splitting d_model into heads costs no parameters", "holds")])
     page = (tmp_path / "ok" / "_build" / "verdicts.html").read_text()
-    assert status == 0 and page.count("Pattern heads (a)") == 1 and "1 source claims" in page
-    status, err = _sphinx_book(tmp_path / "bad", "holds", "does not hold")
+    assert status == 0, err
+    assert page.count("Concat undoes the split. The total feature dimension") == 1
+    assert "2 claims of the source" in page and "1 hypothesis of the book" in page
+    assert verdicts.CANNOT_DECIDE in page and verdicts.PUBLISHED_CHAPTER in page
+    status, err = _sphinx_book(tmp_path / "bad", [_row("x", "holds", "quarter")],
+                               [_row("y", "does not hold", "quarter")])
     assert status != 0 and "RECONCILED" in err
+    status, err = _sphinx_book(tmp_path / "stray", [_row("Concat undoes it, sort of", "holds")],
+                               [_row("x", "holds", "quarter")])
+    assert status != 0 and "names no claim" in err

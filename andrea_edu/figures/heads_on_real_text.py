@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import HTML, Markdown, display
 
+from andrea_edu.figures import provenance
 from andrea_edu.figures.viz import head_color, heatmap
 from andrea_edu.heads import detectors as D
 from andrea_edu.heads import text_corpus as tc
@@ -122,13 +123,15 @@ def show_run_provenance(run, path_name: str, same_code: bool) -> None:
     table(["provenance", ""],
           [["file", f"`book/data/{path_name}` and its weights" if path_name else
                     "none found: trained on this page"],
-           ["produced by", f"`{p['produced_by']}`"], ["date (UTC)", p["date_utc"]],
-           ["CPU", f"{p['cpu']} ({p['cores']} cores shared with other jobs; one torch thread)"],
+           ["produced by", f"`{provenance.command(p['produced_by'], path_name)}`"],
+           ["date (UTC)", p["date_utc"]],
+           ["CPU", f"{p['cpu']} ({p['cores']} cores; one torch thread)"],
            ["instruction sets", f"{pins}; ATen used {p['cpu_capability']}, MKL's branch "
                                 f"{p.get('mkl_cbwr')}"],
            ["software", f"torch {p['torch']}, Python {p['python']}"],
-           ["code", f"commit `{str(p['git_commit'])[:10]}`, code hash `{p['code_hash']}` "
-                    f"({'the same as this checkout' if same_code else 'this checkout differs'})"],
+           ["code", f"commit `{provenance.commit(p['git_commit'])}`, code hash `{p['code_hash']}` "
+                    + ("(the library this page ran with has the same code)" if same_code
+                       else "(the library this page ran with has changed since)")],
            ["time", f"{run.wall_seconds / 60:.1f} min wall, {run.cpu_seconds / 60:.1f} min CPU"]])
 
 
@@ -693,11 +696,12 @@ def show_variants(items, budget: float) -> None:
        f"an induction head needs at least {IN.FOUND_FACTOR:g}x uniform there and a second copy "
        f"cheaper by more than {IN.DROP_NATS} nats. Validation losses are each run's own held-out "
        f"windows; a longer context predicts more characters from more history, so they compare "
-       f"only roughly. CPU seconds are measured by each run (on a shared 2-core machine); "
+       f"only roughly. CPU seconds are measured by each run; "
        + ("every new run stayed within" if all(r.cpu_seconds <= budget for _, r, _ in items[1:])
           else "**a run went over**")
        + f" the budget of {budget:.0f} s. Made by: "
-       + "; ".join(f"`{r.provenance.get('produced_by', '?')}` ({r.provenance.get('date_utc', '?')})"
+       + "; ".join(f"`{provenance.command(r.provenance.get('produced_by', '?'))}` "
+                   f"({r.provenance.get('date_utc', '?')})"
                    for _, r, _ in items[1:]) + ".")
 
 

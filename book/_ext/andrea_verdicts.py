@@ -2,12 +2,14 @@
 
 A chapter's box (andrea_edu.figures.verdicts.box) emits an `andrea-verdict` directive holding its rows
 as JSON; the directive leaves an anchor in the page and records the rows in the build
-environment. The directive `andrea-verdict-list` (on book/verdicts.md) becomes a table with each
-source claim once (rows of several chapters with the same key, or the same claim text, are one
-claim): every chapter's evidence with its verdict and a link back to its box, and one combined
-verdict (andrea_edu.figures.verdicts.combine), after a line that counts the combined verdicts.
-Two chapters that contradict each other on one claim, unreconciled, give a build warning (an
-error under -W) and the row says so.
+environment. The directive `andrea-verdict-list` (on book/verdicts.md; option `:kind: source` or
+`:kind: hypothesis`) becomes a table with each registered claim of that kind once
+(andrea_edu/figures/claims.py, in its order): every chapter's evidence with its verdict and a
+link back to its box, the published findings where the book's evidence is not at the claim's
+scale, and one combined verdict (andrea_edu.figures.verdicts.combine), after a line that counts
+the combined verdicts. A build warning (an error under -W), and a row that says so, for: two
+chapters contradicting each other on one claim, unreconciled; a row naming no registered claim;
+a registered claim no chapter checks (unless `andrea_verdicts_require_all = False`).
 """
 from __future__ import annotations
 
@@ -19,20 +21,27 @@ from sphinx.util.docutils import SphinxDirective
 
 # One source of truth for the verdicts, their icons and how they combine: the library (every
 # chapter of the book imports it, so the build has it).
-from andrea_edu.figures.verdicts import ICONS, VERDICTS, group_claims
+from andrea_edu.figures.verdicts import (CANNOT_DECIDE, ICONS, NOT_OBSERVED, PUBLISHED_CHAPTER,
+                                         VERDICTS, group_claims)
 
 logger = logging.getLogger(__name__)
 
 
-def count_line(entries) -> str:
-    """'N source claims (M verdicts in K boxes), combined: a holds, b hold with a caveat, ...'."""
-    claims = group_claims([dict(e, chapter=e.get("docname", "")) for e in entries])
-    values = [c["verdict"] or "unreconciled" for c in claims]
-    n_rows = sum(len(e["rows"]) for e in entries)
+KINDS = {"source": (("claim", "claims"), "of the source", "Claim of the source"),
+         "hypothesis": (("hypothesis", "hypotheses"), "of the book", "Hypothesis of the book")}
+
+
+def count_line(claims, kind: str = "source") -> str:
+    """'N claims of the source (M rows of evidence), combined: a holds, b holds with a caveat,
+    ...' over the grouped claims of one kind."""
+    mine = [c for c in claims if c["kind"] == kind]
+    values = [c["verdict"] or c["how"] for c in mine]
+    n_rows = sum(len(c["evidence"]) for c in mine)
     parts = [f"{ICONS.get(v, '')} {values.count(v)} {v}".strip() for v in VERDICTS]
     parts += [f"{values.count(v)} {v}" for v in sorted(set(values) - set(VERDICTS))]
-    return (f"{len(claims)} source claims ({n_rows} verdicts in {len(entries)} boxes), "
-            "combined: " + ", ".join(parts) + ".")
+    (one, many), of, _ = KINDS[kind]
+    return (f"{len(mine)} {one if len(mine) == 1 else many} {of} ({n_rows} "
+            f"row{'' if n_rows == 1 else 's'} of evidence), combined: " + ", ".join(parts) + ".")
 
 
 class verdict_list(nodes.General, nodes.Element):
@@ -60,8 +69,14 @@ class VerdictDirective(SphinxDirective):
 
 
 class VerdictListDirective(SphinxDirective):
+    option_spec = {"kind": lambda arg: arg.strip()}
+
     def run(self):
-        return [verdict_list("")]
+        kind = self.options.get("kind", "source")
+        if kind not in KINDS:
+            raise self.error(f"andrea-verdict-list: kind must be one of {sorted(KINDS)}, "
+                             f"got {kind!r}")
+        return [verdict_list("", kind=kind)]
 
 
 def _purge(app, env, docname):
@@ -89,12 +104,69 @@ def _toc_order(env) -> list[str]:
     return order
 
 
+def _evidence_text(ev: dict, claim: dict) -> str:
+    shown = (f"{ICONS[NOT_OBSERVED]} {CANNOT_DECIDE} (the toy: {ev['verdict']})"
+             if not ev["decides"] else f"{ICONS.get(ev['verdict'], '')} {ev['verdict']}")
+    text = f" {shown}: {ev['measured']}"
+    if ev["claim"] != claim["claim"]:
+        text = f" (as \"{ev['claim']}\")" + text
+    return text
+
+
+def _table(claims, kind: str, uris: dict, node):
+    table = nodes.table(classes=["andrea-verdict-list"])
+    group = nodes.tgroup(cols=3)
+    table += group
+    for width in (28, 54, 18):
+        group += nodes.colspec(colwidth=width)
+    head = nodes.thead()
+    group += head
+    row = nodes.row()
+    for title in (KINDS[kind][2], "Evidence, chapter by chapter", "Verdict"):
+        row += nodes.entry("", nodes.paragraph(text=title))
+    head += row
+    body = nodes.tbody()
+    group += body
+    for claim in claims:
+        row = nodes.row()
+        row += nodes.entry("", nodes.paragraph(text=claim["claim"]),
+                           nodes.paragraph(text=claim["section"], classes=["andrea-section"]))
+        cell = nodes.entry()
+        for ev in claim["evidence"]:
+            if ev["chapter"] == PUBLISHED_CHAPTER:
+                head_node = nodes.emphasis(text=ev["chapter"])
+            else:
+                head_node = nodes.reference("", ev["chapter"], internal=True,
+                                            refuri=uris[ev["chapter"], ev["target"]])
+            cell += nodes.paragraph("", "", head_node, nodes.Text(_evidence_text(ev, claim)))
+        row += cell
+        if claim["error"]:
+            logger.warning(f"andrea-verdict-list: {claim['error']}"
+                           + (f" (the claim {claim['key']!r}: no chapter checks it; remove it "
+                              "from andrea_edu/figures/claims.py or check it)"
+                              if claim["error"] == "no evidence" else ""), location=node)
+            verdict = nodes.paragraph(text={"unreconciled": "unreconciled: the chapters "
+                                            "contradict each other",
+                                            "unregistered": "unregistered: no claim of the "
+                                            "registry"}.get(claim["how"], claim["how"]))
+        else:
+            verdict = nodes.paragraph(
+                "", "", nodes.strong(text=f"{ICONS.get(claim['verdict'], '')} "
+                                          f"{claim['verdict']}".strip()),
+                nodes.Text(f" ({claim['how']})" if len(claim["evidence"]) > 1 else ""))
+        row += nodes.entry("", verdict)
+        body += row
+    return table
+
+
 def _resolve(app, doctree, fromdocname):
     env = app.builder.env
     entries = getattr(env, "andrea_verdicts", [])
     order = {d: i for i, d in enumerate(_toc_order(env))}
     entries = sorted(entries, key=lambda v: (order.get(v["docname"], 1 << 30), v["target"]))
+    require_all = app.config.andrea_verdicts_require_all
     for node in doctree.findall(verdict_list):
+        kind = node["kind"]
         if not entries:
             node.replace_self(nodes.paragraph(text="No chapter has a Checking-the-source box yet."))
             continue
@@ -106,51 +178,24 @@ def _resolve(app, doctree, fromdocname):
                                  uri=app.builder.get_relative_uri(fromdocname, entry["docname"])
                                  + "#" + entry["target"]))
         uris = {(c["chapter"], c["target"]): c["uri"] for c in chapters}
-        table = nodes.table(classes=["andrea-verdict-list"])
-        group = nodes.tgroup(cols=3)
-        table += group
-        for width in (28, 54, 18):
-            group += nodes.colspec(colwidth=width)
-        head = nodes.thead()
-        group += head
-        row = nodes.row()
-        for title in ("Claim of the source", "Evidence, chapter by chapter", "Verdict"):
-            row += nodes.entry("", nodes.paragraph(text=title))
-        head += row
-        body = nodes.tbody()
-        group += body
-        for claim in group_claims(chapters):
-            row = nodes.row()
-            row += nodes.entry("", nodes.paragraph(text=claim["claim"]))
-            cell = nodes.entry()
-            for ev in claim["evidence"]:
-                link = nodes.reference("", ev["chapter"], internal=True,
-                                       refuri=uris[ev["chapter"], ev["target"]])
-                text = f" {ICONS.get(ev['verdict'], '')} {ev['verdict']}: {ev['measured']}"
-                if ev["claim"] != claim["claim"]:
-                    text = f" (as \"{ev['claim']}\")" + text
-                cell += nodes.paragraph("", "", link, nodes.Text(text))
-            row += cell
-            if claim["error"]:
-                logger.warning(f"andrea-verdict-list: {claim['error']}", location=node)
-                verdict = nodes.paragraph(text="unreconciled: the chapters contradict each other")
-            else:
-                verdict = nodes.paragraph(
-                    "", "", nodes.strong(text=f"{ICONS.get(claim['verdict'], '')} "
-                                              f"{claim['verdict']}".strip()),
-                    nodes.Text(f" ({claim['how']})" if len(claim["evidence"]) > 1 else ""))
-            row += nodes.entry("", verdict)
-            body += row
-        counts = nodes.paragraph("", "", nodes.strong(text=count_line(entries)),
+        grouped = group_claims(chapters)
+        if not require_all:   # only the claims some chapter checks
+            grouped = [c for c in grouped
+                       if any(e["chapter"] != PUBLISHED_CHAPTER for e in c["evidence"])]
+        # Unregistered rows are listed (and warned about) with the claims of the source.
+        mine = [c for c in grouped
+                if c["kind"] == kind or (kind == "source" and c["kind"] == "unregistered")]
+        counts = nodes.paragraph("", "", nodes.strong(text=count_line(grouped, kind)),
                                  classes=["andrea-verdict-counts"])
-        node.replace_self([counts, table])
+        node.replace_self([counts, _table(mine, kind, uris, node)])
 
 
 def setup(app):
     app.add_node(verdict_list)
+    app.add_config_value("andrea_verdicts_require_all", True, "env")
     app.add_directive("andrea-verdict", VerdictDirective)
     app.add_directive("andrea-verdict-list", VerdictListDirective)
     app.connect("env-purge-doc", _purge)
     app.connect("env-merge-info", _merge)
     app.connect("doctree-resolved", _resolve)
-    return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 2}
+    return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True, "env_version": 3}

@@ -1,0 +1,90 @@
+"""Provenance, worded for a reader: what a committed measurement's record says about where,
+when and with what it was made, without the traces of the machine that made it.
+
+The records in book/data/ are kept as written (they are data); this module formats them at
+display time:
+- `command(cmd)`: the command as a reader types it from the repository root: an output path
+  outside the repository becomes book/data/<file>, and a module the library has since renamed
+  gets its current name (RENAMED);
+- `commit(sha)`: the short commit, and, where the record says the working tree had edits, that
+  the code was that commit plus edits (no tool's marker);
+- `where(path)`: a folder or file as a reader of the book would name it (relative to the
+  repository, or to the home folder), never the building machine's absolute path
+  (andrea_edu.env.reader_path, which env.where_looked uses too);
+- `rows(prov)`: [label, value] rows for a provenance table, from whichever of the usual keys a
+  record has.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from pathlib import Path
+
+from andrea_edu.env import reader_path
+
+# Modules that wrote committed data under an earlier name: {old: current}.
+RENAMED = {"andrea_edu.specialization_sweep": "andrea_edu.heads.sweep"}
+_OUT = re.compile(r"(--[\w-]*out)(?:=|\s+)(\S+)")
+
+
+where = reader_path   # one rule for naming paths on a page (andrea_edu.env)
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def command(cmd: str, data_file: str = "") -> str:
+    """The command a record was produced by, as a reader would type it in the repository.
+    `data_file`: the name the record is committed under in book/data/ (an output written
+    elsewhere, under another name, and committed there is shown as written there)."""
+    cmd = str(cmd).strip()
+
+    def out(m: re.Match) -> str:
+        target = m.group(2)
+        if os.path.isabs(target) and not where(target).startswith("book/"):
+            target = f"book/data/{data_file or Path(target).name}"
+        elif os.path.isabs(target):
+            target = where(target)
+        return f"{m.group(1)} {target}"
+
+    cmd = _OUT.sub(out, cmd)
+    m = re.match(r"(python3? -m )([\w.]+)(.*)", cmd)
+    if m and not _module_exists(m.group(2)) and m.group(2) in RENAMED:
+        cmd = m.group(1) + RENAMED[m.group(2)] + m.group(3)
+    return cmd
+
+
+def commit(sha: str, length: int = 10) -> str:
+    """'<short sha>', or '<short sha> plus uncommitted edits' when the record says the
+    working tree differed from that commit."""
+    s = str(sha).strip()
+    m = re.match(r"([0-9a-f]{7,40})(-dirty\b.*)?$", s)
+    if not m:
+        return s
+    return m.group(1)[:length] + (" plus uncommitted edits" if m.group(2) else "")
+
+
+# key in a record -> label in a table, in the order shown
+_LABELS = (("produced_by", "made by"), ("command", "made by"), ("date_utc", "date (UTC)"),
+           ("date", "date (UTC)"), ("device", "device"), ("torch", "torch"),
+           ("andrea_edu", "andrea_edu"), ("git_commit", "code (commit)"))
+
+
+def rows(prov: dict, data_file: str = "") -> list[list[str]]:
+    """[label, value] rows for a provenance table: the command (as a reader types it), date,
+    device, versions and commit, for the keys `prov` has."""
+    out, seen = [], set()
+    for key, label in _LABELS:
+        if key not in prov or label in seen:
+            continue
+        seen.add(label)
+        v = prov[key]
+        v = (f"`{command(v, data_file)}`" if key in ("produced_by", "command") else
+             f"`{commit(v)}`" if key == "git_commit" else str(v))
+        out.append([label, v])
+    return out
