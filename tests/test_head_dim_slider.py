@@ -66,7 +66,8 @@ def _fake_gpu_file(folder):
                              driver="0.0 (test)", cuda="0.0")
     obj["settings"]["timer"] = "cuda-events"
     recs = []
-    times = {64: {"sdpa": 0.06, "cuda-flash": 0.05, "cuda-naive": 2.0},
+    times: dict[int, dict[str, float | None]] = {
+        64: {"sdpa": 0.06, "cuda-flash": 0.05, "cuda-naive": 2.0},
              72: {"sdpa": 0.06, "cuda-flash": None, "cuda-naive": 3.0}}   # v3 refuses 72
     for hd, by_backend in times.items():
         p = dict(shape="ANDREA-120M", series="n_head=12", B=8, T=1024, n_head=12, head_dim=hd,
@@ -133,12 +134,19 @@ def test_the_live_measurement_validates_then_times(monkeypatch):
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="no CUDA GPU"):
             dispatched.measure(64)
-    order = []
+    order: list[str] = []
     real = dispatched.timing.time_fns
-    monkeypatch.setattr(dispatched, "compare_to_reference",
-                        lambda *a, **k: order.append("check") or dict(passed=True))
-    monkeypatch.setattr(dispatched.timing, "time_fns",
-                        lambda fns, *a, **k: order.append("time") or real(fns, *a, **k))
+
+    def check(*a, **k):
+        order.append("check")
+        return dict(passed=True)
+
+    def time_fns(fns, *a, **k):
+        order.append("time")
+        return real(fns, *a, **k)
+
+    monkeypatch.setattr(dispatched, "compare_to_reference", check)
+    monkeypatch.setattr(dispatched.timing, "time_fns", time_fns)
     pt = dispatched.measure(16, B=1, n_head=2, T=32, device="cpu", repeats=3, warmup=1)
     assert order == ["check", "check", "time"]
     assert pt["device_kind"] == "cpu" and pt["kernel"]["us"] > 0 and pt["sdpa"]["us"] > 0
