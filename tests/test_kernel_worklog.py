@@ -340,8 +340,10 @@ def test_model_terms_lines_max_or_sum():
     none = figs.model_terms_lines(m, "none")
     assert "(a model)" in perfect[0] and "issue" in perfect[1] and "<- the largest" in perfect[1]
     total = sum(m["terms"].values())
-    assert f"max of the terms (perfect overlap, the model): {4e-5 * 1e6:.1f} µs" in perfect[-1]
-    assert f"sum of the terms (no overlap at all): {total * 1e6:.1f} µs" in none[-1]
+    assert (f"max of the terms (perfect overlap: the bracket's lower edge): {4e-5 * 1e6:.1f} µs"
+            in perfect[-1])
+    assert (f"sum of the terms (no overlap at all: the bracket's upper edge): {total * 1e6:.1f} µs"
+            in none[-1])
     with pytest.raises(ValueError, match="overlap='some': allowed values are 'perfect', 'none'"):
         figs.model_terms_lines(m, "some")
 

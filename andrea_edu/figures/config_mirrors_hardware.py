@@ -94,9 +94,9 @@ MMA_LEVELS: tuple[dict[str, Any], ...] = (
 # also runs on sm_90, at a rate NVIDIA does not publish there (kernels.time_model's
 # TENSOR_CEILING: the model assumes the whole peak until a GPU measures it).
 HOPPER_NOTE = ("Hopper (sm_90a): NVIDIA states the tensor-core peak for the warpgroup "
-               "instruction wgmma.mma_async (m64nNk16, 4 warps; B from shared memory, A from "
-               "shared memory or registers), which FlashAttention-3 uses.\nWarp-level mma.sync "
-               "(both paths above) runs on Hopper too, at a rate NVIDIA does not publish there. "
+               "instruction wgmma.mma_async (m64nNk16, 4 warps;\nB from shared memory, A from "
+               "shared memory or registers), which FlashAttention-3 uses. Warp-level mma.sync "
+               "(both paths above)\nruns on Hopper too, at a rate NVIDIA does not publish there. "
                "Neither of this book's kernels uses wgmma.")
 
 
