@@ -308,8 +308,11 @@ def draw_model_band(ax, sweep: list[dict], head_dim: int, measured: dict | None 
 def head_dim_lines(r: dict, measured: dict | None = None) -> list[str]:
     """The text block of one head_dim: kernels.head_dim_evidence.at(...) in lines."""
     hd = r["head_dim"]
-    lines = [f"head_dim {hd}: the dispatcher runs {r['version']} ({r.get('backend')})",
-             f"  why: {r.get('why', 'no kernel runs it')}"[:118]]
+    import textwrap
+
+    lines = [f"head_dim {hd}: the dispatcher runs {r['version']} ({r.get('backend')})"]
+    lines += textwrap.wrap(f"why: {r.get('why', 'no kernel runs it')}", 118,
+                           initial_indent="  ", subsequent_indent="       ")
     if r["version"] is None:
         return lines
     uses_tc = r["tensor_per_score"] > 0

@@ -605,7 +605,7 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.3, 1]})
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1.3, 1]})
     names = list(MIX) + ["all instructions", "shared-memory bytes"]
     y = np.arange(len(names))
 
@@ -631,7 +631,7 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
     ax.legend(fontsize=7, loc="best")
     e = ev[version, head_dim]
     ax.set_title(f"{version}, head_dim={head_dim}: {e['registers']} registers, "
-                 f"{e['spill_stores'] + e['spill_loads']} spill bytes, blocks/SM H200 "
+                 f"{e['spill_stores'] + e['spill_loads']} spill bytes,\nblocks/SM H200 "
                  f"{e['blocks_per_sm']['H200']}, RTX 4090 {e['blocks_per_sm']['RTX 4090']}",
                  fontsize=9)
     gpus = list(models[version, head_dim])
@@ -642,25 +642,26 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
         term_us = [m["terms"][t] * 1e6 for t in terms]
         xs = np.arange(len(terms)) + (i - (len(gpus) - 1) / 2) * width
         ax2.bar(xs, term_us, width * 0.9, edgecolor=["black", "#888888"][i % 2],
-                label=f"{g}: {MODEL_LABEL}", **MODEL_STYLE)
+                label=f"{g}: MODEL terms", **MODEL_STYLE)
         k = terms.index(m["bound_by"])
         ax2.annotate(f"largest {term_us[k]:.0f} µs", (xs[k], term_us[k]), fontsize=7,
                      ha="center", va="bottom")
         x_sum = len(terms) + (i - (len(gpus) - 1) / 2) * width   # the no-overlap sum
         ax2.bar(x_sum, m["upper"] * 1e6, width * 0.9, facecolor="none", hatch="xx",
                 edgecolor=["black", "#888888"][i % 2], linewidth=1.2,
-                label=f"{g}: MODEL, no overlap (sum)")
+                label=f"{g}: MODEL sum (no overlap)")
         ax2.annotate(f"{m['upper'] * 1e6:.0f} µs", (x_sum, m["upper"] * 1e6), fontsize=7,
                      ha="center", va="bottom")
         if m.get("published"):       # the band published kernels land in, for the same work
             lo_b, hi_b = (f(b["seconds"] for b in m["published"]) * 1e6 for f in (min, max))
             ax2.axhspan(lo_b, hi_b, color="#2ca02c", alpha=0.18,
-                        label=f"{g}: published kernels, same work ({m['published'][0]['where']})")
+                        label=f"{g}: published, same work (H100, extrapolated)")
         if measured_s and measured_s.get(g):
             ax2.bar(len(terms) + 1 + (i - (len(gpus) - 1) / 2) * width, measured_s[g] * 1e6,
                     width * 0.9, color=COLORS[version], label=f"{g}: measured")
     ax2.set_xticks(range(len(terms) + 1 + bool(measured_s)),
-                   terms + ["sum"] + (["measured"] if measured_s else []), fontsize=8)
+                   terms + ["sum"] + (["measured"] if measured_s else []), fontsize=7,
+                   rotation=30)
     ax2.set_yscale("log")
     _plain_log(ax2.yaxis)
     lo = min(x for m in models[version, head_dim].values() for x in m["terms"].values() if x > 0)
@@ -669,7 +670,7 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
                 for b in m.get("published") or []])
     ax2.set_ylim(lo * 1e6 / 2, max(hi, *(measured_s or {0: 0}).values()) * 1e6 * 3)
     ax2.set_ylabel("µs per launch (log)", fontsize=8)
-    ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.12), ncol=1)
+    ax2.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(-0.2, -0.16), ncol=2)
     m0 = next(iter(models[version, head_dim].values()))
     ax2.set_title(f"MODEL, B={m0['B']}, n_head={m0['n_head']}, T={m0['T']}"
                   f"{', causal' if m0['causal'] else ''}\nfive terms: overlapped = the "

@@ -39,11 +39,22 @@ def _check(head_dim) -> int:
     return head_dim
 
 
-def dispatched(head_dim: int, dtype=torch.bfloat16, sm: int = 90) -> tuple[str | None, list]:
-    """(the version the dispatcher's rule runs on a GPU of compute capability sm, [(version,
-    why it refused)] for each better one, in the order the dispatcher tries them)."""
+def dispatched(head_dim: int, dtype=torch.bfloat16, sm: int | None = None
+               ) -> tuple[str | None, list]:
+    """(the version the dispatcher's rule runs on a GPU of compute capability sm (None: a
+    current sm_80+ GPU, as choose_backend(..., "cuda") decides), [(version, why it refused)]
+    for each better one, in the order the dispatcher tries them)."""
     spec, passed = registry.walk(_check(head_dim), dtype, sm)
     return (spec.version if spec else None), [(s.version, why) for s, why in passed]
+
+
+def reason(head_dim: int, dtype=torch.bfloat16, sm: int | None = None) -> str | None:
+    """The dispatcher's own sentence for head_dim (the spec's `chosen`), or None."""
+    spec, passed = registry.walk(_check(head_dim), dtype, sm)
+    if spec is None:
+        return None
+    previous = (passed[-1][0].backend, passed[-1][1]) if passed else None
+    return spec.chosen(head_dim, dtype, sm, previous)
 
 
 @functools.lru_cache(maxsize=None)
@@ -61,8 +72,7 @@ def at(head_dim: int, B: int = 8, n_head: int = 12, T: int = 1024, causal: bool 
         return out
     spec = registry.get(version)
     out["backend"] = spec.backend
-    out["why"] = ("; ".join(f"{v} refuses: {w}" for v, w in refused) + "; " if refused else "") \
-        + f"{version} runs"
+    out["why"] = reason(head_dim, dtype)
     model: dict[str, dict] = {}
     for g in MODEL_GPUS:
         ev = sass.evidence(version, head_dim, dtype, gpus.GPUS[g]["arch"])
