@@ -1,8 +1,8 @@
 """The one GPU table: every GPU the book names, its SMs, per-SM limits, peaks and clock, cited.
 
-Read by kernels.occupancy (blocks per SM, grid fill), kernels.time_model (the lower-bound MODEL's
+Read by kernels.occupancy (blocks per SM, grid fill), kernels.time_model (the MODEL's
 limits), kernels.targets (what runs on a reader's GPU) and the chapters' roofline calculation
-(figures.three_matrices reads `peak`). Nothing else states a GPU's numbers.
+(figures.three_matrices reads the peak and bandwidth). Nothing else states a GPU's numbers.
 
     GPUS {"H200": {...}, "RTX 4090": {...}, ...}   one dict per GPU (keys below)
     get(key) -> dict                              a one-line ValueError naming the keys otherwise

@@ -1,4 +1,4 @@
-"""A lower-bound time MODEL for each kernel, from its SASS counts and published hardware limits.
+"""A time MODEL for each kernel, a bracket from its SASS counts and published hardware limits.
 
 Chapter "From one block per head to FlashAttention: a kernel worklog". This is a model, not a
 measurement and not a forecast: every number it returns carries kind="model", and the chapter
@@ -252,7 +252,8 @@ def report(head_dims=(32, 64, 96, 128), shape=(8, 12, 1024), causal: bool = True
                 rows.append(dict(evidence=ev, model=model_bound(version, B, nh, T, hd, causal,
                                                                 dtype, gpu, evidence=ev)))
     return dict(schema="andrea_edu.sass_model/1", kind="model",
-                note="counts read from the compiled SASS; times are a lower-bound MODEL, not "
+                note="counts read from the compiled SASS; times are a MODEL (lower: every term "
+                     "overlapped; upper: none), not "
                      "measurements (andrea_edu.kernels.time_model)",
                 shape=dict(B=B, n_head=nh, T=T, causal=causal,
                            dtype=str(dtype).replace("torch.", "")), rows=rows)
@@ -265,7 +266,7 @@ def main(argv=None) -> int:
     from pathlib import Path
     ap = argparse.ArgumentParser(prog="python -m andrea_edu.kernels.time_model",
                                  description="write sass_model.json: SASS evidence and the "
-                                             "lower-bound time model of v1, v2, v3")
+                                             "time model (a bracket) of v1, v2, v3")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     out = Path(args.out)
