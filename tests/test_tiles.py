@@ -155,6 +155,9 @@ def test_head_dim_figure_draws_with_or_without_a_measurement(measured):
         assert ("no GPU measurement" in titles) != measured
         with pytest.raises(ValueError, match="not in the sweep"):
             tile_figures.head_dim_figure(80, sweep)
+        fig.canvas.draw()  # a live slider draws frames on a thread: no mathtext tick labels
+        ticks = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
+        assert ticks and not any("$" in t for t in ticks), ticks
     finally:
         plt.close(fig)
     plt.close(tile_figures.mma_shapes_figure())

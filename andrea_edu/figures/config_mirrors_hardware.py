@@ -27,6 +27,7 @@ import torch
 from matplotlib.patches import Rectangle
 
 from andrea_edu.attention import choose_backend
+from andrea_edu.figures.viz import plain_log
 from andrea_edu.kernels import nvrtc, occupancy, tiles
 
 BACKEND_STYLE = {  # backend -> (colour, marker, label)
@@ -66,7 +67,7 @@ def draw_tile_coverage(ax, seq_len: int, head_dim: int, tile: int = tiles.TILE,
     ax.set_xlabel("head_dim (columns)")
     ax.set_ylabel(f"seq_len rows (first {rows} of {seq_len})")
     ax.set_title(f"head_dim={head_dim}: {cov.col_tiles} x {tile}-wide tiles, "
-                 f"{cov.utilization:.1%} useful", fontsize=10)
+                 f"{cov.utilization:.1%} useful", fontsize=10, y=1.0)
     return cov
 
 
@@ -235,6 +236,7 @@ def draw_evidence_strip(ax, sweep: list[dict], head_dim: int):
            edgecolor=["black" if r["head_dim"] == head_dim else "none" for r in sweep],
            linewidth=2)
     ax.set_yscale("log")
+    plain_log(ax.yaxis)  # no mathtext: a live slider draws on a background thread
     finite = [v for v in vals if v == v]
     ax.set_ylim(min(finite) / 3, max(finite) * 4)
     ax.set_xticks(list(xs), [str(r["head_dim"]) for r in sweep], fontsize=7, rotation=90)
@@ -248,7 +250,8 @@ def draw_evidence_strip(ax, sweep: list[dict], head_dim: int):
         {r["version"] for r in sweep if r["version"]})]
     ax.legend(handles, sorted({r["version"] for r in sweep if r["version"]}), fontsize=7,
               loc="upper left", ncol=3)
-    ax.set_title("Compiled evidence (sm_90 SASS): all instructions per score", fontsize=9)
+    ax.set_title("Compiled evidence (sm_90 SASS): all instructions per score", fontsize=9,
+                 y=1.0)
 
 
 def draw_model_band(ax, sweep: list[dict], head_dim: int, measured: dict | None = None,
@@ -293,13 +296,14 @@ def draw_model_band(ax, sweep: list[dict], head_dim: int, measured: dict | None 
     i = next(k for k, r in enumerate(sweep) if r["head_dim"] == head_dim)
     ax.axvspan(i - 0.5, i + 0.5, color="#fff2a8", zorder=0)
     ax.set_yscale("log")
+    plain_log(ax.yaxis)
     ax.set_xticks(list(xs), [str(r["head_dim"]) for r in sweep], fontsize=7, rotation=90)
     ax.set_xlabel("head_dim", fontsize=8)
     ax.set_ylabel("µs per launch (log)", fontsize=8)
     r0 = sweep[0]
     what = f"measured on {device} over the MODEL" if device else "MODEL, no GPU measurement here"
     ax.set_title(f"Time, {gpu}, B={r0['B']}, n_head={r0['n_head']}, T={r0['T']}, causal: "
-                 f"{what}", fontsize=9)
+                 f"{what}", fontsize=9, y=1.0)
     ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(-0.02, -0.28), ncol=2,
               frameon=False, title="published: H100 SXM5, FlashAttention-3 paper, seq 1k",
               title_fontsize=6.5)

@@ -26,6 +26,7 @@ from typing import Any
 # Shown kernel code is its own concept (andrea_edu.figures.kernel_source, shared by any chapter
 # that shows code); the chapter imports it from there.
 from andrea_edu.figures.kernel_source import _code, _first_sentence, version_header
+from andrea_edu.figures.viz import plain_log
 from andrea_edu.kernels import registry
 from andrea_edu.kernels.toolkit import KERNEL_FILES
 
@@ -54,16 +55,6 @@ def changes_markdown(rows) -> str:
         out.append(f"// ---- {step}")
         out += [f"/* {v} {cols[v][0]:>3} */ {cols[v][1]}" for v in VERSIONS if v in cols]
     return "```cpp\n" + "\n".join(out) + "\n```"
-
-
-def _plain_log(axis) -> None:
-    """Log-scale tick labels as plain text ("0.01", "1000"), not mathtext: a live slider draws
-    its next frames on a background thread, and matplotlib's mathtext parser is not thread-safe
-    (a main-thread figure with "$10^{2}$" labels can fail while a frame is being drawn)."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
-    axis.set_minor_formatter(NullFormatter())
 
 
 # ------------------------------------------------------------------ the emulator's launch
@@ -270,7 +261,7 @@ def measured_figure(rows: list, results, model=None):
                    hatch="///", label=f"{v} MODEL (all terms overlapped)")
     ax.set_xticks(x, [f"head_dim {hd}" for hd in hds])
     ax.set_yscale("log")
-    _plain_log(ax.yaxis)
+    plain_log(ax.yaxis)
     ax.set_ylabel("ms per call (log)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     r0 = rows[0]
@@ -624,7 +615,7 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
         else:
             ax.scatter(vals, y, marker="|", s=250, color=COLORS[v], label=v)
     ax.set_xscale("log")
-    _plain_log(ax.xaxis)
+    plain_log(ax.xaxis)
     ax.set_yticks(y, names, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("per score (one query-key pair), per warp; log scale", fontsize=8)
@@ -663,7 +654,7 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
                    terms + ["sum"] + (["measured"] if measured_s else []), fontsize=7,
                    rotation=30)
     ax2.set_yscale("log")
-    _plain_log(ax2.yaxis)
+    plain_log(ax2.yaxis)
     lo = min(x for m in models[version, head_dim].values() for x in m["terms"].values() if x > 0)
     hi = max([m["upper"] for m in models[version, head_dim].values()]
              + [b["seconds"] for m in models[version, head_dim].values()
@@ -710,7 +701,7 @@ def model_overview_figure(models: dict, gpu: str = "H200"):
             banded = True
     ax.set_xticks(range(len(hds)), [f"head_dim {hd}" for hd in hds])
     ax.set_yscale("log")
-    _plain_log(ax.yaxis)
+    plain_log(ax.yaxis)
     low = min(m[gpu]["lower"] for m in models.values() if gpu in m) * 1e6
     high = max(m[gpu]["upper"] for m in models.values() if gpu in m) * 1e6
     ax.set_ylim(low / 2, high * 2)
@@ -847,7 +838,7 @@ def n_head_figure(rows: list, n_head: int):
     d.set_title("MODEL, H200, µs: all terms\noverlapped .. none (hatched)", fontsize=9)
     for ax in axes:
         ax.set_xticks(x, labels, fontsize=7)
-        _plain_log(ax.yaxis)
+        plain_log(ax.yaxis)
     d_model = r["d_model"]
     fig.suptitle(f"d_model = {d_model} as n_head x head_dim (kernel below): B={r['B']}, "
                  f"T={r['T']}; n_head={n_head} outlined", fontsize=10)
