@@ -150,3 +150,22 @@ def test_the_live_measurement_validates_then_times(monkeypatch):
     pt = dispatched.measure(16, B=1, n_head=2, T=32, device="cpu", repeats=3, warmup=1)
     assert order == ["check", "check", "time"]
     assert pt["device_kind"] == "cpu" and pt["kernel"]["us"] > 0 and pt["sdpa"]["us"] > 0
+
+
+@pytest.mark.parametrize("head_dim", [64, 72])
+def test_the_frame_keeps_its_titles_legends_and_text_inside_and_apart(sweep, head_dim):
+    fig = figs.head_dim_figure(head_dim, sweep)
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    boxes = [(t.get_text()[:40], t.get_window_extent(r)) for t in
+             [*fig.texts, *(ax.title for ax in fig.axes), *(t for ax in fig.axes for t in ax.texts
+                                                          if len(t.get_text()) > 30)]
+             if t.get_text().strip()]
+    boxes += [(f"legend {i}", ax.get_legend().get_window_extent(r))
+              for i, ax in enumerate(fig.axes) if ax.get_legend()]
+    for s, bb in boxes:
+        assert fig.bbox.contains(bb.x0, bb.y0) and fig.bbox.contains(bb.x1, bb.y1), s
+    for a in range(len(boxes)):
+        for b in range(a + 1, len(boxes)):
+            assert not boxes[a][1].overlaps(boxes[b][1]), (boxes[a][0], boxes[b][0])
+    matplotlib.pyplot.close(fig)
