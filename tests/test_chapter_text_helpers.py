@@ -8,7 +8,7 @@ def test_projection_roofline_is_the_published_ratio():
 
     r = projection_roofline(128)
     assert r["flops"] == 2 * 128 * 768 * 768
-    assert r["compute_s"] == pytest.approx(r["flops"] / 989e12)
+    assert r["compute_s"] == pytest.approx(r["flops"] / 989.5e12)  # 1,979 with sparsity / 2
     m = r["compute_bound_from_rows"]
     below, at = projection_roofline(m - 1), projection_roofline(m)
     assert below["compute_s"] < below["memory_s"] and at["compute_s"] >= at["memory_s"]

@@ -89,7 +89,7 @@ def test_measured_figure_draws_the_model_hatched_and_labelled_model():
     hatched = [p for p in ax.patches if p.get_hatch()]
     assert hatched and all(p.get_facecolor()[3] == 0 for p in hatched)  # outlined, not filled
     labels = ax.get_legend_handles_labels()[1]
-    assert any("model" in s for s in labels)
+    assert any("model" in s.lower() for s in labels)
     assert all("model" not in s for s in labels if "measured" in s)
 
 
@@ -162,7 +162,9 @@ def _model(seconds, bound="smem"):
     terms = dict(issue=seconds / 2, tensor=seconds / 4, smem=seconds / 3, mufu=seconds / 5,
                  hbm=seconds / 6)
     terms[bound] = seconds
-    return dict(kind="model", seconds=seconds, bound_by=bound, terms=terms, model_tflops=1.0,
+    return dict(kind="model", seconds=seconds, lower=seconds, upper=sum(terms.values()),
+                bound_by=bound, terms=terms, model_tflops=1.0, sms=132, sms_busy=132,
+                latency_bound=False, warps_per_busy_sm=8,
                 B=8, n_head=12, T=1024, causal=True, dtype="bfloat16", gpu="NVIDIA H200",
                 work=dict(blocks=96))
 
@@ -176,7 +178,7 @@ def test_evidence_table_has_a_column_per_version_and_a_model_section():
     table = figs.evidence_markdown(EV, SC, MO, MO).splitlines()
     assert table[0] == "| per warp and K/V tile | v1 | v2 | v3 |"
     assert all(row.count("|") == 5 for row in table)
-    model_rows = [r for r in table if r.startswith("| model bound")]
+    model_rows = [r for r in table if r.startswith("| MODEL, ")]
     assert len(model_rows) == 2 and "**model, whole launch**" in "\n".join(table)
     assert "| ... per score | 400 | 100 | 25 |" in table
 
@@ -185,7 +187,8 @@ def test_ratio_sentence_divides_per_score():
     s = figs.ratio_sentence(EV, SC, MO, 64, "B=8")
     assert "from v1 to v2: 4.0x fewer instructions and 4.0x fewer shared-memory bytes" in s
     assert "from v2 to v3: 2.0x fewer instructions and 4.0x fewer" in s
-    assert "model bound 5.0x lower" in s and "not measurements" in s
+    assert "lower edge is 5.0x lower" in s and "not measurements" in s
+    assert "-bound" not in s and "largest term" in s
 
 
 def test_evidence_figure_draws_the_model_hatched_and_a_measurement_solid():
@@ -195,10 +198,11 @@ def test_evidence_figure_draws_the_model_hatched_and_a_measurement_solid():
     ax2 = fig.axes[1]
     hatched = [p for p in ax2.patches if p.get_hatch()]
     solid = [p for p in ax2.patches if not p.get_hatch()]
-    assert len(hatched) == 5 and all(p.get_facecolor()[3] == 0 for p in hatched)
+    assert len(hatched) == 6 and all(p.get_facecolor()[3] == 0 for p in hatched)  # 5 terms + sum
+    assert max(p.get_height() for p in hatched) == pytest.approx(MO["v3"]["upper"] * 1e6)
     assert len(solid) == 1 and solid[0].get_height() == pytest.approx(30)
     labels = ax2.get_legend_handles_labels()[1]
-    assert any("model" in s for s in labels) and any(s.endswith("measured") for s in labels)
+    assert any("model" in s.lower() for s in labels) and any(s.endswith("measured") for s in labels)
     fig2 = figs.model_overview_figure(models)
     assert all(p.get_hatch() == "///" for p in fig2.axes[0].patches)
     assert "MODEL" in fig2.axes[0].get_ylabel()
@@ -221,7 +225,7 @@ def test_summary_says_not_yet_measured_without_a_gpu_file():
     checks = {v: dict(max_abs_err=1e-3) for v in figs.VERSIONS}
     bars = {"v1": 2, "v2": 2, "v3": 1}
     text = figs.summary_markdown(traces, checks, EV, MO, bars, [], 8, 12, 1024)
-    assert text.count("(a model, a lower bound)") == 3 and "Not yet measured on a GPU" in text
+    assert text.count("(every term overlapped)") == 3 and "Not yet measured on a GPU" in text
     rows = figs.measured_rows(_fake_results(), nh=12)
     assert "Measured throughput vs torch SDPA" in figs.summary_markdown(
         traces, checks, EV, MO, bars, rows, 8, 1024, 1024)
@@ -230,8 +234,9 @@ def test_summary_says_not_yet_measured_without_a_gpu_file():
 def test_version_evidence_lists_the_nonzero_classes_and_calls_the_time_a_model():
     e = dict(_ev(500, 2048, 64), head_dim=64, dtype="bfloat16", arch="sm_90", shared_bytes=4096)
     text = figs.version_evidence("v3", e, 1024, {"H200": _model(2e-5)})
-    assert "64 HMMA" in text and "2 per score" in text and "**Model** (a lower bound" in text
-    assert "20.0 µs on the H200 (smem-bound)" in text
+    assert "64 HMMA" in text and "2 per score" in text and "**Model** (a bracket" in text
+    assert "on the H200, MODEL 20.0 µs if every term overlapped (largest term: smem)" in text
+    assert "-bound" not in text
     e["per_tile"]["LDS"] = 0
     assert "0 LDS" not in figs.version_evidence("v3", e, 1024, {"H200": _model(2e-5)})
 
@@ -303,7 +308,7 @@ def test_chapter_shows_a_gpu_file_beside_the_model(tmp_path, monkeypatch):
     assert "| v3 | 64 | v3 | 0.160 | 0.100 | 0.62x |" in text  # measured beside the model
     printed = "\n".join(o.get("text", "") for o in outs if o["output_type"] == "stream")
     # exercise 5's cell, as committed (device = "cpu"), reads the same file
-    assert "NVIDIA H200 (fake, test), v3 (ran v3), head_dim 64: measured 0.160 ms, model bound" \
+    assert "NVIDIA H200 (fake, test), v3 (ran v3), head_dim 64: measured 0.160 ms, MODEL" \
         in printed
     assert "Measured throughput vs torch SDPA" in text
 
@@ -335,8 +340,10 @@ def test_model_terms_lines_max_or_sum():
     none = figs.model_terms_lines(m, "none")
     assert "(a model)" in perfect[0] and "issue" in perfect[1] and "<- the largest" in perfect[1]
     total = sum(m["terms"].values())
-    assert f"max of the terms (perfect overlap, the model): {4e-5 * 1e6:.1f} µs" in perfect[-1]
-    assert f"sum of the terms (no overlap at all): {total * 1e6:.1f} µs" in none[-1]
+    assert (f"max of the terms (perfect overlap: the bracket's lower edge): {4e-5 * 1e6:.1f} µs"
+            in perfect[-1])
+    assert (f"sum of the terms (no overlap at all: the bracket's upper edge): {total * 1e6:.1f} µs"
+            in none[-1])
     with pytest.raises(ValueError, match="overlap='some': allowed values are 'perfect', 'none'"):
         figs.model_terms_lines(m, "some")
 

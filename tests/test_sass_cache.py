@@ -41,3 +41,26 @@ def test_damaged_listing_is_disassembled_again(monkeypatch, tmp_path, damage):
     path.write_text(damage)
     assert _fresh_kernel(monkeypatch, tmp_path).sass() == text
     assert path.read_text() == text
+
+
+def test_evidence_is_kept_on_disk_and_a_damaged_entry_is_walked_again(monkeypatch, tmp_path):
+    """sass.evidence stores each walk beside the kernel cache: a second process reads it without
+    walking the SASS again; an entry cut short is walked again and rewritten."""
+    from andrea_edu.kernels import sass
+
+    _fresh_kernel(monkeypatch, tmp_path)
+    first = sass.evidence("v2", 64, torch.float16, "sm_90")
+    (entry,) = (tmp_path / "evidence").glob("*.json")
+    monkeypatch.setattr(nvrtc, "_MEMORY", {})
+    walked: list[tuple] = []
+    real = sass._evidence
+
+    def walk(*a):
+        walked.append(a)
+        return real(*a)
+
+    monkeypatch.setattr(sass, "_evidence", walk)
+    assert sass.evidence("v2", 64, torch.float16, "sm_90") == first and walked == []
+    entry.write_text(entry.read_text()[:40])
+    assert sass.evidence("v2", 64, torch.float16, "sm_90") == first and len(walked) == 1
+    assert entry.read_text().startswith("{") and len(entry.read_text()) > 40

@@ -121,23 +121,43 @@ def test_curves_and_device_label():
     assert "CPU" in tile_figures.device_label(_fake_results("cpu"))
 
 
-@pytest.mark.parametrize("results", [None, "gpu", "cpu"])
-def test_head_dim_figure_draws_with_or_without_data(results):
+def _fake_row(hd, version, instr, lower):
+    """One kernels.head_dim_evidence.at() row, made up (no compile): what the figure reads."""
+    cov = tiles.tile_coverage(1024, hd)
+    m = dict(lower_us=lower, upper_us=3 * lower, bound_by="issue", latency_bound=version == "v1",
+             sms_busy=96, sms=132, blocks=96, blocks_per_sm=2, registers=64, waves=1,
+             idle_sms=36, tensor_per_score=0.0 if version == "v1" else 0.06,
+             instr_per_score=instr, smem_per_score=10.0, useful_tflops=1.0)
+    return dict(head_dim=hd, B=8, n_head=12, T=1024, causal=True, version=version,
+                backend="cuda-" + version, why=f"{version} runs", tile_useful=cov.utilization,
+                col_tiles=cov.col_tiles, model={"H200": m, "RTX 4090": m}, registers=64,
+                tensor_per_score=m["tensor_per_score"], instr_per_score=instr,
+                smem_per_score=10.0, blocks_per_sm={"H200": 2, "RTX 4090": 2},
+                waves={"H200": 1, "RTX 4090": 1}, idle_sms={"H200": 36, "RTX 4090": 32},
+                published=[])
+
+
+@pytest.mark.parametrize("measured", [False, True])
+def test_head_dim_figure_draws_with_or_without_a_measurement(measured):
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
 
-    res = None if results is None else _fake_results(results)
-    facts = dict(backend="cuda-naive", kernel=None, reason="test", error=None)
-    fig = tile_figures.head_dim_figure(72, results=res, facts=facts)
+    sweep = [_fake_row(64, "v3", 0.3, 20.0), _fake_row(72, "v1", 35.0, 2600.0)]
+    pts = {72: dict(device="NVIDIA H200 (test)", source="f.json",
+                    kernel=dict(backend="cuda-naive", us=3000.0),
+                    sdpa=dict(backend="flash", us=50.0))} if measured else None
+    fig = tile_figures.head_dim_figure(72, sweep, measured=pts)
     try:
         assert isinstance(fig, Figure)
-        texts = " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
         titles = " ".join(ax.get_title() for ax in fig.axes)
-        if res is None:
-            assert "No measurement exists yet" in texts
-        else:
-            assert tile_figures.device_label(res) in titles
-        assert "90.0% useful" in titles
+        assert "90.0% useful" in titles and "MODEL" in titles
+        assert ("measured on NVIDIA H200 (test)" in titles) == measured
+        assert ("no GPU measurement" in titles) != measured
+        with pytest.raises(ValueError, match="not in the sweep"):
+            tile_figures.head_dim_figure(80, sweep)
+        fig.canvas.draw()  # a live slider draws frames on a thread: no mathtext tick labels
+        ticks = [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
+        assert ticks and not any("$" in t for t in ticks), ticks
     finally:
         plt.close(fig)
     plt.close(tile_figures.mma_shapes_figure())

@@ -36,8 +36,10 @@ def test_one_clock_derived_from_the_stated_peak():
 
 @pytest.mark.parametrize("gpu", list(tm.GPUS))
 def test_every_clocked_term_uses_that_one_clock(gpu):
-    m = tm.model_bound("v3", 2, 3, 256, 64, True, gpu=gpu, evidence=_ev(1000, 64, 8192, 32))
+    # ANDREA-120M's launch: v3's 1,536 blocks busy every SM, and no block alone sets a term
+    m = tm.model_bound("v3", 8, 12, 1024, 64, True, gpu=gpu, evidence=_ev(1000, 64, 8192, 32))
     g, f, c = tm.GPUS[gpu], tm.clock_hz(gpu), m["counts"]
+    assert m["sms_busy"] == g["sms"] and not any(m["grid_bound"].values())
     assert m["clock_hz"] == f
     assert m["terms"]["issue"] == pytest.approx(c["instructions"] / (g["sms"] * 4 * f))
     assert m["terms"]["smem"] == pytest.approx(c["smem_bytes"] / (g["sms"] * 128 * f))
@@ -89,8 +91,54 @@ def test_published_band_same_design_first_and_only_where_cited():
     assert band[0]["seconds"] == pytest.approx(useful / 229e12)
     assert not any(b["same_design"] for b in tm.published_band("v2", "H200", True, useful, 64))
     assert tm.published_band("v3", "RTX 4090", True, useful, 64) == []
-    assert tm.published_band("v3", "H200", True, useful, 128) == []
+    assert tm.published_band("v3", "H200", True, useful, 96) == []
     assert {b["tflops"] for b in tm.published_band("v3", "H200", False, useful)} == {306, 373, 392}
+    assert {b["tflops"] for b in tm.published_band("v3", "H200", True, useful, 128)} == {260, 410, 423}
+    assert {b["tflops"] for b in tm.published_band("v3", "H200", False, useful, 128)} == {350, 574, 565}
+
+
+def test_a_published_rate_on_other_pairs_is_labelled_an_extrapolation():
+    """The FlashAttention-3 paper measured 16 x 32 (batch, head) pairs at head_dim 64: its rate
+    applied to ANDREA-120M's 96 pairs is an extrapolation, and the row says so."""
+    useful = 4 * 8 * 12 * 1024 * 1024 * 64 * 0.5
+    ours = tm.published_band("v3", "H200", True, useful, 64, pairs=96)
+    theirs = tm.published_band("v3", "H200", True, useful, 64, pairs=16 * 32)
+    assert all(b["extrapolated"] and "an extrapolation" in b["where"] for b in ours)
+    assert not any(b["extrapolated"] or "extrapolation" in b["where"] for b in theirs)
+    assert all("B=16 x 32 heads" in b["where"] for b in ours + theirs)
+
+
+def test_the_model_counts_only_the_sms_the_grid_occupies():
+    """v1 launches B * n_head = 96 blocks: on 132 SMs, 36 hold none, so the clocked terms divide
+    by 96 SMs (the heaviest block alone on one SM gives the same), 132/96 of the every-SM-busy
+    figure; with one block of 4 warps per SM the launch is marked latency-bound."""
+    ev = _ev(1000, 0, 100, 16)
+    m = tm.model_bound("v1", 8, 12, 1024, 64, True, evidence=ev)
+    f, n = tm.clock_hz("H200"), m["work"]["warp_tiles"]
+    assert m["sms_busy"] == 96 and m["work"]["blocks"] == 96
+    assert m["terms"]["issue"] == pytest.approx(n * 1000 / (96 * 4 * f))
+    assert m["terms"]["issue"] == pytest.approx(m["work"]["max_block_warp_tiles"] * 1000 / (4 * f))
+    assert m["latency_bound"] and m["warps_per_busy_sm"] == 4
+    fills = tm.model_bound("v3", 8, 12, 1024, 64, True, evidence=ev)
+    assert fills["sms_busy"] == 132 and not fills["latency_bound"]
+
+
+def test_one_block_alone_bounds_the_launch():
+    """One (batch, head) pair: v1 is one block on one SM; its warps issue at most one
+    instruction each per clock, and no split over SMs can make it faster."""
+    m = tm.model_bound("v1", 1, 1, 1024, 64, True, evidence=_ev(1000, 0, 100, 16))
+    w, f = m["work"], tm.clock_hz("H200")
+    assert w["blocks"] == 1 and m["sms_busy"] == 1
+    assert m["terms"]["issue"] == pytest.approx(
+        w["max_block_warp_tiles"] * 1000 / (min(4, w["warps_per_block"]) * f))
+
+
+@pytest.mark.parametrize("version", ["v1", "v2", "v3"])
+def test_the_bracket_is_the_largest_term_and_the_sum(version):
+    for ev in EVIDENCE:
+        m = tm.model_bound(version, 8, 12, 1024, 64, True, evidence=ev)
+        assert m["lower"] == m["seconds"] == max(m["terms"].values()) == m["terms"][m["bound_by"]]
+        assert m["upper"] == pytest.approx(sum(m["terms"].values())) and m["upper"] >= m["lower"]
 
 
 def test_a_bound_above_published_kernels_says_so_in_the_chapter():

@@ -14,6 +14,8 @@ chapter shows: figures draw, bench measures.
     suites       run_suite: one entry point for every suite
     layout_cost  the cost of .contiguous() and of a strided matmul (live, in the chapter)
     launches     one launch for all heads vs one launch per (batch, head)
+    dispatched   the kernel the dispatcher runs at one head_dim beside SDPA: validated, then timed
+                 live on a GPU, or read from a GPU results file (the head_dim slider's points)
     gpucheck     correctness of every kernel on a real GPU, JSON out
     cli          python -m andrea_edu.bench {head-dim|projections|layout|all|gpu-check|gpu-suite}
 

@@ -2,9 +2,15 @@
 
     draw_tile_coverage(ax, seq_len, head_dim)   a head's slice in 16x16 tiles, padding hatched
     mma_shapes_figure()                         WMMA and mma.sync at API/PTX/SASS level, to scale
-    draw_throughput(ax, results, head_dim)      measured TFLOP/s vs head_dim, head_dim marked
+    draw_throughput(ax, results, head_dim)      measured TFLOP/s vs head_dim, head_dim marked (a
+                                                CPU's panel says it cannot show tile effects)
     curves(results, shape, series)              {backend: [(head_dim, record)]} of "ok" records
-    head_dim_figure(head_dim, results, ...)     all panels for one head_dim (the slider's frame)
+    draw_evidence_strip(ax, sweep, head_dim)    instructions per score of the dispatched kernel,
+                                                one bar per head_dim (the 64 -> 72 cliff)
+    draw_model_band(ax, sweep, head_dim, measured)  the time MODEL per head_dim, hatched, beside
+                                                published kernels (points) and measurements
+    head_dim_figure(head_dim, sweep, ...)       all panels for one head_dim (the slider's frame);
+                                                sweep from kernels.head_dim_evidence
     flash_utilization_figure, sdpa_eligibility_lines, same_d_model_line   the exercises' helpers
 
 Every timing panel names the device it was measured on; CPU results say CPU; no results, no
@@ -21,6 +27,7 @@ import torch
 from matplotlib.patches import Rectangle
 
 from andrea_edu.attention import choose_backend
+from andrea_edu.figures.viz import plain_log
 from andrea_edu.kernels import nvrtc, occupancy, tiles
 
 BACKEND_STYLE = {  # backend -> (colour, marker, label)
@@ -60,7 +67,7 @@ def draw_tile_coverage(ax, seq_len: int, head_dim: int, tile: int = tiles.TILE,
     ax.set_xlabel("head_dim (columns)")
     ax.set_ylabel(f"seq_len rows (first {rows} of {seq_len})")
     ax.set_title(f"head_dim={head_dim}: {cov.col_tiles} x {tile}-wide tiles, "
-                 f"{cov.utilization:.1%} useful", fontsize=10)
+                 f"{cov.utilization:.1%} useful", fontsize=10, y=1.0)
     return cov
 
 
@@ -78,16 +85,20 @@ MMA_LEVELS: tuple[dict[str, Any], ...] = (
                 ("PTX", "mma.sync.aligned\n.m16n8k16.row.col.f32..."),
                 ("SASS (sm_80/89/90)", "1 x HMMA.16816.F32"))},
 )
-# Hopper: the dense fp16/bf16 peak needs the warpgroup instruction wgmma.mma_async (PTX ISA,
-# "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions", 9.7.15 in PTX ISA 8.x:
-# shapes .m64nNk16 with N = 8..256 in steps of 8, issued by 4 warps = 128 threads, B (and
-# optionally A) read from shared memory through descriptors, target sm_90a only).
-# FlashAttention-3 is built on it; warp-level mma.sync still runs on sm_90 but cannot reach that
-# peak.
-HOPPER_NOTE = ("Hopper (sm_90a): the tensor-core peak needs the warpgroup instruction "
-               "wgmma.mma_async (m64nNk16, 4 warps, operands from shared memory), which "
-               "FlashAttention-3 uses.\nWarp-level mma.sync (both paths above) runs on Hopper "
-               "but cannot reach that peak. Neither of this book's kernels uses wgmma.")
+# Hopper: NVIDIA states the dense fp16/bf16 peak for the warpgroup instruction wgmma.mma_async
+# (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions", 9.7.15 in PTX
+# ISA 8.x: shapes .m64nNk16 with N = 8..256 in steps of 8, issued by 4 warps = 128 threads; B
+# is read from shared memory through a matrix descriptor, A from shared memory the same way or
+# from registers, the accumulator D lives in registers; target sm_90a only. NVIDIA's CUTLASS
+# "Warpgroup MMA Programming Guide" says the same: "Operand A can be sourced either from shared
+# memory descriptors or from registers"). FlashAttention-3 is built on it. Warp-level mma.sync
+# also runs on sm_90, at a rate NVIDIA does not publish there (kernels.time_model's
+# TENSOR_CEILING: the model assumes the whole peak until a GPU measures it).
+HOPPER_NOTE = ("Hopper (sm_90a): NVIDIA states the tensor-core peak for the warpgroup "
+               "instruction wgmma.mma_async (m64nNk16, 4 warps;\nB from shared memory, A from "
+               "shared memory or registers), which FlashAttention-3 uses. Warp-level mma.sync "
+               "(both paths above)\nruns on Hopper too, at a rate NVIDIA does not publish there. "
+               "Neither of this book's kernels uses wgmma.")
 
 
 def _draw_matrix(ax, x, y, w, h, label, color, split_at=None):
@@ -198,64 +209,171 @@ def draw_throughput(ax, results, head_dim: int, shape: str = "ANDREA-120M",
     s = results["settings"]["shapes"].get(shape, {})
     ax.set_xlabel("head_dim")
     ax.set_ylabel("TFLOP/s (causal: 2*B*nh*T*T*hs FLOPs)")
-    ax.set_title(f"measured on {device_label(results)}\n{shape}, {series}, "
+    cpu = results["provenance"].get("device_kind") == "cpu"
+    ax.set_title(("A CPU has no tensor cores: it cannot show tile effects\n" if cpu else "")
+                 + f"measured on {device_label(results)}\n{shape}, {series}, "
                  f"B={s.get('B')}, T={s.get('T')}, {results['settings']['dtype']}", fontsize=9)
     ax.legend(fontsize=7, loc="best")
     return cs
 
 
-def _fmt_facts(head_dim: int, facts: dict, results=None) -> list[str]:
-    cov = tiles.tile_coverage(1024, head_dim)
-    fl = tiles.torch_flash_head_dim(head_dim)
-    lines = [f"andrea_edu dispatcher (CUDA, bf16): {facts['backend']}"
-             + (f" (kernel {facts['kernel']})" if facts.get("kernel") else ""),
-             f"  why: {facts['reason']}"[:110]]
-    if facts.get("error"):
-        lines.append(f"  compile: not available here ({facts['error'][:80]})")
-    elif facts.get("kernel"):
-        res, occ, fill = facts["resources"], facts["occupancy"], facts["grid_fill"]
-        lines += [
-            f"PTX ({facts['arch']}): {facts['tensor_core_instructions']} tensor-core instructions"
-            + (f", e.g. {facts['first_tensor_core_instruction'].split()[0]}"
-               if facts["first_tensor_core_instruction"] else " (none: no tensor cores)"),
-            f"ptxas: {res['registers']} registers/thread, {res['shared_bytes'] / 1024:.1f} KB "
-            f"shared/block, {res['spill_stores']} B spilled",
-            f"{facts['gpu']}: {occ['blocks_per_sm']} blocks/SM (limit: {occ['limiting']}), "
-            f"occupancy {occ['occupancy']:.0%}",
-            f"grid {facts['grid']} = {fill['n_blocks']} blocks on {fill['sms']} SMs: "
-            f"{fill['waves']} wave(s), {fill['idle_sms']} SMs idle",
-        ]
-    lines.append(f"16x16 tiles of the head slice: {cov.col_tiles} across, "
-                 f"{cov.utilization:.1%} useful")
-    rules = tiles.sdpa_head_dim_rules(head_dim)
-    ok = [k for k, (e, _) in rules.items() if e]
-    lines.append("torch SDPA, head_dim rules: eligible " + ", ".join(ok))
-    if fl["kernel_head_dim"]:
-        lines.append(f"  flash: pads to {fl['padded_in_memory']}, runs its "
-                     f"{fl['kernel_head_dim']}-wide kernel ({fl['kernel_utilization']:.0%} "
-                     f"of its columns useful)")
-    if results and results["provenance"]["device_kind"] == "gpu":
-        for _, r in (curves(results).get("sdpa") or []):
-            if r["params"]["head_dim"] == head_dim:
-                lines.append(f"  measured: torch ran {r.get('sdpa_choice')}, "
-                             f"{r['median_ms']:.3f} ms ({r['tflops']:.0f} TFLOP/s)")
+# Colours of the kernel versions in the head_dim panels (a version not listed: purple).
+VERSION_COLORS = {"v1": "#7f7f7f", "v2": "#1f77b4", "v3": "#d62728"}
+PUBLISHED_MARKERS = {"FlashAttention-2": "o", "cuDNN": "s", "FlashAttention-3": "^"}
+
+
+def _vcolor(version) -> str:
+    return VERSION_COLORS.get(version, "#9467bd")
+
+
+def draw_evidence_strip(ax, sweep: list[dict], head_dim: int):
+    """One bar per head_dim of the sweep (kernels.head_dim_evidence.sweep): all instructions one
+    warp issues per score in the SASS of the kernel the dispatcher runs there, log scale,
+    coloured by that kernel; head_dim's bar outlined in black, the kernel named under each."""
+    xs = range(len(sweep))
+    vals = [r.get("instr_per_score") or float("nan") for r in sweep]
+    ax.bar(xs, vals, 0.8, color=[_vcolor(r["version"]) for r in sweep],
+           edgecolor=["black" if r["head_dim"] == head_dim else "none" for r in sweep],
+           linewidth=2)
+    ax.set_yscale("log")
+    plain_log(ax.yaxis)  # no mathtext: a live slider draws on a background thread
+    finite = [v for v in vals if v == v]
+    ax.set_ylim(min(finite) / 3, max(finite) * 4)
+    ax.set_xticks(list(xs), [str(r["head_dim"]) for r in sweep], fontsize=7, rotation=90)
+    for x, r, val in zip(xs, sweep, vals):
+        ax.text(x, val * 1.15 if val == val else 1, r["version"] or "-", ha="center",
+                va="bottom", fontsize=6.5, color=_vcolor(r["version"]), fontweight="bold")
+    ax.set_xlabel("head_dim (bar: the kernel the dispatcher runs there, from its SASS)",
+                  fontsize=8)
+    ax.set_ylabel("instructions per score\n(one warp, log)", fontsize=8)
+    handles = [Rectangle((0, 0), 1, 1, color=_vcolor(v)) for v in sorted(
+        {r["version"] for r in sweep if r["version"]})]
+    ax.legend(handles, sorted({r["version"] for r in sweep if r["version"]}), fontsize=7,
+              loc="upper left", ncol=3)
+    ax.set_title("Compiled evidence (sm_90 SASS): all instructions per score", fontsize=9,
+                 y=1.0)
+
+
+def draw_model_band(ax, sweep: list[dict], head_dim: int, measured: dict | None = None,
+                    gpu: str = "H200"):
+    """The time MODEL per head_dim as a hatched band (bottom: every term overlapped, top: no
+    overlap), published kernels as points (never joined), and measurements, when `measured`
+    {head_dim: bench.dispatched point} has them, as filled points with their device."""
+    xs = range(len(sweep))
+    for x, r in zip(xs, sweep):
+        m = (r.get("model") or {}).get(gpu)
+        if not m:
+            continue
+        ax.bar(x, m["upper_us"] - m["lower_us"], 0.75, bottom=m["lower_us"], facecolor="none",
+               edgecolor=_vcolor(r["version"]), hatch="////", linewidth=1.0,
+               label="MODEL: bottom = all terms overlapped, top = none" if x == 0 else None)
+    seen: set[str] = set()
+    for x, r in zip(xs, sweep):
+        for b in r.get("published") or []:
+            lab = None
+            if b["kernel"] not in seen:
+                seen.add(b["kernel"])
+                lab = (f"{b['kernel']} ({b['instruction']}), published"
+                       + (" (rate extrapolated)" if b["extrapolated"] else ""))
+            ax.scatter([x], [b["us"]], marker=PUBLISHED_MARKERS.get(b["kernel"], "D"), s=30,
+                       facecolor="white", edgecolor="black", zorder=3, label=lab)
+    device = None
+    for x, r in zip(xs, sweep):
+        pt = (measured or {}).get(r["head_dim"])
+        if not pt:
+            continue
+        device = pt["device"]
+        if pt["kernel"].get("us"):
+            ax.scatter([x], [pt["kernel"]["us"]], marker="*", s=90, color=_vcolor(r["version"]),
+                       edgecolor="black", zorder=4,
+                       label=f"measured: dispatched kernel, {device}" if "k" not in seen else None)
+            seen.add("k")
+        if pt["sdpa"].get("us"):
+            ax.scatter([x], [pt["sdpa"]["us"]], marker="P", s=50, color="#2ca02c",
+                       edgecolor="black", zorder=4,
+                       label=f"measured: torch SDPA, {device}" if "s" not in seen else None)
+            seen.add("s")
+    i = next(k for k, r in enumerate(sweep) if r["head_dim"] == head_dim)
+    ax.axvspan(i - 0.5, i + 0.5, color="#fff2a8", zorder=0)
+    ax.set_yscale("log")
+    plain_log(ax.yaxis)
+    ax.set_xticks(list(xs), [str(r["head_dim"]) for r in sweep], fontsize=7, rotation=90)
+    ax.set_xlabel("head_dim", fontsize=8)
+    ax.set_ylabel("µs per launch (log)", fontsize=8)
+    r0 = sweep[0]
+    what = f"measured on {device} over the MODEL" if device else "MODEL, no GPU measurement here"
+    ax.set_title(f"Time, {gpu}, B={r0['B']}, n_head={r0['n_head']}, T={r0['T']}, causal: "
+                 f"{what}", fontsize=9, y=1.0)
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(-0.02, -0.28), ncol=2,
+              frameon=False, title="published: H100 SXM5, FlashAttention-3 paper, seq 1k",
+              title_fontsize=6.5)
+
+
+def head_dim_lines(r: dict, measured: dict | None = None) -> list[str]:
+    """The text block of one head_dim: kernels.head_dim_evidence.at(...) in lines."""
+    hd = r["head_dim"]
+    import textwrap
+
+    lines = [f"head_dim {hd}: the dispatcher runs {r['version']} ({r.get('backend')})"]
+    lines += textwrap.wrap(f"why: {r.get('why', 'no kernel runs it')}", 118,
+                           initial_indent="  ", subsequent_indent="       ")
+    if r["version"] is None:
+        return lines
+    uses_tc = r["tensor_per_score"] > 0
+    lines.append(f"16-wide tensor-core tiles of the head slice: {r['col_tiles']}, "
+                 f"{r['tile_useful']:.0%} useful" + ("" if uses_tc else
+                                                    f" ({r['version']} uses no tensor cores)"))
+    lines.append(f"SASS (sm_90), per score: {r['tensor_per_score']:.3f} tensor-core (HMMA), "
+                 f"{r['instr_per_score']:.2f} instructions in all, "
+                 f"{r['smem_per_score']:.0f} B of shared memory")
+    h, g4 = r["model"]["H200"], r["model"]["RTX 4090"]
+    lines.append(f"{r['registers']} registers/thread; blocks per SM: H200 {h['blocks_per_sm']}, "
+                 f"RTX 4090 {g4['blocks_per_sm']}; {h['blocks']} blocks: waves H200 "
+                 f"{h['waves']} ({h['idle_sms']} SMs idle), RTX 4090 {g4['waves']}")
+    lines.append(f"MODEL, H200: {h['lower_us']:.1f} µs (all terms overlapped; largest term "
+                 f"{h['bound_by']}) to {h['upper_us']:.1f} µs (no overlap)"
+                 + ("; latency-bound: 1 warp per scheduler" if h["latency_bound"] else ""))
+    pub = r.get("published") or []
+    if pub:
+        lines.append("published (H100 SXM5, FA3 paper; rate applied to this launch, an "
+                     "extrapolation): " + ", ".join(f"{b['kernel']} {b['us']:.1f} µs"
+                                                    for b in pub))
+    pt = (measured or {}).get(hd)
+    if pt:
+        k, sd = pt["kernel"], pt["sdpa"]
+        lines.append(f"measured on {pt['device']} ({pt['source']}): {k['backend']} "
+                     + (f"{k['us']:.1f} µs" if k.get("us") else "not timed")
+                     + f", SDPA ({sd['backend']}) "
+                     + (f"{sd['us']:.1f} µs" if sd.get("us") else "not timed"))
     return lines
 
 
-def head_dim_figure(head_dim: int, results=None, seq_len: int = 1024, facts=None):
-    """One frame of the chapter's slider: tile coverage, measured throughput, and the facts
-    (dispatcher decision, PTX, registers, occupancy, torch SDPA) for head_dim."""
-    facts = facts if facts is not None else kernel_facts(head_dim)
-    fig = plt.figure(figsize=(10, 6.6))
-    gs = fig.add_gridspec(2, 2, height_ratios=[2.2, 1], width_ratios=[1, 1.25])
-    draw_tile_coverage(fig.add_subplot(gs[0, 0]), seq_len, head_dim)
-    draw_throughput(fig.add_subplot(gs[0, 1]), results, head_dim)
-    ax = fig.add_subplot(gs[1, :])
+def head_dim_figure(head_dim: int, sweep: list[dict], seq_len: int = 1024,
+                    measured: dict | None = None):
+    """One frame of the chapter's slider: the head slice's tiles, the compiled evidence of the
+    kernel the dispatcher runs at every head_dim (this one outlined), the time MODEL per
+    head_dim as a hatched band beside published kernels (points) and any measurement, and the
+    numbers of this head_dim. sweep: kernels.head_dim_evidence.sweep(...); measured:
+    {head_dim: bench.dispatched point} or None."""
+    r = next((x for x in sweep if x["head_dim"] == head_dim), None)
+    if r is None:
+        raise ValueError(f"head_dim={head_dim!r} is not in the sweep "
+                         f"{[x['head_dim'] for x in sweep]}")
+    fig = plt.figure(figsize=(11, 8.4))
+    gs = fig.add_gridspec(3, 2, height_ratios=[1.5, 1.5, 0.95], width_ratios=[0.8, 1.6],
+                          hspace=0.75, wspace=0.22, left=0.07, right=0.98, top=0.92,
+                          bottom=0.03)
+    draw_tile_coverage(fig.add_subplot(gs[0:2, 0]), seq_len, head_dim)
+    draw_evidence_strip(fig.add_subplot(gs[0, 1]), sweep, head_dim)
+    draw_model_band(fig.add_subplot(gs[1, 1]), sweep, head_dim, measured)
+    ax = fig.add_subplot(gs[2, :])
     ax.set_axis_off()
-    ax.text(0, 1, "\n".join(_fmt_facts(head_dim, facts, results)), va="top", ha="left",
-            family="monospace", fontsize=8, transform=ax.transAxes)
-    fig.suptitle(f"head_dim = {head_dim}: tiles, kernel, measurement", fontsize=12)
-    fig.tight_layout()
+    ax.text(0, 1, "\n".join(head_dim_lines(r, measured)), va="top", ha="left",
+            family="monospace", fontsize=7.5, transform=ax.transAxes)
+    fig.suptitle(f"head_dim = {head_dim}: the dispatcher runs {r['version']}; compiled "
+                 f"evidence and a time MODEL" + (", with a GPU measurement"
+                                                 if (measured or {}).get(head_dim) else
+                                                 " (no GPU timing)"), fontsize=11)
     return fig
 
 

@@ -26,6 +26,7 @@ from typing import Any
 # Shown kernel code is its own concept (andrea_edu.figures.kernel_source, shared by any chapter
 # that shows code); the chapter imports it from there.
 from andrea_edu.figures.kernel_source import _code, _first_sentence, version_header
+from andrea_edu.figures.viz import plain_log
 from andrea_edu.kernels import registry
 from andrea_edu.kernels.toolkit import KERNEL_FILES
 
@@ -54,16 +55,6 @@ def changes_markdown(rows) -> str:
         out.append(f"// ---- {step}")
         out += [f"/* {v} {cols[v][0]:>3} */ {cols[v][1]}" for v in VERSIONS if v in cols]
     return "```cpp\n" + "\n".join(out) + "\n```"
-
-
-def _plain_log(axis) -> None:
-    """Log-scale tick labels as plain text ("0.01", "1000"), not mathtext: a live slider draws
-    its next frames on a background thread, and matplotlib's mathtext parser is not thread-safe
-    (a main-thread figure with "$10^{2}$" labels can fail while a frame is being drawn)."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
-    axis.set_minor_formatter(NullFormatter())
 
 
 # ------------------------------------------------------------------ the emulator's launch
@@ -169,6 +160,9 @@ def emulator_table(traces: dict, checks: dict) -> str:
 
 # ------------------------------------------------------------------ measurements (GPU files)
 HEAD_DIMS = (32, 64, 96, 128)  # the head_dims every version compiles for (v3's set)
+# The slider's head_dims: v3's set plus misaligned ones where the dispatcher falls back
+# (72: to v1; 80 and 112: to v2), so the v3 -> v2 -> v1 ladder shows there too.
+SLIDER_HEAD_DIMS = (32, 64, 72, 80, 96, 112, 128)
 
 
 def measured_rows(results, nh: int, head_dims=HEAD_DIMS, shape: str = "ANDREA-120M") -> list:
@@ -223,7 +217,7 @@ def measured_seconds(rows: list, results, B: int, T: int) -> dict:
 def measured_markdown(rows: list, results, model_s: dict | None = None) -> str:
     out = [f"Measured on {_device(results)}, file `{results['_path'].split('/')[-1]}`:", "",
            "| version | head_dim | kernel that ran | median (ms) | SDPA (ms) | "
-           "throughput vs SDPA | model bound (ms), model | measured / model |",
+           "throughput vs SDPA | MODEL, all terms overlapped (ms) | measured / MODEL |",
            "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         m = (model_s or {}).get((r["version"], r["head_dim"]))
@@ -264,10 +258,10 @@ def measured_figure(rows: list, results, model=None):
         if model:
             mm = [model.get((v, hd), np.nan) * 1e3 for hd in hds]
             ax.bar(xs + width * 0.5, mm, width * 0.5, facecolor="none", edgecolor=COLORS[v],
-                   hatch="///", label=f"{v} model (lower bound)")
+                   hatch="///", label=f"{v} MODEL (all terms overlapped)")
     ax.set_xticks(x, [f"head_dim {hd}" for hd in hds])
     ax.set_yscale("log")
-    _plain_log(ax.yaxis)
+    plain_log(ax.yaxis)
     ax.set_ylabel("ms per call (log)")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     r0 = rows[0]
@@ -361,8 +355,8 @@ def summary_markdown(traces, checks, ev, design, barriers, measured, B, nh, T) -
                      f"{e['per_tile']['HMMA']} HMMA, {e['smem_bytes_per_tile']:,} shared-memory "
                      f"bytes; {e['registers']} registers, {e['blocks_per_sm']['H200']} blocks "
                      f"per SM on an H200; {barriers[v]} block-wide barrier(s) per K/V tile; "
-                     f"model bound {m['seconds'] * 1e6:.0f} µs on an H200 (a model, a lower "
-                     f"bound){anchor}; emulated error vs reference "
+                     f"MODEL on an H200 {m['lower'] * 1e6:.0f} µs (every term overlapped) to "
+                     f"{m['upper'] * 1e6:.0f} µs (none){anchor}; emulated error vs reference "
                      f"{checks[v]['max_abs_err']:.1e}.")
     if measured:
         best = {v: max((r["speed"] for r in measured if r["version"] == v), default=None)
@@ -371,7 +365,7 @@ def summary_markdown(traces, checks, ev, design, barriers, measured, B, nh, T) -
             f"{v} {s:.2f}x" for v, s in best.items() if s is not None) + ".")
     else:
         items.append("- Not yet measured on a GPU: every time in this chapter is the model's "
-                     "lower bound, not a measurement.")
+                     "bracket, not a measurement.")
     return "\n".join(items)
 
 
@@ -432,7 +426,21 @@ def fragment_figure():
 MIX = ("HMMA", "LDSM", "LDS", "STS", "LD", "LDG", "LDGSTS", "SHFL", "MUFU.EX2", "BAR")
 # A model is drawn hatched and unfilled; no measurement is drawn so.
 MODEL_STYLE: dict[str, Any] = dict(facecolor="none", hatch="///", linewidth=1.2)
-MODEL_LABEL = "model (lower bound from SASS counts)"
+MODEL_LABEL = "MODEL (from SASS counts)"
+
+
+def bracket_phrase(m: dict) -> str:
+    """A time_model.model_bound dict's bracket in words: its lower edge (the largest term, every
+    term overlapped), its upper edge (the no-overlap sum), the SMs the grid leaves idle and,
+    where the busy SMs hold one warp per scheduler, that latency decides."""
+    txt = (f"MODEL {m['lower'] * 1e6:.1f} µs if every term overlapped (largest term: "
+           f"{m['bound_by']}) to {m['upper'] * 1e6:.1f} µs if none did")
+    if m.get("sms_busy", m.get("sms")) < m.get("sms", 0):
+        txt += f"; the grid occupies {m['sms_busy']} of {m['sms']} SMs"
+    if m.get("latency_bound"):
+        txt += (f"; {m['warps_per_busy_sm']} warps per busy SM, one per scheduler: "
+                "latency-bound (each stall of its serial FMA chain is a lost issue slot)")
+    return txt
 
 
 def clock_sentence(tm) -> str:
@@ -477,7 +485,7 @@ def band_phrase(m: dict) -> str:
     txt = f"published kernels ({where}, FlashAttention-3 paper): {txt}"
     if m.get("above_published"):
         best = max(b["tflops"] for b in band if b["instruction"] == "mma.sync")
-        txt += (f". The bound's {m['model_tflops']:.0f} TFLOP/s are above the {best:.0f} "
+        txt += (f". The lower edge's {m['model_tflops']:.0f} TFLOP/s are above the {best:.0f} "
                 "TFLOP/s of the fastest published kernel with the same instructions: they say "
                 "what the counted instructions allow, not what to expect")
     return txt
@@ -504,10 +512,12 @@ def evidence_markdown(ev: dict, scores: dict, models: dict, models_4090: dict) -
             row("blocks per SM, H200", lambda v: str(ev[v]["blocks_per_sm"]["H200"])),
             row("blocks per SM, RTX 4090", lambda v: str(ev[v]["blocks_per_sm"]["RTX 4090"])),
             row("**model, whole launch**", lambda v: ""),
-            row("model bound, H200", lambda v: f"{models[v]['seconds'] * 1e6:.1f} µs "
-                                               f"({models[v]['bound_by']})"),
-            row("model bound, RTX 4090", lambda v: f"{models_4090[v]['seconds'] * 1e6:.1f} µs "
-                                                   f"({models_4090[v]['bound_by']})"),
+            row("MODEL, H200 (all overlapped .. none)",
+                lambda v: f"{models[v]['lower'] * 1e6:.1f} .. {models[v]['upper'] * 1e6:.1f} µs "
+                          f"(largest term: {models[v]['bound_by']})"),
+            row("MODEL, RTX 4090", lambda v: f"{models_4090[v]['lower'] * 1e6:.1f} .. "
+                                             f"{models_4090[v]['upper'] * 1e6:.1f} µs (largest "
+                                             f"term: {models_4090[v]['bound_by']})"),
             row("model's TFLOP/s, H200", lambda v: f"{models[v]['model_tflops']:.0f}"
                                                   + (" (above any published mma.sync kernel)"
                                                      if models[v].get("above_published") else ""))]
@@ -522,8 +532,9 @@ def evidence_markdown(ev: dict, scores: dict, models: dict, models_4090: dict) -
                 for b in band]
         out.append("")
         out.append(f"Published kernels: {band[0]['where']}, from the {band[0]['source']}; "
-                   "the time is the work above at that throughput. Not one of these is a "
-                   "measurement of this book's kernels.")
+                   "the time is the work above at that throughput, a rate measured on another "
+                   "number of (batch, head) pairs applied to this launch: an extrapolation. "
+                   "Not one of these is a measurement of this book's kernels.")
     return "\n".join(out)
 
 
@@ -531,8 +542,7 @@ def version_evidence(v: str, e: dict, scores: int, models: dict) -> str:
     """One version's evidence paragraph: e a sass.evidence dict, models {gpu: model_bound}."""
     p = e["per_tile"]
     mix = ", ".join(f"{p[k]} {k}" for k in MIX if p[k])
-    bounds = "; ".join(f"{m['seconds'] * 1e6:.1f} µs on the {g} ({m['bound_by']}-bound)"
-                       for g, m in models.items())
+    bounds = "; ".join(f"on the {g}, {bracket_phrase(m)}" for g, m in models.items())
     first = next(iter(models.values()))
     c = first.get("counts", {})
     floor = (f" The model counts {c['smem_bytes'] // first['work']['warp_tiles']:,} of those "
@@ -546,7 +556,7 @@ def version_evidence(v: str, e: dict, scores: int, models: dict) -> str:
             f"{e['registers']} registers per thread, "
             f"{e['spill_stores'] + e['spill_loads']} spill bytes, {e['shared_bytes']:,} B of "
             f"shared memory per block: {e['blocks_per_sm']['H200']} blocks per SM on an H200, "
-            f"{e['blocks_per_sm']['RTX 4090']} on an RTX 4090. **Model** (a lower bound, not a "
+            f"{e['blocks_per_sm']['RTX 4090']} on an RTX 4090. **Model** (a bracket, not a "
             f"measurement and not a forecast) at the design case: {bounds}. Beside it, "
             + "; ".join(f"on the {g}: {band_phrase(m)}" for g, m in models.items())
             + f".{floor}")
@@ -562,14 +572,15 @@ def ratio_sentence(ev: dict, scores: dict, models: dict, head_dim: int, case: st
     for a, b in (("v1", "v2"), ("v2", "v3")):
         parts.append(f"from {a} to {b}: {per(a, 'instr') / per(b, 'instr'):.1f}x fewer "
                      f"instructions and {per(a, 'smem') / per(b, 'smem'):.1f}x fewer "
-                     f"shared-memory bytes per score, and a model bound "
-                     f"{models[a]['seconds'] / models[b]['seconds']:.1f}x lower")
+                     f"shared-memory bytes per score, and a model bracket whose lower edge is "
+                     f"{models[a]['lower'] / models[b]['lower']:.1f}x lower")
     last = models[VERSIONS[-1]]
     return (f"Per score (one query-key pair), at head_dim={head_dim}: " + "; ".join(parts)
-            + f". Model bounds at {case}, H200: " + ", ".join(
-                f"{v} {m['seconds'] * 1e6:.0f} µs ({m['bound_by']}-bound, "
-                f"{m['model_tflops']:.0f} TFLOP/s)" for v, m in models.items())
-            + f". These are a model's lower bounds, not measurements; {band_phrase(last)}. "
+            + f". MODEL at {case}, H200, every term overlapped .. none: " + ", ".join(
+                f"{v} {m['lower'] * 1e6:.0f} .. {m['upper'] * 1e6:.0f} µs (largest term "
+                f"{m['bound_by']}, {m['model_tflops']:.0f} TFLOP/s at the lower edge)"
+                for v, m in models.items())
+            + f". These are a model's brackets, not measurements; {band_phrase(last)}. "
             "Registers per thread and what limits the resident blocks on an H200: " + ", ".join(
                 f"{v} {e['registers']} ({e['blocks_per_sm']['H200']} blocks/SM, limited by "
                 f"{e.get('limited_by', {}).get('H200', '?')})" for v, e in ev.items()) + ".")
@@ -585,7 +596,7 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [1.3, 1]})
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.8), gridspec_kw={"width_ratios": [1.3, 1]})
     names = list(MIX) + ["all instructions", "shared-memory bytes"]
     y = np.arange(len(names))
 
@@ -596,20 +607,22 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
         return np.array(vals, dtype=float)
 
     for v in VERSIONS:
+        if (v, head_dim) not in ev:            # not compiled for this head_dim
+            continue
         vals = np.where(per_score(v) > 0, per_score(v), np.nan)
         if v == version:
             ax.barh(y, vals, color=COLORS[v], height=0.6, label=f"{v} (read from SASS)")
         else:
             ax.scatter(vals, y, marker="|", s=250, color=COLORS[v], label=v)
     ax.set_xscale("log")
-    _plain_log(ax.xaxis)
+    plain_log(ax.xaxis)
     ax.set_yticks(y, names, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("per score (one query-key pair), per warp; log scale", fontsize=8)
     ax.legend(fontsize=7, loc="best")
     e = ev[version, head_dim]
     ax.set_title(f"{version}, head_dim={head_dim}: {e['registers']} registers, "
-                 f"{e['spill_stores'] + e['spill_loads']} spill bytes, blocks/SM H200 "
+                 f"{e['spill_stores'] + e['spill_loads']} spill bytes,\nblocks/SM H200 "
                  f"{e['blocks_per_sm']['H200']}, RTX 4090 {e['blocks_per_sm']['RTX 4090']}",
                  fontsize=9)
     gpus = list(models[version, head_dim])
@@ -620,31 +633,39 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
         term_us = [m["terms"][t] * 1e6 for t in terms]
         xs = np.arange(len(terms)) + (i - (len(gpus) - 1) / 2) * width
         ax2.bar(xs, term_us, width * 0.9, edgecolor=["black", "#888888"][i % 2],
-                label=f"{g}: {MODEL_LABEL}", **MODEL_STYLE)
+                label=f"{g}: MODEL terms", **MODEL_STYLE)
         k = terms.index(m["bound_by"])
-        ax2.annotate(f"bound {term_us[k]:.0f} µs", (xs[k], term_us[k]), fontsize=7, ha="center",
-                     va="bottom")
+        ax2.annotate(f"largest {term_us[k]:.0f} µs", (xs[k], term_us[k]), fontsize=7,
+                     ha="center", va="bottom")
+        x_sum = len(terms) + (i - (len(gpus) - 1) / 2) * width   # the no-overlap sum
+        ax2.bar(x_sum, m["upper"] * 1e6, width * 0.9, facecolor="none", hatch="xx",
+                edgecolor=["black", "#888888"][i % 2], linewidth=1.2,
+                label=f"{g}: MODEL sum (no overlap)")
+        ax2.annotate(f"{m['upper'] * 1e6:.0f} µs", (x_sum, m["upper"] * 1e6), fontsize=7,
+                     ha="center", va="bottom")
         if m.get("published"):       # the band published kernels land in, for the same work
             lo_b, hi_b = (f(b["seconds"] for b in m["published"]) * 1e6 for f in (min, max))
             ax2.axhspan(lo_b, hi_b, color="#2ca02c", alpha=0.18,
-                        label=f"{g}: published kernels, same work ({m['published'][0]['where']})")
+                        label=f"{g}: published, same work (H100, extrapolated)")
         if measured_s and measured_s.get(g):
-            ax2.bar(len(terms) + (i - (len(gpus) - 1) / 2) * width, measured_s[g] * 1e6,
+            ax2.bar(len(terms) + 1 + (i - (len(gpus) - 1) / 2) * width, measured_s[g] * 1e6,
                     width * 0.9, color=COLORS[version], label=f"{g}: measured")
-    ax2.set_xticks(range(len(terms) + bool(measured_s)),
-                   terms + (["measured"] if measured_s else []), fontsize=8)
+    ax2.set_xticks(range(len(terms) + 1 + bool(measured_s)),
+                   terms + ["sum"] + (["measured"] if measured_s else []), fontsize=7,
+                   rotation=30)
     ax2.set_yscale("log")
-    _plain_log(ax2.yaxis)
+    plain_log(ax2.yaxis)
     lo = min(x for m in models[version, head_dim].values() for x in m["terms"].values() if x > 0)
-    hi = max([x for m in models[version, head_dim].values() for x in m["terms"].values()]
+    hi = max([m["upper"] for m in models[version, head_dim].values()]
              + [b["seconds"] for m in models[version, head_dim].values()
                 for b in m.get("published") or []])
     ax2.set_ylim(lo * 1e6 / 2, max(hi, *(measured_s or {0: 0}).values()) * 1e6 * 3)
     ax2.set_ylabel("µs per launch (log)", fontsize=8)
-    ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.12), ncol=1)
+    ax2.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(-0.2, -0.16), ncol=2)
     m0 = next(iter(models[version, head_dim].values()))
     ax2.set_title(f"MODEL, B={m0['B']}, n_head={m0['n_head']}, T={m0['T']}"
-                  f"{', causal' if m0['causal'] else ''}: five lower bounds", fontsize=9)
+                  f"{', causal' if m0['causal'] else ''}\nfive terms: overlapped = the "
+                  f"largest, none = the sum", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -661,10 +682,13 @@ def model_overview_figure(models: dict, gpu: str = "H200"):
     fig, ax = plt.subplots(figsize=(10, 3.6))
     width = 0.8 / len(VERSIONS)
     for i, v in enumerate(VERSIONS):
-        vals = [models[v, hd][gpu]["seconds"] * 1e6 if (v, hd) in models else np.nan
-                for hd in hds]
-        ax.bar(np.arange(len(hds)) + (i - 1) * width, vals, width * 0.9, edgecolor=COLORS[v],
-               label=f"{v}: {MODEL_LABEL}", **MODEL_STYLE)
+        low = np.array([models[v, hd][gpu]["lower"] * 1e6 if (v, hd) in models else np.nan
+                        for hd in hds])
+        up = np.array([models[v, hd][gpu]["upper"] * 1e6 if (v, hd) in models else np.nan
+                       for hd in hds])
+        ax.bar(np.arange(len(hds)) + (i - 1) * width, up - low, width * 0.9, bottom=low,
+               edgecolor=COLORS[v], label=f"{v}: {MODEL_LABEL}, all terms overlapped .. none",
+               **MODEL_STYLE)
     banded = False
     for x, hd in enumerate(hds):
         band = next((m[gpu].get("published") for (v, h), m in models.items()
@@ -677,12 +701,13 @@ def model_overview_figure(models: dict, gpu: str = "H200"):
             banded = True
     ax.set_xticks(range(len(hds)), [f"head_dim {hd}" for hd in hds])
     ax.set_yscale("log")
-    _plain_log(ax.yaxis)
-    low = min(m[gpu]["seconds"] for m in models.values() if gpu in m) * 1e6
-    ax.set_ylim(low / 2, None)
+    plain_log(ax.yaxis)
+    low = min(m[gpu]["lower"] for m in models.values() if gpu in m) * 1e6
+    high = max(m[gpu]["upper"] for m in models.values() if gpu in m) * 1e6
+    ax.set_ylim(low / 2, high * 2)
     ax.set_ylabel("µs per launch (log), MODEL")
     m0 = next(iter(models.values()))[gpu]
-    ax.set_title(f"Lower-bound model, {m0['gpu']}: B={m0['B']}, n_head={m0['n_head']}, "
+    ax.set_title(f"MODEL bracket, {m0['gpu']}: B={m0['B']}, n_head={m0['n_head']}, "
                  f"T={m0['T']}, {m0['dtype']}, {'causal' if m0['causal'] else 'full'} "
                  f"(no measurement of ours in this figure)", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -729,7 +754,8 @@ def model_terms_lines(m: dict, overlap: str = "perfect") -> list[str]:
              f"head_dim={m['head_dim']}, {m['dtype']}, causal={m['causal']} (a model):"]
     lines += [f"  {name:<6} {s * 1e6:9.1f} µs" + ("  <- the largest" if name == m["bound_by"]
                                                   else "") for name, s in terms.items()]
-    how = "perfect overlap, the model" if overlap == "perfect" else "no overlap at all"
+    how = ("perfect overlap: the bracket's lower edge" if overlap == "perfect" else
+           "no overlap at all: the bracket's upper edge")
     lines.append(f"  {OVERLAPS[overlap]} of the terms ({how}): {t * 1e6:.1f} µs, "
                  f"{m['useful_flops'] / t / 1e12:.0f} TFLOP/s of useful work")
     lines += [f"  published: {b['kernel']} ({b['instruction']}, {b['where']}) "
@@ -759,6 +785,62 @@ def model_beside_measured(results, nh: int, dtype, head_dims=HEAD_DIMS) -> list[
         m = time_model.model_bound(r["version"], r["B"], nh, r["T"], r["head_dim"], r["causal"],
                                    dtype, gpu)
         out.append(f"{device}, {r['version']} (ran {r['kernel']}), head_dim {r['head_dim']}: "
-                   f"measured {r['ms']:.3f} ms, model bound {m['seconds'] * 1e3:.3f} ms "
-                   f"({m['bound_by']}-bound): measured / model {r['ms'] / (m['seconds'] * 1e3):.1f}x")
+                   f"measured {r['ms']:.3f} ms, MODEL {m['lower'] * 1e3:.3f} ms (every term "
+                   f"overlapped, largest term {m['bound_by']}) to {m['upper'] * 1e3:.3f} ms "
+                   f"(none): measured / lower edge {r['ms'] / (m['lower'] * 1e3):.1f}x")
     return out or [f"{device}: the file holds no version of this chapter at n_head={nh}"]
+
+
+# ------------------------------------------------------------------ n_head at a fixed d_model
+def n_head_figure(rows: list, n_head: int):
+    """What n_head changes at a fixed d_model, one bar per n_head (rows: kernels.
+    head_dim_evidence.at_fixed_d_model(n) for each n), n_head's outlined: the kernel the
+    dispatcher runs at d_model / n_head and its instructions per score, the launch's blocks and
+    the SMs they occupy on an H200, the scores per head and in all, and the time MODEL
+    (hatched band: every term overlapped .. none)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    r = next((x for x in rows if x["n_head"] == n_head), None)
+    if r is None:
+        raise ValueError(f"n_head={n_head!r} is not one of {[x['n_head'] for x in rows]}")
+    x = np.arange(len(rows))
+    labels = [f"{q['n_head']} x {q['head_dim']}\n{q['version']}" for q in rows]
+    edge = ["black" if q["n_head"] == n_head else "none" for q in rows]
+    col = [COLORS.get(q["version"], "#9467bd") for q in rows]
+    fig, axes = plt.subplots(1, 4, figsize=(12, 3.6))
+    a, b, c, d = axes
+    a.bar(x, [q["instr_per_score"] for q in rows], color=col, edgecolor=edge, linewidth=2)
+    a.set_yscale("log")
+    a.set_title("instructions per score\n(SASS, one warp)", fontsize=9)
+    blocks = [q["model"]["H200"]["blocks"] for q in rows]
+    busy = [q["model"]["H200"]["sms_busy"] for q in rows]
+    b.bar(x, blocks, color="#cccccc", edgecolor=edge, linewidth=2, label="blocks launched")
+    b.bar(x, busy, 0.4, color=col, label="SMs busy (of 132)")
+    b.set_yscale("log")
+    b.set_title("grid on an H200\n(blocks, SMs with a block)", fontsize=9)
+    b.legend(fontsize=7, loc="upper left")
+    c.bar(x - 0.2, [q["scores_per_head"] for q in rows], 0.4, color="#9ecae1", edgecolor=edge,
+          label="scores per head")
+    c.bar(x + 0.2, [q["scores"] for q in rows], 0.4, color="#08519c", edgecolor=edge,
+          label="scores in all")
+    c.set_yscale("log")
+    c.set_title("scores (query-key pairs,\ncausal) per launch", fontsize=9)
+    c.legend(fontsize=7, loc="upper left")
+    lo = np.array([q["model"]["H200"]["lower_us"] for q in rows])
+    hi = np.array([q["model"]["H200"]["upper_us"] for q in rows])
+    d.bar(x, hi - lo, 0.7, bottom=lo, edgecolor=col, label=f"{MODEL_LABEL}", **MODEL_STYLE)
+    for xi, q in zip(x, rows):
+        if q["n_head"] == n_head:
+            d.axvspan(xi - 0.5, xi + 0.5, color="#fff2a8", zorder=0)
+    d.set_yscale("log")
+    d.set_ylim(lo.min() / 2, hi.max() * 2)
+    d.set_title("MODEL, H200, µs: all terms\noverlapped .. none (hatched)", fontsize=9)
+    for ax in axes:
+        ax.set_xticks(x, labels, fontsize=7)
+        plain_log(ax.yaxis)
+    d_model = r["d_model"]
+    fig.suptitle(f"d_model = {d_model} as n_head x head_dim (kernel below): B={r['B']}, "
+                 f"T={r['T']}; n_head={n_head} outlined", fontsize=10)
+    fig.tight_layout()
+    return fig

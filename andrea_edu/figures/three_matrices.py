@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from andrea_edu import projections as P
+from andrea_edu.kernels import gpus
 from andrea_edu.figures.viz import head_colors
 
 WAYS = ("per-head", "fused", "c_attn")
@@ -121,11 +122,13 @@ def committed_projection_rows(results: dict | None) -> list[dict]:
 
 
 # ---------------------------------------------------------------- the tensor-core claim
-# Published figures, not measurements: NVIDIA's H200 data sheet gives 1,979 TFLOP/s of BF16 tensor
-# throughput *with sparsity*, so 989 TFLOP/s dense, and 4.8 TB/s of HBM3e bandwidth.
+# Published figures, not measurements, read from the one GPU table (andrea_edu.kernels.gpus, where
+# each is cited): the dense bf16 tensor peak and the DRAM bandwidth, keyed by the device name torch
+# reports (NVIDIA's H200 data sheet: 1,979 TFLOP/s *with sparsity*, so 989.5 dense; 4.8 TB/s).
 PUBLISHED_PEAK: dict[str, dict[str, Any]] = {
-    "NVIDIA H200": {"bf16_tflops": 989.0, "hbm_tb_per_s": 4.8,
-                    "source": "NVIDIA H200 Tensor Core GPU data sheet"}}
+    g["name"]: {"bf16_tflops": g["tensor_flops"] / 1e12, "hbm_tb_per_s": g["dram_bytes_s"] / 1e12,
+                "source": gpus.SOURCES[key]}
+    for key, g in gpus.GPUS.items() if "tensor_flops" in g}
 
 
 def projection_roofline(rows: int, d_model: int = 768, gpu: str = "NVIDIA H200",

@@ -118,6 +118,16 @@ PATTERN_COLORS = {"previous token": "#1f77b4", "matching bracket": "#d62728",
                   "recent entity": "#2ca02c", "all": "#444444"}
 
 
+def plain_log(axis) -> None:
+    """Log-scale tick labels as plain text ("0.01", "1000"), not mathtext: a live slider draws
+    its next frames on a background thread, and matplotlib's mathtext parser is not thread-safe
+    (a main-thread figure with "$10^{2}$" labels can fail while a frame is being drawn)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def caption(fig, text: str, y: float = 0.01) -> None:
     """One small grey caption line (wrapped) at the bottom of a figure."""
     fig.text(0.5, y, text, ha="center", va="bottom", fontsize=8, color="#444444", wrap=True)

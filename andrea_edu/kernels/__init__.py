@@ -9,6 +9,7 @@
     toolkit    where NVRTC and its headers come from (pip wheels), the .cu sources, their constants
     nvrtc      run-time compilation: PTX, CUBIN, registers, shared memory, SASS, the disk cache
     launch     launching a compiled kernel on torch's current stream (needs a GPU)
+    gpus       the one GPU table: SMs, per-SM limits, peaks and clocks of every GPU named, cited
     occupancy  blocks per SM and grid fill on H200, RTX 4090, A100, T4, RTX 3090, L4, H100
     targets    what runs where: each reader's GPU (T4 sm_75 .. H200 sm_90), the kernels the
                dispatcher runs there, their registers and occupancy (a table, a line per chapter)
@@ -16,7 +17,10 @@
     tiles      tile coverage, padding, MMA shapes, SDPA's head_dim rules
     emulator   the kernels' grid, tiles and online softmax, run block by block on the CPU
     sass       SASS evidence: the instruction mix and shared-memory bytes of one warp's K/V tile
-    time_model a lower-bound time MODEL per kernel from those counts and published GPU limits
+    time_model a time MODEL per kernel (a bracket: all terms overlapped .. none) from those
+               counts and published GPU limits
+    head_dim_evidence  per head_dim: the kernel the dispatcher runs, its compiled evidence and
+               its MODEL band (the head_dim slider)
     *.cu       attention_v1.cu (one block per (batch, head)), attention_v2_wmma.cu (tensor cores),
                attention_v3_flash.cu (FlashAttention-2 style: mma.sync, ldmatrix, cp.async)
 

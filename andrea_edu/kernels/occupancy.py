@@ -13,36 +13,18 @@ The rules are those of NVIDIA's occupancy calculator for sm_75..sm_90: registers
 warps in units of 256 (regs/thread rounded up to a multiple of 8), every block also reserves
 1 KB of shared memory (sm_80 and newer), and an SM holds at most max_threads threads and
 max_blocks blocks.
-Presets (from NVIDIA's published specifications of each GPU):
+Presets: the GPUs of andrea_edu.kernels.gpus (the one GPU table, with its sources):
 """
 from __future__ import annotations
 
 import math
 from typing import Any
 
-# name, architecture, SM count, and per-SM limits; smem in bytes.
-H200: dict[str, Any] = dict(name="NVIDIA H200", arch="sm_90", sms=132, regs=65536, smem=228 * 1024,
-            smem_per_block=227 * 1024, reserved_smem=1024, max_threads=2048, max_blocks=32)
-A100: dict[str, Any] = dict(name="NVIDIA A100", arch="sm_80", sms=108, regs=65536, smem=164 * 1024,
-            smem_per_block=163 * 1024, reserved_smem=1024, max_threads=2048, max_blocks=32)
-RTX_4090: dict[str, Any] = dict(name="NVIDIA GeForce RTX 4090", arch="sm_89", sms=128, regs=65536,
-                smem=100 * 1024, smem_per_block=99 * 1024, reserved_smem=1024,
-                max_threads=1536, max_blocks=24)
-# The GPUs readers run the book on (kernels.targets). Per-SM limits: CUDA C++ Programming Guide,
-# "Technical Specifications per Compute Capability" (7.5: 64 KB shared memory per SM and per
-# block, 1024 threads, 16 blocks; 8.6: 100 KB, 99 KB per block, 1536 threads, 16 blocks; 8.9:
-# 24 blocks; 9.0 as the H200); the 1 KB reserved per block begins with compute capability 8.0.
-# SM counts from NVIDIA's data sheets and architecture whitepapers: T4 (TU104) 40, RTX 3090
-# (GA102) 82, L4 (AD104) 58, H100 SXM5 (GH100) 132.
-T4 = dict(name="NVIDIA T4", arch="sm_75", sms=40, regs=65536, smem=64 * 1024,
-          smem_per_block=64 * 1024, reserved_smem=0, max_threads=1024, max_blocks=16)
-RTX_3090 = dict(name="NVIDIA GeForce RTX 3090", arch="sm_86", sms=82, regs=65536,
-                smem=100 * 1024, smem_per_block=99 * 1024, reserved_smem=1024,
-                max_threads=1536, max_blocks=16)
-L4 = dict(name="NVIDIA L4", arch="sm_89", sms=58, regs=65536, smem=100 * 1024,
-          smem_per_block=99 * 1024, reserved_smem=1024, max_threads=1536, max_blocks=24)
-H100 = dict(name="NVIDIA H100 (SXM)", arch="sm_90", sms=132, regs=65536, smem=228 * 1024,
-            smem_per_block=227 * 1024, reserved_smem=1024, max_threads=2048, max_blocks=32)
+from andrea_edu.kernels.gpus import GPUS
+
+# The same dicts as gpus.GPUS (one table): name, architecture, SM count, per-SM limits.
+H200, A100, RTX_4090 = GPUS["H200"], GPUS["A100"], GPUS["RTX 4090"]
+T4, RTX_3090, L4, H100 = GPUS["T4"], GPUS["RTX 3090"], GPUS["L4"], GPUS["H100"]
 PRESETS = {"H200": H200, "A100": A100, "RTX 4090": RTX_4090, "T4": T4, "RTX 3090": RTX_3090,
            "L4": L4, "H100": H100}
 __doc__ += "".join(f"    {k}: {v['arch']}, {v['sms']} SMs, {v['smem'] // 1024} KB shared memory "

@@ -252,11 +252,59 @@ def trip_plan_for(version: str, head_dim: int, consts: dict):
     return registry.get(version).trip_plan(head_dim, consts)
 
 
+def _evidence_key(spec, ck, head_dim: int, dtype, arch: str) -> str:
+    """What one evidence dict is a pure function of: the CUBIN, this module's walk, the spec
+    module's trip plan, the GPU table and the occupancy rules, and the case."""
+    import hashlib
+    import importlib.util
+    from pathlib import Path
+
+    h = hashlib.sha256(ck.cubin)
+    for mod in (__name__, "andrea_edu.kernels.gpus", "andrea_edu.kernels.occupancy",
+                "andrea_edu.kernels.spec", spec.trip_plan.__module__):
+        found = importlib.util.find_spec(mod)
+        if found is not None and found.origin and Path(found.origin).is_file():
+            h.update(Path(found.origin).read_bytes())
+    h.update(f"{spec.version}|{head_dim}|{dtype}|{arch}|{spec.source_text()}".encode())
+    return h.hexdigest()[:40]
+
+
+_EVIDENCE_KEYS = ("version", "head_dim", "per_tile", "smem_bytes_per_tile", "scores_per_tile",
+                  "registers", "blocks_per_sm", "static", "instructions_per_score")
+
+
 def evidence(version: str, head_dim: int, dtype=torch.bfloat16, arch: str = "sm_90") -> dict:
-    """The SASS evidence of one specialization (module docstring); compiles it if needed."""
-    from andrea_edu.kernels import nvrtc, occupancy, registry
+    """The SASS evidence of one specialization (module docstring); compiles it if needed.
+    Kept on disk beside the kernel cache (nvrtc.cache_dir()/evidence), keyed by the CUBIN and
+    the code that reads it (_evidence_key): a chapter that walks many kernels pays the walk
+    once per machine. An entry that does not load as a complete record is computed again."""
+    import json
+    import os
+
+    from andrea_edu.kernels import nvrtc, registry
     spec = registry.get(version)
     ck = nvrtc.compile_attention(version, head_dim, dtype, arch)
+    path = nvrtc.cache_dir() / "evidence" / f"{_evidence_key(spec, ck, head_dim, dtype, arch)}.json"
+    try:
+        got = json.loads(path.read_text())
+        if isinstance(got, dict) and all(k in got for k in _EVIDENCE_KEYS):
+            got["kv_loop"] = tuple(got["kv_loop"])
+            return got
+    except (OSError, ValueError):
+        pass
+    out = _evidence(spec, ck, version, head_dim, dtype, arch)
+    try:  # best effort: an unwritable cache only costs the next run the walk
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(out))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return out
+
+
+def _evidence(spec, ck, version: str, head_dim: int, dtype, arch: str) -> dict:
+    from andrea_edu.kernels import occupancy
     text = ck.sass()
     if text is None:
         raise RuntimeError("cuobjdump/nvdisasm not found: pip install nvidia-cuda-cuobjdump "

@@ -167,16 +167,27 @@ class KernelSpec:
 
     # ------------------------------------------------------------ the time model's work
     def launch_work(self, B: int, nh: int, T: int, causal: bool, head_dim: int) -> dict:
-        """Blocks, K/V tiles and warp-tiles (one warp, one K/V tile) of one launch."""
+        """Blocks, K/V tiles and warp-tiles (one warp, one K/V tile) of one launch, and the
+        warp-tiles of its heaviest block (max_block_warp_tiles: one block runs on one SM, so
+        no launch is faster than that block alone)."""
         rows, keys, warps = self.rows(head_dim), self.keys_per_tile, self.warps
-        q_tiles = [(q0, B * nh) for q0 in range(0, T, rows)]
+        q_starts = list(range(0, T, rows))
         gx, gy, gz = self.grid(B, nh, T, head_dim)
-        kv_tiles = sum(n * math.ceil((min(T, q0 + rows) if causal else T) / keys)
-                       for q0, n in q_tiles)
-        warp_tiles = kv_tiles * warps
-        if self.warp_skips_causal_tiles and causal:   # a warp skips tiles wholly above its rows
-            per = rows // warps
-            warp_tiles = sum(n * math.ceil(min(T, q0 + (w + 1) * per) / keys)
-                             for q0, n in q_tiles for w in range(warps))
+
+        def kv(q0):                                   # K/V tiles one query tile loads
+            return math.ceil((min(T, q0 + rows) if causal else T) / keys)
+
+        def wt(q0):                                   # warp-tiles of one query tile
+            if self.warp_skips_causal_tiles and causal:   # a warp skips tiles above its rows
+                per = rows // warps
+                return sum(math.ceil(min(T, q0 + (w + 1) * per) / keys) for w in range(warps))
+            return kv(q0) * warps
+
+        pairs = B * nh
+        kv_tiles = pairs * sum(kv(q0) for q0 in q_starts)
+        warp_tiles = pairs * sum(wt(q0) for q0 in q_starts)
+        heaviest = (sum(wt(q0) for q0 in q_starts) if self.walks_all_query_tiles
+                    else max(wt(q0) for q0 in q_starts))
         return dict(blocks=gx * gy * gz, kv_tiles=kv_tiles, warp_tiles=warp_tiles,
-                    rows_per_block_tile=rows, keys_per_tile=keys, warps_per_block=warps)
+                    max_block_warp_tiles=heaviest, rows_per_block_tile=rows, keys_per_tile=keys,
+                    warps_per_block=warps)

@@ -1,0 +1,111 @@
+"""The one GPU table: every GPU the book names, its SMs, per-SM limits, peaks and clock, cited.
+
+Read by kernels.occupancy (blocks per SM, grid fill), kernels.time_model (the MODEL's
+limits), kernels.targets (what runs on a reader's GPU) and the chapters' roofline calculation
+(figures.three_matrices reads the peak and bandwidth). Nothing else states a GPU's numbers.
+
+    GPUS {"H200": {...}, "RTX 4090": {...}, ...}   one dict per GPU (keys below)
+    get(key) -> dict                              a one-line ValueError naming the keys otherwise
+    clock_hz(key) -> the clock behind the stated dense tensor peak (GPUs with a peak only)
+    by_device_name("NVIDIA H200") -> "H200" or None   (torch.cuda.get_device_name spelling)
+
+Keys of each GPU:
+    name, arch, sms                                 what it is
+    regs, smem, smem_per_block, reserved_smem,      per-SM limits (bytes), the occupancy rules'
+    max_threads, max_blocks                         inputs
+  and, for the GPUs the time model knows (H200, RTX 4090), published peaks and per-SM rates:
+    tensor_flops                dense fp16/bf16 tensor peak with fp32 accumulation (FLOP/s)
+    tensor_flops_per_clock_per_sm   the per-SM rate behind it; clock_hz = peak / (sms x rate)
+    dram_bytes_s                DRAM bandwidth (bytes/s)
+    issue_per_clock, smem_bytes_per_clock, mufu_per_clock   per-SM rates of the model's terms
+
+Sources. Per-SM limits: CUDA C++ Programming Guide, "Technical Specifications per Compute
+Capability" (7.5: 64 KB shared memory per SM and per block, 1024 threads, 16 blocks; 8.0: 164 KB,
+163 KB per block, 2048 threads, 32 blocks; 8.6: 100 KB, 99 KB per block, 1536 threads, 16 blocks;
+8.9: as 8.6 with 24 blocks; 9.0: 228 KB, 227 KB per block, 2048 threads, 32 blocks; 64 K 32-bit
+registers per SM throughout); the 1 KB of shared memory reserved per block begins with compute
+capability 8.0. SM counts: NVIDIA's data sheets and architecture whitepapers (T4/TU104 40,
+A100 108, RTX 3090/GA102 82, L4/AD104 58, RTX 4090/AD102 128, H100 SXM5 and H200/GH100 132).
+Peaks: see the comments at H200 and RTX 4090.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+# Per-SM limits by compute capability (the Programming Guide's table), shared by GPUs of one cc.
+_CC75: dict[str, Any] = dict(regs=65536, smem=64 * 1024, smem_per_block=64 * 1024,
+                             reserved_smem=0, max_threads=1024, max_blocks=16)
+_CC80: dict[str, Any] = dict(regs=65536, smem=164 * 1024, smem_per_block=163 * 1024,
+                             reserved_smem=1024, max_threads=2048, max_blocks=32)
+_CC86: dict[str, Any] = dict(regs=65536, smem=100 * 1024, smem_per_block=99 * 1024,
+                             reserved_smem=1024, max_threads=1536, max_blocks=16)
+_CC89: dict[str, Any] = dict(_CC86, max_blocks=24)
+_CC90: dict[str, Any] = dict(regs=65536, smem=228 * 1024, smem_per_block=227 * 1024,
+                             reserved_smem=1024, max_threads=2048, max_blocks=32)
+
+# CUDA C++ Programming Guide: an SM of compute capability 8.9 or 9.0 has 4 warp schedulers, each
+# issuing one instruction per clock; shared memory has 32 banks of 4 bytes, each serving one
+# 32-bit word per clock (128 bytes per clock per SM); "Arithmetic Instructions" throughput
+# table: 16 results per clock per SM for exp2 (MUFU).
+_RATES: dict[str, Any] = dict(issue_per_clock=4, smem_bytes_per_clock=128, mufu_per_clock=16)
+
+GPUS: dict[str, dict[str, Any]] = {
+    "T4": dict(name="NVIDIA T4", arch="sm_75", sms=40, **_CC75),
+    "A100": dict(name="NVIDIA A100", arch="sm_80", sms=108, **_CC80),
+    "RTX 3090": dict(name="NVIDIA GeForce RTX 3090", arch="sm_86", sms=82, **_CC86),
+    "L4": dict(name="NVIDIA L4", arch="sm_89", sms=58, **_CC89),
+    "RTX 4090": dict(
+        name="NVIDIA GeForce RTX 4090", arch="sm_89", sms=128, **_CC89,
+        # NVIDIA Ada GPU Architecture whitepaper (AD102, RTX 4090): 128 SMs; peak FP16 tensor
+        # TFLOPS with FP32 accumulate 165.2 (dense) at its 2,520 MHz boost clock, i.e. 512
+        # FLOPs per clock per SM (half the FP16-accumulate rate); memory 1,008 GB/s.
+        tensor_flops=165.2e12, tensor_flops_per_clock_per_sm=512, dram_bytes_s=1.008e12,
+        **_RATES),
+    "H100": dict(name="NVIDIA H100 (SXM)", arch="sm_90", sms=132, **_CC90),
+    "H200": dict(
+        name="NVIDIA H200", arch="sm_90", sms=132, **_CC90,
+        # H200 datasheet (nvidia.com/en-us/data-center/h200, the SXM form): FP16/BF16 tensor
+        # core 1,979 TFLOPS *with sparsity*, so 989.5 TFLOPS dense; GPU memory bandwidth
+        # 4.8 TB/s. SMs: NVIDIA H100 Tensor Core GPU Architecture whitepaper (GH100 in SXM5:
+        # 132 SMs; the H200 is the same GH100 with HBM3e). Per-SM rate: the A100 whitepaper
+        # gives an A100 SM 1,024 dense FP16 FMA per clock; the H100 whitepaper gives an H100 SM
+        # twice A100's dense MMA rate clock for clock: 2,048 FMA = 4,096 FLOPs per clock per SM.
+        # So the peak is 132 x 4,096 x 1.83 GHz (NVIDIA's cudnn-frontend benchmark table,
+        # PR #650, states the same product for sm90).
+        tensor_flops=989.5e12, tensor_flops_per_clock_per_sm=4096, dram_bytes_s=4.8e12,
+        **_RATES),
+}
+SOURCES = {
+    "limits": "CUDA C++ Programming Guide, Technical Specifications per Compute Capability",
+    "H200": "NVIDIA H200 Tensor Core GPU data sheet; NVIDIA H100 Tensor Core GPU Architecture "
+            "whitepaper",
+    "RTX 4090": "NVIDIA Ada GPU Architecture whitepaper",
+}
+
+
+def clock_hz(key: str) -> float:
+    """The clock at which the stated dense tensor peak is reached: peak / (SMs x per-SM tensor
+    FLOPs per clock). 1.830 GHz for the H200, 2.521 GHz for the RTX 4090."""
+    g = get(key)
+    if "tensor_flops" not in g:
+        raise ValueError(f"gpu={key!r}: the book cites no tensor peak for it; GPUs with one: "
+                         f"{', '.join(k for k, v in GPUS.items() if 'tensor_flops' in v)}")
+    return float(g["tensor_flops"]) / (g["sms"] * g["tensor_flops_per_clock_per_sm"])
+
+
+def get(key: str) -> dict[str, Any]:
+    if key not in GPUS:
+        raise ValueError(f"gpu={key!r} is not one of {', '.join(map(repr, GPUS))}")
+    return GPUS[key]
+
+
+def by_device_name(device: str) -> str | None:
+    """The table's key for a device name as torch spells it ("NVIDIA H200" -> "H200"), or None.
+    The longest key contained in the name wins ("H100" is not read as "H10")."""
+    hits = [k for k in GPUS if k in device]
+    return max(hits, key=len) if hits else None
+
+
+for _k, _g in GPUS.items():     # stored too, for readers of the table; clock_hz() defines it
+    if "tensor_flops" in _g:
+        _g["clock_hz"] = clock_hz(_k)
