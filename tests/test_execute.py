@@ -19,7 +19,8 @@ class _MissedWakeupSocket:
     waiting, so a busy machine cannot change the outcome)."""
 
     def __init__(self, arrives: int):
-        self.arrives, self.timeouts_ms = arrives, []
+        self.arrives = arrives
+        self.timeouts_ms: list[int] = []
 
     async def poll(self, timeout_ms: int = 0):
         self.timeouts_ms.append(timeout_ms)
