@@ -127,12 +127,12 @@ def test_paraphrases_score_higher_than_unrelated_pairs_and_random_init_cannot_te
 # ---- the patterns on planted attention -----------------------------------------------------
 
 def test_items_label_nearest_and_matching_brackets_and_names():
-    probes = {"pronouns": [{"text": "Mary called John and he left.", "names": ["Mary", "John"],
-                            "pronoun": "he", "antecedent": 1, "set": "x"}]}
+    text = "Mary called John and he left."
+    probes: dict = {"pronouns": [{"text": text, "names": ["Mary", "John"], "pronoun": "he",
+                                  "antecedent": 1, "set": "x"}]}
     toks = [["[CLS]", "f", "(", "g", "(", "x", ")", ",", "y", ")", "[SEP]"],
             ["[CLS]", "mary", "called", "john", "and", "he", "left", ".", "[SEP]"]]
-    it = P.items(toks, [("brackets_nested", "f(g(x), y)"), ("pronouns", probes["pronouns"][0]["text"])],
-                 probes)
+    it = P.items(toks, [("brackets_nested", "f(g(x), y)"), ("pronouns", text)], probes)
     assert [(i.query, i.target, i.rival) for i in it["matching bracket, nested code"]] == \
         [(2, (9,), 6)]
     assert [(i.query, i.target, i.rival) for i in it["nearest bracket, nested code"]] == \

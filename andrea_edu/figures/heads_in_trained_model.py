@@ -98,20 +98,20 @@ def fig_wo_shares(shares):
 
 
 def viewer(tokens: list[str], maps: np.ndarray):
-    """plot_fn(layer, head) for the slider: that head's attention on one sentence."""
+    """plot_fn(layer, head) for the slider: that head's attention on one sentence (kept light:
+    the built page holds one frame per layer and head)."""
+    T = len(tokens)
+
     def plot(layer: int, head: int):
-        T = len(tokens)
-        size = min(7.0, 2.2 + 0.22 * T)
-        fig, ax = plt.subplots(figsize=(size, size * 0.9))
-        viz.heatmap(ax, maps[layer, head], tokens, tokens, vmin=0, vmax=1, annotate=False)
-        ax.set_xticks(range(T), tokens)                  # every token, not a thinned subset
-        ax.set_yticks(range(T), tokens)
-        ax.set_xlabel("key (attended to)")
-        ax.set_ylabel("query")
-        ax.set_title(f"layer {layer}, head {head}", fontsize=9)
-        ax.tick_params(axis="x", labelrotation=90, labelsize=7)
-        ax.tick_params(axis="y", labelsize=7)
-        fig.tight_layout()
+        size = min(6.0, 2.4 + 0.17 * T)
+        fig, ax = plt.subplots(figsize=(size + 0.6, size))
+        ax.imshow(maps[layer, head], cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+        ax.set_xticks(range(T), tokens, rotation=90, fontsize=7)   # every token, not thinned
+        ax.set_yticks(range(T), tokens, fontsize=7)
+        ax.set_xlabel("key (attended to)", fontsize=8)
+        ax.set_ylabel("query", fontsize=8)
+        ax.set_title(f"layer {layer}, head {head}: attention probability (0 to 1)", fontsize=8)
+        fig.subplots_adjust(left=0.22, right=0.98, bottom=0.24, top=0.93)
         return fig
     return plot
 

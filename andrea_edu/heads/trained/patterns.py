@@ -44,15 +44,24 @@ def head_table(maps: list[np.ndarray], items: list[Item], half: int | None = Non
     L, nh = maps[0].shape[:2]
     mass, win, pref = np.zeros((L, nh)), np.zeros((L, nh)), np.zeros((L, nh))
     uniform, n_pref = 0.0, 0
+    by_sent: dict[int, list[Item]] = {}
     for it in its:
-        row = maps[it.sent][:, :, it.query, :]                             # (L, nh, T)
-        tgt = list(it.target)
-        mass += row[:, :, tgt].sum(-1)
-        win += np.isin(row.argmax(-1), tgt)
-        uniform += len(tgt) / row.shape[-1]
-        if it.rival is not None:
-            pref += row[:, :, tgt].max(-1) > row[:, :, it.rival]
-            n_pref += 1
+        if len(it.target) != 1:
+            raise ValueError(f"head_table scores one target key per query, got {it.target}")
+        by_sent.setdefault(it.sent, []).append(it)
+    for sent, group in by_sent.items():             # one gather per sentence, not per query
+        qs = np.array([i.query for i in group])
+        ts = np.array([i.target[0] for i in group])
+        rows = maps[sent][:, :, qs, :]                                     # (L, nh, nq, T)
+        on = rows[:, :, np.arange(len(group)), ts]                         # (L, nh, nq)
+        mass += on.sum(-1)
+        win += (rows.argmax(-1) == ts).sum(-1)
+        uniform += len(group) / rows.shape[-1]
+        rv = [(j, i.rival) for j, i in enumerate(group) if i.rival is not None]
+        if rv:
+            js, rs = np.array([j for j, _ in rv]), np.array([r for _, r in rv])
+            pref += (on[:, :, js] > rows[:, :, js, rs]).sum(-1)
+            n_pref += len(rv)
     n = len(its)
     return {"mass": mass / n, "win": win / n, "prefer": pref / n_pref if n_pref else None,
             "uniform": uniform / n, "n": n}
