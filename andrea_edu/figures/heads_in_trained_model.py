@@ -67,18 +67,17 @@ def fig_ablation(abl: dict, labels: dict):
     """Change of the paraphrase-unrelated gap when one head is zeroed: random heads as grey
     points, the pattern heads labelled."""
     base = abl["base"]["gap"]
-    fig, ax = plt.subplots(figsize=(7, 2.6))
+    fig, ax = plt.subplots(figsize=(8, 2.8))
     rnd = [v["gap"] - base for v in abl["random"].values()]
     ax.scatter(rnd, np.zeros(len(rnd)), color="#888888", label="a random head", zorder=2)
-    for i, (lh, v) in enumerate(abl["heads"].items()):
-        d = v["gap"] - base
-        ax.scatter([d], [1], color=viz.head_color(i), zorder=3)
-        ax.annotate(f"{head_name(lh)} ({labels.get(lh, '')})", (d, 1), xytext=(0, 6 + 9 * (i % 3)),
-                    textcoords="offset points", ha="center", fontsize=7)
+    for i, (lh, v) in enumerate(abl["heads"].items()):   # one colour per head, named in the legend
+        ax.scatter([v["gap"] - base], [1], color=viz.head_color(i), zorder=3,
+                   label=f"{head_name(lh)}: {labels.get(lh, '')}")
     ax.axvline(0, color="#333333", lw=0.8)
     ax.set_yticks([0, 1], ["random heads", "pattern heads"])
-    ax.set_ylim(-0.6, 2.0)
-    ax.set_xlabel("change of (paraphrase cosine - unrelated cosine) with the head zeroed")
+    ax.set_ylim(-0.6, 1.6)
+    ax.set_xlabel("change of (paraphrase cosine - unrelated cosine) with the head zeroed", fontsize=8)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     return fig
 
