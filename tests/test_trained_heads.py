@@ -64,6 +64,16 @@ def test_a_missing_wheel_says_how_to_install_it(monkeypatch):
         W.model_dir()
 
 
+def test_parameter_counts_cover_the_file_and_give_attention_four_c_squared_per_layer():
+    state = W.load_state()
+    counts = W.parameter_counts(state)
+    assert sum(counts.values()) == sum(t.numel() for k, t in state.items()
+                                       if not k.endswith("position_ids")) == 22_713_216
+    assert counts["attention (W_Q, W_K, W_V, W_O)"] == 6 * (4 * 384 * 384 + 4 * 384)
+    with pytest.raises(ValueError, match="no known part"):
+        W.parameter_counts({"classifier.weight": torch.zeros(2, 2)})
+
+
 def test_the_tokenizer_neither_pads_nor_truncates():
     tok = W.load_tokenizer()
     assert len(tok.encode("one two").ids) == 4           # [CLS] one two [SEP], not 128

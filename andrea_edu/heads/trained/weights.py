@@ -12,6 +12,7 @@ file, the expected hash and the command that installs it.
     load_state(path=None) -> {name: tensor} the checked file, read with safetensors
     load_tokenizer() -> tokenizers.Tokenizer   padding and truncation switched off
     hf_config() -> dict                     config.json
+    parameter_counts(state) -> {part: n}    the checkpoint's parameters by part (attention, ...)
 """
 from __future__ import annotations
 
@@ -93,3 +94,28 @@ def load_tokenizer():
     tok.no_padding()
     tok.no_truncation()
     return tok
+
+
+def parameter_counts(state: dict) -> dict[str, int]:
+    """The checkpoint's parameters by part, from its tensors' shapes (buffers such as
+    position_ids left out): embeddings, attention (W_Q, W_K, W_V, W_O and their biases), MLP,
+    LayerNorms, pooler (in the file, unused by the sentence embedding)."""
+    parts = {"embeddings": 0, "attention (W_Q, W_K, W_V, W_O)": 0, "MLP": 0, "LayerNorm": 0,
+             "pooler": 0}
+    for name, t in state.items():
+        if name.endswith("position_ids"):
+            continue
+        if "LayerNorm" in name:
+            key = "LayerNorm"
+        elif name.startswith("embeddings."):
+            key = "embeddings"
+        elif name.startswith("pooler."):
+            key = "pooler"
+        elif ".attention." in name:
+            key = "attention (W_Q, W_K, W_V, W_O)"
+        elif ".intermediate." in name or ".output.dense" in name:
+            key = "MLP"
+        else:
+            raise ValueError(f"parameter {name!r} belongs to no known part")
+        parts[key] += t.numel()
+    return parts
