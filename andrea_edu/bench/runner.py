@@ -101,7 +101,7 @@ class _Runner:
         """A sticky CUDA error breaks this process's context: every later case is skipped with
         one reason naming the case that broke it (not N copies of the same failure)."""
         from andrea_edu.kernels.launch import is_sticky_error
-        if self.broken is None and self.device == "cuda" and is_sticky_error(reason):
+        if self.broken is None and is_sticky_error(reason):
             self.broken = (f"not run: the CUDA context broke at {where} ({reason[:300]}); "
                            f"a new process is needed")
 
