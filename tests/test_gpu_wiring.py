@@ -523,7 +523,8 @@ def timed_region(standin, monkeypatch):
 
 
 def _between_records(names: list[str]) -> list[list[str]]:
-    groups, cur = [], None
+    groups: list[list[str]] = []
+    cur: list[str] | None = None
     for n in names:
         if n == "event.record":
             if cur is None:

@@ -39,7 +39,7 @@ import torch
 from andrea_edu.env import cpu_name, git_commit
 
 __all__ = ["attention_flops", "matmul_flops", "time_fn", "time_fns", "timing_ok", "timing_quality",
-           "spread_text", "check_close", "tolerance", "provenance", "pick_device", "device_slug",
+           "spread_text", "checked_ratio", "refusal", "ms_cell", "check_cell", "check_close", "tolerance", "provenance", "pick_device", "device_slug",
            "ValidationError"]
 
 
@@ -231,6 +231,38 @@ def spread_text(t: dict) -> str:
         return (f"{t['median_ms']:.3g} ms (p25-p75 {t['p25_ms']:.3g}-{t['p75_ms']:.3g}, "
                 f"n={t.get('repeats')})")
     return f"{t['median_ms']:.3g} ms (min {t.get('min_ms', float('nan')):.3g}, spread unknown)"
+
+
+def checked_ratio(a: dict | None, b: dict | None, key: str = "median_ms"
+                  ) -> tuple[float | None, str]:
+    """(a[key] / b[key], "") when both timings pass timing_ok; else (None, why not). What a
+    chapter's ratio sentence or verdict rests on."""
+    for t in (a, b):
+        ok, why = timing_ok(t)
+        if not ok:
+            return None, why
+    assert a is not None and b is not None
+    return a[key] / b[key], ""
+
+
+def refusal(what: str, why: str) -> str:
+    """The one line a chapter shows instead of a ratio or verdict resting on a failing timing."""
+    return f"no {what} is stated here: a timing it would rest on fails the check ({why})"
+
+
+def ms_cell(t: dict, scale: float = 1.0, digits: int = 3, key: str = "median_ms") -> str:
+    """A table cell: the value with its spread, e.g. '1.234 (1.20-1.31)' (p25-p75), times
+    `scale` (1e3 for µs); a timing without a spread shows its value alone."""
+    v = f"{t[key] * scale:.{digits}f}"
+    if t.get("p25_ms") is not None and t.get("p75_ms") is not None:
+        return f"{v} ({t['p25_ms'] * scale:.{digits}f}-{t['p75_ms'] * scale:.{digits}f})"
+    return v
+
+
+def check_cell(t: dict) -> str:
+    """'ok' or the reason a timing fails timing_ok, for a table's last column."""
+    ok, why = timing_ok(t)
+    return "ok" if ok else why.replace("|", "/")
 
 
 def time_fns(fns: dict, device: str, repeats: int = 10, warmup: int = 3,
