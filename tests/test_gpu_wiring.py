@@ -579,7 +579,7 @@ def test_a_prepared_launch_launches_what_launch_attention_launches(standin):
     standin.param_sizes = ptx_params(ck)
     out = launch.launch_attention(q, k, v, causal=True, version="v2")
     direct = standin.last("cuLaunchKernel").args
-    p = ck.prepare(q, k, v, causal=True)
+    p = launch.prepare_attention(q, k, v, causal=True, version="v2")
     n = len(standin.calls)
     assert p() is p() is p.out
     assert standin.names()[n:] == ["cuLaunchKernel"] * 2
@@ -589,8 +589,8 @@ def test_a_prepared_launch_launches_what_launch_attention_launches(standin):
     assert standin.params_seen[-1][:3] == standin.params_seen[0][:3]   # q, k, v
     assert standin.params_seen[-1][3] == p.out.data_ptr() != out.data_ptr()
     assert standin.params_seen[-1][4:] == standin.params_seen[0][4:]
-    with pytest.raises(ValueError, match="runs torch.float16 up to head_dim 64"):
-        ck.prepare(*qkv(1, 1, 8, 64, torch.bfloat16))
+    with pytest.raises(ValueError, match="out must be a contiguous"):
+        launch.prepare_attention(q, k, v, version="v2", out=torch.empty(1))
 
 
 @needs_nvrtc

@@ -158,15 +158,6 @@ class CompiledKernel:
         query tile)."""
         return registry.get(self.version).grid(B, nh, T, self.max_head_dim)
 
-    def prepare(self, q, k, v, causal: bool = False, out=None):
-        """A PreparedLaunch of this kernel on q, k, v (andrea_edu.kernels.launch.prepare_attention):
-        calling it is one cuLaunchKernel, with no Python work beside it."""
-        from andrea_edu.kernels.launch import prepare_attention
-        if q.dtype != self.dtype or self.max_head_dim < q.shape[-1]:
-            raise ValueError(f"{self.name_expression} runs {self.dtype} up to head_dim "
-                             f"{self.max_head_dim}; q is {q.dtype} with head_dim {q.shape[-1]}")
-        return prepare_attention(q, k, v, causal, self.version, out=out)
-
     def tensor_core_instructions(self) -> list[str]:
         """PTX lines that run on tensor cores (wmma.mma / mma.sync)."""
         return [ln.strip() for ln in self.ptx.splitlines()
