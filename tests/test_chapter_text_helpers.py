@@ -1,5 +1,7 @@
 """Helpers that write a chapter's sentences and tables (the roofline ratio, the tensor-core claim,
 the kernel walkthrough, the provenance line): each computes what its chapter states."""
+from typing import Any
+
 import pytest
 
 
@@ -20,7 +22,7 @@ def test_tensor_core_claim_waits_for_a_gpu_file():
 
     text, verdict = tensor_core_claim(None, 12, 1.5, 3.0, 96, "CPU: test", rows=128)
     assert verdict == NOT_MEASURED and "not measured" in text and "None" not in text
-    fake = {"provenance": {"device": "NVIDIA H200"}, "records": [
+    fake: dict[str, Any] = {"provenance": {"device": "NVIDIA H200"}, "records": [
         {"status": "ok", "backend": w, "params": {"n_head": 12}, "blas_calls": c,
          "median_ms": ms, "tflops": tf, "time_ratio_to_fused": None, "quality_ok": True,
          "quality_reason": None, "p25_ms": ms, "p75_ms": ms}
