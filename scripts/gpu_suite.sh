@@ -40,7 +40,8 @@
 #     sanitizer        compute-sanitizer memcheck, racecheck, synccheck, initcheck, one process
 #                      per tool and kernel version (scripts/gpu_kernel_cases.py small
 #                      --version vN; inputs copied from the host so initcheck sees them
-#                      written), --kernel-name kns=attention_v, --report-api-errors no; each
+#                      written), --kernel-name kns=attention_v, --report-api-errors no (an
+#                      option this compute-sanitizer lacks is left out and logged); each
 #                      report parsed (scripts/gpu_sanitizer_report.py): kernel, tool, count,
 #                      first finding
 #   bench         110  python -m andrea_edu.bench gpu-suite (alone on the GPU: the notebooks are
@@ -53,7 +54,8 @@
 #                      conflicts per instruction kind: _op_ld/_op_st (LSU: ld.shared/st.shared),
 #                      _op_ldsm (ldmatrix), _op_ldgsts (cp.async global->shared), which v3 uses
 #                      for nearly all its shared-memory traffic; a metric this ncu does not
-#                      know: retried with its SpeedOfLight and Occupancy sections
+#                      know: retried without the ldsm/ldgsts pair, then with its SpeedOfLight
+#                      and Occupancy sections
 #   mma-ceiling    30  scripts/gpu_mma_ceiling.py: register-only mma.sync.m16n8k16 and WMMA loops,
 #                      bf16, non-zero operands, every SM: the tensor-core ceiling the time model
 #                      needs (TFLOP/s and % of the dense peak; numbers in the summary)
@@ -295,11 +297,18 @@ if [ "$HAS_GPU" = 1 ] && [ "$b" -gt 0 ]; then
   cpids+=($!)
   if command -v compute-sanitizer >/dev/null; then
     mkdir -p "$logs/sanitizer"
-    per=$(( b / 3 )); [ "$per" -lt 5 ] && per=5
+    # three processes in turn per tool, each with its share (kill graces included)
+    per=$(( (b - 3 * KILL_S) / 3 )); [ "$per" -lt 5 ] && per=5
+    # the options this compute-sanitizer knows (an older one lacks some: said in the log)
+    san_opts=(--error-exitcode 9 --target-processes all)
+    san_help="$(timeout -k 2 10 compute-sanitizer --help 2>&1)"
+    for opt in "--report-api-errors no" "--kernel-name kns=attention_v"; do
+      if grep -q -- "${opt%% *}" <<<"$san_help"; then san_opts+=($opt)
+      else echo "compute-sanitizer lacks ${opt%% *}: run without it" >>"$logs/sanitizer/options.txt"; fi
+    done
     for tool in memcheck racecheck synccheck initcheck; do
       ( for ver in v1 v2 v3; do   # one process per tool and kernel version
-          timeout -k $KILL_S $per compute-sanitizer --tool "$tool" --error-exitcode 9 \
-            --report-api-errors no --target-processes all --kernel-name kns=attention_v \
+          timeout -k $KILL_S $per compute-sanitizer --tool "$tool" "${san_opts[@]}" \
             "$PY" scripts/gpu_kernel_cases.py small --version $ver >"$logs/sanitizer/${tool}_$ver.log" 2>&1
           echo $? >"$logs/sanitizer/${tool}_$ver.rc"
         done ) &
@@ -449,7 +458,16 @@ if [ "$HAS_GPU" = 1 ] && command -v ncu >/dev/null && [ "$b" -gt 0 ]; then
   rc=$?
   left=$(( b - ($(date +%s) - t0) ))
   if [ $rc != 0 ] && [ $rc != 124 ] && [ $rc != 137 ] && [ $left -ge 15 ] && grep -qiE 'metric|not found|invalid' "$logs/ncu.log" "$logs/ncu.csv"; then
-    # a metric name this ncu does not know: its standard sections hold most of the same numbers
+    # a metric name this ncu does not know: first without the ldmatrix/cp.async counters
+    echo "--- retried without the _op_ldsm/_op_ldgsts counters" >>"$logs/ncu.log"
+    timeout -k $KILL_S $(( left / 2 )) ncu --clock-control none --target-processes all -k "regex:attention_v[23]" \
+      --metrics "$(tr ',' '\n' <<<"$metrics" | grep -v -e _op_ldsm -e _op_ldgsts | paste -sd,)" --csv \
+      "$PY" scripts/gpu_kernel_cases.py headline >"$logs/ncu.csv" 2>>"$logs/ncu.log"
+    rc=$?
+    left=$(( b - ($(date +%s) - t0) ))
+  fi
+  if [ $rc != 0 ] && [ $rc != 124 ] && [ $rc != 137 ] && [ $left -ge 15 ] && grep -qiE 'metric|not found|invalid' "$logs/ncu.log" "$logs/ncu.csv"; then
+    # still refused: its standard sections hold most of the same numbers
     echo "--- retried with --section SpeedOfLight --section Occupancy" >>"$logs/ncu.log"
     timeout -k $KILL_S $left ncu --clock-control none --target-processes all -k "regex:attention_v[23]" \
       --section SpeedOfLight --section Occupancy --csv "$PY" scripts/gpu_kernel_cases.py headline \
