@@ -332,3 +332,17 @@ def test_a_gpucheck_report_is_checked_before_it_lands(tmp_path):
         with pytest.raises(gpucheck.GpucheckFileError, match=words) as e:
             gpucheck.read_report(path)
         assert "\n" not in str(e.value) and str(path) in str(e.value)
+
+
+def test_chapters_run_beside_the_correctness_steps_say_so(tmp_path):
+    """The suite's notebooks share the GPU with gpu-check and the sanitizer: each executed
+    chapter gets a first cell saying its timings were taken under load (once, however often
+    the marking runs)."""
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": ["1"], "outputs": []}],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "ch.ipynb").write_text(json.dumps(nb))
+    assert gpu_summary.mark_under_load(tmp_path) == 1
+    assert gpu_summary.mark_under_load(tmp_path) == 0
+    cells = json.loads((tmp_path / "ch.ipynb").read_text())["cells"]
+    assert len(cells) == 2 and cells[0]["cell_type"] == "markdown"
+    assert "taken under that load" in "".join(cells[0]["source"])
