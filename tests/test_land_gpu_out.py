@@ -37,6 +37,15 @@ def suite_out(tmp_path_factory):
                                        complete=True, backends=["cuda-naive"], cases=rows,
                                        seconds=1.0)])
     (out / "gpucheck.json").write_text(json.dumps(rep))
+    from andrea_edu.config import AndreaConfig
+    from andrea_edu.model import AndreaModel
+    from andrea_edu.pipeline import timing as PT
+    tiny = AndreaConfig(d_model=32, n_head=4, n_layer=1, vocab_size=64, block_size=16,
+                        name="tiny")
+    t = PT.time_steps(AndreaModel(tiny, seed=1), B=1, T=8, repeats=1, warmup=0)
+    t.device_kind, t.device = "gpu", "Synthetic test GPU (not a measurement)"
+    t.provenance.update(device_kind="gpu", device=t.device, device_slug=SLUG)
+    t.save(out)   # pipeline_<slug>.json: what "The final picture" re-rates with
     (out / "gpu_summary.md").write_text("# GPU suite: first-contact run\n")
     (out / "logs.tar.gz").write_bytes(b"")
     return out
@@ -53,13 +62,16 @@ def test_landing_checks_copies_and_records_every_file(suite_out, tmp_path):
     data = _data(tmp_path)
     assert land_gpu_out.main([str(suite_out), "--data", str(data)]) == 0
     sums = read_manifest(data)
-    landed = {f"bench_layout_{SLUG}.json", "gpucheck.json"}
+    landed = {f"bench_layout_{SLUG}.json", "gpucheck.json", f"pipeline_{SLUG}.json"}
     assert set(sums) == landed and {p.name for p in data.iterdir()} == landed | {"SHA256SUMS"}
     for name in landed:
         assert hashlib.sha256((data / name).read_bytes()).hexdigest() == sums[name]
     # the chapters' loader finds it as GPU data, and the mutation tests' digests read it
     res = load_results("layout", device="gpu", data_dir_=data)
     assert res is not None and res["provenance"]["device_slug"] == SLUG
+    from andrea_edu.pipeline.timing import load_pipeline_timing
+    pipe = load_pipeline_timing("gpu", data_dir_=data)
+    assert pipe is not None and pipe.device_kind == "gpu"
     sys.path.insert(0, str(ROOT / "tests"))
     import test_data_mutations as M
     for name in landed:
