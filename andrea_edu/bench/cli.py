@@ -152,11 +152,11 @@ def main(argv=None) -> int:
 def _checkpoint(args):
     """gpu-suite: write the results so far every few cases, so that a run stopped by a fault or
     by the slot's end keeps what it measured (the final write replaces them)."""
-    def save(obj):
+    def save(obj):   # never over committed data unless --replace (as the final write)
         if any(r["status"] == "ok" for r in obj["records"]):
             try:
-                write_results(obj, args.out, replace=True)
-            except (OSError, ValueError) as e:
+                write_results(obj, args.out, replace=args.replace)
+            except (OSError, ValueError) as e:   # FileExistsError included: said, not fatal
                 print(f"[bench] checkpoint not written: {e}", file=sys.stderr)
     return save
 
