@@ -606,3 +606,34 @@ def test_a_sticky_fault_at_launch_is_one_sentence_and_is_known_as_sticky(standin
     assert launch.is_sticky_error(str(e.value))
     assert not launch.is_sticky_error("CUDA driver call cuModuleLoadData failed: "
                                       "CUDA_ERROR_NO_BINARY_FOR_GPU")
+
+
+def test_the_cu_text_is_read_once_per_file_version(tmp_path, monkeypatch):
+    """KernelSpec.source_text (asked for on every launch, through the constants) reads a .cu
+    file once and then answers from memory, until the file changes (size or mtime)."""
+    import dataclasses
+    import os
+    from pathlib import Path
+
+    from andrea_edu.kernels import registry
+    from andrea_edu.kernels import spec as kspec
+    spec = registry.get("v2")
+    (tmp_path / spec.source).write_text(spec.source_text())
+    mine = dataclasses.replace(spec, source_dir=tmp_path)
+    reads: list[str] = []
+    real = Path.read_text
+
+    def counting(self, *a, **k):
+        reads.append(str(self))
+        return real(self, *a, **k)
+    monkeypatch.setattr(Path, "read_text", counting)
+    monkeypatch.setattr(kspec, "_SOURCE_TEXT", {})
+    path = tmp_path / spec.source
+    for _ in range(5):
+        assert mine.constants()["V2_BK"] == spec.constants()["V2_BK"]
+    assert reads.count(str(path)) == 1
+    real_text = real(path)
+    path.write_text(real_text.replace("constexpr int V2_BK = 32;", "constexpr int V2_BK = 32; "))
+    os.utime(path, ns=(1, 1))
+    mine.source_text()
+    assert reads.count(str(path)) == 3   # the edit's own read, and one re-read
