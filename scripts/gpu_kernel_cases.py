@@ -6,6 +6,14 @@ compute-sanitizer (memcheck, racecheck, synccheck, initcheck) or Nsight Compute 
                                                   and not, fp16 and bf16 (and fp32 on v1)
     python scripts/gpu_kernel_cases.py headline   v2 then v3 at B=8, T=1024, nh=12, hs=64,
                                                   causal, bf16 (the book's headline case)
+    ... small --version v2                        only one kernel version's cases (the suite
+                                                  runs one process per version and tool: a
+                                                  sticky error in one cannot poison another)
+
+The inputs are drawn on the host and copied to the GPU (a cudaMemcpy): compute-sanitizer's
+initcheck, which sees only the kernels its --kernel-name filter lets through, then knows q, k
+and v are initialised (drawn by torch kernels on the GPU, outside the filter, they would read as
+uninitialised).
 
 Each case's output is compared with the fp32 reference (so a tool that perturbs the run shows
 up as a wrong answer too), one line per case. Exit status 0 all cases ran and matched, 1 one
@@ -37,18 +45,26 @@ HEADLINE = [("cuda-wmma", torch.bfloat16, 8, 12, 1024, 64, True),
             ("cuda-flash", torch.bfloat16, 8, 12, 1024, 64, True)]
 
 
+VERSION_OF = {"cuda-naive": "v1", "cuda-wmma": "v2", "cuda-flash": "v3"}
+
+
 def main(argv: list[str]) -> int:
+    version = None
+    if len(argv) == 3 and argv[1] == "--version" and argv[2] in VERSION_OF.values():
+        argv, version = argv[:1], argv[2]
     if argv not in (["small"], ["headline"]):
-        print("usage: gpu_kernel_cases.py small|headline", file=sys.stderr)
+        print("usage: gpu_kernel_cases.py small|headline [--version v1|v2|v3]", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
         print("gpu_kernel_cases: skipped: no GPU", file=sys.stderr)
         return 2
     bad = 0
-    gen = torch.Generator(device="cuda").manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
     for backend, dt, B, nh, T, hs, causal in SMALL if argv == ["small"] else HEADLINE:
-        q, k, v = (torch.randn(B, nh, T, hs, device="cuda", generator=gen).to(dt)
-                   for _ in range(3))
+        if version is not None and VERSION_OF[backend] != version:
+            continue
+        q, k, v = (torch.randn(B, nh, T, hs, generator=gen).to(dt).to("cuda")
+                   for _ in range(3))  # drawn on the host, copied: initcheck sees them written
         try:
             with torch.no_grad():
                 out, d = attention(q, k, v, causal=causal, backend=backend,

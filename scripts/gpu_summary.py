@@ -1,12 +1,16 @@
 """Write gpu_summary.md: one page saying what scripts/gpu_suite.sh found, step by step.
 
-    python scripts/gpu_summary.py OUT STEPS_TSV [--rehearse]
+    python scripts/gpu_summary.py OUT STEPS_TSV [LOGS] [--rehearse] [--deadline S]
+    python scripts/gpu_summary.py --mark-under-load DIR   put a first cell into every executed
+        chapter in DIR saying its timings were taken while the correctness steps shared the GPU
 
 STEPS_TSV: one line per step, tab-separated: name, status (pass, fail, skipped, refused),
 seconds, budget seconds, reason. The page adds, when their files are in OUT: gpu-check's
 result per backend (gpucheck.json), the head_dim sweep's headline ratios at head_dim 64
 (bench_headdim_*.json: the kernels' time over SDPA's), Nsight Compute's counters for v2 and v3
-(ncu.csv), and the SASS time model's lower bounds (sass_model.json, a model). Standard library
+(ncu.csv, with what each bank-conflict counter covers), the sanitizer's findings per tool
+(LOGS/sanitizer, scripts/gpu_sanitizer_report.py), and the SASS time model's lower bounds
+(LOGS/model/sass_model.json, a model). The suite rewrites it after every step. Standard library
 only: it runs on the bare GPU image. Exit status 0 written; 2 bad arguments.
 """
 from __future__ import annotations
@@ -15,6 +19,8 @@ import csv
 import json
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def _load(path: Path):
@@ -56,14 +62,33 @@ def headline_lines(out: Path) -> list[str]:
     if not rows:
         return []
     lines = [f"## Headline ratios, head_dim 64 ({files[0].name}, measured)", "",
-             "| shape | backend | median ms | TFLOP/s | time / SDPA's |", "|---|---|---|---|---|"]
+             "| shape | backend | median ms | TFLOP/s | time / SDPA's | p25-p75 ms | "
+             "host ms per launch | attention() host ms | timing check |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    nan = float("nan")
     for r in rows:
         p = r["params"]
+        check = "ok" if r.get("quality_ok") else (r.get("quality_reason") or "not recorded")
         lines.append(f"| {p.get('shape')} B={p.get('B')} T={p.get('T')} nh={p.get('n_head')} "
                      f"{p.get('dtype')} causal={p.get('causal')} | {r['backend']} | "
-                     f"{r.get('median_ms', float('nan')):.3f} | {r.get('tflops', float('nan')):.1f} | "
-                     f"{r.get('time_ratio_to_sdpa', float('nan')):.2f} |")
+                     f"{r.get('median_ms', nan):.3f} | {r.get('tflops', nan):.1f} | "
+                     f"{r.get('time_ratio_to_sdpa', nan):.2f} | "
+                     f"{r.get('p25_ms', nan):.3f}-{r.get('p75_ms', nan):.3f} | "
+                     f"{r.get('host_ms_per_call', nan):.4f} | {r.get('host_path_ms', nan):.3f} | "
+                     f"{str(check)[:80].replace('|', '/')} |")
+    lines += ["", "Kernel time: launches queued back to back between one pair of CUDA events "
+              "(prepared launches, one cuLaunchKernel each); the host's own time per launch and "
+              "per attention() call are the last columns, measured apart."]
     return lines + [""]
+
+
+NCU_COVERS = {
+    "_op_ld.": "bank conflicts of LSU shared-memory loads (ld.shared): not ldmatrix, not cp.async",
+    "_op_st.": "bank conflicts of LSU shared-memory stores (st.shared)",
+    "_op_ldsm.": "bank conflicts of ldmatrix (shared memory to registers, the tensor-core "
+                 "operand loads of v3)",
+    "_op_ldgsts.": "bank conflicts of cp.async (LDGSTS: global to shared, v3's tile copies)",
+}
 
 
 def ncu_lines(out: Path, work: Path | None) -> list[str]:
@@ -84,11 +109,32 @@ def ncu_lines(out: Path, work: Path | None) -> list[str]:
         name = r.get("Kernel Name", "")[:60]
         lines.append(f"| {name} | {r['Metric Name']} | {r.get('Metric Value')} | "
                      f"{r.get('Metric Unit', '')} |")
+    names = {r["Metric Name"] for r in rows}
+    covers = [f"- `...{k}sum`: {v}" for k, v in NCU_COVERS.items()
+              if any(k in n and "bank_conflicts" in n for n in names)]
+    if covers:
+        lines += ["", "What each bank-conflict counter covers (a kernel's conflicts are their "
+                  "sum; v3 moves nearly all its shared-memory data through ldmatrix and "
+                  "cp.async):"] + covers
     return lines + [""]
 
 
-def model_lines(out: Path) -> list[str]:
+def sanitizer_lines(logs: Path | None) -> list[str]:
+    folder = logs / "sanitizer" if logs is not None else None
+    if folder is None or not folder.is_dir() or not any(folder.glob("*.log")):
+        return []
+    import gpu_sanitizer_report as R
+    status, text = R.verdict(folder)
+    lines = ["## compute-sanitizer (one process per tool and kernel version; API errors "
+             "returned to the host not counted)", ""]
+    lines += [f"- {part}" for part in text.split("; ") if part]
+    return lines + [""]
+
+
+def model_lines(out: Path, logs: Path | None = None) -> list[str]:
     rep = _load(out / "sass_model.json")
+    if rep is None and logs is not None:
+        rep = _load(logs / "model" / "sass_model.json")
     if not isinstance(rep, dict):
         return []
     lines = ["## SASS time model (a model, not a measurement)", ""]
@@ -100,7 +146,37 @@ def model_lines(out: Path) -> list[str]:
     return lines + [""]
 
 
+UNDER_LOAD = ("**Executed on the lent GPU while gpu-check and compute-sanitizer shared it** "
+              "(scripts/gpu_suite.sh): any time this chapter printed was taken under that load "
+              "and is not evidence. The measurements are the suite's bench and pipeline files.")
+
+
+def mark_under_load(folder: Path) -> int:
+    """Put the UNDER_LOAD note first in every executed notebook under folder; the count."""
+    n = 0
+    for nb_path in sorted(folder.rglob("*.ipynb")):
+        nb = _load(nb_path)
+        if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+            continue
+        if nb["cells"] and UNDER_LOAD in "".join(nb["cells"][0].get("source", "")):
+            continue
+        nb["cells"].insert(0, {"cell_type": "markdown", "metadata": {"tags": ["under-load"]},
+                               "source": [UNDER_LOAD]})
+        nb_path.write_text(json.dumps(nb, indent=1))
+        n += 1
+    return n
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--mark-under-load"] and len(argv) == 2:
+        n = mark_under_load(Path(argv[1]))
+        print(f"{n} executed chapter(s) marked as run under load (timings not evidence)")
+        return 0
+    deadline = None
+    if "--deadline" in argv:
+        i = argv.index("--deadline")
+        deadline = argv[i + 1] if i + 1 < len(argv) else None
+        argv = argv[:i] + argv[i + 2:]
     args = [a for a in argv if not a.startswith("--")]
     if len(args) not in (2, 3):
         print(__doc__, file=sys.stderr)
@@ -115,11 +191,19 @@ def main(argv: list[str]) -> int:
                                "first-contact run"), "",
             f"Overall: **{'fail' if failed else 'pass'}**" +
             (f" (failed: {', '.join(failed)})" if failed else "") + ".", "", env, ""]
+    if deadline:
+        head += [f"Global deadline {deadline} s; every step's limit derived from it; worst case "
+                 f"{deadline} + 5 (kill grace) + 15 (final summary) s, under the device's 600 s "
+                 f"per command. This page is rewritten after every step: "
+                 f"{len(rows)} step(s) so far"
+                 + ("." if any(r[0] == "summary" for r in rows) else
+                    " (the run has not finished, or was cut short)."), ""]
     page = head + steps_table(rows) + [""] + gpucheck_lines(out) + headline_lines(out) + \
-        ncu_lines(out, work) + model_lines(out)
-    page.append("Files: gpucheck.json, bench_*_<gpu>.json, sass_model.json (copy the bench and "
-                "model files into book/data/), notebooks.tar.gz (the chapters, executed), "
-                "logs.tar.gz (every step's log, the sanitizer reports, ncu.csv).")
+        sanitizer_lines(work) + ncu_lines(out, work) + model_lines(out, work)
+    page.append("Files: gpucheck.json, bench_*_<gpu>.json, pipeline_<gpu>.json (land them: python "
+                "scripts/land_gpu_out.py OUT), notebooks.tar.gz (the chapters, executed under "
+                "load), logs.tar.gz (every step's log, the sanitizer reports, ncu.csv, "
+                "sass_model.json).")
     tmp = out / ".gpu_summary.md.tmp"
     tmp.write_text("\n".join(page) + "\n")
     tmp.replace(out / "gpu_summary.md")

@@ -58,11 +58,51 @@ def test_time_fns_orders_min_median_max():
     calls = []
     out = bench.time_fns({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")},
                          "cpu", repeats=4, warmup=1)
-    assert calls == ["a", "b"] * 5  # warm-up round, then 4 rounds taking turns
+    assert calls[:2] == ["a", "b"]  # the warm-up round, one call each
+    n = {name: out[name]["calls_per_sample"] for name in "ab"}
+    rounds = out["a"]["repeats"]
+    assert rounds == timing.CPU_MIN_REPEATS  # a CPU takes at least this many samples
+    # then the rounds take turns: a group of calls of a, then one of b, ...
+    assert calls[2:] == (["a"] * n["a"] + ["b"] * n["b"]) * rounds
     for t in out.values():
-        assert 0 <= t["min_ms"] <= t["median_ms"] <= t["max_ms"] and t["repeats"] == 4
+        assert 0 <= t["min_ms"] <= t["p25_ms"] <= t["median_ms"] <= t["p75_ms"] <= t["max_ms"]
+        assert t["threads"] == 1 and t["timer"] == "perf_counter-1-thread"
+        assert isinstance(t["quality_ok"], bool)
     with pytest.raises(ValueError, match="repeats"):
         bench.time_fn(lambda: None, "cpu", repeats=0)
+
+
+def test_cpu_timing_runs_on_one_thread_and_restores_the_setting():
+    before = torch.get_num_threads()
+    seen = []
+    torch.set_num_threads(2)
+    try:
+        bench.time_fns({"a": lambda: seen.append(torch.get_num_threads())}, "cpu", repeats=3,
+                       warmup=0)
+        assert set(seen) == {1} and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_timing_that_waits_for_a_core_or_sits_on_a_quantum_fails_the_check():
+    """A callable that sleeps instead of computing (as a thread does while another process
+    holds the core) is flagged: wall time far above the thread's CPU time."""
+    import time as _t
+    t = bench.time_fn(lambda: _t.sleep(0.004), "cpu", repeats=3, warmup=1)
+    ok, why = timing.timing_ok(t)
+    assert not ok and ("waited for a CPU core" in why or "scheduler quantum" in why), why
+    # the quantum rule alone: 11 samples of 8.0 ms on a thread that computed 1.5 ms
+    q = dict(median_ms=7.98, p25_ms=7.96, p75_ms=8.0, iqr_over_median=0.005, repeats=11,
+             calls_per_sample=1, cpu_median_ms=1.5, waited_samples=0)
+    ok, reason = timing.timing_quality(q)
+    assert not ok and reason is not None and "2 x 4 ms" in reason
+    assert timing.timing_quality({**q, "cpu_median_ms": 7.9}) == (True, None)
+    spread = {**q, "cpu_median_ms": 7.9, "p25_ms": 4.0, "p75_ms": 10.0, "iqr_over_median": 0.75}
+    assert str(timing.timing_quality(spread)[1]).startswith("too spread")
+    # an old record (min, median, max only) is never used for a verdict, and says why
+    ok, why = timing.timing_ok({"min_ms": 1.0, "median_ms": 1.1, "max_ms": 2.0})
+    assert not ok and "before timings carried their spread" in why
+    assert timing.spread_text({"min_ms": 1.0, "median_ms": 1.1}).endswith("spread unknown)")
 
 
 # ---------------------------------------------------------------- the CPU run and its JSON

@@ -1,5 +1,7 @@
 """Helpers that write a chapter's sentences and tables (the roofline ratio, the tensor-core claim,
 the kernel walkthrough, the provenance line): each computes what its chapter states."""
+from typing import Any
+
 import pytest
 
 
@@ -20,12 +22,20 @@ def test_tensor_core_claim_waits_for_a_gpu_file():
 
     text, verdict = tensor_core_claim(None, 12, 1.5, 3.0, 96, "CPU: test", rows=128)
     assert verdict == NOT_MEASURED and "not measured" in text and "None" not in text
-    fake = {"provenance": {"device": "NVIDIA H200"}, "records": [
+    fake: dict[str, Any] = {"provenance": {"device": "NVIDIA H200"}, "records": [
         {"status": "ok", "backend": w, "params": {"n_head": 12}, "blas_calls": c,
-         "median_ms": ms, "tflops": tf, "time_ratio_to_fused": None}
+         "median_ms": ms, "tflops": tf, "time_ratio_to_fused": None, "quality_ok": True,
+         "quality_reason": None, "p25_ms": ms, "p75_ms": ms}
         for w, c, ms, tf in (("per-head", 36, 0.3, 100.0), ("fused", 3, 0.1, 600.0))]}
     text, verdict = tensor_core_claim(fake, 12, 1.5, 3.0, 96, "CPU: test", rows=128)
     assert verdict == "holds" and "NVIDIA H200" in text and "61%" in text
+    # a GPU timing that fails the check (or a record written before the check) rates nothing,
+    # and a CPU ratio given as None is refused in one line, not printed as "None"
+    fake["records"][0].update(quality_ok=False, quality_reason="too spread: 0.9 > 0.5")
+    text, verdict = tensor_core_claim(fake, 12, None, None, 96, "CPU: test", rows=128,
+                                      cpu_why="the machine was loaded")
+    assert verdict == NOT_MEASURED and "too spread" in text and "the machine was loaded" in text
+    assert "None" not in text
 
 
 def test_kernel_walkthrough_marks_lines_of_the_cu_file():

@@ -61,7 +61,8 @@ def _h(*parts) -> str:
 
 # ---------------------------------------------------------------- what the chapters read
 def _bench_digest(path):
-    obj = R.read_results_file(path, expect_device="cpu")
+    obj = R.read_results_file(path, expect_device="cpu" if Path(path).name.endswith("_cpu.json")
+                              else "gpu")
     p = obj["provenance"]  # provenance_line and the chapters' captions
     shown = {k: p.get(k) for k in ("device", "device_kind", "torch", "cuda", "driver",
                                    "andrea_edu", "git_commit", "date", "load_avg_1min",
@@ -115,6 +116,39 @@ DIGESTS = {"bench_headdim_cpu.json": _bench_digest, "bench_layout_cpu.json": _be
            "toy_lab_model.json": _toy_digest, "realtext_paths.json": _paths_digest,
            "realtext_long_run.json": _run_digest, "realtext_deep_run.json": _run_digest,
            "realtext_steps_run.json": _run_digest}
+
+
+def _gpucheck_digest(path):
+    from andrea_edu.bench.gpucheck import read_report
+    return _h(read_report(path))
+
+
+def _pipeline_digest(path):
+    from andrea_edu.pipeline.timing import load_pipeline_timing
+    kind = "cpu" if Path(path).name == "pipeline_cpu.json" else "gpu"
+    t = load_pipeline_timing(kind, data_dir_=Path(path).parent)
+    assert t is not None
+    return _h(t.to_dict())
+
+
+def digest_for(name: str):
+    """The digest of a data file: by name, or for what scripts/land_gpu_out.py lands, by its
+    name's pattern (bench_<suite>_<gpu>.json, pipeline_<device>.json, gpucheck.json)."""
+    if name in DIGESTS:
+        return DIGESTS[name]
+    if name.startswith("bench_") and name.endswith(".json"):
+        return _bench_digest
+    if name.startswith("pipeline_") and name.endswith(".json"):
+        return _pipeline_digest
+    if name == "gpucheck.json":
+        return _gpucheck_digest
+    raise KeyError(f"{name}: a new data file needs its loader and digest here")
+
+
+# what the GPU suite landed (scripts/land_gpu_out.py), found by pattern
+DIGESTS.update({p.name: digest_for(p.name) for p in sorted(DATA.glob("*.json"))
+                if p.name not in DIGESTS and (p.name.startswith(("bench_", "pipeline_"))
+                                              or p.name == "gpucheck.json")})
 
 
 def test_every_committed_data_file_has_a_digest():

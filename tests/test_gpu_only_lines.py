@@ -164,7 +164,8 @@ def f(): '''torch.cuda.synchronize() in a docstring'''
     assert found == {"b", "c", "d", "e"}
 
 
-@pytest.mark.parametrize("place", ["andrea_edu/kernels/launch.py::launch_attention"])
+@pytest.mark.parametrize("place", ["andrea_edu/kernels/launch.py::prepare_attention",
+                                   "andrea_edu/bench/timing.py::_time_fns"])
 def test_the_launcher_is_reached_by_the_wiring_tests(place):
     row = next(r for r in listed() if r["place"] == place)
     assert row["kind"] == "reached" and "tests/test_gpu_wiring.py" in row["why"]

@@ -454,3 +454,186 @@ def test_a_broken_driver_reads_as_no_gpu_and_device_info_still_answers(standin, 
 
     monkeypatch.setattr(torch.cuda, "is_available", broken)
     assert launch.has_gpu() is False
+
+
+# ----------------------------------------------------------------------------- the timed region
+class _Events:
+    """Stand-ins for torch.cuda.Event and torch.cuda._sleep that log into the driver stand-in's
+    call list, so the calls made between a start and an end record can be read off in order; a
+    group of n launches 'takes' n * 0.018 ms (about v3's model bound at the headline case)."""
+
+    def __init__(self, standin):
+        self.standin, self.inside = standin, False
+
+    def event(self):
+        outer = self
+
+        class Ev:
+            def record(self):
+                outer.inside = not outer.inside
+                outer.standin.calls.append(Call("event.record", {}))
+                self.at = len(outer.standin.calls)
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, end):
+                launches = [c for c in outer.standin.calls[self.at:end.at]
+                            if c.name == "cuLaunchKernel"]
+                return 0.018 * max(len(launches), 1)
+        return Ev()
+
+    def sleep(self, cycles):
+        self.standin.calls.append(Call("gpu.sleep", {"cycles": cycles}))
+
+
+@pytest.fixture
+def timed_region(standin, monkeypatch):
+    """The timing hooks stood in for, and every kind of per-call Python work a launch could do
+    (reading the .cu, validating inputs, compiling, dispatching) counted when it happens between
+    a start and an end record."""
+    from pathlib import Path
+
+    from andrea_edu.bench import timing
+    from andrea_edu.kernels import spec as kspec
+    ev = _Events(standin)
+    monkeypatch.setattr(timing, "_event", ev.event)
+    monkeypatch.setattr(timing, "_gpu_sleep", ev.sleep)
+    monkeypatch.setattr(timing, "_CYCLES_PER_MS", [])
+    inside: list[str] = []
+
+    def guard(name, real):
+        def wrapped(*a, **kw):
+            if ev.inside:
+                inside.append(name)
+            return real(*a, **kw)
+        return wrapped
+
+    import builtins
+    monkeypatch.setattr(builtins, "open", guard("open", builtins.open))
+    monkeypatch.setattr(Path, "read_text", guard("Path.read_text", Path.read_text))
+    monkeypatch.setattr(kspec.KernelSpec, "source_text",
+                        guard("KernelSpec.source_text", kspec.KernelSpec.source_text))
+    monkeypatch.setattr(launch, "check_launch_inputs",
+                        guard("check_launch_inputs", launch.check_launch_inputs))
+    monkeypatch.setattr(launch, "compile_attention",
+                        guard("compile_attention", launch.compile_attention))
+    monkeypatch.setattr(launch, "validate_qkv", guard("validate_qkv", launch.validate_qkv))
+    return SimpleNamespace(standin=standin, inside=inside, timing=timing)
+
+
+def _between_records(names: list[str]) -> list[list[str]]:
+    groups: list[list[str]] = []
+    cur: list[str] | None = None
+    for n in names:
+        if n == "event.record":
+            if cur is None:
+                cur = []
+            else:
+                groups.append(cur)
+                cur = None
+        elif cur is not None:
+            cur.append(n)
+    return groups
+
+
+@needs_nvrtc
+def test_the_timed_region_holds_the_launches_and_nothing_else(timed_region):
+    """Wiring test: not evidence of GPU behaviour. A prepared v3 launch timed by time_fns: each
+    sample is one sleep, then between its two event records only cuLaunchKernel calls, as many
+    as calls_per_sample; no .cu read, no validation, no compile, no dispatch in there. The
+    host's time per call is reported as its own number."""
+    s = timed_region.standin
+    q, k, v = qkv(1, 2, 130, 64, torch.bfloat16)
+    prepared = launch.prepare_attention(q, k, v, causal=True, version="v3")
+    n0 = len(s.calls)
+    t = timed_region.timing.time_fns({"v3": prepared}, "cuda", repeats=5, warmup=2)["v3"]
+    groups = _between_records(s.names()[n0:])
+    assert len(groups) == 1 + 5   # the sleep-rate calibration, then one per sample
+    assert groups[0] == ["gpu.sleep"]
+    for g in groups[1:]:
+        assert g == ["cuLaunchKernel"] * t["calls_per_sample"], g[:5]
+    assert t["calls_per_sample"] > 1 and timed_region.inside == []
+    assert s.names()[n0:].count("gpu.sleep") == 1 + 5   # the host runs ahead of every group
+    assert t["median_ms"] == pytest.approx(0.018) and t["timer"] == "cuda-events-queued"
+    assert t["host_ms_per_call"] > 0 and t["quality_ok"], t
+
+
+@needs_nvrtc
+def test_the_guard_sees_python_work_when_the_whole_path_is_timed(timed_region):
+    """Wiring test: the check above can fail: attention(backend="cuda-flash") timed whole
+    re-validates and dispatches inside the timed region, and the guard says so."""
+    q, k, v = qkv(1, 2, 130, 64, torch.bfloat16)
+    timed_region.timing.time_fns(
+        {"whole": lambda: attention(q, k, v, causal=True, backend="cuda-flash")}, "cuda",
+        repeats=3, warmup=1)
+    assert {"check_launch_inputs", "compile_attention"} <= set(timed_region.inside)
+
+
+@needs_nvrtc
+def test_a_prepared_launch_launches_what_launch_attention_launches(standin):
+    """Wiring test: not evidence of GPU behaviour. The same grid, block, shared memory and
+    parameters, one cuLaunchKernel per call, into the one output tensor."""
+    q, k, v = qkv(2, 3, 77, 64, torch.float16)
+    ck = nvrtc.compile_attention("v2", 64, torch.float16, "sm_90")
+    standin.param_sizes = ptx_params(ck)
+    out = launch.launch_attention(q, k, v, causal=True, version="v2")
+    direct = standin.last("cuLaunchKernel").args
+    p = launch.prepare_attention(q, k, v, causal=True, version="v2")
+    n = len(standin.calls)
+    assert p() is p() is p.out
+    assert standin.names()[n:] == ["cuLaunchKernel"] * 2
+    again = standin.last("cuLaunchKernel").args
+    for key in ("gridDimX", "gridDimY", "gridDimZ", "blockDimX", "sharedMemBytes"):
+        assert again[key] == direct[key]
+    assert standin.params_seen[-1][:3] == standin.params_seen[0][:3]   # q, k, v
+    assert standin.params_seen[-1][3] == p.out.data_ptr() != out.data_ptr()
+    assert standin.params_seen[-1][4:] == standin.params_seen[0][4:]
+    with pytest.raises(ValueError, match="out must be a contiguous"):
+        launch.prepare_attention(q, k, v, version="v2", out=torch.empty(1))
+
+
+@needs_nvrtc
+def test_a_sticky_fault_at_launch_is_one_sentence_and_is_known_as_sticky(standin):
+    """Wiring test: a launch answering CUDA_ERROR_ILLEGAL_ADDRESS raises the one-line
+    RuntimeError, and launch.is_sticky_error recognises it (the bench then stops the case loop,
+    gpucheck that process)."""
+    q, k, v = qkv(1, 1, 17, 64, torch.bfloat16)
+    p = launch.prepare_attention(q, k, v, version="v3")
+    standin.answers["cuLaunchKernel"] = (driver.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS,)
+    with pytest.raises(RuntimeError, match="CUDA_ERROR_ILLEGAL_ADDRESS") as e:
+        p()
+    assert launch.is_sticky_error(str(e.value))
+    assert not launch.is_sticky_error("CUDA driver call cuModuleLoadData failed: "
+                                      "CUDA_ERROR_NO_BINARY_FOR_GPU")
+
+
+def test_the_cu_text_is_read_once_per_file_version(tmp_path, monkeypatch):
+    """KernelSpec.source_text (asked for on every launch, through the constants) reads a .cu
+    file once and then answers from memory, until the file changes (size or mtime)."""
+    import dataclasses
+    import os
+    from pathlib import Path
+
+    from andrea_edu.kernels import registry
+    from andrea_edu.kernels import spec as kspec
+    spec = registry.get("v2")
+    (tmp_path / spec.source).write_text(spec.source_text())
+    mine = dataclasses.replace(spec, source_dir=tmp_path)
+    reads: list[str] = []
+    real = Path.read_text
+
+    def counting(self, *a, **k):
+        reads.append(str(self))
+        return real(self, *a, **k)
+    monkeypatch.setattr(Path, "read_text", counting)
+    monkeypatch.setattr(kspec, "_SOURCE_TEXT", {})
+    path = tmp_path / spec.source
+    for _ in range(5):
+        assert mine.constants()["V2_BK"] == spec.constants()["V2_BK"]
+    assert reads.count(str(path)) == 1
+    real_text = real(path)
+    path.write_text(real_text.replace("constexpr int V2_BK = 32;", "constexpr int V2_BK = 32; "))
+    os.utime(path, ns=(1, 1))
+    mine.source_text()
+    assert reads.count(str(path)) == 2   # read again once the file changed

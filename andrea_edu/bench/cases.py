@@ -14,7 +14,8 @@ import torch
 
 from andrea_edu.bench import timing as bench
 from andrea_edu.attention import attention, reference_attention
-from andrea_edu.bench.runner import DTYPE, N_HEAD, _params, _progress, _Runner, _shape_table
+from andrea_edu.bench.runner import (DTYPE, HOST_PATH, N_HEAD, TIMED, _params, _progress, _Runner,
+                                     _shape_table)
 
 HEAD_DIMS = tuple(sorted(set(range(8, 129, 8)) | {70, 72}))  # 8..128 step 8, plus 70 (not /8)
 HEAD_DIMS_FAST = (16, 32, 64, 70, 72)
@@ -50,8 +51,16 @@ def _run_sdpa_kind(kind):
 def _run_attention(backend):
     def run(q, k, v, causal):
         out, d = attention(q, k, v, causal=causal, backend=backend, return_decision=True)
-        return out, {"ran": d.backend, "kernel": d.kernel, "decision": d.reason,
-                     "fallbacks": list(d.fallbacks_considered)}
+        info = {"ran": d.backend, "kernel": d.kernel, "decision": d.reason,
+                "fallbacks": list(d.fallbacks_considered)}
+        if q.device.type == "cuda" and d.kernel in ("v1", "v2", "v3"):
+            # what is timed: the kernel the dispatcher chose, prepared once (one cuLaunchKernel
+            # per call); the dispatcher's own Python path is reported apart as host time
+            from andrea_edu.kernels.launch import prepare_attention
+            qc, kc, vc = (t.contiguous() for t in (q, k, v))
+            info[TIMED] = prepare_attention(qc, kc, vc, causal, d.kernel)
+            info[HOST_PATH] = lambda: attention(q, k, v, causal=causal, backend=backend)
+        return out, info
     return run
 
 
@@ -101,9 +110,15 @@ def headdim_suite(r: _Runner, fast: bool, progress: bool, causal: bool = True, h
             case = f"{shape}/{series}/head_dim={hs}"
             params = _params(shape=shape, series=series, B=B, T=T, n_head=nh, head_dim=hs,
                              d_model=C, causal=causal, dtype_t=DTYPE)
-            q, k, v = (torch.randn(B, nh, T, hs, generator=gen, device=r.device).to(DTYPE)
-                       for _ in range(3))  # 3 x (B, nh, T, hs)
-            ref = reference_attention(q, k, v, causal)  # (B, nh, T, hs), fp32 math
+            r._params_of_case = params
+            try:   # the case's own set-up is inside the guard too (a broken context fails here)
+                q, k, v = (torch.randn(B, nh, T, hs, generator=gen, device=r.device).to(DTYPE)
+                           for _ in range(3))  # 3 x (B, nh, T, hs)
+                ref = reference_attention(q, k, v, causal)  # (B, nh, T, hs), fp32 math
+            except RuntimeError as e:
+                r.fail_case(case, backends, f"inputs or reference failed: {type(e).__name__}: {e}")
+                bar.update(len(backends))
+                continue
             flops = bench.attention_flops(B, nh, T, hs, causal)
             recs = {}
             for backend in backends:
@@ -115,7 +130,8 @@ def headdim_suite(r: _Runner, fast: bool, progress: bool, causal: bool = True, h
                 bar.update(1)
             r.time_queued()
             base = recs["sdpa"].get("median_ms")
-            recs["sdpa"]["sdpa_choice"] = sdpa_choice(q, k, v, causal)  # what "sdpa" ran
+            recs["sdpa"]["sdpa_choice"] = sdpa_choice(q, k, v, causal) if r.broken is None \
+                else None  # what "sdpa" ran
             recs["sdpa"]["sdpa_eligible"] = {k: recs[f"sdpa:{k}"]["status"] == "ok"
                                              for k in SDPA_KINDS if f"sdpa:{k}" in recs}
             for rec in recs.values():

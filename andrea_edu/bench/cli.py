@@ -131,7 +131,9 @@ def main(argv=None) -> int:
                                     warmup=args.warmup, deadline=deadline,
                                     progress=not args.no_progress,
                                     strict=not (args.keep_going or args.cmd == "gpu-suite"),
-                                    command=command, threads=args.threads)
+                                    command=command, threads=args.threads,
+                                    checkpoint=_checkpoint(args) if args.cmd == "gpu-suite"
+                                    else None)
         n = {s: sum(r["status"] == s for r in obj["records"]) for s in
              ("ok", "unavailable", "invalid", "failed", "skipped")}
         bad += n["invalid"] + n["failed"]
@@ -145,6 +147,18 @@ def main(argv=None) -> int:
             return fail(prog, str(e))
         print(f"[bench] {suite}: {n} -> {path}")
     return 1 if (bad or nothing) else 0
+
+
+def _checkpoint(args):
+    """gpu-suite: write the results so far every few cases, so that a run stopped by a fault or
+    by the slot's end keeps what it measured (the final write replaces them)."""
+    def save(obj):   # never over committed data unless --replace (as the final write)
+        if any(r["status"] == "ok" for r in obj["records"]):
+            try:
+                write_results(obj, args.out, replace=args.replace)
+            except (OSError, ValueError) as e:   # FileExistsError included: said, not fatal
+                print(f"[bench] checkpoint not written: {e}", file=sys.stderr)
+    return save
 
 
 def _would_replace_full(suites, device, fast, out) -> str | None:

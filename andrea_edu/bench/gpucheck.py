@@ -21,8 +21,14 @@ JSON is rewritten (atomically) after each backend, and once more when the proces
 (SIGTERM from `timeout`, Ctrl-C), with "complete": false, so that a run cut short still says
 what it found. Exit status 0 when everything passed, 1 when something failed or the run was
 cut short, 2 when there is no GPU (nothing is written then). Budget: well under 5 minutes on
-an H200 (about 700 small launches; the kernels compile in seconds). Chapter: "One kernel, many
-heads" reports the committed result.
+an H200 (about 700 small launches; the kernels compile in seconds). No chapter reads the
+file yet: scripts/land_gpu_out.py lands it in book/data/ beside the measurements, as the record
+of what was checked on that GPU.
+
+One process per kernel version (scripts/gpu_suite.sh: --backends cuda-naive, ...): a sticky CUDA
+error (an illegal address) breaks a process's context, so the sweep stops at the first one and
+reports it once, with its backend and case (StickyError), and the other versions' processes
+are untouched; --merge joins their reports into one gpucheck.json.
 """
 from __future__ import annotations
 
@@ -38,7 +44,7 @@ from typing import Any, Callable
 
 import torch
 
-from andrea_edu.env import __version__, cpu_provenance, git_commit
+from andrea_edu.env import DataFileError, __version__, cpu_provenance, git_commit
 
 from andrea_edu.kernels.limits import V2_HEAD_DIMS, V3_HEAD_DIMS, V3_MIN_SM
 from andrea_edu.attention import attention, choose_backend, compare_to_reference
@@ -108,23 +114,72 @@ def run_case(case: Case, sm: int, gen: torch.Generator | None = None) -> dict:
     return row
 
 
+ALL_BACKENDS = (*CUDA_BACKENDS, "auto")
+
+
+class StickyError(RuntimeError):
+    """A case left a sticky CUDA error: this process's context is broken, the sweep stops."""
+
+
 def run_sweep(log: Callable[[str], Any] = print,
-              checkpoint: Callable[[list[dict]], Any] | None = None) -> list[dict]:
-    """Every case of cases() through attention(); `checkpoint(results)` after each backend."""
+              checkpoint: Callable[[list[dict]], Any] | None = None,
+              backends=ALL_BACKENDS, run=None) -> list[dict]:
+    """Every case of cases() for `backends` through attention(); `checkpoint(results)` after
+    each backend (and every 50 cases). A case that leaves a sticky CUDA error (an illegal
+    address: andrea_edu.kernels.launch.is_sticky_error) ends the sweep with StickyError, its row
+    recorded: every later case in this process would fail with the same error, so the suite runs
+    one process per backend. run: run_case (tests stand in for it)."""
+    from andrea_edu.kernels.launch import is_sticky_error
+    run = run or run_case
     results: list[dict] = []
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    major, minor = torch.cuda.get_device_capability()
-    sm = 10 * major + minor
+    gen = torch.Generator(device="cuda").manual_seed(0) if torch.cuda.is_available() else None
+    major, minor = torch.cuda.get_device_capability() if torch.cuda.is_available() else (9, 0)
+    sm = 10 * major + minor   # no GPU: only a stand-in `run` gets here (the fault rehearsal)
     todo = cases(sm)
-    for backend in (*CUDA_BACKENDS, "auto"):
+    for backend in backends:
         for case in (c for c in todo if c[0] == backend):
-            row = run_case(case, sm, gen)
+            row = run(case, sm, gen)
             if not row["passed"]:
                 log(f"FAIL {row}")
             results.append(row)
+            if not row["passed"] and is_sticky_error(row.get("error", "")):
+                if checkpoint is not None:
+                    checkpoint(results)
+                raise StickyError(
+                    f"sticky CUDA error in backend {backend}, case B={case[2]} nh={case[3]} "
+                    f"T={case[4]} hs={case[5]} {str(case[1])[6:]} causal={case[6]}: "
+                    f"{row['error'][:300]}; the rest of this process's cases were not run")
+            if checkpoint is not None and len(results) % 50 == 0:
+                checkpoint(results)
         if checkpoint is not None:
             checkpoint(results)
     return results
+
+
+def merge_reports(parts: list[dict]) -> dict:
+    """One gpucheck report from the per-backend processes' reports (scripts/gpu_suite.sh runs
+    one process per kernel version): cases concatenated, complete only when every part is, each
+    part's stop reason kept with its backends."""
+    if not parts:
+        raise ValueError("no gpucheck reports to merge")
+    out = dict(parts[0])
+    out["cases"] = [c for p in parts for c in p.get("cases", [])]
+    out["complete"] = all(p.get("complete") for p in parts)
+    stops = [f"{','.join(p.get('backends') or ['?'])}: {p['stopped']}" for p in parts
+             if p.get("stopped")]
+    out.pop("stopped", None)
+    if stops:
+        out["stopped"] = " | ".join(stops)
+    out["backends"] = [b for p in parts for b in (p.get("backends") or [])]
+    out["parts"] = len(parts)
+    pytests = [p["pytest"] for p in parts if p.get("pytest", {}).get("returncode") is not None]
+    out["pytest"] = pytests[0] if pytests else dict(returncode=None, note="not run here")
+    failed = [c for c in out["cases"] if not c.get("passed")]
+    out.update(n_cases=len(out["cases"]), n_failed=len(failed), by_backend=summarize(out),
+               seconds=round(max(p.get("seconds", 0) for p in parts), 1))
+    out["passed"] = bool(out["complete"] and out["cases"] and not failed
+                         and out["pytest"].get("returncode") in (0, None))
+    return out
 
 
 def gpu_test_files(tests: Path) -> list[Path]:
@@ -187,7 +242,20 @@ def main(argv=None) -> int:
                     help="only the correctness sweep, not the gpu-marked tests")
     ap.add_argument("--pytest-timeout", type=int, default=240,
                     help="seconds the gpu-marked tests may run, an integer >= 1 (default 240)")
+    ap.add_argument("--backends", default=",".join(ALL_BACKENDS),
+                    help=f"comma-separated subset of {','.join(ALL_BACKENDS)} (default: all); "
+                         f"the suite runs one process per kernel version")
+    ap.add_argument("--merge", nargs="+", metavar="REPORT", default=None,
+                    help="write OUT/gpucheck.json merged from these per-backend reports (no GPU "
+                         "needed) and exit")
     args = ap.parse_args(argv)
+    backends = [b for b in args.backends.split(",") if b]
+    bad = [b for b in backends if b not in ALL_BACKENDS]
+    if bad or not backends:
+        return _fail(ap.prog, f"--backends: {bad or args.backends!r} not allowed; allowed: a "
+                              f"comma-separated subset of {','.join(ALL_BACKENDS)}")
+    if args.merge:
+        return _merge_main(ap.prog, args.merge, Path(args.out))
     from andrea_edu.bench.args import check_int, check_out_dir, fail, first_problem
     problem = first_problem(check_out_dir("--out", args.out),
                             check_int("--pytest-timeout", args.pytest_timeout, 1))
@@ -209,7 +277,7 @@ def main(argv=None) -> int:
                       torch_cuda=torch.version.cuda, python=sys.version.split()[0]),
         git_commit=git_commit(), cpu_numerics=cpu_provenance(),
         date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        cases=[], pytest=dict(returncode=None, note="not run yet"))
+        cases=[], pytest=dict(returncode=None, note="not run yet"), backends=backends)
     report["versions"]["nvrtc"] = report["device"].get("nvrtc")
     report["versions"]["driver_cuda"] = report["device"].get("driver_cuda")
 
@@ -225,11 +293,15 @@ def main(argv=None) -> int:
 
     old = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        report["cases"] = run_sweep(log=lambda m: print(m, file=sys.stderr), checkpoint=save)
+        report["cases"] = run_sweep(log=lambda m: print(m, file=sys.stderr), checkpoint=save,
+                                    backends=backends)
         save()
         report["pytest"] = dict(returncode=None, note="--skip-pytest") if args.skip_pytest \
             else run_gpu_tests(args.pytest_timeout)
         report["complete"] = True
+    except StickyError as e:   # reported once, with its backend and case
+        report["stopped"] = str(e)[:2000]
+        print(f"gpucheck: {report['stopped']}", file=sys.stderr)
     except (_Stopped, KeyboardInterrupt) as e:
         report["stopped"] = f"stopped early ({e or 'Ctrl-C'}): the results are partial"
         print(f"gpucheck: {report['stopped']}", file=sys.stderr)
@@ -246,6 +318,102 @@ def main(argv=None) -> int:
     for b, n in report["by_backend"].items():
         print(f"  {b}: {n['passed']}/{n['cases']} passed" +
               (f"; first failure: {n['first'][0]}" if n["first"] else ""))
+    return 0 if report["passed"] else 1
+
+
+SCHEMA = "andrea_edu.gpucheck/2"
+_CASE_KEYS = {"backend": str, "passed": bool}
+
+
+def read_report(path) -> dict:
+    """A gpucheck.json, checked: the schema name, a device with a name, every case a record with
+    a backend and a boolean passed, the counts agreeing with the cases, no NaN or Infinity, no
+    case twice. GpucheckFileError (one line: the file and the reason) otherwise."""
+    import json
+
+    from andrea_edu.env import first_nonfinite
+    path = Path(path)
+
+    def bad(why: str):
+        raise GpucheckFileError(f"{path}: {why}")
+    try:
+        rep = json.loads(path.read_text(), parse_constant=lambda c: bad(f"{c} is not a number"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        if isinstance(e, GpucheckFileError):
+            raise
+        bad(f"not readable JSON: {e}")
+    if not isinstance(rep, dict) or rep.get("schema") != SCHEMA:
+        bad(f"not a gpucheck report (schema {SCHEMA!r} expected)")
+    nonfinite = first_nonfinite(rep)
+    if nonfinite:
+        bad(f"{nonfinite} is NaN or Infinity")
+    dev = rep.get("device")
+    if not isinstance(dev, dict) or not isinstance(dev.get("name"), str) or not dev["name"]:
+        bad("device.name is missing: a report must say which GPU it checked")
+    cases = rep.get("cases")
+    if not isinstance(cases, list):
+        bad("cases is not a list")
+    seen = set()
+    for i, c in enumerate(cases):
+        if not isinstance(c, dict):
+            bad(f"cases[{i}] is not an object")
+        for k, typ in _CASE_KEYS.items():
+            if not isinstance(c.get(k), typ):
+                bad(f"cases[{i}].{k} must be {typ.__name__}, got {c.get(k)!r}")
+        for k in ("B", "n_head", "seq_len", "head_dim"):
+            v = c.get(k)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                bad(f"cases[{i}].{k} = {v!r}; expected an integer >= 1")
+        err = c.get("max_abs_err")
+        if err is not None and (isinstance(err, bool) or not isinstance(err, (int, float))
+                                or err < 0):
+            bad(f"cases[{i}].max_abs_err = {err!r}; expected a number >= 0")
+        key = json.dumps({k: c.get(k) for k in ("backend", "dtype", "B", "n_head", "seq_len",
+                                                  "head_dim", "causal")}, sort_keys=True)
+        if key in seen:
+            bad(f"cases[{i}] repeats an earlier case ({key})")
+        seen.add(key)
+    n_failed = sum(not c["passed"] for c in cases)
+    if rep.get("n_cases") != len(cases) or rep.get("n_failed") != n_failed:
+        bad(f"n_cases={rep.get('n_cases')!r}, n_failed={rep.get('n_failed')!r} but the cases "
+            f"give {len(cases)} and {n_failed}")
+    if not isinstance(rep.get("complete"), bool) or not isinstance(rep.get("passed"), bool):
+        bad("complete and passed must be true or false")
+    if rep["passed"] and (n_failed or not rep["complete"]):
+        bad("passed is true, but a case failed or the run was not complete")
+    return rep
+
+
+class GpucheckFileError(DataFileError):
+    """A gpucheck.json that is there but cannot be trusted (one line: file, reason)."""
+
+
+def _fail(prog: str, problem: str) -> int:
+    from andrea_edu.bench.args import fail
+    return fail(prog, problem)
+
+
+def _merge_main(prog: str, paths: list[str], out: Path) -> int:
+    """--merge: the per-backend reports that exist (a process killed before its first write
+    left none: that backend is named as missing), merged into out/gpucheck.json."""
+    import json
+    from andrea_edu.env import write_json_atomic
+    parts, missing = [], []
+    for p in paths:
+        try:
+            parts.append(json.loads(Path(p).read_text()))
+        except (OSError, ValueError):
+            missing.append(p)
+    if not parts:
+        return _fail(prog, f"--merge: none of {paths} is a readable gpucheck report")
+    report = merge_reports(parts)
+    if missing:
+        report["complete"] = report["passed"] = False
+        report["missing_parts"] = missing
+    write_json_atomic(out / "gpucheck.json", report, indent=1)
+    print(f"gpucheck merged {len(parts)} reports ({len(missing)} missing): "
+          f"{report['n_cases'] - report['n_failed']}/{report['n_cases']} cases passed"
+          + (f"; stopped: {report['stopped'][:300]}" if report.get("stopped") else ""))
     return 0 if report["passed"] else 1
 
 

@@ -3,12 +3,14 @@
 Introduced in the chapter "How CUDA stores the heads" (the source's claim "CUDA matmul operations
 run faster on contiguous tensors"). Every timing validates its result first, then interleaves the
 variants it compares (each repeat runs them all in turn, so a drift of the machine hits them
-alike) and reports the median and the minimum. CUDA events on a GPU, perf_counter on a CPU.
+alike) and reports the median and the minimum, with the spread and the timing check of
+bench.timing (`timings`; MatmulTiming.check says whether its ratio may be stated). CUDA events
+on a GPU, perf_counter on one thread on a CPU.
 Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -16,14 +18,18 @@ from andrea_edu.layout import check_shape
 from andrea_edu.projections import split_heads
 
 
-def _median_seconds(fns: dict, repeats: int, warmup: int, device: str) -> dict:
-    """{name: (median, min) seconds} of each fn(), timed by `bench.time_fns` (the fns take turns
-    in every repeat, so that a drift of the machine hits them all alike; CUDA events on a GPU)."""
+def _timed(fns: dict, repeats: int, warmup: int, device: str) -> dict:
+    """{name: the time_fns timing} of each fn() (the fns take turns in every repeat, so that a
+    drift of the machine hits them all alike; CUDA events on a GPU; spread and check included)."""
     from andrea_edu.bench.timing import time_fns
 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
-    timed = time_fns(fns, device, repeats=repeats, warmup=warmup)
+    return time_fns(fns, device, repeats=repeats, warmup=warmup)
+
+
+def _median_seconds(timed: dict) -> dict:
+    """{name: (median, min) seconds} of _timed's timings."""
     return {name: (t["median_ms"] / 1e3, t["min_ms"] / 1e3) for name, t in timed.items()}
 
 
@@ -50,6 +56,7 @@ class CopyCost:
     median_s: float
     min_s: float
     repeats: int
+    timing: dict = field(default_factory=dict)  # bench.time_fns's: spread, timing check
 
     @property
     def gb_per_s(self) -> float:
@@ -67,10 +74,11 @@ def contiguous_copy_cost(B, T, n_head, head_dim, dtype=torch.float32, device="cp
     y = xt.contiguous()
     if y.data_ptr() == x.data_ptr() or not torch.equal(y, xt):
         raise RuntimeError("contiguous() did not produce an equal copy; nothing to time")
-    med, mn = _median_seconds({"copy": xt.contiguous}, repeats, warmup, device)["copy"]
+    timed = _timed({"copy": xt.contiguous}, repeats, warmup, device)
+    med, mn = _median_seconds(timed)["copy"]
     nbytes = x.numel() * x.element_size()
     return CopyCost((B, T, nh, hs), str(dtype).replace("torch.", ""), device, nbytes,
-                    2 * nbytes, med, mn, repeats)
+                    2 * nbytes, med, mn, timed["copy"]["repeats"], timed["copy"])
 
 
 @dataclass(frozen=True)
@@ -87,11 +95,19 @@ class MatmulTiming:
     copies: dict  # {"strided", "contiguous"}: tensor copies torch's matmul made (count_copies)
     max_abs_diff: float  # strided vs contiguous result (validated before timing)
     repeats: int
+    timings: dict = field(default_factory=dict)  # {"strided", "contiguous", "copy"}: time_fns's
 
     @property
     def ratio(self) -> float:
         """strided / contiguous: above 1 means the contiguous matmul is faster."""
         return self.strided_s / self.contiguous_s
+
+    @property
+    def check(self) -> tuple[bool, str]:
+        """Whether `ratio` may be stated: both timings pass bench.timing.timing_ok."""
+        from andrea_edu.bench.timing import checked_ratio
+        r, why = checked_ratio(self.timings.get("strided"), self.timings.get("contiguous"))
+        return r is not None, why
 
 
 def matmul_strided_vs_contiguous(B, T, n_head, head_dim, dtype=torch.float32, device="cpu",
@@ -110,17 +126,18 @@ def matmul_strided_vs_contiguous(B, T, n_head, head_dim, dtype=torch.float32, de
     tol = 1e-3 * hs ** 0.5 if dtype == torch.float32 else 5e-2 * hs ** 0.5
     if diff > tol:
         raise RuntimeError(f"strided and contiguous q @ k^T differ by {diff:g} > {tol:g}")
-    t = _median_seconds({"strided": lambda: q @ k.transpose(-2, -1),
-                         "contiguous": lambda: qc @ kc.transpose(-2, -1),
-                         "copy": lambda: q.contiguous() @ k.contiguous().transpose(-2, -1)},
-                        repeats, warmup, device)
+    timed = _timed({"strided": lambda: q @ k.transpose(-2, -1),
+                    "contiguous": lambda: qc @ kc.transpose(-2, -1),
+                    "copy": lambda: q.contiguous() @ k.contiguous().transpose(-2, -1)},
+                   repeats, warmup, device)
+    t = _median_seconds(timed)
     return MatmulTiming((B, T, nh, hs), str(dtype).replace("torch.", ""), device,
                         t["strided"][0], t["contiguous"][0], t["copy"][0],
                         {"strided": t["strided"][1], "contiguous": t["contiguous"][1],
                          "copy_then_matmul": t["copy"][1]},
                         {"strided": count_copies(lambda: q @ k.transpose(-2, -1)),
                          "contiguous": count_copies(lambda: qc @ kc.transpose(-2, -1))},
-                        diff, repeats)
+                        diff, timed["strided"]["repeats"], timed)
 
 
 # ---------------------------------------------------------------- heads straight from the matmul
@@ -140,6 +157,7 @@ class ProjectionTiming:
     copies: dict  # {variant: tensor copies made on the way, .contiguous() included}
     max_abs_diff: float  # largest difference from the first variant (validated before timing)
     repeats: int
+    timings: dict = field(default_factory=dict)  # {variant: bench.time_fns's timing}
 
 
 def projection_to_heads(B, T, n_head, head_dim, variants=PROJECTION_VARIANTS,
@@ -177,8 +195,10 @@ def projection_to_heads(B, T, n_head, head_dim, variants=PROJECTION_VARIANTS,
     tol = 1e-4 if dtype == torch.float32 else 5e-2
     if diff > tol or any(o.shape != (B, nh, T, hs) or not o.is_contiguous() for o in outs.values()):
         raise RuntimeError(f"the variants disagree (max abs diff {diff:g} > {tol:g}): not timed")
-    t = _median_seconds(fns, repeats, warmup, device)
+    timed = _timed(fns, repeats, warmup, device)
+    t = _median_seconds(timed)
     return ProjectionTiming((B, T, nh, hs), str(dtype).replace("torch.", ""), device,
                             {v: t[v][0] for v in variants}, {v: t[v][1] for v in variants},
                             {v: raw[v]().is_contiguous() for v in variants},
-                            {v: count_copies(fns[v]) for v in variants}, diff, repeats)
+                            {v: count_copies(fns[v]) for v in variants}, diff,
+                            timed[variants[0]]["repeats"], timed)

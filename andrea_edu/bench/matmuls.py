@@ -198,8 +198,11 @@ def _sweep(n_heads, d_model, X32, X, device, dtype, tol, repeats, seed) -> dict:
                     raise RuntimeError(f"{way} at n_head={nh}: relative error {err:.2e} > {tol:g}; "
                                        f"not timed")
                 res[way] = {"blas_calls": blas_calls(fn), "max_rel_err": err}
-            for way, t in bench.time_fns(ways, device, repeats=repeats, warmup=1).items():
-                res[way].update(min_ms=t["min_ms"], median_ms=t["median_ms"], repeats=repeats)
+            for way, t in bench.time_fns(ways, device, repeats=repeats, warmup=1,
+                                         threads=None).items():   # the threads set above
+                res[way].update({k: t[k] for k in (
+                    "min_ms", "median_ms", "p25_ms", "p75_ms", "iqr_over_median", "repeats",
+                    "quality_ok", "quality_reason")})
             out[nh] = res
     return out
 

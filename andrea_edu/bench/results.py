@@ -155,6 +155,18 @@ def validate_result(obj, expect_device: str | None = None, file_name: str | None
             raise ValueError(f"{at} is 'ok' but its timings {t} are not 0 < min <= median <= max")
         if t[2] > 3.6e6:
             raise ValueError(f"{at}: max_ms = {t[2]} is more than an hour per call")
+        # the spread and the timing check (files written before them lack both: still valid,
+        # and bench.timing.timing_ok refuses to rest a ratio or verdict on such a record)
+        q = [r.get(k) for k in ("p25_ms", "p75_ms")]
+        if any(x is not None for x in q) and (None in q or not (
+                t[0] <= q[0] * (1 + 1e-9) and q[0] <= t[1] * (1 + 1e-9)
+                and t[1] <= q[1] * (1 + 1e-9) and q[1] <= t[2] * (1 + 1e-9))):
+            raise ValueError(f"{at}: p25_ms, p75_ms = {q} do not lie in order between min, "
+                             f"median and max {t}")
+        if "quality_ok" in r and not isinstance(r["quality_ok"], bool):
+            raise ValueError(f"{at}: quality_ok = {r['quality_ok']!r} must be true or false")
+        if r.get("quality_reason") is not None and not isinstance(r["quality_reason"], str):
+            raise ValueError(f"{at}: quality_reason must be a string or null")
         for k in ("tflops", "time_ratio_to_sdpa", "max_abs_err", "flops"):
             if r.get(k) is not None and r[k] < 0:
                 raise ValueError(f"{at}: {k} = {r[k]} is negative")

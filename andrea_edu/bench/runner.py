@@ -18,9 +18,6 @@ from andrea_edu.bench import timing as bench
 # Shapes. GPU: the real ones (ANDREA-120M trains with B=8, T=1024; ANDREA-12M's context is 512).
 # CPU: reduced so a 2-core machine finishes in about a minute; fast mode: seconds. The JSON
 # records the shapes actually used.
-# Shapes. GPU: the real ones (ANDREA-120M trains with B=8, T=1024; ANDREA-12M's context is 512).
-# CPU: reduced so a 2-core machine finishes in about a minute; fast mode: seconds. The JSON
-# records the shapes actually used.
 SHAPES = {
     "cuda": {"ANDREA-120M": dict(B=8, T=1024, d_model=768),
              "ANDREA-12M": dict(B=8, T=512, d_model=384)},
@@ -36,6 +33,10 @@ N_HEAD = 12  # series 1: n_head fixed at 12, d_model = 12 * head_dim
 
 # series 2: d_model fixed at the preset's (768 / 384), n_head = d_model / head_dim where it divides
 DTYPE = torch.bfloat16
+# keys a backend's info may carry (popped by _Runner.check, never written): TIMED, the callable
+# to time instead of the backend's whole path (a prepared launch); HOST_PATH, the whole path,
+# whose host time per call is reported apart (host_path_ms)
+TIMED, HOST_PATH = "_timed", "_host_path"
 
 
 def _why(e, caught) -> str:
@@ -54,6 +55,9 @@ class _Runner:
         self.device, self.repeats, self.warmup = device, repeats, warmup
         self.deadline, self.strict, self.records, self._queue = deadline, strict, [], {}
         self.case_budget_s = case_budget_s
+        self.broken: str | None = None    # set by a sticky CUDA error: later cases are skipped
+        self.after_case = None            # called after each case's timings (checkpoints)
+        self._params_of_case: dict = {}
 
     def check(self, case, backend, params, fn, ref, flops=None, extra=None, unavailable=(
             ValueError, ImportError, NotImplementedError)):
@@ -62,13 +66,18 @@ class _Runner:
         rec = {"case": case, "backend": backend, "params": params, "status": "ok", "reason": None,
                "flops": flops, **(extra or {})}
         self.records.append(rec)
+        if self.broken is not None:
+            rec.update(status="skipped", reason=self.broken)
+            return rec
         if self.deadline is not None and time.monotonic() > self.deadline:
             rec.update(status="skipped", reason="time budget used up before this case")
             return rec
+        caught: list = []
         try:
             with warnings.catch_warnings(record=True) as caught:  # torch says why, as warnings
                 warnings.simplefilter("always")
                 out, info = fn()
+            timed, host_path = info.pop(TIMED, None), info.pop(HOST_PATH, None)
             rec.update(info)
             if ref is not None:
                 rec["max_abs_err"] = bench.check_close(out, ref, params["dtype_t"],
@@ -83,27 +92,72 @@ class _Runner:
             return rec
         except RuntimeError as e:
             rec.update(status="failed", reason=_why(e, caught))
+            self.note_fault(rec["reason"], f"{case} [{backend}]")
             return rec
-        self._queue[id(rec)] = (rec, fn)
+        self._queue[id(rec)] = (rec, timed or fn, host_path)
         return rec
 
+    def note_fault(self, reason: str, where: str) -> None:
+        """A sticky CUDA error breaks this process's context: every later case is skipped with
+        one reason naming the case that broke it (not N copies of the same failure)."""
+        from andrea_edu.kernels.launch import is_sticky_error
+        if self.broken is None and is_sticky_error(reason):
+            self.broken = (f"not run: the CUDA context broke at {where} ({reason[:300]}); "
+                           f"a new process is needed")
+
+    def fail_case(self, case: str, backends, reason: str) -> None:
+        """Every backend of a case that could not be set up (its inputs or reference failed)."""
+        for b in backends:
+            self.records.append({"case": case, "backend": b, "params": self._params_of_case,
+                                 "status": "failed", "reason": reason[:2000], "flops": None})
+        self.note_fault(reason, case)
+
     def time_queued(self):
-        """Time the queued (validated) backends together; fill in their timings and TFLOP/s."""
+        """Time the queued (validated) backends together; fill in their timings and TFLOP/s.
+        A failure while timing (a kernel fault) marks the queued records failed, not the run."""
         queue, self._queue = self._queue, {}
         if not queue:
             return
-        timings = bench.time_fns({k: fn for k, (_, fn) in queue.items()}, self.device,
-                                 self.repeats, self.warmup, self.case_budget_s)
-        for k, (rec, _) in queue.items():
+        try:
+            timings = bench.time_fns({k: fn for k, (_, fn, _) in queue.items()}, self.device,
+                                     self.repeats, self.warmup, self.case_budget_s,
+                                     threads=None)   # run_suite has set the threads
+            host = {k: _host_ms(h) for k, (_, _, h) in queue.items() if h is not None}
+        except RuntimeError as e:
+            why = f"while timing: {type(e).__name__}: {e}"[:2000]
+            for rec, _, _ in queue.values():
+                rec.update(status="failed", reason=why)
+            self.note_fault(why, str(next(iter(queue.values()))[0]["case"]))
+            return
+        for k, (rec, _, _) in queue.items():
             rec.update(timings[k])
+            if k in host:
+                rec["host_path_ms"] = host[k]
             if rec["flops"]:
                 rec["tflops"] = rec["flops"] / (rec["median_ms"] * 1e-3) / 1e12
+        if self.after_case is not None:
+            self.after_case()
 
     def run(self, *args, **kw):
         """check() then time_queued(): one backend on its own."""
         rec = self.check(*args, **kw)
         self.time_queued()
         return rec
+
+
+def _host_ms(fn, calls: int = 5) -> float:
+    """Median host milliseconds of one call of fn, no synchronisation (on a GPU: the Python
+    path's cost per call, which a prepared launch leaves out of the timed region)."""
+    import statistics
+    fn()
+    samples = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return statistics.median(samples)
 
 
 def _shape_table(device, fast):

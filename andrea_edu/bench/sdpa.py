@@ -20,6 +20,12 @@ from andrea_edu.bench.aten import count_aten_ops
 from andrea_edu.bench.timing import time_fns
 
 
+def _shown(t: dict) -> dict:
+    """What the chapters show of a timing: median, fastest, the spread and the timing check."""
+    return {k: t[k] for k in ("median_ms", "min_ms", "p25_ms", "p75_ms", "iqr_over_median",
+                              "repeats", "quality_ok", "quality_reason")}
+
+
 def sdpa_view_vs_contiguous(B: int = 2, T: int = 256, n_head: int = 12, head_dim: int = 64,
                             repeats: int = 5, device: str = "cpu") -> dict:
     """PyTorch's SDPA (causal) on the transposed view of [B, T, C] and on its .contiguous()
@@ -36,8 +42,8 @@ def sdpa_view_vs_contiguous(B: int = 2, T: int = 256, n_head: int = 12, head_dim
     }
     diff = (fns["transposed view"]() - fns[".contiguous() first"]()).abs().max().item()
     times = time_fns(fns, device=device, repeats=repeats)
-    out: dict[str, Any] = {p: {"ops": count_aten_ops(fn), "median_ms": times[p]["median_ms"],
-               "min_ms": times[p]["min_ms"]} for p, fn in fns.items()}
+    out: dict[str, Any] = {p: {"ops": count_aten_ops(fn), **_shown(times[p])}
+                           for p, fn in fns.items()}
     out["max_abs_diff"] = diff
     out["strides"] = tuple(q.stride())
     return out
@@ -59,6 +65,5 @@ def sdpa_one_wide_head(B: int = 1, T: int = 256, d_model: int = 768, n_head: int
         fns[label] = (lambda q=q, k=k, v=v:
                       F.scaled_dot_product_attention(q, k, v, is_causal=True))
     times = time_fns(fns, device=device, repeats=repeats)
-    return {label: {"head_dim": cut[label][1], "ops": count_aten_ops(fn),
-                    "median_ms": times[label]["median_ms"], "min_ms": times[label]["min_ms"]}
+    return {label: {"head_dim": cut[label][1], "ops": count_aten_ops(fn), **_shown(times[label])}
             for label, fn in fns.items()}

@@ -23,19 +23,32 @@ FLOP_FORMULA = {
 }
 
 
+TIMING_METHOD = {
+    "cuda": "per sample, a group of calls queued back to back between one pair of CUDA events "
+            "after a torch.cuda._sleep (kernel time; the cuda-* backends as prepared launches, "
+            "one cuLaunchKernel each); host_ms_per_call and host_path_ms: the host's time per "
+            "call, apart",
+    "cpu": "per sample, perf_counter around a group of calls on one torch thread, beside the "
+           "thread's CPU time; quality_ok/quality_reason: bench.timing.timing_quality",
+}
+
+
 def _suites():
     return {"headdim": headdim_suite, "projections": projections_suite, "layout": layout_suite}
 
 
 def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None, warmup=None,
               deadline=None, progress: bool = True, strict: bool = True,
-              command: str = "", case_budget_s=None, threads=None, **options) -> dict:
+              command: str = "", case_budget_s=None, threads=None, checkpoint=None,
+              checkpoint_every: int = 4, **options) -> dict:
     """Run one suite ("headdim", "projections", "layout") and return the results object
     (valid against andrea_edu.bench.SCHEMA); write it with andrea_edu.bench.write_results.
     case_budget_s: seconds of timed rounds per case (fewer repeats for slow backends, at
     least 3; default 2 on a GPU, 10 on a CPU). threads: torch's CPU threads during the run
     (default on a CPU: 1, restored afterwards; on a shared or small machine several threads
     wait for each other and the timings scatter by 10x, one thread measures the arithmetic).
+    checkpoint(obj): called with the results so far every `checkpoint_every` cases (the CLI
+    writes them: a run cut short by a fault or a timeout keeps what it measured).
     options go to the suite (headdim_suite: head_dims, shapes, series, backends)."""
     suites = _suites()
     if suite not in suites:
@@ -46,6 +59,8 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < lo):
             raise ValueError(f"{name}={v!r} must be an int >= {lo} (None: the default)")
     repeats = repeats if repeats is not None else (3 if fast else (20 if device == "cuda" else 7))
+    if device == "cpu":   # time_fns takes at least this many samples on a CPU
+        repeats = max(repeats, bench.CPU_MIN_REPEATS)
     warmup = 1 if fast and warmup is None else (warmup if warmup is not None else 3)
     if case_budget_s is None:
         case_budget_s = 2.0 if device == "cuda" else 10.0
@@ -53,6 +68,29 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
     before = torch.get_num_threads()
     if threads is None and device == "cpu":
         threads = 1
+    prov: dict = {}
+
+    def result(records) -> dict:
+        recs = [dict(rec, params={k: v for k, v in rec["params"].items() if k != "dtype_t"})
+                for rec in records]
+        return {"schema_version": SCHEMA_VERSION, "suite": suite,
+                "provenance": prov,
+                "settings": {"dtype": str(DTYPE).replace("torch.", ""), "repeats": repeats,
+                             "warmup": warmup, "fast": fast, "case_budget_s": case_budget_s,
+                             "timer": "cuda-events" if device == "cuda" else "perf_counter",
+                             "method": TIMING_METHOD["cuda" if device == "cuda" else "cpu"],
+                             "shapes": _shape_table(device, fast)},
+                "flop_formula": FLOP_FORMULA[suite], "options": {k: list(v) if isinstance(
+                    v, (tuple, list)) else v for k, v in options.items()}, "records": recs}
+
+    if checkpoint is not None:
+        done = [0]
+
+        def after_case():
+            done[0] += 1
+            if done[0] % checkpoint_every == 0:
+                checkpoint(result(r.records))
+        r.after_case = after_case
     try:
         if threads:
             torch.set_num_threads(threads)
@@ -61,14 +99,5 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
             suites[suite](r, fast, progress, **options)  # and count_aten_ops would miss mm/bmm
     finally:
         torch.set_num_threads(before)
-    for rec in r.records:
-        rec["params"].pop("dtype_t", None)
-    return {"schema_version": SCHEMA_VERSION, "suite": suite,
-            "provenance": prov,
-            "settings": {"dtype": str(DTYPE).replace("torch.", ""), "repeats": repeats,
-                         "warmup": warmup, "fast": fast, "case_budget_s": case_budget_s,
-                         "timer": "cuda-events" if device == "cuda" else "perf_counter",
-                         "shapes": _shape_table(device, fast)},
-            "flop_formula": FLOP_FORMULA[suite], "options": {k: list(v) if isinstance(
-                v, (tuple, list)) else v for k, v in options.items()}, "records": r.records}
+    return result(r.records)
 

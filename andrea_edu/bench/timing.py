@@ -1,16 +1,24 @@
 """Timing, FLOP formulas and provenance: what every benchmark of the book stands on.
 
     attention_flops(B, nh, T, hs, causal), matmul_flops(M, N, K)     the formulas, in one place
-    time_fns({name: fn}, device, repeats, warmup)   the backends of one case take turns: CUDA
-                                                    events on a GPU, perf_counter on a CPU
+    time_fns({name: fn}, device, repeats, warmup)   the backends of one case take turns: on a
+                                                    GPU a group of calls queued between one
+                                                    pair of CUDA events (kernel time, with the
+                                                    host's time per call apart); on a CPU
+                                                    perf_counter on one thread, beside the
+                                                    thread's CPU time; median and p25/p75
+    timing_ok(t) -> (ok, why)                       may this timing carry a ratio or verdict?
+                                                    (spread, scheduler quanta, waits, host-bound)
     check_close(out, ref, dtype, what)              validation before timing (ValidationError)
     provenance(device, command)                     device, driver, CUDA, torch, commit, date...
 
 Rules every suite follows (as llm.c's dev/cuda and Triton's tutorials do):
   1. validate each backend's output against the fp32 reference BEFORE timing it; a wrong
      result is never timed (strict: raise ValidationError; otherwise status "invalid");
-  2. warm up, then time `repeats` calls, the backends of one case taking turns: CUDA events
-     on a GPU, time.perf_counter on a CPU; report min / median / max in milliseconds;
+  2. warm up, then time `repeats` rounds, the backends of one case taking turns: CUDA events
+     around a queued group on a GPU, time.perf_counter on one thread on a CPU; report min /
+     p25 / median / p75 / max in milliseconds per call, and whether the timing passes
+     timing_ok (a ratio or verdict rests only on timings that pass);
   3. TFLOP/s from a FLOP formula written below, and the time ratio to torch's SDPA;
   4. every file carries its provenance; CPU figures are labelled CPU, never passed off as GPU.
 """
@@ -30,8 +38,9 @@ import torch
 
 from andrea_edu.env import cpu_name, git_commit
 
-__all__ = ["attention_flops", "matmul_flops", "time_fn", "time_fns", "check_close", "tolerance",
-           "provenance", "pick_device", "device_slug", "ValidationError"]
+__all__ = ["attention_flops", "matmul_flops", "time_fn", "time_fns", "timing_ok", "timing_quality",
+           "spread_text", "checked_ratio", "refusal", "ms_cell", "check_cell", "check_close", "tolerance", "provenance", "pick_device", "device_slug",
+           "ValidationError"]
 
 
 class ValidationError(RuntimeError):
@@ -112,52 +121,278 @@ def pick_device(device: str = "auto") -> str:
     return "cuda" if (device == "cuda" or (device == "auto" and has)) else "cpu"
 
 
-def time_fns(fns: dict, device: str, repeats: int = 10, warmup: int = 3,
-             budget_s: float | None = None) -> dict:
-    """Time several callables that take turns: {name: {min_ms, median_ms, max_ms, repeats}}.
+# How a timing is taken, and when it is not trusted (timing_ok). CPU: perf_counter around a
+# group of calls on ONE torch thread, with the thread's own CPU time beside it (time.thread_time):
+# wall time well above CPU time means the thread waited for a core (another process held it for
+# a scheduler quantum), which on a loaded 2-core machine puts medians on multiples of ~4-8 ms.
+# GPU: a group of calls queued back to back between ONE pair of CUDA events, after a
+# torch.cuda._sleep that keeps the GPU busy while the host queues them, so the events measure
+# the kernels and not the Python that issued them; the host's own time per call is reported
+# apart (host_ms_per_call).
+CPU_MIN_REPEATS = 11         # samples per callable on a CPU, at least (the median of 11 stands
+                             # while 5 of them are hit by a quantum)
+SAMPLE_MS = {"cpu": 0.3, "cuda": 1.0}   # a sample groups calls until it lasts about this long
+MAX_CALLS_PER_SAMPLE = 200
+MAX_SPREAD = 0.5             # (p75 - p25) / median above this: too spread to rest a ratio on
+MAX_WAITED_SHARE = 0.25      # share of CPU samples whose wall time exceeds CPU time by this...
+WAIT_SLACK = 0.2             # ...fraction (or 0.5 ms): the thread waited for a core
+QUANTUM_MS = 4.0             # Linux's scheduler tick at HZ=250; medians on its multiples are suspect
+_SLEEP_CAP_MS = 50.0
 
-    `warmup` untimed rounds, then `repeats` rounds in which every fn() runs once, so that a
-    drift of the machine (clocks, other load on a shared CPU) hits all of them alike.
-    budget_s: after the warm-up, one more untimed round measures what a round costs, and
-    repeats is lowered (never below 3) so that the timed rounds take about budget_s.
-    GPU: one pair of CUDA events around each call (device time, launch included).
-    CPU: time.perf_counter around each call.
+
+def _quantile(xs: list[float], q: float) -> float:
+    """Linear-interpolation quantile of a non-empty list (numpy's default method)."""
+    s = sorted(xs)
+    pos = (len(s) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def _event():
+    """One timing CUDA event (a hook: the CPU tests stand in for it)."""
+    return torch.cuda.Event(enable_timing=True)
+
+
+def _gpu_sleep(cycles: int) -> None:
+    """Keep the GPU busy for `cycles` clock cycles (a hook: the CPU tests stand in for it)."""
+    if cycles > 0:
+        torch.cuda._sleep(int(cycles))
+
+
+def _sleep_cycles_per_ms(sync) -> float:
+    """GPU clock cycles of torch.cuda._sleep per millisecond, measured once (clocks vary)."""
+    if _CYCLES_PER_MS:
+        return _CYCLES_PER_MS[0]
+    cycles = 1_000_000
+    start, end = _event(), _event()
+    sync()
+    start.record()
+    _gpu_sleep(cycles)
+    end.record()
+    end.synchronize()
+    ms = start.elapsed_time(end)
+    rate = cycles / ms if ms and ms > 0 else 2.0e6
+    _CYCLES_PER_MS.append(rate)
+    return rate
+
+
+_CYCLES_PER_MS: list[float] = []
+
+
+def timing_quality(t: dict) -> tuple[bool, str | None]:
+    """(ok, reason) of one timing from time_fns: too spread, dominated by scheduler quanta, the
+    thread waiting for a core, or (GPU) the host unable to keep the queue full."""
+    med = t.get("median_ms")
+    if not med or med <= 0:
+        return False, "no median"
+    spread = t.get("iqr_over_median")
+    if spread is None:
+        return False, "no spread recorded"
+    if t.get("host_bound"):
+        return False, (f"host-bound: queuing one call took {t.get('host_ms_per_call', 0):.3g} "
+                       f"ms on the host, the GPU ran out of work between calls")
+    n = t.get("repeats") or 0
+    waited = t.get("waited_samples") or 0
+    if n and waited / n > MAX_WAITED_SHARE:
+        return False, (f"{waited} of {n} samples waited for a CPU core (wall time above the "
+                       f"thread's CPU time): the machine was loaded")
+    cpu = t.get("cpu_median_ms")
+    per = t.get("calls_per_sample") or 1
+    group = med * per
+    if cpu is not None and group >= QUANTUM_MS * 0.9 and med > cpu * (1 + WAIT_SLACK):
+        k = round(group / QUANTUM_MS)
+        if k >= 1 and abs(group - k * QUANTUM_MS) < 0.05 * QUANTUM_MS:
+            return False, (f"the median sits on a scheduler quantum ({group:.2f} ms per sample "
+                           f"~ {k} x {QUANTUM_MS:g} ms) while the thread computed for "
+                           f"{cpu * per:.2f} ms")
+    if spread > MAX_SPREAD:
+        return False, (f"too spread: (p75 - p25) / median = {spread:.2f} > {MAX_SPREAD}")
+    return True, None
+
+
+def timing_ok(t: dict | None) -> tuple[bool, str]:
+    """Whether a timing (a time_fns entry or a results record) may carry a ratio or a verdict:
+    (True, "") or (False, one line saying why not). A record written before timings carried
+    their spread (the committed CPU files of schema 1) is not trusted: it says so."""
+    if not t or not t.get("median_ms"):
+        return False, "nothing was measured"
+    if "quality_ok" not in t:
+        return False, ("recorded before timings carried their spread and check (min, median, "
+                       "max only): not used for a ratio or verdict")
+    if t["quality_ok"]:
+        return True, ""
+    return False, str(t.get("quality_reason") or "failed the timing check")
+
+
+def spread_text(t: dict) -> str:
+    """'1.23 ms (p25-p75 1.20-1.31, n=11)' or, for an old record, the median and min."""
+    if t.get("p25_ms") is not None and t.get("p75_ms") is not None:
+        return (f"{t['median_ms']:.3g} ms (p25-p75 {t['p25_ms']:.3g}-{t['p75_ms']:.3g}, "
+                f"n={t.get('repeats')})")
+    return f"{t['median_ms']:.3g} ms (min {t.get('min_ms', float('nan')):.3g}, spread unknown)"
+
+
+def checked_ratio(a: dict | None, b: dict | None, key: str = "median_ms"
+                  ) -> tuple[float | None, str]:
+    """(a[key] / b[key], "") when both timings pass timing_ok; else (None, why not). What a
+    chapter's ratio sentence or verdict rests on."""
+    for t in (a, b):
+        ok, why = timing_ok(t)
+        if not ok:
+            return None, why
+    assert a is not None and b is not None
+    return a[key] / b[key], ""
+
+
+def refusal(what: str, why: str) -> str:
+    """The one line a chapter shows instead of a ratio or verdict resting on a failing timing."""
+    return f"no {what} is stated here: a timing it would rest on fails the check ({why})"
+
+
+def ms_cell(t: dict, scale: float = 1.0, digits: int = 3, key: str = "median_ms") -> str:
+    """A table cell: the value with its spread, e.g. '1.234 (1.20-1.31)' (p25-p75), times
+    `scale` (1e3 for µs); a timing without a spread shows its value alone."""
+    v = f"{t[key] * scale:.{digits}f}"
+    if t.get("p25_ms") is not None and t.get("p75_ms") is not None:
+        return f"{v} ({t['p25_ms'] * scale:.{digits}f}-{t['p75_ms'] * scale:.{digits}f})"
+    return v
+
+
+def check_cell(t: dict) -> str:
+    """'ok' or the reason a timing fails timing_ok, for a table's last column."""
+    ok, why = timing_ok(t)
+    return "ok" if ok else why.replace("|", "/")
+
+
+def time_fns(fns: dict, device: str, repeats: int = 10, warmup: int = 3,
+             budget_s: float | None = None, threads: int | None = 1,
+             sleep: bool = True) -> dict:
+    """Time several zero-argument callables that take turns; per name a dict with min_ms,
+    median_ms, max_ms, p25_ms, p75_ms (per call), iqr_over_median, repeats (samples),
+    calls_per_sample, timer, quality_ok and quality_reason (timing_quality), and
+    CPU: threads, cpu_median_ms (the thread's own CPU time), waited_samples;
+    GPU: host_ms_per_call (the host's time to queue one call, its own number), host_bound.
+
+    `warmup` untimed rounds, then `repeats` rounds in which every fn takes its turn, so that a
+    drift of the machine (clocks, other load) hits all of them alike. A round times a group of
+    calls_per_sample back-to-back calls (sized from the last warm-up round so that a group lasts
+    about SAMPLE_MS; 1 without a warm-up) and divides.
+    GPU: the group is queued between one pair of CUDA events, after a torch.cuda._sleep long
+    enough for the host to queue it (sleep=True): the events measure the device's work. Pass
+    prepared callables (andrea_edu.kernels.launch.prepare_attention): whatever Python a fn runs
+    counts toward host_ms_per_call, and makes the run host-bound when it outlasts the kernel.
+    CPU: on `threads` torch threads (default 1; None keeps the current setting), restored
+    afterwards; at least CPU_MIN_REPEATS rounds.
+    budget_s: repeats is lowered (never below 3, on a CPU never below CPU_MIN_REPEATS) so that
+    the timed rounds take about budget_s.
     """
     if repeats < 1 or warmup < 0:
         raise ValueError(f"repeats={repeats} must be >= 1 and warmup={warmup} >= 0")
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device={device!r} is not one of 'cpu', 'cuda'")
+    on_gpu = device == "cuda"
+    before = torch.get_num_threads()
+    if not on_gpu and threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _time_fns(fns, on_gpu, repeats, warmup, budget_s, sleep)
+    finally:
+        if not on_gpu and threads is not None:
+            torch.set_num_threads(before)
+
+
+def _time_fns(fns: dict, on_gpu: bool, repeats: int, warmup: int, budget_s: float | None,
+              sleep: bool) -> dict:
+    sync = torch.cuda.synchronize if on_gpu else (lambda: None)
+    floor = 3 if on_gpu else CPU_MIN_REPEATS
+    if not on_gpu:
+        repeats = max(repeats, CPU_MIN_REPEATS)
+    last: dict[str, float] = {name: 0.0 for name in fns}   # ms of one call, last warm-up round
     for _ in range(warmup):
-        for fn in fns.values():
+        for name, fn in fns.items():
+            sync()
+            t0 = time.perf_counter()
             fn()
+            sync()
+            last[name] = (time.perf_counter() - t0) * 1e3
+    target = SAMPLE_MS["cuda" if on_gpu else "cpu"]
+    per = {name: (1 if not warmup else
+                  max(1, min(MAX_CALLS_PER_SAMPLE, int(target / max(last[name], 1e-6)))))
+           for name in fns}
     if budget_s is not None:
-        sync()
-        t0 = time.perf_counter()
-        for fn in fns.values():
-            fn()
-        sync()
-        per_round = max(time.perf_counter() - t0, 1e-9)
-        repeats = max(min(3, repeats), min(repeats, int(budget_s / per_round)))
-    times: dict[str, list[float]] = {name: [] for name in fns}
+        per_round = max(sum(last[n] * per[n] for n in fns) / 1e3, 1e-9) if warmup else None
+        if per_round is None:
+            sync()
+            t0 = time.perf_counter()
+            for fn in fns.values():
+                fn()
+            sync()
+            per_round = max(time.perf_counter() - t0, 1e-9)
+        repeats = max(min(floor, repeats), min(repeats, int(budget_s / per_round)))
+    rate = _sleep_cycles_per_ms(sync) if on_gpu and sleep else 0.0
+    wall: dict[str, list[float]] = {name: [] for name in fns}
+    cpu: dict[str, list[float]] = {name: [] for name in fns}
+    host: dict[str, list[float]] = {name: [] for name in fns}
+    bound: dict[str, int] = {name: 0 for name in fns}
     sync()
     for _ in range(repeats):
         for name, fn in fns.items():
-            if device == "cuda":
-                start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            n = per[name]
+            if on_gpu:
+                sleep_ms = 0.0
+                if sleep:   # long enough for the host to queue the group (last round's pace)
+                    ahead = 1.5 * n * (statistics.median(host[name]) if host[name] else
+                                       max(last[name], 0.05)) + 0.05
+                    sleep_ms = min(ahead, _SLEEP_CAP_MS)
+                    _gpu_sleep(int(sleep_ms * rate))
+                start, end = _event(), _event()
                 start.record()
-                fn()
+                h0 = time.perf_counter()
+                for _ in range(n):
+                    fn()
+                h1 = time.perf_counter()
                 end.record()
                 end.synchronize()
-                times[name].append(start.elapsed_time(end))
+                ms = start.elapsed_time(end)
+                host[name].append((h1 - h0) * 1e3 / n)
+                # the queue drained: the host took longer to queue the group than the sleep
+                # and the group's own device time together
+                bound[name] += (h1 - h0) * 1e3 > sleep_ms + ms
+                wall[name].append(ms / n)
             else:
-                t0 = time.perf_counter()
-                fn()
-                times[name].append((time.perf_counter() - t0) * 1e3)
-    return {name: {"min_ms": min(t), "median_ms": statistics.median(t), "max_ms": max(t),
-                   "repeats": repeats} for name, t in times.items()}
+                c0, t0 = time.thread_time(), time.perf_counter()
+                for _ in range(n):
+                    fn()
+                t1, c1 = time.perf_counter(), time.thread_time()
+                wall[name].append((t1 - t0) * 1e3 / n)
+                cpu[name].append((c1 - c0) * 1e3 / n)
+    out = {}
+    for name in fns:
+        w = wall[name]
+        med = statistics.median(w)
+        t: dict[str, Any] = {
+            "min_ms": min(w), "median_ms": med, "max_ms": max(w),
+            "p25_ms": _quantile(w, 0.25), "p75_ms": _quantile(w, 0.75),
+            "iqr_over_median": (_quantile(w, 0.75) - _quantile(w, 0.25)) / med if med > 0
+            else 0.0,
+            "repeats": repeats, "calls_per_sample": per[name],
+            "timer": "cuda-events-queued" if on_gpu else "perf_counter-1-thread"}
+        if on_gpu:
+            t["host_ms_per_call"] = statistics.median(host[name])
+            t["host_bound"] = bound[name] > repeats // 2
+        else:
+            t["threads"] = torch.get_num_threads()
+            t["cpu_median_ms"] = statistics.median(cpu[name])
+            t["waited_samples"] = sum(
+                wi - ci > max(0.5 / per[name], WAIT_SLACK * ci) for wi, ci in zip(w, cpu[name]))
+        t["quality_ok"], t["quality_reason"] = timing_quality(t)
+        out[name] = t
+    return out
 
 
 def time_fn(fn, device: str, repeats: int = 10, warmup: int = 3) -> dict:
-    """time_fns for one callable: {min_ms, median_ms, max_ms, repeats}."""
+    """time_fns for one callable (see there for the fields)."""
     return time_fns({"fn": fn}, device, repeats, warmup)["fn"]
 
 

@@ -98,8 +98,10 @@ def fig_projection_timings(sweep: dict, n_head: int, head_dim: int, device_label
     b.set_ylabel("time, ms (fastest of the repeats)")
     b.set_ylim(bottom=0)
     b.legend(fontsize=8)
-    ratio = res["per-head"]["min_ms"] / res["fused"]["min_ms"]
-    b.set_title(f"per-head / fused = {ratio:.2f}x at n_head={n_head}", fontsize=10)
+    from andrea_edu.bench.timing import checked_ratio
+    ratio, why = checked_ratio(res["per-head"], res["fused"], key="min_ms")
+    b.set_title(f"per-head / fused = {ratio:.2f}x at n_head={n_head}" if ratio is not None else
+                f"n_head={n_head}: no ratio stated (a timing fails the check)", fontsize=10)
     fig.suptitle(f"Q, K, V projections three ways, {shape_label}, measured on {device_label}",
                  fontsize=10)
     fig.tight_layout()
@@ -117,7 +119,9 @@ def committed_projection_rows(results: dict | None) -> list[dict]:
             continue
         rows.append({"n_head": r["params"].get("n_head"), "way": r["backend"],
                      "blas_calls": r.get("blas_calls"), "median_ms": r.get("median_ms"),
-                     "tflops": r.get("tflops"), "ratio_to_fused": r.get("time_ratio_to_fused")})
+                     "tflops": r.get("tflops"), "ratio_to_fused": r.get("time_ratio_to_fused"),
+                     **{k: r[k] for k in ("p25_ms", "p75_ms", "quality_ok", "quality_reason")
+                        if k in r}})
     return sorted(rows, key=lambda x: (x["n_head"] or 0, x["way"]))
 
 
@@ -150,12 +154,16 @@ def projection_roofline(rows: int, d_model: int = 768, gpu: str = "NVIDIA H200",
             "compute_bound_from_rows": min_rows}
 
 
-def tensor_core_claim(gpu_results, n_head: int, cpu_ratio_12: float, cpu_ratio_big: float,
-                      big: int, timing_label: str, rows: int) -> tuple[str, str]:
+def tensor_core_claim(gpu_results, n_head: int, cpu_ratio_12: float | None,
+                      cpu_ratio_big: float | None, big: int, timing_label: str, rows: int,
+                      cpu_why: str = "") -> tuple[str, str]:
     """(measured, verdict) for "tensor cores reach peak throughput on matmuls of this size;
     per-head matmuls would underuse the hardware". Without a committed GPU file the verdict is
     "not yet measured"; with one it is rated from the GPU's per-head/fused ratio and, where the
-    GPU's published peak is known, the fused projection's share of it."""
+    GPU's published peak is known, the fused projection's share of it. A ratio rests only on
+    timings that pass bench.timing.timing_ok: a CPU ratio given as None is not stated (cpu_why
+    says why), and a GPU file whose per-head or fused timing fails the check is not rated."""
+    from andrea_edu.bench.timing import checked_ratio, refusal
     from andrea_edu.figures.verdicts import NOT_MEASURED
 
     calc = projection_roofline(rows)
@@ -166,13 +174,18 @@ def tensor_core_claim(gpu_results, n_head: int, cpu_ratio_12: float, cpu_ratio_b
                  f"compute-bound from B·T ≈ {calc['compute_bound_from_rows']}.")
     by = {(r["n_head"], r["way"]): r for r in committed_projection_rows(gpu_results)}
     per, fused = by.get((n_head, "per-head")), by.get((n_head, "fused"))
+    cpu_text = (f"On {timing_label} (no tensor cores) per-head takes {cpu_ratio_12:.2f}x the "
+                f"fused time at n_head={n_head}, {cpu_ratio_big:.2f}x at n_head={big}."
+                if cpu_ratio_12 is not None and cpu_ratio_big is not None else
+                f"On {timing_label}: {refusal('per-head / fused ratio', cpu_why)}.")
     if not (per and fused and per["median_ms"] and fused["median_ms"]):
         return (f"No GPU measurement committed yet: the tensor-core part is not measured. "
-                f"{calc_text} On {timing_label} (no tensor cores) per-head takes "
-                f"{cpu_ratio_12:.2f}x the fused time at n_head={n_head}, {cpu_ratio_big:.2f}x at "
-                f"n_head={big}.", NOT_MEASURED)
+                f"{calc_text} {cpu_text}", NOT_MEASURED)
     device = gpu_results["provenance"]["device"]
-    ratio = per["median_ms"] / fused["median_ms"]
+    ratio, why = checked_ratio(per, fused)
+    if ratio is None:
+        return (f"On {device} (committed): {refusal('per-head / fused ratio', why)}. "
+                f"{calc_text} {cpu_text}", NOT_MEASURED)
     peak = PUBLISHED_PEAK.get(device, {}).get("bf16_tflops")
     share = fused["tflops"] / peak if peak and fused.get("tflops") else None
     text = (f"On {device} (committed): per-head takes {ratio:.2f}x the fused time at "

@@ -3,6 +3,8 @@
     has_gpu() -> bool
     device_info(device=None) -> dict   (GPU name, sm, SM count, driver/NVRTC/torch versions)
     launch_attention(q, k, v, causal=False, version="v1") -> out   (all on one CUDA device)
+    prepare_attention(q, k, v, causal, version) -> PreparedLaunch   everything but the launch:
+        calling it is one cuLaunchKernel (what the benchmarks time, host work kept out)
 
 The CUBIN is compiled for the tensor's own architecture by andrea_edu.kernels.nvrtc.compile_attention,
 loaded once per (device, specialization) with cuModuleLoadData, and launched with cuLaunchKernel
@@ -34,6 +36,22 @@ class GpuUnavailableError(RuntimeError):
 
 class DriverTooOldError(RuntimeError):
     """The NVIDIA driver is older than the NVRTC that compiled the kernels."""
+
+
+# CUDA errors after which the process's context is broken: every later call in the same process
+# fails with the same error (CUDA C++ Programming Guide, "Error Checking": a sticky error;
+# only a new process recovers). Names as the driver API and the runtime spell them.
+STICKY_ERRORS = ("CUDA_ERROR_ILLEGAL_ADDRESS", "illegal memory access", "CUDA_ERROR_LAUNCH_FAILED",
+                 "unspecified launch failure", "CUDA_ERROR_MISALIGNED_ADDRESS", "misaligned address",
+                 "CUDA_ERROR_ILLEGAL_INSTRUCTION", "illegal instruction", "CUDA_ERROR_ASSERT",
+                 "device-side assert", "CUDA_ERROR_HARDWARE_STACK_ERROR",
+                 "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_TIMEOUT", "CUDA_ERROR_ECC_UNCORRECTABLE")
+
+
+def is_sticky_error(message: str) -> bool:
+    """True when an error message names a CUDA error that breaks the process's context."""
+    low = str(message).lower()
+    return any(s.lower() in low for s in STICKY_ERRORS)
 
 
 def has_gpu() -> bool:
@@ -186,8 +204,46 @@ def check_launch_inputs(q, k, v, version: str) -> tuple[int, int, int, int]:
     return B, nh, T, hs
 
 
-def launch_attention(q, k, v, causal: bool = False, version: str = "v1"):
-    """Run kernel `version` on contiguous CUDA tensors [B, nh, T, hs]; returns a new tensor."""
+class PreparedLaunch:
+    """One kernel launch with everything decided beforehand: inputs checked, kernel compiled and
+    loaded, context current, output allocated, kernel parameters packed. Calling it does one
+    cuLaunchKernel (and checks its result) and returns the output tensor: no validation, no
+    dispatch, no file read, no allocation. For timing (andrea_edu.bench.timing.time_fns) and
+    for loops that launch the same shapes many times; the tensors it was prepared on must stay
+    alive and unchanged in shape (it holds references to them)."""
+
+    __slots__ = ("_launch", "_args", "_success", "_what", "out", "_keep", "_ptrs", "_params",
+                 "name_expression", "grid", "threads", "shared_bytes")
+
+    def __init__(self, drv, func, grid, threads, shared_bytes, stream, q, k, v, out, T, hs,
+                 causal, name_expression):
+        self._keep = (q, k, v, out)
+        self._ptrs: list[ctypes.c_void_p | ctypes.c_int | ctypes.c_float]
+        self._ptrs = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, out)]
+        self._ptrs += [ctypes.c_int(T), ctypes.c_int(hs), ctypes.c_float(1.0 / math.sqrt(hs)),
+                       ctypes.c_int(int(causal))]
+        self._params = (ctypes.c_void_p * len(self._ptrs))(
+            *[ctypes.addressof(a) for a in self._ptrs])
+        self.out, self.grid, self.threads = out, tuple(grid), threads
+        self.shared_bytes, self.name_expression = shared_bytes, name_expression
+        gx, gy, gz = self.grid
+        self._launch = drv.cuLaunchKernel
+        self._args = (func, gx, gy, gz, threads, 1, 1, shared_bytes, drv.CUstream(stream),
+                      ctypes.addressof(self._params), 0)
+        self._success = drv.CUresult.CUDA_SUCCESS
+        self._what = f"cuLaunchKernel({name_expression}, grid=({gx}, {gy}, {gz}))"
+
+    def __call__(self):
+        err, = self._launch(*self._args)
+        if err != self._success:
+            _ok(_driver(), err, self._what)
+        return self.out
+
+
+def prepare_attention(q, k, v, causal: bool = False, version: str = "v1",
+                      out=None) -> PreparedLaunch:
+    """Everything launch_attention does except the launch: returns a PreparedLaunch whose call
+    launches kernel `version` on q, k, v into `out` (a new tensor when None)."""
     if not isinstance(causal, bool):
         raise TypeError(f"causal={causal!r} must be True or False")
     B, nh, T, hs = check_launch_inputs(q, k, v, version)
@@ -210,19 +266,18 @@ def launch_attention(q, k, v, causal: bool = False, version: str = "v1"):
     if why is not None:
         raise RuntimeError(why)
     ck = compile_attention(version, hs, q.dtype, arch)
-    out = torch.empty_like(q)                                       # (B, nh, T, hs)
+    if out is None:
+        out = torch.empty_like(q)                                   # (B, nh, T, hs)
+    elif tuple(out.shape) != tuple(q.shape) or out.dtype != q.dtype or not out.is_contiguous():
+        raise ValueError(f"out must be a contiguous {q.dtype} tensor of shape {tuple(q.shape)}")
     with torch.cuda.device(index):
         func = _function(ck, index)
-        drv = _driver()
         stream = torch.cuda.current_stream(index).cuda_stream
-        args: list[ctypes.c_void_p | ctypes.c_int | ctypes.c_float]
-        args = [ctypes.c_void_p(t.data_ptr()) for t in (q, k, v, out)]
-        args += [ctypes.c_int(T), ctypes.c_int(hs), ctypes.c_float(1.0 / math.sqrt(hs)),
-                 ctypes.c_int(int(causal))]
-        params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(a) for a in args])
-        gx, gy, gz = ck.grid(B, nh, T)
-        err, = drv.cuLaunchKernel(func, gx, gy, gz, ck.threads_per_block, 1, 1,
-                                  ck.resources.dynamic_shared_bytes, drv.CUstream(stream),
-                                  ctypes.addressof(params), 0)
-        _ok(drv, err, f"cuLaunchKernel({ck.name_expression}, grid=({gx}, {gy}, {gz}))")
-    return out
+        return PreparedLaunch(_driver(), func, ck.grid(B, nh, T), ck.threads_per_block,
+                              ck.resources.dynamic_shared_bytes, stream, q, k, v, out, T, hs,
+                              causal, ck.name_expression)
+
+
+def launch_attention(q, k, v, causal: bool = False, version: str = "v1"):
+    """Run kernel `version` on contiguous CUDA tensors [B, nh, T, hs]; returns a new tensor."""
+    return prepare_attention(q, k, v, causal, version)()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,9 @@ CTYPE = {torch.float32: "float", torch.float16: "__half", torch.bfloat16: "__nv_
 def dtype_name(dtype) -> str:
     """"float16" for torch.float16 (the words every message uses)."""
     return str(dtype).replace("torch.", "")
+
+
+_SOURCE_TEXT: dict[tuple, str] = {}   # (path, size, mtime_ns) -> the .cu text
 
 
 @functools.lru_cache(maxsize=32)
@@ -115,10 +119,23 @@ class KernelSpec:
 
     # ------------------------------------------------------------ the .cu file
     def source_text(self) -> str:
-        """The .cu text, read from the installed package (or source_dir)."""
+        """The .cu text, read from the installed package (or source_dir) once per file version:
+        kept in memory keyed by the file's path, size and modification time (one stat per call,
+        not a read: the launcher asks for the constants on every launch)."""
         if self.source_dir is not None:
-            return (Path(self.source_dir) / self.source).read_text()
-        return importlib.resources.files("andrea_edu.kernels").joinpath(self.source).read_text()
+            where: Any = Path(self.source_dir) / self.source
+        else:
+            where = importlib.resources.files("andrea_edu.kernels").joinpath(self.source)
+        try:
+            st = os.stat(str(where))
+            key: tuple = (str(where), st.st_size, st.st_mtime_ns)
+        except (OSError, TypeError):   # not a plain file (a zip import): read it every time
+            return where.read_text()
+        text = _SOURCE_TEXT.get(key)
+        if text is None:
+            text = where.read_text()
+            _SOURCE_TEXT[key] = text
+        return text
 
     def constants(self) -> dict:
         """The .cu's `constexpr int` tile sizes, e.g. {"V2_BK": 32, ...}."""

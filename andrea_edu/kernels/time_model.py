@@ -237,7 +237,8 @@ def model_bound(version: str, B: int, nh: int, T: int, head_dim: int, causal: bo
 def report(head_dims=(32, 64, 96, 128), shape=(8, 12, 1024), causal: bool = True,
            dtype=torch.bfloat16, gpus=("H200", "RTX 4090")) -> dict:
     """SASS evidence and the model bound of every version at every head_dim, per GPU: what
-    scripts/gpu_suite.sh stores beside the measurements (all of it labelled "model")."""
+    scripts/gpu_suite.sh keeps in its logs archive (all of it labelled "model"; no chapter reads
+    the file: the chapters compute the model themselves)."""
     from andrea_edu.kernels import registry
     from andrea_edu.kernels.sass import evidence
     B, nh, T = shape

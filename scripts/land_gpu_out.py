@@ -1,0 +1,140 @@
+"""Land what the GPU suite brought back: check every file of a returned $OUT folder, then copy
+the measurements into book/data/ as one unit, with SHA256SUMS updated, so that the chapters
+that read them re-rate their verdicts the next time they run.
+
+    python scripts/land_gpu_out.py OUT [--data DIR] [--replace] [--dry-run]
+
+OUT: the folder the device tool returned for `bash scripts/gpu_suite.sh`. Every file in it is
+checked before anything is copied:
+  bench_<suite>_<gpu>.json  andrea_edu.bench.results.read_results_file, as GPU data (the file
+                            name must match its device; a CPU file is refused)      -> landed
+  pipeline_<gpu>.json       andrea_edu.pipeline.timing.load_pipeline_timing, as GPU -> landed
+  gpucheck.json             andrea_edu.bench.gpucheck.read_report                  -> landed
+  gpu_summary.md            must be a GPU run's, not a rehearsal's (nothing is landed from a
+                            rehearsal: it measured nothing)                         -> kept out
+  notebooks.tar.gz, logs.tar.gz  archives for the reader of the run                 -> kept out
+Any other file, or any file that fails its check, stops the landing with one line naming it;
+nothing is copied then. DIR (default: the repository's book/data) gets the landed files and
+their sha256 lines in DIR/SHA256SUMS (andrea_edu.env.write_files_as_unit: all files and the
+manifest, or none). A file already committed there is replaced only with --replace. After
+landing: tests/test_data_mutations.py reads the landed files by their name patterns, and the
+chapters (headline table, worklog, head_dim chapter, "How CUDA stores the heads", "Three
+matrices", "The final picture") pick them up. Commit book/data/.
+Exit status 0 landed (or would land, --dry-run); 1 a file failed its check; 2 bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+KEPT_OUT = ("gpu_summary.md", "notebooks.tar.gz", "logs.tar.gz")
+BENCH = re.compile(r"bench_(headdim|projections|layout)_([a-z0-9-]+)\.json")
+PIPELINE = re.compile(r"pipeline_([a-z0-9-]+)\.json")
+
+
+def check_file(path: Path) -> str:
+    """One line saying what the file is, if it passes its check; ValueError (one line) if not."""
+    name = path.name
+    if BENCH.fullmatch(name):
+        from andrea_edu.bench.results import read_results_file
+        if name.endswith("_cpu.json"):
+            raise ValueError(f"{path}: CPU results do not come from the GPU suite")
+        obj = read_results_file(path, expect_device="gpu")
+        n = sum(r["status"] == "ok" for r in obj["records"])
+        return f"{name}: {obj['provenance']['device']}, {n} measured records"
+    if PIPELINE.fullmatch(name):
+        from andrea_edu.pipeline.timing import load_pipeline_timing
+        if name == "pipeline_cpu.json":
+            raise ValueError(f"{path}: CPU pipeline timings do not come from the GPU suite")
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copy(path, Path(tmp) / name)
+            t = load_pipeline_timing("gpu", data_dir_=tmp)
+        if t is None:
+            raise ValueError(f"{path}: no pipeline timing in it")
+        return f"{name}: {t.device}, {len(t.steps)} steps, forward {t.forward_ms:.3f} ms"
+    if name == "gpucheck.json":
+        from andrea_edu.bench.gpucheck import read_report
+        rep = read_report(path)
+        return (f"{name}: {rep['device']['name']}, {rep['n_cases'] - rep['n_failed']}/"
+                f"{rep['n_cases']} cases passed, complete={rep['complete']}")
+    if name == "gpu_summary.md":
+        head = path.read_text(errors="replace").splitlines()[:1]
+        if not head or not head[0].startswith("# GPU suite: "):
+            raise ValueError(f"{path}: not a gpu_summary.md (no '# GPU suite:' title)")
+        if "REHEARSAL" in head[0]:
+            raise ValueError(f"{path}: this OUT is a CPU rehearsal's; it measured nothing "
+                             f"and nothing of it is landed")
+        return f"{name}: read it; kept out of book/data"
+    if name in KEPT_OUT:
+        return f"{name}: archive, kept out of book/data"
+    raise ValueError(f"{path}: not a file the GPU suite writes (expected bench_<suite>_<gpu>"
+                     f".json, pipeline_<gpu>.json, gpucheck.json, {', '.join(KEPT_OUT)})")
+
+
+def land(out: Path, data: Path, replace: bool = False, dry_run: bool = False) -> list[str]:
+    """Check every file of out, then copy the landed kinds into data with SHA256SUMS updated
+    (all or nothing). Returns the lines to print; ValueError (one line) on the first problem."""
+    from andrea_edu.env import read_manifest, write_files_as_unit
+    files = sorted(p for p in out.iterdir() if p.is_file() and not p.name.startswith("."))
+    if not files:
+        raise ValueError(f"{out}: empty: nothing to land")
+    lines, landed = [], []
+    for p in files:
+        lines.append(check_file(p))
+        if p.name not in KEPT_OUT:
+            landed.append(p)
+    if not landed:
+        raise ValueError(f"{out}: holds no measurement to land (no bench, pipeline or gpucheck "
+                         f"file: did the GPU steps run?)")
+    committed = read_manifest(data)
+    clash = [p.name for p in landed if p.name in committed]
+    if clash and not replace:
+        raise ValueError(f"{data}: {', '.join(clash)} already committed there (listed in "
+                         f"SHA256SUMS); add --replace to land the new run over them")
+    if dry_run:
+        return lines + [f"would land {len(landed)} file(s) into {data} (--dry-run)"]
+
+    def writer(src: Path):
+        return lambda tmp: shutil.copyfile(src, tmp)
+    write_files_as_unit([(data / p.name, writer(p)) for p in landed], manifest=True)
+    for p in landed:   # what landed is what was checked: read it back from its new place
+        check_file(data / p.name)
+    return lines + [f"landed {len(landed)} file(s) into {data}, SHA256SUMS updated: "
+                    f"{', '.join(p.name for p in landed)}"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python scripts/land_gpu_out.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", help="the folder the device tool returned (the suite's $OUT)")
+    ap.add_argument("--data", default=None, help="where to land (default: the repository's "
+                                                 "book/data)")
+    ap.add_argument("--replace", action="store_true", help="replace files already committed")
+    ap.add_argument("--dry-run", action="store_true", help="check everything, copy nothing")
+    a = ap.parse_args(argv)
+    out = Path(a.out)
+    if not out.is_dir():
+        print(f"land_gpu_out: OUT={a.out!r} is not a folder (give the folder the device tool "
+              f"returned)", file=sys.stderr)
+        return 2
+    data = Path(a.data) if a.data else Path(__file__).resolve().parents[1] / "book" / "data"
+    if not data.is_dir():
+        print(f"land_gpu_out: --data {str(data)!r} is not a folder", file=sys.stderr)
+        return 2
+    try:
+        lines = land(out, data, a.replace, a.dry_run)
+    except (ValueError, OSError) as e:
+        print(f"land_gpu_out: {str(e).splitlines()[0]} (nothing landed)", file=sys.stderr)
+        return 1
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""scripts/land_gpu_out.py: a returned $OUT folder checked file by file and landed into a data
+folder with its SHA256SUMS, tested on a synthetic suite output in a temporary folder (never
+committed: the measurements here are CPU numbers relabelled as a GPU's, for the test alone)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import land_gpu_out  # noqa: E402
+
+from andrea_edu.bench import gpucheck, load_results, suites  # noqa: E402
+from andrea_edu.env import read_manifest  # noqa: E402
+
+SLUG = "synthetic-test-gpu"
+
+
+@pytest.fixture(scope="module")
+def suite_out(tmp_path_factory):
+    """What a GPU run returns, synthetic: a layout results file (measured here, on the CPU,
+    then labelled as a test GPU's), a gpucheck.json and a gpu_summary.md."""
+    out = tmp_path_factory.mktemp("out")
+    obj = suites.run_suite("layout", device="cpu", fast=True, progress=False)
+    obj["provenance"].update(device_kind="gpu", device="Synthetic test GPU (not a measurement)",
+                             device_slug=SLUG, driver="0.0", cuda="0.0")
+    (out / f"bench_layout_{SLUG}.json").write_text(json.dumps(obj))
+    rows = [dict(backend="cuda-naive", dtype="float32", B=1, n_head=1, seq_len=T, head_dim=8,
+                 causal=False, passed=True, max_abs_err=0.0) for T in (1, 17)]
+    rep = gpucheck.merge_reports([dict(schema=gpucheck.SCHEMA, device={"name": "Synthetic"},
+                                       complete=True, backends=["cuda-naive"], cases=rows,
+                                       seconds=1.0)])
+    (out / "gpucheck.json").write_text(json.dumps(rep))
+    from andrea_edu.config import AndreaConfig
+    from andrea_edu.model import AndreaModel
+    from andrea_edu.pipeline import timing as PT
+    tiny = AndreaConfig(d_model=32, n_head=4, n_layer=1, vocab_size=64, block_size=16,
+                        name="tiny")
+    t = PT.time_steps(AndreaModel(tiny, seed=1), B=1, T=8, repeats=1, warmup=0)
+    t.device_kind, t.device = "gpu", "Synthetic test GPU (not a measurement)"
+    t.provenance.update(device_kind="gpu", device=t.device, device_slug=SLUG)
+    t.save(out)   # pipeline_<slug>.json: what "The final picture" re-rates with
+    (out / "gpu_summary.md").write_text("# GPU suite: first-contact run\n")
+    (out / "logs.tar.gz").write_bytes(b"")
+    return out
+
+
+def _data(tmp_path) -> Path:
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "SHA256SUMS").write_text("")
+    return d
+
+
+def test_landing_checks_copies_and_records_every_file(suite_out, tmp_path):
+    data = _data(tmp_path)
+    assert land_gpu_out.main([str(suite_out), "--data", str(data)]) == 0
+    sums = read_manifest(data)
+    landed = {f"bench_layout_{SLUG}.json", "gpucheck.json", f"pipeline_{SLUG}.json"}
+    assert set(sums) == landed and {p.name for p in data.iterdir()} == landed | {"SHA256SUMS"}
+    for name in landed:
+        assert hashlib.sha256((data / name).read_bytes()).hexdigest() == sums[name]
+    # the chapters' loader finds it as GPU data, and the mutation tests' digests read it
+    res = load_results("layout", device="gpu", data_dir_=data)
+    assert res is not None and res["provenance"]["device_slug"] == SLUG
+    from andrea_edu.pipeline.timing import load_pipeline_timing
+    pipe = load_pipeline_timing("gpu", data_dir_=data)
+    assert pipe is not None and pipe.device_kind == "gpu"
+    sys.path.insert(0, str(ROOT / "tests"))
+    import test_data_mutations as M
+    for name in landed:
+        M.digest_for(name)(data / name)
+    # landing the same run again over committed files needs --replace
+    assert land_gpu_out.main([str(suite_out), "--data", str(data)]) == 1
+    assert land_gpu_out.main([str(suite_out), "--data", str(data), "--replace"]) == 0
+
+
+def test_a_damaged_or_foreign_file_stops_the_landing_and_nothing_lands(suite_out, tmp_path,
+                                                                       capsys):
+    for damage, words in (
+            (lambda o: (o / f"bench_layout_{SLUG}.json").write_text(
+                (o / f"bench_layout_{SLUG}.json").read_text().replace('"median_ms": ',
+                                                                      '"median_ms": -', 1)),
+             "bench_layout"),
+            (lambda o: (o / "notes.txt").write_text("x"), "not a file the GPU suite writes"),
+            (lambda o: (o / "gpu_summary.md").write_text("# GPU suite: REHEARSAL on a CPU\n"),
+             "rehearsal")):
+        out = tmp_path / f"out{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(suite_out, out)
+        damage(out)
+        data = out.parent / (out.name + "-data")
+        data.mkdir()
+        (data / "SHA256SUMS").write_text("")
+        assert land_gpu_out.main([str(out), "--data", str(data)]) == 1
+        err = capsys.readouterr().err
+        assert words in err and err.count("\n") == 1 and "(nothing landed)" in err
+        assert {p.name for p in data.iterdir()} == {"SHA256SUMS"}
+        assert (data / "SHA256SUMS").read_text() == ""
