@@ -90,3 +90,8 @@ def test_the_gradient_figure_draws_a_stored_run_per_probe_window(stored):
     ax = fig.axes[0]
     assert len(ax.patches) == 8  # one staircase per head (2 layers x 4)
     assert "probe window, 150 steps" in ax.get_ylabel()
+    from andrea_edu.figures.verdicts import VERDICTS
+    from andrea_edu.heads.gradient_pressure import gradient_pressure
+    fig = figs.fig_grad_norms(stored, gradient_pressure(stored))  # no verdict in a figure title
+    titles = [ax.get_title() for ax in fig.axes] + [fig._suptitle.get_text()]
+    assert len(fig.axes) == 2 and not [t for t in titles for v in VERDICTS if v in t], titles

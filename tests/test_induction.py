@@ -395,7 +395,9 @@ def test_variant_figures_and_sentences_follow_the_numbers(model, monkeypatch):
         np.testing.assert_allclose(line.get_ydata(), [2.0, 3.0, 4.0])
     plt.close(fig)
     F.show_ov_change(np.zeros((1, 2, 2)), np.array([[[0.1, 0.0], [0.01, 0.5]]]))
-    assert shown[-1] == "Copy rates that move by 0.05 or more: L0H0."
+    assert shown[-1] == "Copy rates that move by 0.05 or more: L0H0." and "L0H1" in shown[-2]
+    F.show_ov_change(np.zeros((1, 2, 2)), np.full((1, 2, 2), 0.004))  # nothing moved: no table
+    assert shown[-2].startswith("No head's copy rate") and shown[-1].endswith("none.")
     sc = torch.zeros(3, 2, NH)
     sc[tc.BRACKET, 1, 1] = 0.5
     F.show_bracket_heads(sc, np.array([0.1, 0.1, 0.1]), "closer")
@@ -406,12 +408,14 @@ def test_variant_figures_and_sentences_follow_the_numbers(model, monkeypatch):
                                            (0.05, "holds with a caveat")])
 def test_the_identifier_row_never_refutes_a_claim_about_trained_transformers(best, expected):
     """A small model with no recent-identifier head cannot say "does not hold" of a claim about
-    trained transformers (issue 18 item 3's rule, as claim_rows applies it to the whole claim)."""
+    trained transformers (issue 18 item 3's rule, as claim_rows applies it to the whole claim);
+    the row carries the claim's key, so the verdicts page reads it as unable to decide."""
     from andrea_edu.figures import heads_on_real_text as F
+    from andrea_edu.figures.verdicts import TRAINED_TRANSFORMERS_SHOW_HEADS
 
     span = np.full((2, 4), 0.01)
     span[1, 2] = best
     ids = {"span": (span, 0.01, None), "induction": (np.full((2, 4), 0.012), 0.01, None)}
-    claim, measured, verdict = F.identifier_row(ids, 0.005, "none", None)
-    assert verdict == expected, (best, verdict, measured)
+    claim, measured, verdict, key = F.identifier_row(ids, 0.005, "none", None)
+    assert verdict == expected and key == TRAINED_TRANSFORMERS_SHOW_HEADS, (best, measured)
     assert "L1H2" in measured and "most recent named entity" in claim

@@ -32,3 +32,35 @@ def test_worklog_refuses_a_head_dim_it_did_not_precompute_in_one_line():
     assert all(figs.check_head_dim(h) == h for h in figs.HEAD_DIMS)
     setup = "".join(json.loads((BOOK / "kernel_worklog.ipynb").read_text())["cells"][2]["source"])
     assert setup.index("figs.check_head_dim(hs)") < setup.index("torch.manual_seed")
+
+
+def _markdown(name: str) -> str:
+    cells = json.loads((BOOK / name).read_text())["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
+def test_hand_written_definitions_state_the_librarys_values():
+    """Prose that does not depend on data is Markdown (issue 30 item 5); where it states a value
+    of the code (the detection threshold) or quotes the corpus (its segments' examples), it says
+    what the library holds."""
+    import re
+
+    from andrea_edu.heads import corpus
+    from andrea_edu.heads.measures import DETECT_THRESHOLD
+
+    text = _markdown("why_heads_specialize.ipynb")
+    assert f"\\tau = {DETECT_THRESHOLD:g}$" in text and "DETECT_THRESHOLD" in text
+    section = text.split("## A corpus", 1)[1].split("\n## ", 1)[0]
+    quoted = re.findall(r"`([^`\n]+ [^`\n]+)`", section)  # the code spans with a space
+    assert len(quoted) == 3, quoted
+    assert all(q in corpus.__doc__ for q in quoted), quoted
+
+
+@pytest.mark.parametrize("name", ["why_heads_specialize.ipynb", "heads_on_real_text.ipynb"])
+def test_long_chapters_keep_their_statistics_in_an_appendix_after_the_exercises(name):
+    """One spine (motivation, idea, code, check, exercises), then an appendix for statistics,
+    provenance and path ablations; the chapter points to the trained model's chapter."""
+    heads = [l for l in _markdown(name).splitlines() if l.startswith("## ")]
+    assert heads.index("## Checking the source") < heads.index("## Exercises") \
+        < next(i for i, h in enumerate(heads) if h.startswith("## Appendix"))
+    assert "](heads_in_trained_model.ipynb)" in _markdown(name)

@@ -1,7 +1,7 @@
 """Figures and formatted text of the chapter "Heads on real text".
 
 Draws and formats what `andrea_edu.heads.text_corpus`, `.text_training`, `.detectors`,
-`.circuits` and `.gpt2` computed; decides nothing (verdicts come from `detectors`).
+and `.circuits` computed; decides nothing (verdicts come from `detectors`).
 """
 from __future__ import annotations
 
@@ -51,11 +51,20 @@ def window(batch: tc.TextBatch, b: int) -> tc.TextBatch:
 
 
 # ---------------------------------------------------------------- the corpus
+def corpus_line(corpus: tc.Corpus) -> None:
+    """The corpus in one sentence (the lesson); `show_corpus` is the full table (the appendix)."""
+    p = corpus.provenance
+    md(f"This page read {p['n_files']} modules of Python {p['python']}'s standard library: "
+       f"{p['n_train_files']} for training ({p['train_chars']:,} characters) and "
+       f"{p['n_valid_files']} held out ({p['valid_chars']:,}), a vocabulary of "
+       f"{p['vocab_size']} characters.")
+
+
 def show_corpus(corpus: tc.Corpus, committed_prov: dict | None) -> None:
     p = corpus.provenance
     big = sorted(p["files"], key=lambda f: -f["chars"])[:3]
-    table(["", "this machine"],
-          [["Python", f"{p['implementation']} {p['python']}"], ["read from", f"`{p['stdlib']}`"],
+    table(["", "the corpus this page read"],
+          [["Python", f"{p['implementation']} {p['python']} (its standard library)"],
            ["files", f"{p['n_files']} top-level modules: {p['n_train_files']} for training, "
                      f"{p['n_valid_files']} held out (validation)"],
            ["characters", f"{p['train_chars']:,} training, {p['valid_chars']:,} validation "
@@ -117,22 +126,22 @@ def show_example(corpus, batch, b, start, length) -> None:
 
 
 # ---------------------------------------------------------------- training
-def show_run_provenance(run, path_name: str, same_code: bool) -> None:
+def show_run_provenance(run, path_name: str | None) -> None:
+    """Where the committed run comes from, in a reader's terms: the file, the command that makes
+    it again, when, on which CPU and software, and the hash of the code that trained it."""
     p = run.provenance
     pins = ", ".join(f"{k}={v}" for k, v in p["pins"].items())
     table(["provenance", ""],
           [["file", f"`book/data/{path_name}` and its weights" if path_name else
                     "none found: trained on this page"],
-           ["produced by", f"`{provenance.command(p['produced_by'], path_name)}`"],
+           ["made by", f"`{provenance.command(p['produced_by'], path_name)}`"],
            ["date (UTC)", p["date_utc"]],
-           ["CPU", f"{p['cpu']} ({p['cores']} cores; one torch thread)"],
+           ["CPU", f"{p['cpu']} (one torch thread)"],
            ["instruction sets", f"{pins}; ATen used {p['cpu_capability']}, MKL's branch "
                                 f"{p.get('mkl_cbwr')}"],
            ["software", f"torch {p['torch']}, Python {p['python']}"],
-           ["code", f"commit `{provenance.commit(p['git_commit'])}`, code hash `{p['code_hash']}` "
-                    + ("(the library this page ran with has the same code)" if same_code
-                       else "(the library this page ran with has changed since)")],
-           ["time", f"{run.wall_seconds / 60:.1f} min wall, {run.cpu_seconds / 60:.1f} min CPU"]])
+           ["code hash", f"`{p['code_hash']}`"],
+           ["CPU time", f"{run.cpu_seconds / 60:.1f} min"]])
 
 
 def fig_training(run):
@@ -237,11 +246,9 @@ def show_summary(rows, tol: float) -> None:
             f"+{r['ablation']:.3f} ± {r['ablation_se']:.3f}",
             f"{hl(r['carrier'])} (+{r['carrier_ablation']:.3f} ± {r['carrier_se']:.3f})"]
            for r in rows])
-    md(f"A verdict is *found* or *not found* only when the score clears the line "
-       f"{D.FOUND_RATIO:g} x uniform by more than the score tolerance, {tol:g} (a hundred times "
-       f"the largest change of any head's score between two full runs that differ only in their "
-       f"CPU kernels, measured in `text_training`); otherwise it is *within noise of the "
-       f"threshold*.")
+    md(f"*Found* or *not found*: the best score clears, or misses, the line {D.FOUND_RATIO:g} x "
+       f"uniform by more than the score tolerance {tol:g} (where it comes from: appendix); "
+       f"otherwise *within noise of the threshold*.")
 
 
 def fig_heads_on_example(maps, corpus, batch, heads, b, start, length):
@@ -414,8 +421,8 @@ def toy_source(path_name: str | None, seconds: float, settings, chapter_seed: in
        f"{settings.seed} ({same}), {settings.steps} steps, {seconds:.0f} s of CPU to train.")
 
 
-# ---------------------------------------------------------------- GPT-2
-def show_gpt2_scores(scores, base) -> str:
+# ---------------------------------------------------------------- checking the source
+def _gpt2_rows(scores, base) -> list[list[str]]:
     s = np.asarray(scores)
     rows = []
     for p in tc.PATTERNS:
@@ -423,59 +430,84 @@ def show_gpt2_scores(scores, base) -> str:
         rows.append([tc.PATTERNS[p], f"L{l}H{h}", f"{s[p, l, h]:.3f}", f"{base[p]:.4f}",
                      f"{s[p, l, h] / base[p]:.1f}x",
                      f"{int((s[p] >= D.FOUND_RATIO * base[p]).sum())} of {s[p].size}"])
+    return rows
+
+
+def gpt2_summary(scores, base) -> str:
+    """GPT-2 small's best head per pattern in one phrase (the box's row)."""
+    return "best heads " + ", ".join(f"{r[0]} {r[1]} at {r[4]} uniform"
+                                     for r in _gpt2_rows(scores, base))
+
+
+def show_gpt2_scores(scores, base) -> None:
+    """GPT-2 small's best head per pattern, as a table (when its weights are on the machine)."""
     table(["pattern", "best head of GPT-2 small", "score", "uniform", "ratio",
-           f"heads at >= {D.FOUND_RATIO:g}x"], rows)
-    return "best heads " + ", ".join(f"{r[0]} {r[1]} at {r[4]} uniform" for r in rows)
+           f"heads at >= {D.FOUND_RATIO:g}x"], _gpt2_rows(scores, base))
 
 
-# ---------------------------------------------------------------- checking the source
-def claim_rows(rows, verdict: str, toy_found: str, gpt2_text: str | None,
+def claim_rows(rows, verdict: str, toy_found: str | None, gpt2_text: str | None,
                gpt2_verdict: str | None, how_to: str, settings):
+    """The chapter's rows on "trained transformers show ... heads". The small model's row says
+    what it showed, with its own reading as verdict ("does not hold" read as "not observed
+    here": a small model cannot refute the claim); it carries the claim's key, so the verdicts
+    page (figures.claims: a claim about trained transformers) shows it as unable to decide.
+    toy_found: a phrase on the toy laboratory's model, or None. A GPT-2 small row (a trained
+    transformer, at the claim's scale) only when it was measured (gpt2_text); `how_to` is how a
+    reader gets its weights (kept for callers; the chapter points to the trained model's
+    chapter instead)."""
+    from andrea_edu.figures.verdicts import NOT_OBSERVED, TRAINED_TRANSFORMERS_SHOW_HEADS
+
     found = [r for r in rows if r["verdict"] == "found"]
     missing = [r for r in rows if r["verdict"] != "found"]
     measured = (f"On the standard library's source, an ANDREA of {settings.n_layer} layers x "
                 f"{settings.n_head} heads grows "
-                + "; ".join(f"a {r['pattern']} head ({hl(r['head'])}, {r['ratio']:.1f}x uniform, "
-                            f"its ablation +{r['ablation']:.3f} ± {r['ablation_se']:.3f} nats on "
-                            f"that pattern)" for r in found))
+                + ("; ".join(f"a {r['pattern']} head ({hl(r['head'])}, {r['ratio']:.1f}x uniform, "
+                             f"its ablation +{r['ablation']:.3f} ± {r['ablation_se']:.3f} nats on "
+                             f"that pattern)" for r in found) if found else "no pattern head"))
     if missing:
         measured += "; " + "; ".join(
             f"{r['pattern']}: {r['verdict']} (best {hl(r['head'])} at {r['ratio']:.1f}x uniform)"
             for r in missing)
-    measured += f". In the toy laboratory: {toy_found}."
-    from andrea_edu.figures.verdicts import (NOT_MEASURED, NOT_OBSERVED,
-                                             TRAINED_TRANSFORMERS_SHOW_HEADS)
+    if toy_found:
+        measured += f". In the toy laboratory: {toy_found}"
     if verdict == "does not hold":     # a small model that does not show them cannot refute a
         verdict = NOT_OBSERVED         # claim about trained transformers (figures.verdicts)
-    return [("Trained transformers show heads for positional (previous token), syntactic "
-             "(matching parenthesis) and semantic (most recent named entity) patterns",
-             measured, verdict, TRAINED_TRANSFORMERS_SHOW_HEADS),
-            ("The same, in a transformer trained at scale on natural text (GPT-2 small, "
-             "ANDREA-120M's shape)",
-             f"GPT-2 small on the same held-out files: {gpt2_text}" if gpt2_text else
-             f"GPT-2 small's weights are not on the machine that built this page ({how_to})",
-             gpt2_verdict or NOT_MEASURED)]
+    out: list[tuple[str, ...]] = [("Trained transformers show heads for positional (previous token), syntactic "
+            "(matching parenthesis) and semantic (most recent named entity) patterns",
+            measured, verdict, TRAINED_TRANSFORMERS_SHOW_HEADS)]
+    if gpt2_text:
+        out.append(("The same, in a transformer trained at scale on natural text (GPT-2 small, "
+                    "ANDREA-120M's shape)", f"GPT-2 small on the same held-out files: {gpt2_text}",
+                    gpt2_verdict or NOT_OBSERVED))
+    return out
 
 
-def summary(rows, real, pos, ov_tab) -> None:
+def summary(rows, pos, rep, ids, tol: float, variants_text: str | None = None) -> None:
+    """The summary's data-dependent bullets (the chapter's Markdown holds the rest)."""
     found = [r["pattern"] for r in rows if r["verdict"] == "found"]
     other = [r for r in rows if r["verdict"] != "found"]
     lh = rows[tc.PREV]["head"]
-    positional = int(np.argmax(pos[lh])) == 1
+    peak = int(np.argmax(pos[lh]))
+    ind, _, ratio = induction_call(rep)
+    s, u, _ = ids["span"]
     items = [
         "Trained on text nobody arranged, with labels from a parser, the small ANDREA grows heads "
         f"for: {', '.join(found) if found else 'none of the three patterns'}"
         + ("" if not other else "; " + "; ".join(f"{r['pattern']}: {r['verdict']}" for r in other))
         + ".",
-        "Scores and ablations answer different questions: a head can look at the right key "
-        "without the loss needing it, and the loss can need a head whose score is modest.",
         f"Read from its weights alone, the previous-token head {hl(lh)} "
-        + ("is positional: its QK circuit on positions peaks at t-1." if positional else
+        + ("is positional: its QK circuit on positions peaks at t-1." if peak == 1 else
            "is not purely positional: its QK circuit on positions peaks "
-           + ("at t itself" if int(np.argmax(pos[lh])) == 0 else f"at t-{int(np.argmax(pos[lh]))}")
-           + "; which characters they are does the rest."),
-        "GPT-2 small has ANDREA-120M's shape and loads into the same model class; the same "
-        "detectors run on it when its weights are on the machine.",
+           + ("at t itself" if peak == 0 else f"at t-{peak}") + "; which characters they are "
+           "does the rest."),
+        ("An induction head: " if ind else "No induction head: ")
+        + f"the best reaches {ratio:.1f}x uniform on repeated random characters, and the second "
+          f"copy costs {rep['first_loss'] - rep['second_loss']:.2f} nats less than the first"
+        + (f"; in the runs that each change one thing (appendix), {variants_text.split('; ')[-1]}"
+           if variants_text else "") + ".",
+        f"Read as the source states it (attention to the earlier occurrence of a name), the "
+        f"recent-identifier pattern's best head reaches {float(s.max()) / u:.1f}x uniform: "
+        f"{D.verdict(float(s.max()), u, tol)}.",
     ]
     md("\n".join(f"* {x}" for x in items))
 
@@ -728,19 +760,28 @@ def fig_variants(items):
 def variants_sentence(items) -> str:
     """What the runs show, computed; returns the short form for the verdicts page."""
     found = [label for label, _, e in items if e["found"]]
+    text = variants_summary(items)
+    if found:
+        md(f"An induction head appears in: {', '.join(found)}. Across the runs, the "
+           f"{text.rsplit('; ', 1)[0]}.")
+    else:
+        md(f"Not one of the {len(items)} runs has an induction head: the "
+           f"{text.rsplit('; ', 1)[0]}. Within its CPU budget, none of the changes "
+           f"({'; '.join(label for label, _, _ in items[1:])}) made one. What it takes lies beyond "
+           f"this budget; these runs do not say which change, or how much of it, would.")
+    return text
+
+
+def variants_summary(items) -> str:
+    """What the runs show in one phrase (the box and the summary): the best induction score, how
+    much cheaper each run's second copy is, and in which runs an induction head appears."""
+    found = [label for label, _, e in items if e["found"]]
     best = max(items, key=lambda it: it[2]["ratio"])
     drops = ", ".join(f"{e['drop']:+.2f} ({label})" for label, _, e in items)
-    text = (f"best induction score {best[2]['ratio']:.1f}x uniform ({best[0]}, "
-            f"{hl(best[2]['head'])}); second copy cheaper by {drops}, in nats")
-    if found:
-        md(f"An induction head appears in: {', '.join(found)}. Across the runs, the {text}.")
-    else:
-        md(f"Not one of the {len(items)} runs has an induction head: the {text}. Within ten minutes "
-           f"of CPU per run, none of the changes ({'; '.join(label for label, _, _ in items[1:])}) "
-           f"made one. What it takes lies beyond this budget; these runs do not say which change, "
-           f"or how much of it, would.")
-    return text + (f"; induction head in {', '.join(found)}" if found else
-                   "; no induction head in any")
+    return (f"best induction score {best[2]['ratio']:.1f}x uniform ({best[0]}, "
+            f"{hl(best[2]['head'])}); second copy cheaper by {drops}, in nats"
+            + (f"; induction head in {', '.join(found)}" if found else
+               "; no induction head in any"))
 
 
 def show_identifier_readings(ids: dict, tol: float) -> None:
@@ -758,13 +799,14 @@ def show_identifier_readings(ids: dict, tol: float) -> None:
 
 
 def identifier_row(ids: dict, tol: float, induction_text: str, long_text: str | None):
-    """The "Checking the source" row of the semantic pattern, re-rated on the source's reading:
-    "holds" when its best head is found (>= 5x uniform by the margin), "holds with a caveat"
-    within noise of the threshold, and "not observed here" when not found: the claim is about
-    trained transformers, and a 2-3 layer model trained for 10 CPU minutes that shows no such
-    head cannot refute it (induction heads are documented in larger trained models, Olsson et
-    al. 2022), as `claim_rows` rates the whole claim."""
-    from andrea_edu.figures.verdicts import NOT_OBSERVED
+    """The "Checking the source" row of the semantic pattern, read the source's way (attention to
+    the earlier occurrence) and as induction, with the model's own reading as verdict: "holds"
+    when its best head is found (>= 5x uniform by the margin), "holds with a caveat" within noise
+    of the threshold, "not observed here" when not found (a 2-3 layer model trained for minutes
+    cannot refute a claim about trained transformers). It carries the claim's key: the verdicts
+    page shows it as unable to decide that claim (figures.claims), which the trained model's
+    row decides."""
+    from andrea_edu.figures.verdicts import NOT_OBSERVED, TRAINED_TRANSFORMERS_SHOW_HEADS
 
     s, u, _ = ids["span"]
     l, h = np.unravel_index(np.argmax(s), s.shape)
@@ -776,10 +818,10 @@ def identifier_row(ids: dict, tol: float, induction_text: str, long_text: str | 
                 f"occurrence, {s[l, h] / u:.1f}x uniform ({v}); on the character after it (the "
                 f"induction form, the detector above) the best is {si.max() / ui:.1f}x. Induction "
                 f"on repeated random characters: {induction_text}"
-                + (f". Runs that each change one thing: {long_text}"
-                   if long_text else ""))
+                + (f". Runs that each change one thing: {long_text}" if long_text else ""))
     return ("Semantic patterns: a head looks at the most recent named entity (re-rated with the "
-            "mechanism: attention to the earlier occurrence, and induction)", measured, verdict)
+            "mechanism: attention to the earlier occurrence, and induction)", measured, verdict,
+            TRAINED_TRANSFORMERS_SHOW_HEADS)
 
 
 def fig_pair(maps, corpus, batch, b, start, length, reader: int, writer: int, kind: str, z: float):
@@ -815,43 +857,6 @@ def identifier_sentence(ids: dict, tol: float) -> None:
           "Found: " + ", ".join(found) + "."))
 
 
-def circuits_summary(comp_top, rep, ids, tol: float, paths_data=None, head_ablation=None,
-                     a: int = 5, b: int = 1, variants_text: str | None = None) -> None:
-    t = comp_top[0]
-    found, lh, ratio = induction_call(rep)
-    s, u, _ = ids["span"]
-    items = [f"Across layers, the strongest composition is {t['kind']}-composition of "
-             f"L0H{t['writer']} into L1H{t['reader']} ({t['score']:.3f}, {t['times_baseline']:.2f}x "
-             f"the random mean)."]
-    if paths_data is not None and any(e["label"] == f"L0H{a} -> L1H{b} qkv"
-                                      for e in paths_data["entries"]):
-        from andrea_edu.heads import path_runs as PR
-        e = PR.entry(paths_data, f"L0H{a} -> L1H{b} qkv")
-        whole = ("" if head_ablation is None else
-                 f" (ablated outright, L0H{a} costs them {float(head_ablation[0][0, a, 2]):+.3f})")
-        items.append(f"Removing L0H{a} from L1H{b}'s inputs alone costs the bracket queries "
-                     f"{e['loss'][2]:+.3f} ± {e['loss_se'][2]:.3f} nats{whole}: "
-                     + ("the weights line up, but the model does not use that path measurably"
-                        if abs(e["loss"][2]) <= 2 * e["loss_se"][2] else
-                        "the direct path between the two heads carries part of what L0H"
-                        f"{a} does for brackets")
-                     + (f"; removed from layer 0's MLP alone it costs them "
-                        f"{PR.entry(paths_data, f'L0H{a} -> MLP0')['loss'][2]:+.3f}."
-                        if any(x["label"] == f"L0H{a} -> MLP0" for x in paths_data["entries"])
-                        else "."))
-    items.append(("An induction head: " if found else "No induction head: ")
-                 + f"the best reaches {ratio:.1f}x uniform on repeated random characters, and the "
-                   f"second copy costs {rep['first_loss'] - rep['second_loss']:.2f} nats less than "
-                   f"the first.")
-    if variants_text:
-        items.append(f"Runs that each change one thing, within ten minutes of CPU: "
-                     f"{variants_text}.")
-    items.append(f"Read as the source states it (attention to the earlier occurrence of a name), "
-                 f"the recent-identifier pattern's best head reaches {float(s.max()) / u:.1f}x "
-                 f"uniform: {D.verdict(float(s.max()), u, tol)}.")
-    md("\n".join(f"* {x}" for x in items))
-
-
 # ---------------------------------------------------------------- the exercises' cells
 def show_bracket_heads(scores, baseline, at: str, n: int = 3) -> None:
     """The n heads with the highest bracket score (scores (3, L, nh) of detectors.head_scores)."""
@@ -864,13 +869,20 @@ def show_bracket_heads(scores, baseline, at: str, n: int = 3) -> None:
 
 
 def show_ov_change(before, after) -> None:
-    """Each head's copy rate and eigenvalue copying score in two ov_tables, and the change."""
+    """The copy rate and eigenvalue copying score, in two ov_tables, of each head where either
+    moved by 0.005 or more (a table only when one did), and the heads whose copy rate moved by
+    0.05 or more."""
     b, a = np.asarray(before), np.asarray(after)
     L, nh, _ = b.shape
-    table(["head", "copy rate", "now", "change", "copying score", "now", "change"],
-          [[f"L{l}H{h}", f"{b[l, h, 0]:.2f}", f"{a[l, h, 0]:.2f}", f"{a[l, h, 0] - b[l, h, 0]:+.2f}",
-            f"{b[l, h, 1]:+.2f}", f"{a[l, h, 1]:+.2f}", f"{a[l, h, 1] - b[l, h, 1]:+.2f}"]
-           for l in range(L) for h in range(nh)])
+    changed = [(l, h) for l in range(L) for h in range(nh)
+               if np.abs(a[l, h] - b[l, h]).max() >= 0.005]
+    if changed:
+        table(["head", "copy rate", "now", "change", "copying score", "now", "change"],
+              [[f"L{l}H{h}", f"{b[l, h, 0]:.2f}", f"{a[l, h, 0]:.2f}",
+                f"{a[l, h, 0] - b[l, h, 0]:+.2f}", f"{b[l, h, 1]:+.2f}", f"{a[l, h, 1]:+.2f}",
+                f"{a[l, h, 1] - b[l, h, 1]:+.2f}"] for l, h in changed])
+    else:
+        md("No head's copy rate or copying score moves by 0.005 or more.")
     moved = [f"L{l}H{h}" for l in range(L) for h in range(nh)
              if abs(a[l, h, 0] - b[l, h, 0]) >= 0.05]
     md("Copy rates that move by 0.05 or more: " + (", ".join(moved) if moved else "none") + ".")

@@ -172,8 +172,7 @@ def fig_grad_norms(run, pressure=None, smooth: int = 25):
         ax.set_yscale("log")
         ax.set_xlabel("probe step")
         ax.set_ylabel("mean gradient norm until the next probe")
-        ax.set_title(f"Gradient by class ({pressure.by} definition): {pressure.verdict}",
-                     fontsize=9)
+        ax.set_title(f"Gradient by class (redundant by {pressure.by})", fontsize=9)
         ax.legend(fontsize=7)
     fig.suptitle("Which heads receive the gradient?", fontsize=10)
     caption(fig, "Gradient norm over the head's own W_Q, W_K, W_V columns and W_O rows, at "
