@@ -134,7 +134,7 @@ def show_run_provenance(run, path_name: str | None) -> None:
     table(["provenance", ""],
           [["file", f"`book/data/{path_name}` and its weights" if path_name else
                     "none found: trained on this page"],
-           ["made by", f"`{provenance.command(p['produced_by'], path_name)}`"],
+           ["made by", f"`{provenance.command(p['produced_by'], path_name or '')}`"],
            ["date (UTC)", p["date_utc"]],
            ["CPU", f"{p['cpu']} (one torch thread)"],
            ["instruction sets", f"{pins}; ATen used {p['cpu_capability']}, MKL's branch "
