@@ -1,6 +1,6 @@
 """The command line: python -m andrea_edu.bench {head-dim|projections|layout|all|gpu-check|gpu-suite}.
 
-    python -m andrea_edu.bench head-dim            # sweep head_dim, per backend -> book/data/
+    python -m andrea_edu.bench head-dim            # sweep head_dim, per backend -> andrea_runs/
     python -m andrea_edu.bench projections         # per-head (36 matmuls), fused (3), c_attn (1)
     python -m andrea_edu.bench layout              # strided vs contiguous matmul, .contiguous()
     python -m andrea_edu.bench all                 # the three above, on this machine
@@ -26,7 +26,7 @@ from andrea_edu.bench.args import (check_device, check_int, check_number, check_
                                    first_problem)
 from andrea_edu.bench.results import data_dir, write_results
 from andrea_edu.bench.timing import pick_device
-from andrea_edu.env import fast_mode
+from andrea_edu.env import default_out_dir, fast_mode
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,8 +43,8 @@ def _parser() -> argparse.ArgumentParser:
                         ("gpu-suite", "everything GPU in <= 5 min (refuses to run on a CPU)")):
         p = sub.add_parser(name, help=help_, description=help_)
         p.add_argument("--out", default=None,
-                       help="output folder, created if missing (default: $ANDREA_DATA_DIR, else "
-                            "the repository's book/data)")
+                       help="output folder, created if missing (default: $ANDREA_OUT_DIR, else "
+                            "andrea_runs/; the book's data only when named here)")
         p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                        help="where to measure: auto = cuda when torch sees a GPU, else cpu; "
                             "cuda without a GPU is refused (default: auto)")
@@ -106,6 +106,8 @@ def main(argv=None) -> int:
     if problem:
         return fail(prog, problem)
     fast = args.fast or fast_mode()
+    if args.out is None:  # never the book's own data folder unless named
+        args.out = str(default_out_dir())
     if args.cmd == "gpu-suite":
         if not torch.cuda.is_available():
             print("gpu-suite: torch sees no CUDA GPU; nothing measured (run `all` for the CPU)",

@@ -4,14 +4,15 @@ Introduced in the chapter "The configuration mirrors the hardware"; every chapte
 committed measurement reads it with `load_results` (re-exported by andrea_edu.bench).
 
     validate_result(obj)                    ValueError unless obj follows SCHEMA (+ timing sanity)
-    write_results(obj, out_dir=None)        -> <out_dir>/bench_<suite>_<device_slug>.json,
-                                            atomically; never replaces full data with a fast or
-                                            empty run unless replace=True
+    write_results(obj, out_dir=None)        -> <out_dir>/bench_<suite>_<device_slug>.json
+                                            (default andrea_runs/, env.default_out_dir), with
+                                            the folder's SHA256SUMS, atomically; never replaces
+                                            full data with a fast or empty run unless replace=True
     load_results(suite, device="any")       committed results (GPU first) or None; a file that
                                             is there but invalid raises ResultsFileError (one
                                             line: the file and the reason)
-    data_dir()                              where results are written: $ANDREA_DATA_DIR, else
-                                            the repository's book/data
+    data_dir()                              where committed results live: $ANDREA_DATA_DIR,
+                                            else the repository's book/data
 Files are found through andrea_edu.env.data_search_dirs ($ANDREA_DATA_DIR; beside the installed
 package's repository; relative to the notebook). Validation: the schema, plus what a schema does
 not say: timings finite and 0 <= min <= median <= max, TFLOP/s consistent with the FLOPs and the
@@ -28,7 +29,8 @@ import os
 import warnings
 from pathlib import Path
 
-from andrea_edu.env import (MANIFEST, DataFileError, data_search_dirs, first_nonfinite,
+from andrea_edu.env import (MANIFEST, DataFileError, data_search_dirs, default_out_dir,
+                            first_nonfinite,
                             manifest_problem, read_manifest,
                             where_looked,
                             write_json_atomic)
@@ -300,8 +302,8 @@ def _check_record_values(obj: dict) -> None:
 
 
 def data_dir() -> Path:
-    """Where results are written by default: $ANDREA_DATA_DIR, else the repository's book/data
-    (the first of andrea_edu.env.data_search_dirs)."""
+    """Where committed results live: $ANDREA_DATA_DIR, else the repository's book/data (the
+    first of andrea_edu.env.data_search_dirs). Writers default to env.default_out_dir()."""
     return data_search_dirs()[0]
 
 
@@ -317,7 +319,7 @@ def write_results(obj: dict, out_dir=None, replace: bool = False) -> Path:
     Refuses (FileExistsError, nothing written) to replace a file of full-size measurements with
     a fast run or a run that measured nothing, unless replace=True (the CLI's --replace)."""
     validate_result(obj)
-    out = Path(out_dir) if out_dir is not None else data_dir()
+    out = Path(out_dir) if out_dir is not None else default_out_dir()
     path = out / f"bench_{obj['suite']}_{obj['provenance']['device_slug']}.json"
     if path.exists() and not replace and is_committed(path):
         raise FileExistsError(f"{path} is committed data (listed in {MANIFEST}); a new run does "
@@ -334,7 +336,7 @@ def write_results(obj: dict, out_dir=None, replace: bool = False) -> Path:
             raise FileExistsError(f"{path} holds full-size measurements; {why} does not replace "
                                   f"them (pass replace=True, on the command line --replace, or "
                                   f"write elsewhere with --out)")
-    return write_json_atomic(path, obj, indent=1, sort_keys=False)
+    return write_json_atomic(path, obj, manifest=True, indent=1, sort_keys=False)
 
 
 def is_committed(path) -> bool:

@@ -108,7 +108,8 @@ def save_paths(d: dict, path: Path, replace: bool = False) -> None:
     if path.exists() and not replace:
         raise FileExistsError(f"{path} exists; nothing written (pass replace=True, on the command "
                               f"line --replace, or another --out)")
-    env.write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))])
+    env.write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))],
+                            manifest=True)
 
 
 def expected_entries(n_head: int) -> list[tuple[str, list]]:

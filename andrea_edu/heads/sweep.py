@@ -124,7 +124,7 @@ def save_sweep(path, prov: dict, runs: dict) -> Path:
     payload = {"provenance": prov,
                "runs": [{"n_head": n, "seed": s, **r.to_dict()} for (n, s), r in runs.items()]}
     validate_sweep(payload, str(path))
-    return write_json_atomic(path, payload, separators=(",", ":"))
+    return write_json_atomic(path, payload, manifest=True, separators=(",", ":"))
 
 
 def find_data(name: str = DATA_NAME, say: bool = True) -> Path | None:
