@@ -306,10 +306,34 @@ def data_search_dirs() -> list[Path]:
 
 
 def find_data_file(name: str) -> Path | None:
-    """The first data_search_dirs()/<name> that is a file, or None (see `where_looked`)."""
+    """The first data_search_dirs()/<name> that is a file, or None (see `where_looked`). A file
+    its folder's SHA256SUMS lists but that is gone is an error (DataFileError), not "no data":
+    committed data that was deleted is damage."""
     for d in data_search_dirs():
         if (d / name).is_file():
             return d / name
+        problem = listed_but_missing(d, name)
+        if problem:
+            raise DataFileError(problem)
+    return None
+
+
+def listed_but_missing(folder, pattern: str) -> str | None:
+    """One line when folder/SHA256SUMS lists a file matching `pattern` (fnmatch) that is not
+    there (or the manifest cannot be read); None otherwise."""
+    import fnmatch
+    folder = Path(folder)
+    if not (folder / MANIFEST).exists():
+        return None
+    try:
+        sums = read_manifest(folder)
+    except DataFileError as e:
+        return str(e)
+    gone = sorted(n for n in sums if fnmatch.fnmatchcase(n, pattern) and not (folder / n).is_file())
+    if gone:
+        return (f"{folder / gone[0]}: listed in {folder / MANIFEST} but missing (committed data "
+                f"deleted: restore it, e.g. git checkout, or remove its line with the command "
+                f"that writes the folder)")
     return None
 
 

@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 
 from andrea_edu.env import (MANIFEST, DataFileError, data_search_dirs, default_out_dir,
-                            first_nonfinite,
+                            first_nonfinite, listed_but_missing,
                             manifest_problem, read_manifest,
                             where_looked,
                             write_json_atomic)
@@ -71,7 +71,11 @@ SCHEMA = {
                            "driver": {"type": ["string", "null"]},
                            "cuda": {"type": ["string", "null"]}, "torch": {"type": "string"},
                            "andrea_edu": {"type": "string"}, "git_commit": {"type": "string"},
-                           "date": {"type": "string"}}},
+                           "date": {"type": "string"},
+                           # shown in the chapters' captions: a number, never text or negative
+                           "load_avg_1min": {"type": ["number", "null"], "minimum": 0},
+                           "cpu_threads": {"type": ["integer", "null"], "minimum": 1},
+                           "cpu_count": {"type": ["integer", "null"], "minimum": 1}}},
         "settings": {"type": "object", "required": ["dtype", "repeats", "warmup", "timer"],
                      "properties": {"repeats": {"type": "integer", "minimum": 1},
                                     "warmup": {"type": "integer", "minimum": 0},
@@ -381,7 +385,8 @@ def read_results_file(path, expect_device: str | None = None) -> dict:
 def results_folder(suite: str) -> Path | None:
     """The first folder of andrea_edu.env.data_search_dirs holding a bench_<suite>_*.json."""
     for d in data_search_dirs():
-        if d.is_dir() and any(d.glob(f"bench_{suite}_*.json")):
+        if d.is_dir() and (any(d.glob(f"bench_{suite}_*.json"))
+                           or listed_but_missing(d, f"bench_{suite}_*.json")):
             return d
     return None
 
@@ -405,6 +410,11 @@ def load_results(suite: str, device: str = "any", data_dir_=None,
     folder = Path(data_dir_) if data_dir_ is not None else results_folder(suite)
     if folder is None:
         return None
+    gone = listed_but_missing(folder, f"bench_{suite}_*.json")
+    if gone:
+        if errors == "raise":
+            raise ResultsFileError(gone)
+        warnings.warn(f"{gone} (skipped, not shown)", RuntimeWarning)
     files = sorted(folder.glob(f"bench_{suite}_*.json"))
     gpu = [f for f in files if not f.name.endswith("_cpu.json")]
     cpu = [f for f in files if f.name.endswith("_cpu.json")]
