@@ -128,12 +128,25 @@ def main(argv=None) -> int:
     deadline = None if args.budget_s is None else time.monotonic() + args.budget_s
     command = "python -m andrea_edu.bench " + " ".join(argv)
     bad = nothing = 0
-    for suite in suites:
-        obj = bench_cases.run_suite(suite, device=device, fast=fast, repeats=args.repeats,
-                                    warmup=args.warmup, deadline=deadline,
-                                    progress=not args.no_progress,
-                                    strict=not (args.keep_going or args.cmd == "gpu-suite"),
-                                    command=command, threads=args.threads)
+    _sigterm_interrupts()
+    for i, suite in enumerate(suites):
+        try:
+            obj = bench_cases.run_suite(suite, device=device, fast=fast, repeats=args.repeats,
+                                        warmup=args.warmup, deadline=deadline,
+                                        progress=not args.no_progress,
+                                        strict=not (args.keep_going or args.cmd == "gpu-suite"),
+                                        command=command, threads=args.threads)
+        except bench_cases.SuiteStopped as e:
+            where = _save_incomplete(e.partial, args.out)
+            left = ", ".join(suites[i + 1:])
+            print(f"[bench] {suite}: stopped ({e}); what was measured is saved, labelled "
+                  f"incomplete, in {where}; nothing replaced"
+                  + (f"; not run: {left}" if left else ""), file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print(f"[bench] {suite}: interrupted before anything was measured; nothing written",
+                  file=sys.stderr)
+            return 130
         n = {s: sum(r["status"] == s for r in obj["records"]) for s in
              ("ok", "unavailable", "invalid", "failed", "skipped")}
         bad += n["invalid"] + n["failed"]
@@ -145,8 +158,39 @@ def main(argv=None) -> int:
             path = write_results(obj, args.out, replace=args.replace)
         except FileExistsError as e:
             return fail(prog, str(e))
+        except ValueError as e:  # measured, then refused by the validator: keep it apart
+            obj["incomplete"] = f"failed validation: {e}"
+            where = _save_incomplete(obj, args.out)
+            print(f"[bench] {suite}: the measurements fail validation ({e}); saved, labelled "
+                  f"incomplete, in {where}; nothing replaced", file=sys.stderr)
+            return 1
         print(f"[bench] {suite}: {n} -> {path}")
     return 1 if (bad or nothing) else 0
+
+
+def _sigterm_interrupts() -> None:
+    """SIGTERM stops the run as Ctrl-C does (KeyboardInterrupt), so that what was measured is
+    saved, labelled incomplete, instead of lost."""
+    import signal
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+    try:
+        signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread (a test runner's worker)
+        pass
+
+
+def _save_incomplete(obj: dict, out) -> Path:
+    """incomplete_bench_<suite>_<device>.json beside the results (or in env.default_out_dir()
+    when that folder is committed data): never a file the loaders read."""
+    from andrea_edu.env import MANIFEST, write_json_atomic
+    folder = Path(out) if out is not None else default_out_dir()
+    if (folder / MANIFEST).exists():
+        folder = default_out_dir()
+    slug = obj.get("provenance", {}).get("device_slug", "unknown")
+    path = folder / f"incomplete_bench_{obj['suite']}_{slug}.json"
+    return write_json_atomic(path, obj, manifest=False, indent=1)
 
 
 def _would_replace_full(suites, device, fast, out) -> str | None:

@@ -27,6 +27,16 @@ def _suites():
     return {"headdim": headdim_suite, "projections": projections_suite, "layout": layout_suite}
 
 
+class SuiteStopped(RuntimeError):
+    """A suite that stopped part-way (an error, Ctrl-C, SIGTERM): `.partial` is the results
+    object of what was measured until then, labelled {"incomplete": reason}; the CLI saves it
+    apart from the data (incomplete_bench_<suite>_<device>.json), never as a results file."""
+
+    def __init__(self, reason: str, partial: dict):
+        super().__init__(reason)
+        self.partial = partial
+
+
 def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None, warmup=None,
               deadline=None, progress: bool = True, strict: bool = True,
               command: str = "", case_budget_s=None, threads=None, **options) -> dict:
@@ -53,16 +63,32 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
     before = torch.get_num_threads()
     if threads is None and device == "cpu":
         threads = 1
+    stopped: str | None = None
+    prov: dict = {}
     try:
         if threads:
             torch.set_num_threads(threads)
         prov = bench.provenance(device, command)  # records the thread count in use
         with torch.no_grad():  # not inference_mode: under it aten.matmul is not decomposed,
             suites[suite](r, fast, progress, **options)  # and count_aten_ops would miss mm/bmm
+    except (Exception, KeyboardInterrupt) as e:  # keep what was measured: raised below
+        stopped = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".strip()
+        if not any(rec.get("median_ms") is not None for rec in r.records):
+            raise
     finally:
         torch.set_num_threads(before)
     for rec in r.records:
         rec["params"].pop("dtype_t", None)
+        if stopped and rec["status"] == "ok" and rec.get("median_ms") is None:
+            rec.update(status="skipped", reason=f"not timed: the run stopped ({stopped})")
+    obj = _results(suite, prov, repeats, warmup, fast, case_budget_s, device, options, r)
+    if stopped:
+        obj["incomplete"] = stopped
+        raise SuiteStopped(stopped, obj)
+    return obj
+
+
+def _results(suite, prov, repeats, warmup, fast, case_budget_s, device, options, r) -> dict:
     return {"schema_version": SCHEMA_VERSION, "suite": suite,
             "provenance": prov,
             "settings": {"dtype": str(DTYPE).replace("torch.", ""), "repeats": repeats,
