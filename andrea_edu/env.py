@@ -129,10 +129,81 @@ def rerun_unpinned(module: str) -> int | None:
     the process is already unpinned (then the caller goes on)."""
     if not timing_process_is_pinned():
         return None
-    import subprocess
-    rc = subprocess.run([sys.executable, "-m", module, *sys.argv[1:]],
-                        env=native_isa_env()).returncode
+    rc = run_child([sys.executable, "-m", module, *sys.argv[1:]], env=native_isa_env())
     return child_status(f"python -m {module}", rc)
+
+
+def sigterm_interrupts() -> None:
+    """Make SIGTERM (and SIGHUP) stop this process as Ctrl-C does, with KeyboardInterrupt, so
+    that a command can save what it measured and say in one line what was left unwritten (the
+    default action ends the process on the spot). Only from the main thread; else a no-op."""
+    import signal
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+    for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if s is not None:
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(s, stop)
+
+
+def die_with_parent(parent: int | None = None) -> bool:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux prctl
+    PR_SET_PDEATHSIG, through ctypes): a child doing a command's work then stops when the
+    process the user sees is killed, kill -9 included. `parent`: the pid the caller expects as
+    its parent; if it is already gone (it died before the call), exit at once. True when set
+    (False off Linux). Used as a subprocess preexec_fn and as a process pool's initializer."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    import signal
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        ok = libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
+    if parent is not None and os.getppid() != parent:
+        os._exit(137)  # the parent died between the fork and the prctl
+    return ok
+
+
+def run_child(cmd: list[str], env: dict | None = None) -> int:
+    """Run cmd as a child that does this command's work, and return its exit status (negative:
+    the signal that ended it). The child dies with this process (`die_with_parent`: kill -9 of
+    the visible process stops the work, and the child writes nothing more) and runs in its own
+    process group; SIGTERM, SIGINT and SIGHUP sent to this process are passed on to it once, so
+    that it can save what it measured and say so in one line."""
+    import signal
+    import subprocess
+    me = os.getpid()
+
+    def setup() -> None:  # in the child, before exec
+        os.setpgid(0, 0)  # Ctrl-C reaches the child once, through this process
+        die_with_parent(me)
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=setup if os.name == "posix" else None)
+    passed = (signal.SIGTERM, signal.SIGINT) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP")
+                                                 else ())
+    old = {}
+
+    def forward(signum, frame):
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+    try:
+        for s in passed:
+            with contextlib.suppress(ValueError, OSError):  # not the main thread
+                old[s] = signal.signal(s, forward)
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:  # a handler not installed: pass it on and wait
+                forward(signal.SIGINT, None)
+    finally:
+        for s, h in old.items():
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(s, h)
+        if proc.poll() is None:  # this process is leaving (an exception): the child too
+            proc.kill()
+            proc.wait()
 
 
 def signal_name(rc: int) -> str | None:

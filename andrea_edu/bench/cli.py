@@ -26,7 +26,7 @@ from andrea_edu.bench.args import (check_device, check_int, check_number, check_
                                    first_problem)
 from andrea_edu.bench.results import data_dir, write_results
 from andrea_edu.bench.timing import pick_device
-from andrea_edu.env import default_out_dir, fast_mode
+from andrea_edu.env import default_out_dir, fast_mode, sigterm_interrupts
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
     deadline = None if args.budget_s is None else time.monotonic() + args.budget_s
     command = "python -m andrea_edu.bench " + " ".join(argv)
     bad = nothing = 0
-    _sigterm_interrupts()
+    sigterm_interrupts()  # SIGTERM as Ctrl-C: what was measured is saved, labelled incomplete
     for i, suite in enumerate(suites):
         try:
             obj = bench_cases.run_suite(suite, device=device, fast=fast, repeats=args.repeats,
@@ -166,19 +166,6 @@ def main(argv=None) -> int:
             return 1
         print(f"[bench] {suite}: {n} -> {path}")
     return 1 if (bad or nothing) else 0
-
-
-def _sigterm_interrupts() -> None:
-    """SIGTERM stops the run as Ctrl-C does (KeyboardInterrupt), so that what was measured is
-    saved, labelled incomplete, instead of lost."""
-    import signal
-
-    def stop(signum, frame):
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-    try:
-        signal.signal(signal.SIGTERM, stop)
-    except ValueError:  # not the main thread (a test runner's worker)
-        pass
 
 
 def _save_incomplete(obj: dict, out) -> Path:

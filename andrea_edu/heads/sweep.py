@@ -103,7 +103,10 @@ def run_sweep(n_heads=N_HEADS, seeds=SEEDS, base: Settings | None = None, worker
     t0 = time.perf_counter()
     if workers > 1:
         runs = {}
-        with ProcessPoolExecutor(workers) as ex:
+        from andrea_edu.env import die_with_parent
+        # each worker dies with this process: kill -9 of the command stops its training too
+        with ProcessPoolExecutor(workers, initializer=die_with_parent,
+                                 initargs=(os.getpid(),)) as ex:
             futures = [ex.submit(_one, (j, False)) for j in jobs]
             for fut in as_completed(futures):
                 d = fut.result()

@@ -431,12 +431,18 @@ def main(argv=None) -> int:
     if target.exists() and not a.replace:  # before measuring: the target is known
         return fail(ap.prog, f"--out: {target} exists; add --replace to replace it, or give "
                              f"another --out")
+    from andrea_edu.env import sigterm_interrupts
+    sigterm_interrupts()
     try:
         # built on the CPU (its seeded initialisation uses a CPU generator), then moved
         model = AndreaModel(cfg, backend=a.backend).to(device=dev, dtype=DTYPES[a.dtype])
         t = time_steps(model, a.B, a.T, repeats=a.repeats, warmup=2)
     except ValueError as e:  # e.g. a backend that cannot run this dtype or device: its reason
         return fail(ap.prog, str(e).splitlines()[0])
+    except KeyboardInterrupt as e:
+        print(f"{ap.prog}: stopped while measuring ({e or 'Ctrl-C'}); {target} was not "
+              f"written", file=sys.stderr)
+        return 130
     print(t.label())
     for k, v in t.shares().items():
         print(f"  {k:28s} {100 * v:5.1f} %")
