@@ -112,9 +112,13 @@ def test_a_pool_worker_ends_when_its_parent_is_killed(tmp_path):
 
 
 def test_the_timing_commands_rerun_through_run_child(monkeypatch):
-    seen = []
+    seen: list = []
+
+    def record(cmd, env=None) -> int:
+        seen.append((cmd, env))
+        return 0
     monkeypatch.setattr(env, "timing_process_is_pinned", lambda: True)
-    monkeypatch.setattr(env, "run_child", lambda cmd, env=None: seen.append((cmd, env)) or 0)
+    monkeypatch.setattr(env, "run_child", record)
     assert env.rerun_unpinned("andrea_edu.bench") == 0
     (cmd, child_env), = seen
     assert cmd[1:3] == ["-m", "andrea_edu.bench"] and child_env["ANDREA_CPU_ISA"] == "native"
