@@ -52,8 +52,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="tiny sizes, seconds (also: ANDREA_FAST=1); never replaces "
                             "full-size data unless --replace")
         p.add_argument("--repeats", type=int, default=None,
-                       help="timed calls per case, an integer >= 1 (default: 20 on a GPU, 7 on "
-                            "a CPU, 3 when fast)")
+                       help=f"timed calls per case, an integer in 1..{MAX_REPEATS} (default: 20 "
+                            "on a GPU, 7 on a CPU, 3 when fast; a case's time budget may run fewer, "
+                            "and its record says how many)")
         p.add_argument("--warmup", type=int, default=None,
                        help="untimed calls per case, an integer >= 0 (default: 3, 1 when fast)")
         p.add_argument("--budget-s", type=float, default=None,
@@ -77,9 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+MAX_REPEATS = 100_000  # timed calls per case; the case budget lowers them for slow cases anyway
+
+
 def _check_args(args) -> str | None:
     """One line naming the first bad flag and what is allowed, or None (before any work)."""
-    return first_problem(check_int("--repeats", args.repeats, 1),
+    return first_problem(check_int("--repeats", args.repeats, 1, MAX_REPEATS),
                          check_int("--warmup", args.warmup, 0),
                          check_threads("--threads", args.threads),
                          check_number("--budget-s", args.budget_s, 0.0),
@@ -110,9 +114,7 @@ def main(argv=None) -> int:
         args.out = str(default_out_dir())
     if args.cmd == "gpu-suite":
         if not torch.cuda.is_available():
-            print("gpu-suite: torch sees no CUDA GPU; nothing measured (run `all` for the CPU)",
-                  file=sys.stderr)
-            return 2
+            return fail(prog, "torch sees no CUDA GPU; nothing measured (run `all` for the CPU)")
         args.device = "cuda"
         if args.budget_s is None:
             args.budget_s = 270.0  # the suite must finish in 5 minutes on an H200

@@ -469,8 +469,10 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m andrea_edu.heads.sweep",
         description=__doc__.splitlines()[0] + " The instruction sets of torch's CPU libraries "
         "are pinned to AVX2 (ANDREA_CPU_ISA=native turns that off).")
-    ap.add_argument("--out", default=f"book/data/{DATA_NAME}",
-                    help="JSON file to write (atomically); default %(default)s")
+    ap.add_argument("--out", default=None,
+                    help=f"JSON file to write (atomically, with its folder's SHA256SUMS); default "
+                         f"$ANDREA_OUT_DIR or andrea_runs/{DATA_NAME}, never the book's data "
+                         f"unless named (--out book/data/{DATA_NAME} --replace)")
     ap.add_argument("--replace", action="store_true",
                     help="replace an existing --out file (refused otherwise, before training)")
     ap.add_argument("--n-heads", type=int, nargs="+", default=list(N_HEADS), metavar="N",
@@ -506,6 +508,9 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = _parser()
     args = ap.parse_args(argv)
+    if args.out is None:
+        from andrea_edu.env import default_out_dir
+        args.out = str(default_out_dir() / DATA_NAME)
     problem = _check_args(args)
     if problem:  # before any training: one line, exit status 2 (argparse's convention)
         return fail(ap.prog, problem)

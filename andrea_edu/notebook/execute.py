@@ -194,6 +194,18 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _kernel_problem(kernel: str) -> str | None:
+    """One line when no Jupyter kernel of that name is installed (before any notebook runs)."""
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+        names = sorted(KernelSpecManager().find_kernel_specs())
+    except Exception:  # noqa: BLE001  (jupyter_client missing or broken: execute_nb says so)
+        return None
+    if kernel not in names:
+        return f"--kernel: {kernel!r} is not an installed Jupyter kernel; allowed: {', '.join(names)}"
+    return None
+
+
 def main(argv=None) -> int:
     from andrea_edu.bench.args import (check_not_committed, check_number, check_out_dir, fail,
                                        first_problem)
@@ -207,6 +219,8 @@ def main(argv=None) -> int:
         check_number("--timeout", a.timeout, 0.0), check_out_dir("--out", a.out),
         check_not_committed("--out", [Path(a.out) / Path(n).name for n in a.notebooks]
                             if a.out is not None else [], a.replace))
+    if problem is None:
+        problem = _kernel_problem(a.kernel)
     if problem:
         return fail(ap.prog, problem)
     if a.fast:

@@ -404,6 +404,30 @@ def _parser(presets) -> argparse.ArgumentParser:
     return ap
 
 
+def forward_bytes(cfg, B: int, T: int, dtype: str) -> int:
+    """A lower bound of what one forward pass holds at once: the parameters, one layer's
+    activations (about 16 x B x T x d_model values), its attention scores (B x n_head x T x T, as
+    the reference backend builds them) and the logits (B x T x vocab_size)."""
+    from andrea_edu.config import param_counts
+    size = torch.tensor([], dtype=DTYPES[dtype]).element_size()
+    return size * (param_counts(cfg).total + 16 * B * T * cfg.d_model
+                   + B * cfg.n_head * T * T + B * T * cfg.vocab_size)
+
+
+def _too_big(cfg, B: int, T: int, dtype: str) -> str | None:
+    """One line when a forward of this size cannot fit in this machine's memory, else None."""
+    import os
+    try:
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+    need = forward_bytes(cfg, B, T, dtype)
+    if need > ram:
+        return (f"-B/-T: B={B}, T={T} needs at least {need / 2**30:.0f} GiB for one forward "
+                f"pass of {cfg.name} in {dtype}; this machine has {ram / 2**30:.0f} GiB")
+    return None
+
+
 def main(argv=None) -> int:
     from andrea_edu.bench.args import (check_device, check_int, check_out_dir, fail,
                                        first_problem)
@@ -417,6 +441,8 @@ def main(argv=None) -> int:
     problem = first_problem(check_int("-B", a.B, 1), check_int("-T", a.T, 1, cfg.block_size),
                             check_int("--repeats", a.repeats, 1),
                             check_device("--device", a.device), check_out_dir("--out", a.out))
+    if problem is None:
+        problem = _too_big(cfg, a.B, a.T, a.dtype)
     if problem:  # before building a 120M-parameter model: one line, exit status 2
         return fail(ap.prog, problem)
     from andrea_edu.bench.timing import pick_device
