@@ -83,3 +83,16 @@ def test_element_offset_refuses_negative_or_float_strides(stride, at):
     strides[at] = stride
     with pytest.raises(ValueError, match="strides"):
         element_offset(0, 0, 0, 0, tuple(strides), shape=(1, 2, 2, 2))
+
+
+def test_gpt2_weights_holding_nan_are_refused_in_one_line():
+    transformers = pytest.importorskip("transformers")
+    from andrea_edu.heads import gpt2 as G
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_layer=1, n_head=2, n_embd=8, vocab_size=11, n_positions=8))
+    sd = {k: v.detach().clone() for k, v in hf.state_dict().items()}
+    G.from_gpt2(sd, G.config_from_hf(hf.config))  # whole: it loads
+    sd["transformer.h.0.attn.c_attn.weight"][0, 0] = math.nan
+    with pytest.raises(G.GPT2FileError, match="NaN") as e:
+        G.from_gpt2(sd, G.config_from_hf(hf.config))
+    assert "\n" not in str(e.value)
