@@ -133,18 +133,27 @@ def rerun_unpinned(module: str) -> int | None:
     return child_status(f"python -m {module}", rc)
 
 
-def sigterm_interrupts() -> None:
-    """Make SIGTERM (and SIGHUP) stop this process as Ctrl-C does, with KeyboardInterrupt, so
-    that a command can save what it measured and say in one line what was left unwritten (the
-    default action ends the process on the spot). Only from the main thread; else a no-op."""
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """While inside, SIGTERM (and SIGHUP) stop this process as Ctrl-C does, with
+    KeyboardInterrupt, so that a command can save what it measured and say in one line what was
+    left unwritten (the default action ends the process on the spot); the previous handlers
+    come back on leaving. Only from the main thread; elsewhere a no-op."""
     import signal
 
     def stop(signum, frame):
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+    old = {}
     for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
         if s is not None:
             with contextlib.suppress(ValueError, OSError):
-                signal.signal(s, stop)
+                old[s] = signal.signal(s, stop)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(s, h)
 
 
 def die_with_parent(parent: int | None = None) -> bool:

@@ -130,43 +130,47 @@ def main(argv=None) -> int:
     deadline = None if args.budget_s is None else time.monotonic() + args.budget_s
     command = "python -m andrea_edu.bench " + " ".join(argv)
     bad = nothing = 0
-    sigterm_interrupts()  # SIGTERM as Ctrl-C: what was measured is saved, labelled incomplete
-    for i, suite in enumerate(suites):
-        try:
-            obj = bench_cases.run_suite(suite, device=device, fast=fast, repeats=args.repeats,
-                                        warmup=args.warmup, deadline=deadline,
-                                        progress=not args.no_progress,
-                                        strict=not (args.keep_going or args.cmd == "gpu-suite"),
-                                        command=command, threads=args.threads)
-        except bench_cases.SuiteStopped as e:
-            where = _save_incomplete(e.partial, args.out)
-            left = ", ".join(suites[i + 1:])
-            print(f"[bench] {suite}: stopped ({e}); what was measured is saved, labelled "
-                  f"incomplete, in {where}; nothing replaced"
-                  + (f"; not run: {left}" if left else ""), file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            print(f"[bench] {suite}: interrupted before anything was measured; nothing written",
-                  file=sys.stderr)
-            return 130
-        n = {s: sum(r["status"] == s for r in obj["records"]) for s in
-             ("ok", "unavailable", "invalid", "failed", "skipped")}
-        bad += n["invalid"] + n["failed"]
-        if not n["ok"]:
-            nothing += 1
-            print(f"[bench] {suite}: {n}: nothing measured, nothing written", file=sys.stderr)
-            continue
-        try:
-            path = write_results(obj, args.out, replace=args.replace)
-        except FileExistsError as e:
-            return fail(prog, str(e))
-        except ValueError as e:  # measured, then refused by the validator: keep it apart
-            obj["incomplete"] = f"failed validation: {e}"
-            where = _save_incomplete(obj, args.out)
-            print(f"[bench] {suite}: the measurements fail validation ({e}); saved, labelled "
-                  f"incomplete, in {where}; nothing replaced", file=sys.stderr)
-            return 1
-        print(f"[bench] {suite}: {n} -> {path}")
+    with sigterm_interrupts():  # SIGTERM as Ctrl-C: what was measured is saved, labelled
+        # incomplete
+        for i, suite in enumerate(suites):
+            try:
+                obj = bench_cases.run_suite(suite, device=device, fast=fast, repeats=args.repeats,
+                                            warmup=args.warmup, deadline=deadline,
+                                            progress=not args.no_progress,
+                                            strict=not (args.keep_going or args.cmd == "gpu-suite"),
+                                            command=command, threads=args.threads)
+            except (Exception, KeyboardInterrupt) as e:
+                partial = getattr(e, "partial", None)
+                if partial is None:
+                    if isinstance(e, KeyboardInterrupt):
+                        print(f"[bench] {suite}: interrupted before anything was measured; nothing "
+                              f"written", file=sys.stderr)
+                        return 130
+                    raise
+                where = _save_incomplete(partial, args.out)
+                left = ", ".join(suites[i + 1:])
+                print(f"[bench] {suite}: stopped ({e}); what was measured is saved, labelled "
+                      f"incomplete, in {where}; nothing replaced"
+                      + (f"; not run: {left}" if left else ""), file=sys.stderr)
+                return 1
+            n = {s: sum(r["status"] == s for r in obj["records"]) for s in
+                 ("ok", "unavailable", "invalid", "failed", "skipped")}
+            bad += n["invalid"] + n["failed"]
+            if not n["ok"]:
+                nothing += 1
+                print(f"[bench] {suite}: {n}: nothing measured, nothing written", file=sys.stderr)
+                continue
+            try:
+                path = write_results(obj, args.out, replace=args.replace)
+            except FileExistsError as e:
+                return fail(prog, str(e))
+            except ValueError as e:  # measured, then refused by the validator: keep it apart
+                obj["incomplete"] = f"failed validation: {e}"
+                where = _save_incomplete(obj, args.out)
+                print(f"[bench] {suite}: the measurements fail validation ({e}); saved, labelled "
+                      f"incomplete, in {where}; nothing replaced", file=sys.stderr)
+                return 1
+            print(f"[bench] {suite}: {n} -> {path}")
     return 1 if (bad or nothing) else 0
 
 

@@ -27,16 +27,6 @@ def _suites():
     return {"headdim": headdim_suite, "projections": projections_suite, "layout": layout_suite}
 
 
-class SuiteStopped(RuntimeError):
-    """A suite that stopped part-way (an error, Ctrl-C, SIGTERM): `.partial` is the results
-    object of what was measured until then, labelled {"incomplete": reason}; the CLI saves it
-    apart from the data (incomplete_bench_<suite>_<device>.json), never as a results file."""
-
-    def __init__(self, reason: str, partial: dict):
-        super().__init__(reason)
-        self.partial = partial
-
-
 def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None, warmup=None,
               deadline=None, progress: bool = True, strict: bool = True,
               command: str = "", case_budget_s=None, threads=None, **options) -> dict:
@@ -46,7 +36,10 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
     least 3; default 2 on a GPU, 10 on a CPU). threads: torch's CPU threads during the run
     (default on a CPU: 1, restored afterwards; on a shared or small machine several threads
     wait for each other and the timings scatter by 10x, one thread measures the arithmetic).
-    options go to the suite (headdim_suite: head_dims, shapes, series, backends)."""
+    options go to the suite (headdim_suite: head_dims, shapes, series, backends).
+    A suite stopped part-way (an error, Ctrl-C, SIGTERM) after measuring raises that error with
+    `.partial`: the results object of what was measured, labelled {"incomplete": reason}; the
+    CLI saves it apart (incomplete_bench_<suite>_<device>.json), never as a results file."""
     suites = _suites()
     if suite not in suites:
         raise ValueError(f"suite={suite!r} is not one of {tuple(suites)}")
@@ -64,6 +57,7 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
     if threads is None and device == "cpu":
         threads = 1
     stopped: str | None = None
+    exc: BaseException | None = None
     prov: dict = {}
     try:
         if threads:
@@ -73,6 +67,7 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
             suites[suite](r, fast, progress, **options)  # and count_aten_ops would miss mm/bmm
     except (Exception, KeyboardInterrupt) as e:  # keep what was measured: raised below
         stopped = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".strip()
+        exc = e
         if not any(rec.get("median_ms") is not None for rec in r.records):
             raise
     finally:
@@ -82,9 +77,10 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
         if stopped and rec["status"] == "ok" and rec.get("median_ms") is None:
             rec.update(status="skipped", reason=f"not timed: the run stopped ({stopped})")
     obj = _results(suite, prov, repeats, warmup, fast, case_budget_s, device, options, r)
-    if stopped:
+    if exc is not None:  # the error itself goes on, carrying what was measured before it
         obj["incomplete"] = stopped
-        raise SuiteStopped(stopped, obj)
+        setattr(exc, "partial", obj)
+        raise exc
     return obj
 
 

@@ -458,11 +458,11 @@ def main(argv=None) -> int:
         return fail(ap.prog, f"--out: {target} exists; add --replace to replace it, or give "
                              f"another --out")
     from andrea_edu.env import sigterm_interrupts
-    sigterm_interrupts()
     try:
-        # built on the CPU (its seeded initialisation uses a CPU generator), then moved
-        model = AndreaModel(cfg, backend=a.backend).to(device=dev, dtype=DTYPES[a.dtype])
-        t = time_steps(model, a.B, a.T, repeats=a.repeats, warmup=2)
+        with sigterm_interrupts():
+            # built on the CPU (its seeded initialisation uses a CPU generator), then moved
+            model = AndreaModel(cfg, backend=a.backend).to(device=dev, dtype=DTYPES[a.dtype])
+            t = time_steps(model, a.B, a.T, repeats=a.repeats, warmup=2)
     except ValueError as e:  # e.g. a backend that cannot run this dtype or device: its reason
         return fail(ap.prog, str(e).splitlines()[0])
     except KeyboardInterrupt as e:
