@@ -6,7 +6,8 @@ committed measurement reads it with `load_results` (re-exported by andrea_edu.be
     validate_result(obj)                    ValueError unless obj follows SCHEMA (+ timing sanity)
     write_results(obj, out_dir=None)        -> <out_dir>/bench_<suite>_<device_slug>.json
                                             (default andrea_runs/, env.default_out_dir), with
-                                            the folder's SHA256SUMS, atomically; never replaces
+                                            the folder's SHA256SUMS if it has one, atomically;
+                                            never replaces
                                             full data with a fast or empty run unless replace=True
     load_results(suite, device="any")       committed results (GPU first) or None; a file that
                                             is there but invalid raises ResultsFileError (one
@@ -342,7 +343,9 @@ def write_results(obj: dict, out_dir=None, replace: bool = False) -> Path:
             raise FileExistsError(f"{path} holds full-size measurements; {why} does not replace "
                                   f"them (pass replace=True, on the command line --replace, or "
                                   f"write elsewhere with --out)")
-    return write_json_atomic(path, obj, manifest=True, indent=1, sort_keys=False)
+    # the folder's SHA256SUMS is kept current where there is one (book/data); none is made in
+    # a fresh folder (the GPU suite's $OUT holds at most 8 files)
+    return write_json_atomic(path, obj, indent=1, sort_keys=False)
 
 
 def is_committed(path) -> bool:
