@@ -243,6 +243,8 @@ def attention(q, k, v, causal: bool = False, backend: str = "auto",
     """
     if not isinstance(causal, bool):
         raise TypeError(f"causal={causal!r} must be True or False")
+    if not isinstance(return_decision, bool):  # 'no' is a true value: never read it as True
+        raise TypeError(f"return_decision={return_decision!r} must be True or False")
     if backend not in backends():
         raise ValueError(f"backend={backend!r} is not one of {backends()}")
     B, nh, T, hs = validate_qkv(q, k, v)

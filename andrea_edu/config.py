@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 def divisors(n: int) -> list[int]:
     """All positive divisors of n, ascending: the n_head values that split d_model evenly."""
+    _check_positive_int("n", n)
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
@@ -87,7 +88,13 @@ class AndreaConfig:
             )
 
     def replace(self, **changes) -> "AndreaConfig":
-        """A copy with some sizes changed; head_dim is re-derived unless given."""
+        """A copy with some sizes changed; head_dim is re-derived unless given. An unknown
+        field is a TypeError naming it and the fields there are."""
+        fields = [f.name for f in dataclasses.fields(self)]
+        unknown = sorted(set(changes) - set(fields))
+        if unknown:
+            raise TypeError(f"AndreaConfig.replace: unknown field(s) {', '.join(unknown)}; "
+                            f"the fields are {', '.join(fields)}")
         if "head_dim" not in changes and ("d_model" in changes or "n_head" in changes):
             changes["head_dim"] = None
         if "name" not in changes and any(getattr(self, k) != v for k, v in changes.items() if k != "head_dim"):

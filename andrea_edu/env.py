@@ -129,10 +129,90 @@ def rerun_unpinned(module: str) -> int | None:
     the process is already unpinned (then the caller goes on)."""
     if not timing_process_is_pinned():
         return None
-    import subprocess
-    rc = subprocess.run([sys.executable, "-m", module, *sys.argv[1:]],
-                        env=native_isa_env()).returncode
+    rc = run_child([sys.executable, "-m", module, *sys.argv[1:]], env=native_isa_env())
     return child_status(f"python -m {module}", rc)
+
+
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """While inside, SIGTERM (and SIGHUP) stop this process as Ctrl-C does, with
+    KeyboardInterrupt, so that a command can save what it measured and say in one line what was
+    left unwritten (the default action ends the process on the spot); the previous handlers
+    come back on leaving. Only from the main thread; elsewhere a no-op."""
+    import signal
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+    old = {}
+    for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if s is not None:
+            with contextlib.suppress(ValueError, OSError):
+                old[s] = signal.signal(s, stop)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(s, h)
+
+
+def die_with_parent(parent: int | None = None) -> bool:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux prctl
+    PR_SET_PDEATHSIG, through ctypes): a child doing a command's work then stops when the
+    process the user sees is killed, kill -9 included. `parent`: the pid the caller expects as
+    its parent; if it is already gone (it died before the call), exit at once. True when set
+    (False off Linux). Used as a subprocess preexec_fn and as a process pool's initializer."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    import signal
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        ok = libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
+    if parent is not None and os.getppid() != parent:
+        os._exit(137)  # the parent died between the fork and the prctl
+    return ok
+
+
+def run_child(cmd: list[str], env: dict | None = None) -> int:
+    """Run cmd as a child that does this command's work, and return its exit status (negative:
+    the signal that ended it). The child dies with this process (`die_with_parent`: kill -9 of
+    the visible process stops the work, and the child writes nothing more) and runs in its own
+    process group; SIGTERM, SIGINT and SIGHUP sent to this process are passed on to it once, so
+    that it can save what it measured and say so in one line."""
+    import signal
+    import subprocess
+    me = os.getpid()
+
+    def setup() -> None:  # in the child, before exec
+        os.setpgid(0, 0)  # Ctrl-C reaches the child once, through this process
+        die_with_parent(me)
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=setup if os.name == "posix" else None)
+    passed = (signal.SIGTERM, signal.SIGINT) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP")
+                                                 else ())
+    old = {}
+
+    def forward(signum, frame):
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+    try:
+        for s in passed:
+            with contextlib.suppress(ValueError, OSError):  # not the main thread
+                old[s] = signal.signal(s, forward)
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:  # a handler not installed: pass it on and wait
+                forward(signal.SIGINT, None)
+    finally:
+        for s, h in old.items():
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(s, h)
+        if proc.poll() is None:  # this process is leaving (an exception): the child too
+            proc.kill()
+            proc.wait()
 
 
 def signal_name(rc: int) -> str | None:
@@ -316,10 +396,34 @@ def _search_dirs() -> list[tuple[Path, str]]:
 
 
 def find_data_file(name: str) -> Path | None:
-    """The first data_search_dirs()/<name> that is a file, or None (see `where_looked`)."""
+    """The first data_search_dirs()/<name> that is a file, or None (see `where_looked`). A file
+    its folder's SHA256SUMS lists but that is gone is an error (DataFileError), not "no data":
+    committed data that was deleted is damage."""
     for d in data_search_dirs():
         if (d / name).is_file():
             return d / name
+        problem = listed_but_missing(d, name)
+        if problem:
+            raise DataFileError(problem)
+    return None
+
+
+def listed_but_missing(folder, pattern: str) -> str | None:
+    """One line when folder/SHA256SUMS lists a file matching `pattern` (fnmatch) that is not
+    there (or the manifest cannot be read); None otherwise."""
+    import fnmatch
+    folder = Path(folder)
+    if not (folder / MANIFEST).exists():
+        return None
+    try:
+        sums = read_manifest(folder)
+    except DataFileError as e:
+        return str(e)
+    gone = sorted(n for n in sums if fnmatch.fnmatchcase(n, pattern) and not (folder / n).is_file())
+    if gone:
+        return (f"{folder / gone[0]}: listed in {folder / MANIFEST} but missing (committed data "
+                f"deleted: restore it, e.g. git checkout, or remove its line with the command "
+                f"that writes the folder)")
     return None
 
 
@@ -344,33 +448,16 @@ def where_looked(name: str) -> str:
             + f" (set {DATA_ENV} to the folder that holds it)")
 
 
-def write_json_atomic(path, obj, **dumps_kw) -> Path:
+def write_json_atomic(path, obj, manifest: bool | None = None, **dumps_kw) -> Path:
     """Write obj as JSON to path through a temporary file in the same folder and os.replace:
-    a reader (or a crash) sees the old file or the new one, never half of one. In a folder
-    with a SHA256SUMS (book/data), the file and its new sha256 there are written as one unit."""
+    a reader (or a crash, kill -9 included) sees the old file or the new one, never half of one.
+    In a folder with a SHA256SUMS (book/data), or with manifest=True, the file and its new
+    sha256 there are written as one unit (`write_files_as_unit`)."""
     import json
-    import tempfile
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(obj, **dumps_kw) + "\n"
-    if (path.parent / MANIFEST).is_file():
-        write_files_as_unit([(path, lambda tmp: tmp.write_text(text))])
-        return path
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a data file is as readable as any
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_files_as_unit([(path, lambda tmp: tmp.write_text(text))], manifest=manifest)
     return path
 
 
@@ -411,88 +498,306 @@ def holds_text(obj) -> bool:
     return False
 
 
+# ---------------------------------------------------------------- the manifest: the one reader and writer
 MANIFEST = "SHA256SUMS"  # beside committed data: "<sha256>  <name>" per line (sha256sum -c reads it)
+_JOURNAL = ".andrea-unit."  # .andrea-unit.<tag>.json: a unit's renames, written before the first
+_TAG = "andrea-"  # temporary and backup files: .<name>.andrea-<pid>-<random>.tmp / .bak
 
 
-def read_manifest(folder) -> dict[str, str]:
-    """{file name: sha256} of folder/SHA256SUMS ({} when there is none); ValueError naming the
-    manifest and the line when it is damaged."""
+def _hex64(s: str) -> bool:
+    return len(s) == 64 and all(c in "0123456789abcdef" for c in s)
+
+
+def read_manifest(folder, required: bool = False) -> dict[str, str]:
+    """{file name: sha256} of folder/SHA256SUMS, parsed strictly: every line exactly
+    '<64 lowercase hex digits>  <file name>' (sha256sum's text or binary form), the last one
+    ended by a newline (a manifest cut short is damage, not a shorter list), no name twice, no
+    folder in a name. DataFileError naming the manifest and the line otherwise. No manifest:
+    {} (DataFileError when `required`)."""
     path = Path(folder) / MANIFEST
-    if not path.is_file():
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        if required:
+            raise DataFileError(f"{path}: missing; committed data is checked against it (restore "
+                                f"it, e.g. git checkout {MANIFEST}, or rewrite the data with the "
+                                f"command that made it)") from None
         return {}
-    out = {}
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split(None, 1)
-        if len(parts) != 2 or len(parts[0]) != 64 or any(c not in "0123456789abcdef" for c in parts[0]):
-            raise ValueError(f"{path}: line {i} is not '<64 hex digits>  <file name>'")
-        out[parts[1].strip().lstrip("*")] = parts[0]
+    except OSError as e:
+        raise DataFileError(f"{path}: cannot be read ({e.strerror or e})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataFileError(f"{path}: not UTF-8 text (byte {e.start}); damaged") from None
+    lines = text.split("\n")
+    if lines[-1] != "":
+        raise DataFileError(f"{path}: line {len(lines)} is cut short (no newline at its end): "
+                            f"the manifest is truncated or damaged")
+    out: dict[str, str] = {}
+    for i, line in enumerate(lines[:-1], 1):
+        sha, sep, name = line[:64], line[64:66], line[66:]
+        if not (_hex64(sha) and sep in ("  ", " *") and name and name == name.strip()
+                and "/" not in name and "\\" not in name and name not in (".", "..")):
+            raise DataFileError(f"{path}: line {i} is not '<64 lowercase hex digits>  <file "
+                                f"name>': {line[:80]!r}")
+        if name in out:
+            raise DataFileError(f"{path}: line {i} lists {name} a second time")
+        out[name] = sha
     return out
 
 
+def manifest_text(sums: dict[str, str]) -> str:
+    """The manifest for {name: sha256}, sorted by name (what read_manifest reads back)."""
+    return "".join(f"{h}  {n}\n" for n, h in sorted(sums.items()))
+
+
+def is_data_folder(folder) -> bool:
+    """True when `folder` holds committed data: it has a SHA256SUMS, or it is a folder the book
+    reads data from (`data_search_dirs`: $ANDREA_DATA_DIR, the repository's book/data, ...).
+    There the manifest is required and every file must be listed in it."""
+    folder = Path(folder)
+    if (folder / MANIFEST).exists():
+        return True
+    key = os.path.normcase(os.path.realpath(folder))
+    return any(os.path.normcase(os.path.realpath(d)) == key for d in data_search_dirs())
+
+
+@contextlib.contextmanager
+def folder_lock(folder, shared: bool = False):
+    """An fcntl.flock on the folder itself (its directory file descriptor: no lock file is left
+    behind, and a read-only folder can be locked too): every writer of a folder's files and its
+    manifest holds it exclusively, so two writers never lose each other's manifest entries. A
+    no-op where fcntl is missing (Windows)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not Linux/macOS
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _tag_pid(name: str) -> int | None:
+    """The writer's pid in '.<name>.andrea-<pid>-<rand>.tmp' (or .bak, or a journal), else None."""
+    import re
+    m = re.search(r"andrea-(\d+)-[0-9a-f]+\.(tmp|bak|json)$", name)
+    return int(m.group(1)) if m else None
+
+
+def pending_units(folder) -> list[Path]:
+    """Journals of units whose writer died (kill -9) between its first and its last rename, and
+    temporary/backup files of writers that are gone."""
+    folder = Path(folder)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    out = []
+    for n in names:
+        pid = _tag_pid(n)
+        if pid is not None and n.startswith(".") and not _pid_alive(pid):
+            out.append(folder / n)
+    return sorted(out)
+
+
+def recover_units(folder) -> list[str]:
+    """Finish what a killed writer left (call with `folder_lock` held): a unit whose journal was
+    written is rolled forward (its remaining temporary files renamed over their targets: every
+    file of it was complete and synced before the journal), or rolled back when its writer had
+    started undoing it; temporary and backup files of dead writers are removed. Returns one
+    line per unit finished."""
+    import json
+    folder = Path(folder)
+    done = []
+    for p in pending_units(folder):
+        if not p.name.startswith(_JOURNAL):
+            continue
+        try:
+            j = json.loads(p.read_text())
+            pairs = [(folder / t, folder / n, folder / b if b else None) for t, n, b in j["pairs"]]
+            mode = j.get("mode", "forward")
+        except (OSError, ValueError, KeyError, TypeError):
+            pairs, mode = [], "broken"
+        if mode == "forward":
+            for tmp, target, _ in pairs:
+                if tmp.exists():
+                    os.replace(tmp, target)
+        elif mode == "back":
+            for tmp, target, bak in pairs[:j.get("done", len(pairs))]:
+                if bak is not None and bak.exists():
+                    os.replace(bak, target)
+                elif bak is None and not tmp.exists():
+                    with contextlib.suppress(FileNotFoundError):
+                        target.unlink()
+        done.append(f"{folder}: finished a unit write a killed writer left "
+                    f"({mode}: {', '.join(t.name for _, t, _ in pairs) or 'unreadable journal'})")
+        _fsync_dir(folder)
+        p.unlink()
+    for p in pending_units(folder):  # the journals are gone: what is left is orphaned
+        with contextlib.suppress(OSError):
+            p.unlink()
+    return done
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _fsync_file(p: Path) -> None:
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def manifest_problem(path) -> str | None:
-    """None when `path` is not listed in its folder's SHA256SUMS or matches it; otherwise one
-    line saying that the file differs from the sha256 recorded when it was written (a damaged
-    or hand-edited file: the values it holds are not the ones the command wrote)."""
+    """None when `path` may be read: it matches its sha256 in its folder's SHA256SUMS, or its
+    folder holds no committed data (`is_data_folder` false: a scratch folder). Otherwise one
+    line: the manifest missing or damaged (its line named), the file not listed in it (a file
+    the manifest lacks is refused), or its content differing from the recorded sha256. A unit
+    write a killed writer left half done is finished first, when the folder is writable."""
     import hashlib
     path = Path(path)
-    try:
-        want = read_manifest(path.parent).get(path.name)
-    except (OSError, ValueError) as e:
-        return f"its folder's {MANIFEST} cannot be read ({e})".replace("\n", " ")
-    if want is None:
+    folder = path.parent
+    if pending_units(folder):
+        try:
+            with folder_lock(folder):
+                recover_units(folder)
+        except OSError as e:
+            return (f"an interrupted write left files in {folder} and they cannot be finished "
+                    f"here ({e.strerror or e}); run the command that writes it again")
+    if not is_data_folder(folder):
         return None
-    got = hashlib.sha256(path.read_bytes()).hexdigest()
-    if got != want:
-        return (f"content differs from the sha256 recorded for it in {MANIFEST} (damaged or "
-                f"edited by hand: rewrite it with the command that made it, which updates "
-                f"{MANIFEST})")
-    return None
+    for attempt in (0, 1):
+        try:
+            sums = read_manifest(folder, required=True)
+        except DataFileError as e:
+            return f"its folder's manifest cannot be trusted ({e})"
+        want = sums.get(path.name)
+        if want is None:
+            return (f"not listed in {folder / MANIFEST}; a data file the manifest lacks is "
+                    f"refused (write it with the command that makes it, which lists it)")
+        try:
+            got = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError as e:
+            return f"cannot be read ({e.strerror or e})"
+        if got == want:
+            return None
+        if attempt == 0:  # a writer may be between its renames: wait for it, look again
+            with contextlib.suppress(OSError), folder_lock(folder, shared=True):
+                pass
+    return (f"content differs from the sha256 recorded for it in {MANIFEST} (damaged or "
+            f"edited by hand: rewrite it with the command that made it, which updates "
+            f"{MANIFEST})")
 
 
 def write_files_as_unit(items, manifest: bool | None = None) -> list[Path]:
-    """Write several files as one unit, all or nothing. items: [(path, write)], write(tmp) fills
-    a temporary file beside `path`. Every file is first written to its temporary name; then each
-    is renamed over its target in order (put the file that names the others, the JSON, last); a
-    failure anywhere removes every temporary file and puts back the files already replaced
-    (from hard-linked backups), so the folder holds the old set or the new one."""
+    """Write several files as one unit, all or nothing, even under kill -9 at any point.
+    items: [(path, write)], write(tmp) fills a temporary file beside `path`; all in one folder
+    when the manifest is kept. manifest: keep the folder's SHA256SUMS current (None: when the
+    folder has one; True: create it if missing).
+
+    Under the folder's lock (`folder_lock`: concurrent writers never lose manifest entries):
+    what a killed writer left is finished (`recover_units`); every file is written to its
+    temporary name and synced, the new manifest too; a journal naming the renames is written
+    (atomically); then each file is renamed over its target, the manifest last, and the journal
+    removed. A kill before the journal leaves the old set (its temporary files are removed by the
+    next reader or writer); after it, the next reader or writer rolls the unit forward: the
+    folder holds the old set or the new one, and no .tmp/.bak file stays. An exception in this
+    process (a full disk) puts the old set back from hard-linked backups."""
     import hashlib
+    import json
+    import secrets
     items = [(Path(p), w) for p, w in items]
-    tag = f"{os.getpid()}"
+    if not items:
+        return []
+    folders = sorted({p.parent for p, _ in items})
+    if manifest is None:  # the manifest of a folder that has one is kept up to date
+        manifest = len(folders) == 1 and (folders[0] / MANIFEST).is_file()
+    if manifest and len(folders) != 1:
+        raise ValueError(f"a unit kept in a manifest lies in one folder, not {len(folders)}")
+    for f in folders:
+        f.mkdir(parents=True, exist_ok=True)
+    folder = folders[0]
+    tag = f"{_TAG}{os.getpid()}-{secrets.token_hex(4)}"
+    with contextlib.ExitStack() as locks:
+        for f in folders:
+            locks.enter_context(folder_lock(f))
+            recover_units(f)
+        return _write_locked(items, folder, manifest, tag, hashlib, json)
+
+
+def _write_locked(items, folder: Path, manifest: bool, tag: str, hashlib, json) -> list[Path]:
     tmps = [p.with_name(f".{p.name}.{tag}.tmp") for p, _ in items]
+    journal = folder / f"{_JOURNAL}{tag}.json"
     done: list[tuple[Path, Path | None]] = []
+    asked = len(items)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
         for (path, write), tmp in zip(items, tmps):
-            path.parent.mkdir(parents=True, exist_ok=True)
             write(tmp)
-        folders = {p.parent for p, _ in items}
-        if manifest is None:  # the manifest of a folder that has one is kept up to date
-            manifest = len(folders) == 1 and (next(iter(folders)) / MANIFEST).is_file()
+            os.chmod(tmp, 0o666 & ~umask)  # a data file is as readable as any
+            _fsync_file(tmp)
         if manifest:
-            folder = next(iter(folders))
-            sums = read_manifest(folder)
+            sums = read_manifest(folder)  # strict: a damaged manifest is not silently rewritten
             sums.update({p.name: hashlib.sha256(t.read_bytes()).hexdigest()
                          for (p, _), t in zip(items, tmps)})
-            text = "".join(f"{h}  {n}\n" for n, h in sorted(sums.items()))
             mpath = folder / MANIFEST
-            items.append((mpath, None))
+            asked = len(items)
+            items = items + [(mpath, None)]
             tmps.append(mpath.with_name(f".{MANIFEST}.{tag}.tmp"))
-            tmps[-1].write_text(text)
-        for (path, _), tmp in zip(items, tmps):
-            bak = None
-            if path.exists():
-                bak = path.with_name(f".{path.name}.{tag}.bak")
-                with contextlib.suppress(FileNotFoundError):
-                    bak.unlink()
+            tmps[-1].write_text(manifest_text(sums))
+            os.chmod(tmps[-1], 0o666 & ~umask)
+            _fsync_file(tmps[-1])
+        baks = [p.with_name(f".{p.name}.{tag}.bak") if p.exists() else None for p, _ in items]
+        for (path, _), bak in zip(items, baks):
+            if bak is not None:
                 try:
                     os.link(path, bak)
                 except OSError:  # a file system without hard links: a copy
                     import shutil
                     shutil.copy2(path, bak)
+        pairs = [[os.path.relpath(t, folder), os.path.relpath(p, folder),
+                  os.path.relpath(b, folder) if b else None]
+                 for (p, _), t, b in zip(items, tmps, baks)]
+        jtmp = journal.with_suffix(".tmp")
+        jtmp.write_text(json.dumps({"mode": "forward", "pairs": pairs}))
+        _fsync_file(jtmp)
+        os.replace(jtmp, journal)  # the unit is decided: from here on it completes
+        _fsync_dir(folder)
+        for (path, _), tmp, bak in zip(items, tmps, baks):
             done.append((path, bak))  # before the rename: a failed rename still cleans up
             os.replace(tmp, path)
+        _fsync_dir(folder)
     except BaseException:
+        if journal.exists():  # undo what was renamed; a kill while undoing finishes the undo
+            with contextlib.suppress(OSError):
+                j = json.loads(journal.read_text())
+                j.update(mode="back", done=len(done))
+                jtmp = journal.with_suffix(".tmp")
+                jtmp.write_text(json.dumps(j))
+                os.replace(jtmp, journal)
         for path, bak in reversed(done):
             with contextlib.suppress(OSError):
                 if bak is not None:
@@ -501,11 +806,96 @@ def write_files_as_unit(items, manifest: bool | None = None) -> list[Path]:
                     path.unlink()
         raise
     finally:
-        for tmp in tmps:
+        for tmp in tmps + [journal.with_suffix(".tmp")]:
             with contextlib.suppress(OSError):
                 tmp.unlink()
-        for _, bak in done:
-            if bak is not None:
-                with contextlib.suppress(OSError):
-                    bak.unlink()
-    return [p for p, _ in items]
+        for p, _ in items:
+            with contextlib.suppress(OSError):
+                p.with_name(f".{p.name}.{tag}.bak").unlink()
+        with contextlib.suppress(OSError):
+            journal.unlink()
+    return [p for p, _ in items[:asked]]  # the files asked for (the manifest is not one)
+
+
+def seal_folder(folder, names=None) -> Path:
+    """Write folder/SHA256SUMS listing `names` (default: every file in it that is not hidden)
+    with their sha256 now, under the folder's lock: what a test, or a person who has checked a
+    folder of data by hand, does to make the book read it (the book reads only listed files)."""
+    import hashlib
+    folder = Path(folder)
+    with folder_lock(folder):
+        recover_units(folder)
+        names = sorted(names if names is not None else
+                       (p.name for p in folder.iterdir() if p.is_file() and p.name != MANIFEST
+                        and not p.name.startswith(".")))
+        sums = {n: hashlib.sha256((folder / n).read_bytes()).hexdigest() for n in names}
+        mpath = folder / MANIFEST
+        tmp = mpath.with_name(f".{MANIFEST}.{_TAG}{os.getpid()}-0.tmp")
+        tmp.write_text(manifest_text(sums))
+        os.replace(tmp, mpath)
+    return mpath
+
+
+def default_out_dir() -> Path:
+    """Where a command writes when no --out is given: $ANDREA_OUT_DIR, else andrea_runs/ in the
+    working directory, never inside the book's folder (from book/ it is the repository's
+    andrea_runs/). Committed data in book/data changes only when a command is pointed there by
+    name (--out book/data, with --replace where a file would be replaced)."""
+    if os.environ.get("ANDREA_OUT_DIR", "").strip():
+        return Path(os.environ["ANDREA_OUT_DIR"].strip()).expanduser()
+    repo = Path(__file__).resolve().parents[1]
+    here = Path.cwd().resolve()
+    book = (repo / "book").resolve()
+    if here == book or book in here.parents:
+        return repo / "andrea_runs"
+    return here / "andrea_runs"
+
+
+# ---------------------------------------------------------------- argument checks of the public API
+def check_real(name: str, value, lo: float | None = None, hi: float | None = None) -> float:
+    """value as a float when it is a real number (not bool, not text), finite, in [lo, hi];
+    else ValueError/TypeError in one line naming `name` and what is allowed."""
+    import math
+    import numbers
+    rng = ("" if lo is None and hi is None else
+           f" in [{lo:g}, {hi:g}]" if lo is not None and hi is not None else
+           f" >= {lo:g}" if lo is not None else f" <= {hi:g}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}={value!r} must be a finite number{rng}, got "
+                        f"{type(value).__name__}")
+    v = float(value)
+    if not math.isfinite(v) or (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise ValueError(f"{name}={value!r} is not allowed; a finite number{rng}")
+    return v
+
+
+def check_pos_int(name: str, value, lo: int = 1) -> int:
+    """value when it is an int (not bool) >= lo; else one line naming `name`."""
+    import numbers
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name}={value!r} must be an integer >= {lo}, got {type(value).__name__}")
+    if value < lo:
+        raise ValueError(f"{name}={value!r} is not allowed; an integer >= {lo}")
+    return int(value)
+
+
+def check_scores(name: str, scores, n_patterns: int = 3, allow_nan: bool = True):
+    """scores as a float array of shape (n_patterns, n_layer, n_head), values in [0, 1] (NaN
+    where nothing was measured, when allowed); else one line naming `name` and the shape."""
+    import numpy as np
+    try:
+        s = np.asarray(scores, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be numbers of shape ({n_patterns}, n_layer, n_head), got "
+                        f"{type(scores).__name__}") from None
+    if s.ndim != 3 or s.shape[0] != n_patterns or 0 in s.shape:
+        raise ValueError(f"{name} must have shape ({n_patterns}, n_layer, n_head) (one score per "
+                         f"pattern, layer and head), got {tuple(s.shape)}")
+    bad = ~np.isnan(s) & ((s < 0) | (s > 1)) if allow_nan else ~np.isfinite(s) | (s < 0) | (s > 1)
+    if bad.any() or np.isinf(s).any():
+        raise ValueError(f"{name}: scores must lie in [0, 1]"
+                         f"{' (NaN: not measured)' if allow_nan else ''}; "
+                         f"got {s[bad | np.isinf(s)].ravel()[0]!r}")
+    if np.isnan(s).all():
+        raise ValueError(f"{name}: every score is NaN; nothing was measured")
+    return s

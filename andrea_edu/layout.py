@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from andrea_edu.projections import reshape_without_transpose, split_heads
+from andrea_edu.projections import _check_n_head, reshape_without_transpose, split_heads
 
 LAYOUTS = ("BTC", "BTHD", "BHTD_view", "BHTD")
 LAYOUT_SHAPES = {"BTC": "[B, T, C]", "BTHD": "[B, T, nh, hs]",
@@ -138,6 +138,10 @@ def element_offset(b: int, t: int, h: int, d: int, layout="BTC", shape=None) -> 
         strides = logical_strides(layout, sizes)
     elif isinstance(layout, (tuple, list)) and len(layout) == 4:
         strides = tuple(layout)
+        if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 0
+                   for s in strides):
+            raise ValueError(f"layout: strides must be 4 integers >= 0 in (b, t, h, d) order, "
+                             f"got {layout!r}")
     else:
         raise ValueError(f"layout must be one of {LAYOUTS} or 4 strides in (b, t, h, d) order, "
                          f"got {layout!r}")
@@ -151,8 +155,12 @@ def torch_offset(tensor: torch.Tensor, index: tuple) -> int:
 
 
 def tensor_in_layout(x: torch.Tensor, layout: str, n_head: int) -> torch.Tensor:
-    """x [B, T, C] seen in `layout` (a view, or a copy for "BHTD")."""
+    """x [B, T, C] seen in `layout` (a view, or a copy for "BHTD"); n_head divides C."""
     _check_layout(layout)
+    if not isinstance(x, torch.Tensor) or x.dim() != 3:
+        raise ValueError(f"x must be a torch.Tensor [B, T, C], got "
+                         f"{list(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}")
+    _check_n_head(n_head, x.shape[-1])
     if layout == "BTC":
         return x  # (B, T, C)
     B, T, C = x.shape

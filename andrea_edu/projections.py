@@ -123,8 +123,10 @@ def project_per_head(X, W_Q_heads, W_K_heads, W_V_heads):
     _check("X", X, (None, None, None), "[batch, seq_len, d_model]")
     C = X.shape[-1]
     out = []
+    _check("W_Q_heads", W_Q_heads, (None, C, None), "[n_head, d_model, head_dim]")
+    nh, hs = W_Q_heads.shape[0], W_Q_heads.shape[2]
     for name, Wh in (("W_Q_heads", W_Q_heads), ("W_K_heads", W_K_heads), ("W_V_heads", W_V_heads)):
-        _check(name, Wh, (None, C, None), "[n_head, d_model, head_dim]")
+        _check(name, Wh, (nh, C, hs), "[n_head, d_model, head_dim], as W_Q_heads")
         heads = [X @ Wh[h] for h in range(Wh.shape[0])]  # nh x (B, T, hs)
         out.append(torch.stack(heads, dim=1))  # (B, nh, T, hs)
     return tuple(out)

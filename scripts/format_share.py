@@ -126,6 +126,10 @@ def chapter_counts(path: Path) -> tuple[int, int]:
 
 
 def main(argv) -> int:
+    if [a for a in argv if a != "--json"]:
+        print(f"format_share.py: error: unknown argument(s) {' '.join(a for a in argv if a != '--json')}; "
+              f"usage: python scripts/format_share.py [--json]", file=sys.stderr)
+        return 2
     rows = {p.stem: chapter_counts(p) for p in sorted(BOOK.glob("*.ipynb"))}
     total = sum(t for t, _ in rows.values())
     fmt = sum(f for _, f in rows.values())

@@ -144,8 +144,11 @@ def check_wheels(folder: Path, py: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("wheels", "image", "site", "check-wheels"):
-        print(__doc__, file=sys.stderr)
+    usage = ("usage: python scripts/image_env.py wheels | image | site DIR | check-wheels DIR "
+             "[--python 312]")
+    if not argv or argv[0] not in ("wheels", "image", "site", "check-wheels") or (
+            argv[0] == "check-wheels" and (len(argv) < 2 or argv[1].startswith("-"))):
+        print(f"image_env.py: error: {' '.join(argv) or 'no command'}; {usage}", file=sys.stderr)
         return 2
     if argv[0] == "wheels":
         print("\n".join(f"{n}=={d.version}" for n, d in carried().items()))

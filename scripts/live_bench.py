@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import secrets
 import shutil
@@ -464,6 +465,10 @@ def main(argv=None) -> int:
     if args.compare:
         print(compare(*args.compare))
         return 0
+    unknown = [c for c in args.chapters if c not in CHAPTERS]
+    if unknown or not (math.isfinite(args.pause) and args.pause >= 0):
+        ap.error(f"chapters: {unknown[0]!r} is not one of {', '.join(CHAPTERS)}" if unknown else
+                 f"--pause: {args.pause!r} is not allowed; a finite number of seconds >= 0")
     why = missing_requirements()
     if why:
         print(f"live_bench: cannot run: {why}", file=sys.stderr)

@@ -14,6 +14,7 @@ import torch
 
 from andrea_edu import bench
 from andrea_edu.bench import cases as bench_cases, cli, suites, timing
+from andrea_edu.env import seal_folder
 
 REPO = Path(__file__).resolve().parents[1]
 CHAPTER = REPO / "book" / "config_mirrors_hardware.ipynb"
@@ -361,6 +362,7 @@ def test_chapter_runs_with_gpu_and_cpu_data_files(cpu_results, tmp_path, monkeyp
     shutil.copy(out / "bench_headdim_cpu.json", tmp_path)
     gpu = _fake_gpu_results(json.loads((out / "bench_headdim_cpu.json").read_text()))
     bench.write_results(gpu, tmp_path)
+    seal_folder(tmp_path)  # the copied CPU file too: the book reads only listed files
     text = _run_chapter(tmp_path, monkeypatch)
     assert "No GPU measurement exists yet" not in text
     assert "GPU measurement: Fake GPU (test)" in text and "CPU measurement: CPU: " in text

@@ -39,7 +39,7 @@ def _one_line(capsys, *words):
     return err
 
 
-BENCH_BAD = [(["--repeats", "-3"], "--repeats", ">= 1"), (["--repeats", "0"], "--repeats", ">= 1"),
+BENCH_BAD = [(["--repeats", "-3"], "--repeats", "1..100000"), (["--repeats", "0"], "--repeats", "1..100000"),
              (["--warmup", "-1"], "--warmup", ">= 0"), (["--threads", "-2"], "--threads", "in 1.."),
              (["--threads", "0"], "--threads", "in 1.."), (["--budget-s", "-1"], "--budget-s", "> 0"),
              (["--budget-s", "nan"], "--budget-s", "finite")]

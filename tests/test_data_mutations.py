@@ -20,6 +20,7 @@ Run with -s to see the counts.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import random
@@ -33,7 +34,8 @@ import pytest
 import torch
 
 from andrea_edu.bench import results as R
-from andrea_edu.env import MANIFEST, DataFileError, read_manifest
+from andrea_edu import env
+from andrea_edu.env import MANIFEST, DataFileError, read_manifest, seal_folder
 from andrea_edu.heads import path_runs as PR
 from andrea_edu.heads import sweep as W
 from andrea_edu.heads import text_runs as TR
@@ -342,3 +344,123 @@ def test_each_finding_of_the_issue_is_refused_in_one_line(name, damage_fn, words
         DIGESTS[name](path)
     msg = str(e.value)
     assert "\n" not in msg and str(path) in msg and words in msg, msg
+
+
+# ---------------------------------------------------------------- the manifest's four states
+# Every committed file, damaged in its bytes (digit flips, truncation, the file deleted) and in its
+# fields (a sample of `mutations`, plus the issue's swap of two head scores), read from a folder
+# the book reads (ANDREA_DATA_DIR) whose manifest is intact, deleted, truncated mid-line, or
+# regenerated over the damage. Intact, deleted or truncated: every damage is refused in one line
+# naming the file. Regenerated (someone ran sha256sum over the damaged folder, vouching for it):
+# only the loaders' value checks stand; every damage that can never be a legitimate value must be
+# caught or harmless, and what stays inside what the quantity can take is counted (run with -s).
+SCENARIOS = ("intact", "deleted", "truncated", "regenerated")
+BYTE_KINDS = ("digit_flip", "truncate")
+PER_FILE_FIELDS = 5
+
+
+@functools.lru_cache(maxsize=None)
+def _want(name: str) -> str:
+    return DIGESTS[name](DATA / name)
+
+
+def _swap_two_head_scores(d):
+    """The issue's finding: the last step's matching-bracket scores of the best head and another
+    swapped, which renames the chapter's bracket head (values stay in range)."""
+    sc = np.array(d["scores"], dtype=float)
+    last = sc[-1, 1]
+    (L, h), (L2, h2) = np.unravel_index(np.argsort(last, axis=None)[[-1, 0]], last.shape)
+    row = d["scores"][-1][1]
+    row[L][h], row[L2][h2] = row[L2][h2], row[L][h]
+
+
+def _byte_damages(text: str, name: str) -> list[tuple[str, str]]:
+    rng = random.Random(f"bytes:{name}")
+    digits = [i for i, c in enumerate(text) if c.isdigit()]
+    out = []
+    for i in rng.sample(digits, 4):
+        new = str((int(text[i]) + rng.randrange(1, 10)) % 10)
+        out.append(("digit_flip", text[:i] + new + text[i + 1:]))
+    out += [("truncate", text[: int(len(text) * f)]) for f in (0.3, 0.999)]
+    return out
+
+
+def _field_damages(obj, name: str) -> list[tuple[str, str]]:
+    muts = mutations(obj, name)
+    muts = random.Random(f"fields:{name}").sample(muts, min(PER_FILE_FIELDS, len(muts)))
+    out = [(kind, json.dumps(damage(obj, kind, p, f"{name}:{p}"))) for kind, p, _ in muts]
+    if name.startswith("realtext") and name.endswith("_run.json"):
+        d = copy.deepcopy(obj)
+        _swap_two_head_scores(d)
+        out.append(("head_score_swap", json.dumps(d)))
+    return out
+
+
+def _set_manifest(folder: Path, scenario: str) -> None:
+    m = folder / MANIFEST
+    if scenario == "intact":
+        shutil.copy(DATA / MANIFEST, m)
+    elif scenario == "deleted":
+        m.unlink(missing_ok=True)
+    elif scenario == "truncated":
+        m.write_bytes((DATA / MANIFEST).read_bytes()[:700])  # `head -c 700`: cut mid-line
+    else:
+        seal_folder(folder)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("name", sorted(DIGESTS))
+def test_no_damage_changes_a_chapter_silently(name, scenario, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))  # the folder the book reads
+    digest, want = DIGESTS[name], _want(name)
+    text = (DATA / name).read_text()
+    path = _folder(tmp_path, name, manifest=False)
+    damages = _byte_damages(text, name) + _field_damages(json.loads(text), name)
+    tally: Counter[tuple[str, str]] = Counter()
+    slipped = []
+    for kind, damaged in damages:
+        path.write_text(damaged)
+        _set_manifest(tmp_path, scenario)
+        out = _outcome(path, digest, want)
+        tally[(kind, out)] += 1
+        if out == "slipped":
+            slipped.append(kind)
+    print(f"\n{name}, manifest {scenario}: {len(damages)} damages: "
+          f"{dict(sorted(Counter(o for (_, o), n in tally.items() for _ in range(n)).items()))}; "
+          f"slipped: {Counter(slipped)}")
+    if scenario != "regenerated":
+        assert not slipped and all(o == "caught" for (_, o) in tally), tally
+    else:
+        bad = [k for k in slipped if k in NEVER_LEGITIMATE or k == "truncate"]
+        assert not bad, bad
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.iterdir() if p.name != MANIFEST))
+def test_a_deleted_committed_file_is_refused_not_taken_for_no_data(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
+    for p in DATA.iterdir():
+        if p.name != name:
+            shutil.copy(p, tmp_path / p.name)
+    with pytest.raises(DataFileError, match="listed in .* but missing|missing|sha256|cannot"):
+        if name.endswith(".pt"):  # the JSON that names these weights
+            owner = next(n for n in DIGESTS if (tmp_path / n).is_file() and
+                         json.loads((tmp_path / n).read_text()).get("weights", {}).get("file") == name)
+            DIGESTS[owner](tmp_path / owner)
+        elif name.startswith("bench_"):
+            R.load_results(name.split("_")[1], "cpu")
+        else:
+            env.find_data_file(name)
+
+
+def test_the_issues_head_score_swap_renames_the_bracket_head_and_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
+    name = "realtext_run.json"
+    d = json.loads((DATA / name).read_text())
+    before = np.unravel_index(np.argmax(np.array(d["scores"])[-1, 1]), (2, 8))
+    _swap_two_head_scores(d)
+    after = np.unravel_index(np.argmax(np.array(d["scores"])[-1, 1]), (2, 8))
+    assert before != after  # the damage is one that changes what the chapter names
+    path = _folder(tmp_path, name, manifest=True)
+    path.write_text(json.dumps(d))
+    with pytest.raises(DataFileError, match="sha256"):
+        DIGESTS[name](path)

@@ -76,8 +76,9 @@ def test_save_run_refuses_existing_files_and_writes_both_beside(tmp_path):
         TR.save_run(_stand_in(_tiny_model()), path)
     assert {p: p.read_bytes() for p in written} == before  # nothing touched
     TR.save_run(_stand_in(_tiny_model()), path, replace=True)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["my_experiment.json",
+    assert sorted(p.name for p in tmp_path.iterdir()) == [env.MANIFEST, "my_experiment.json",
                                                           "my_experiment_model.pt"]
+    assert env.manifest_problem(path) is None  # the pair is listed in the folder's manifest
 
 
 def test_a_failed_unit_write_leaves_the_old_pair_and_no_temporary_file(tmp_path, monkeypatch):
@@ -138,9 +139,9 @@ def test_text_training_checks_every_argument_before_training(args, words, capsys
 
 
 def test_sweep_command_refuses_to_replace_the_committed_sweep(capsys, monkeypatch):
-    # its default --out is the committed file
-    _one_line_exit_2(*_main("andrea_edu.heads.sweep", [], capsys, monkeypatch), "exists",
-                     "--replace")
+    # named by hand: its default --out is andrea_runs/, never the book's data
+    _one_line_exit_2(*_main("andrea_edu.heads.sweep", ["--out", str(DATA / "specialization_sweep.json")],
+                            capsys, monkeypatch), "exists", "--replace")
 
 
 @pytest.mark.parametrize("args, words", [
@@ -178,8 +179,10 @@ def test_bench_refuses_to_replace_committed_results(capsys, monkeypatch, tmp_pat
         raise AssertionError("measured before refusing")
     monkeypatch.setattr(cli.bench_cases, "run_suite", no_measuring)
     monkeypatch.delenv("ANDREA_DATA_DIR", raising=False)
-    _one_line_exit_2(*_main("andrea_edu.bench.cli", ["layout", "--device", "cpu"], capsys,
-                            monkeypatch), "committed data", "--replace")
+    _one_line_exit_2(*_main("andrea_edu.bench.cli", ["layout", "--device", "cpu", "--out",
+                                                     str(DATA)], capsys, monkeypatch),
+                     "committed data", "--replace")
+    assert env.default_out_dir() == REPO / "andrea_runs"  # the default is never book/data
     obj = json.loads((DATA / "bench_layout_cpu.json").read_text())
     with pytest.raises(FileExistsError, match="committed data"):
         R.write_results(obj, DATA)

@@ -13,6 +13,7 @@ import matplotlib
 import pytest
 import torch
 
+from andrea_edu.env import seal_folder
 from andrea_edu.figures import kernel_worklog as figs
 from andrea_edu.figures.kernel_source import first_line
 from andrea_edu.kernels.emulator import emulate
@@ -284,6 +285,7 @@ def _fake_gpu_headdim(out_dir):
     obj["records"] = recs
     validate_result(obj)
     (out_dir / "bench_headdim_fake-gpu.json").write_text(json.dumps(obj))
+    seal_folder(out_dir)  # the book reads only files its folder's SHA256SUMS lists
 
 
 def test_chapter_shows_a_gpu_file_beside_the_model(tmp_path, monkeypatch):

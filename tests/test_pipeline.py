@@ -218,6 +218,7 @@ def test_time_steps_shares_sum_to_one_with_every_step(model, tmp_path):
     back = PT.load_pipeline_timing("cpu", data_dir_=tmp_path)
     assert back is not None and back.shares() == pytest.approx(t.shares())
     assert PT.load_pipeline_timing("gpu", data_dir_=tmp_path) is None
+    (tmp_path / "SHA256SUMS").unlink()  # a scratch folder: the value checks alone, next
     bad = json.loads(path.read_text())
     bad["device"] = "NVIDIA H200"  # a CPU file must say CPU
     (tmp_path / "pipeline_cpu.json").write_text(json.dumps(bad))

@@ -330,7 +330,7 @@ W12 = torch.zeros(12, 12)
     (lambda: project_fused(torch.zeros(12, 12), W12, W12, W12, 3), "[*, *, *]", "[12, 12]"),
     (lambda: project_c_attn(X3, torch.zeros(12, 24), 3), "[12, 36]", "[12, 24]"),
     (lambda: project_per_head(X3, torch.zeros(3, 12, 4), torch.zeros(3, 10, 4),
-                              torch.zeros(3, 12, 4)), "[*, 12, *]", "[3, 10, 4]"),
+                              torch.zeros(3, 12, 4)), "[3, 12, 4]", "[3, 10, 4]"),
     (lambda: output_projection(torch.zeros(2, 3, 5, 4), torch.zeros(12, 10)), "[12, 12]",
      "[12, 10]"),
     (lambda: head_contributions(torch.zeros(2, 3, 5, 4), torch.zeros(16, 16)), "[12, 12]",

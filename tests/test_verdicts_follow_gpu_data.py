@@ -15,6 +15,7 @@ import pytest
 
 from book_toc import REPO
 from andrea_edu.bench import validate_result
+from andrea_edu.env import seal_folder
 
 DATA = REPO / "book" / "data"
 FAKE = "Fake GPU (test)"
@@ -86,6 +87,8 @@ def test_a_gpu_file_turns_not_yet_measured_into_a_verdict(docname, tmp_path, mon
             shutil.copy(f, d / f.name)
     for s in suites:
         _fake_gpu(s, with_gpu)
+    for d in (cpu_only, with_gpu):
+        seal_folder(d)  # the book reads only files its folder's SHA256SUMS lists
 
     before = {r["claim"]: r for r in _run(docname, cpu_only, monkeypatch)}
     row = next(r for c, r in before.items() if c.startswith(claim))

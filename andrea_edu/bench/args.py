@@ -108,6 +108,48 @@ def check_out_file(flag: str, out, example: str = "out.json") -> str | None:
     return None if why is None else f"{flag}: {out} is not writable ({why})"
 
 
+REPO = Path(__file__).resolve().parents[2]  # the repository andrea_edu sits in
+BOOK = REPO / "book"
+
+
+def committed_reason(path) -> str | None:
+    """Why writing `path` would change the book, or None: it lies in the book's folder (a chapter,
+    book/data), it is listed in its folder's SHA256SUMS (committed data), or git tracks it."""
+    import subprocess
+    p = Path(os.path.realpath(Path(path).expanduser()))
+    book = Path(os.path.realpath(BOOK))
+    if p == book or book in p.parents:
+        return f"{path} lies in the book's folder {BOOK}"
+    if p.is_file():
+        from andrea_edu.env import read_manifest
+        try:
+            if p.name in read_manifest(p.parent):
+                return f"{path} is committed data (listed in its folder's SHA256SUMS)"
+        except ValueError:
+            return f"{path} lies beside a damaged SHA256SUMS"
+        try:
+            r = subprocess.run(["git", "ls-files", "--error-unmatch", str(p)], cwd=p.parent,
+                               capture_output=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if r.returncode == 0:
+            return f"{path} is a file git tracks"
+    return None
+
+
+def check_not_committed(flag: str, paths, replace: bool) -> str | None:
+    """None when no path of `paths` is committed (see `committed_reason`) or replace is set:
+    a command writes a committed file only when asked by name (--replace)."""
+    if replace:
+        return None
+    for p in paths:
+        why = committed_reason(p)
+        if why:
+            return (f"{flag}: {why}; a command does not overwrite the book unless asked "
+                    f"(add --replace, or give a folder outside {BOOK})")
+    return None
+
+
 def first_problem(*problems) -> str | None:
     """The first non-None of several checks."""
     return next((p for p in problems if p), None)

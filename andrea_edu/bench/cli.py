@@ -1,6 +1,6 @@
 """The command line: python -m andrea_edu.bench {head-dim|projections|layout|all|gpu-check|gpu-suite}.
 
-    python -m andrea_edu.bench head-dim            # sweep head_dim, per backend -> book/data/
+    python -m andrea_edu.bench head-dim            # sweep head_dim, per backend -> andrea_runs/
     python -m andrea_edu.bench projections         # per-head (36 matmuls), fused (3), c_attn (1)
     python -m andrea_edu.bench layout              # strided vs contiguous matmul, .contiguous()
     python -m andrea_edu.bench all                 # the three above, on this machine
@@ -26,7 +26,7 @@ from andrea_edu.bench.args import (check_device, check_int, check_number, check_
                                    first_problem)
 from andrea_edu.bench.results import data_dir, write_results
 from andrea_edu.bench.timing import pick_device
-from andrea_edu.env import fast_mode
+from andrea_edu.env import default_out_dir, fast_mode, sigterm_interrupts
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,8 +43,8 @@ def _parser() -> argparse.ArgumentParser:
                         ("gpu-suite", "everything GPU in <= 5 min (refuses to run on a CPU)")):
         p = sub.add_parser(name, help=help_, description=help_)
         p.add_argument("--out", default=None,
-                       help="output folder, created if missing (default: $ANDREA_DATA_DIR, else "
-                            "the repository's book/data)")
+                       help="output folder, created if missing (default: $ANDREA_OUT_DIR, else "
+                            "andrea_runs/; the book's data only when named here)")
         p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
                        help="where to measure: auto = cuda when torch sees a GPU, else cpu; "
                             "cuda without a GPU is refused (default: auto)")
@@ -52,8 +52,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="tiny sizes, seconds (also: ANDREA_FAST=1); never replaces "
                             "full-size data unless --replace")
         p.add_argument("--repeats", type=int, default=None,
-                       help="timed calls per case, an integer >= 1 (default: 20 on a GPU, 7 on "
-                            "a CPU, 3 when fast)")
+                       help=f"timed calls per case, an integer in 1..{MAX_REPEATS} (default: 20 "
+                            "on a GPU, 7 on a CPU, 3 when fast; a case's time budget may run fewer, "
+                            "and its record says how many)")
         p.add_argument("--warmup", type=int, default=None,
                        help="untimed calls per case, an integer >= 0 (default: 3, 1 when fast)")
         p.add_argument("--budget-s", type=float, default=None,
@@ -77,9 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+MAX_REPEATS = 100_000  # timed calls per case; the case budget lowers them for slow cases anyway
+
+
 def _check_args(args) -> str | None:
     """One line naming the first bad flag and what is allowed, or None (before any work)."""
-    return first_problem(check_int("--repeats", args.repeats, 1),
+    return first_problem(check_int("--repeats", args.repeats, 1, MAX_REPEATS),
                          check_int("--warmup", args.warmup, 0),
                          check_threads("--threads", args.threads),
                          check_number("--budget-s", args.budget_s, 0.0),
@@ -106,11 +110,11 @@ def main(argv=None) -> int:
     if problem:
         return fail(prog, problem)
     fast = args.fast or fast_mode()
+    if args.out is None:  # never the book's own data folder unless named
+        args.out = str(default_out_dir())
     if args.cmd == "gpu-suite":
         if not torch.cuda.is_available():
-            print("gpu-suite: torch sees no CUDA GPU; nothing measured (run `all` for the CPU)",
-                  file=sys.stderr)
-            return 2
+            return fail(prog, "torch sees no CUDA GPU; nothing measured (run `all` for the CPU)")
         args.device = "cuda"
         if args.budget_s is None:
             args.budget_s = 270.0  # the suite must finish in 5 minutes on an H200
@@ -126,27 +130,62 @@ def main(argv=None) -> int:
     deadline = None if args.budget_s is None else time.monotonic() + args.budget_s
     command = "python -m andrea_edu.bench " + " ".join(argv)
     bad = nothing = 0
-    for suite in suites:
-        obj = bench_cases.run_suite(suite, device=device, fast=fast, repeats=args.repeats,
-                                    warmup=args.warmup, deadline=deadline,
-                                    progress=not args.no_progress,
-                                    strict=not (args.keep_going or args.cmd == "gpu-suite"),
-                                    command=command, threads=args.threads,
-                                    checkpoint=_checkpoint(args) if args.cmd == "gpu-suite"
-                                    else None)
-        n = {s: sum(r["status"] == s for r in obj["records"]) for s in
-             ("ok", "unavailable", "invalid", "failed", "skipped")}
-        bad += n["invalid"] + n["failed"]
-        if not n["ok"]:
-            nothing += 1
-            print(f"[bench] {suite}: {n}: nothing measured, nothing written", file=sys.stderr)
-            continue
-        try:
-            path = write_results(obj, args.out, replace=args.replace)
-        except FileExistsError as e:
-            return fail(prog, str(e))
-        print(f"[bench] {suite}: {n} -> {path}")
+    with sigterm_interrupts():  # SIGTERM as Ctrl-C: what was measured is saved, labelled
+        # incomplete
+        for i, suite in enumerate(suites):
+            try:
+                obj = bench_cases.run_suite(suite, device=device, fast=fast, repeats=args.repeats,
+                                            warmup=args.warmup, deadline=deadline,
+                                            progress=not args.no_progress,
+                                            strict=not (args.keep_going or args.cmd == "gpu-suite"),
+                                            command=command, threads=args.threads,
+                                            checkpoint=_checkpoint(args)
+                                            if args.cmd == "gpu-suite" else None)
+            except (Exception, KeyboardInterrupt) as e:
+                partial = getattr(e, "partial", None)
+                if partial is None:
+                    if isinstance(e, KeyboardInterrupt):
+                        print(f"[bench] {suite}: interrupted before anything was measured; nothing "
+                              f"written", file=sys.stderr)
+                        return 130
+                    raise
+                where = _save_incomplete(partial, args.out)
+                left = ", ".join(suites[i + 1:])
+                print(f"[bench] {suite}: stopped ({e}); what was measured is saved, labelled "
+                      f"incomplete, in {where}; nothing replaced"
+                      + (f"; not run: {left}" if left else ""), file=sys.stderr)
+                return 1
+            n = {s: sum(r["status"] == s for r in obj["records"]) for s in
+                 ("ok", "unavailable", "invalid", "failed", "skipped")}
+            bad += n["invalid"] + n["failed"]
+            if not n["ok"]:
+                nothing += 1
+                print(f"[bench] {suite}: {n}: nothing measured, nothing written", file=sys.stderr)
+                continue
+            try:
+                path = write_results(obj, args.out, replace=args.replace)
+            except FileExistsError as e:
+                return fail(prog, str(e))
+            except ValueError as e:  # measured, then refused by the validator: keep it apart
+                obj["incomplete"] = f"failed validation: {e}"
+                where = _save_incomplete(obj, args.out)
+                print(f"[bench] {suite}: the measurements fail validation ({e}); saved, labelled "
+                      f"incomplete, in {where}; nothing replaced", file=sys.stderr)
+                return 1
+            print(f"[bench] {suite}: {n} -> {path}")
     return 1 if (bad or nothing) else 0
+
+
+def _save_incomplete(obj: dict, out) -> Path:
+    """incomplete_bench_<suite>_<device>.json beside the results (or in env.default_out_dir()
+    when that folder is committed data): never a file the loaders read."""
+    from andrea_edu.env import MANIFEST, write_json_atomic
+    folder = Path(out) if out is not None else default_out_dir()
+    if (folder / MANIFEST).exists():
+        folder = default_out_dir()
+    slug = obj.get("provenance", {}).get("device_slug", "unknown")
+    path = folder / f"incomplete_bench_{obj['suite']}_{slug}.json"
+    return write_json_atomic(path, obj, manifest=False, indent=1)
 
 
 def _checkpoint(args):

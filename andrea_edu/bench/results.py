@@ -4,14 +4,16 @@ Introduced in the chapter "The configuration mirrors the hardware"; every chapte
 committed measurement reads it with `load_results` (re-exported by andrea_edu.bench).
 
     validate_result(obj)                    ValueError unless obj follows SCHEMA (+ timing sanity)
-    write_results(obj, out_dir=None)        -> <out_dir>/bench_<suite>_<device_slug>.json,
-                                            atomically; never replaces full data with a fast or
-                                            empty run unless replace=True
+    write_results(obj, out_dir=None)        -> <out_dir>/bench_<suite>_<device_slug>.json
+                                            (default andrea_runs/, env.default_out_dir), with
+                                            the folder's SHA256SUMS if it has one, atomically;
+                                            never replaces
+                                            full data with a fast or empty run unless replace=True
     load_results(suite, device="any")       committed results (GPU first) or None; a file that
                                             is there but invalid raises ResultsFileError (one
                                             line: the file and the reason)
-    data_dir()                              where results are written: $ANDREA_DATA_DIR, else
-                                            the repository's book/data
+    data_dir()                              where committed results live: $ANDREA_DATA_DIR,
+                                            else the repository's book/data
 Files are found through andrea_edu.env.data_search_dirs ($ANDREA_DATA_DIR; beside the installed
 package's repository; relative to the notebook). Validation: the schema, plus what a schema does
 not say: timings finite and 0 <= min <= median <= max, TFLOP/s consistent with the FLOPs and the
@@ -28,7 +30,8 @@ import os
 import warnings
 from pathlib import Path
 
-from andrea_edu.env import (MANIFEST, DataFileError, data_search_dirs, first_nonfinite,
+from andrea_edu.env import (MANIFEST, DataFileError, data_search_dirs, default_out_dir,
+                            first_nonfinite, listed_but_missing,
                             manifest_problem, read_manifest,
                             where_looked,
                             write_json_atomic)
@@ -69,7 +72,11 @@ SCHEMA = {
                            "driver": {"type": ["string", "null"]},
                            "cuda": {"type": ["string", "null"]}, "torch": {"type": "string"},
                            "andrea_edu": {"type": "string"}, "git_commit": {"type": "string"},
-                           "date": {"type": "string"}}},
+                           "date": {"type": "string"},
+                           # shown in the chapters' captions: a number, never text or negative
+                           "load_avg_1min": {"type": ["number", "null"], "minimum": 0},
+                           "cpu_threads": {"type": ["integer", "null"], "minimum": 1},
+                           "cpu_count": {"type": ["integer", "null"], "minimum": 1}}},
         "settings": {"type": "object", "required": ["dtype", "repeats", "warmup", "timer"],
                      "properties": {"repeats": {"type": "integer", "minimum": 1},
                                     "warmup": {"type": "integer", "minimum": 0},
@@ -209,7 +216,8 @@ def _check_record_values(obj: dict) -> None:
     """What a schema cannot say about the records: no (case, backend) twice; params that agree
     with each other (n_head x head_dim = d_model); FLOPs and bytes as the file's formula gives
     them; GB/s and every time_ratio_to_<X> consistent with the medians; max_abs_err below
-    MAX_ABS_ERR; an "ok" record timed the settings' number of repeats."""
+    MAX_ABS_ERR; an "ok" record timed at most the settings' repeats (the case budget
+    lowers them for a slow case; the record says how many ran)."""
     recs = obj["records"]
     seen: dict[tuple[str, str], int] = {}
     for i, r in enumerate(recs):
@@ -294,9 +302,10 @@ def _check_record_values(obj: dict) -> None:
         if r.get("max_abs_err") is not None and not r["max_abs_err"] < MAX_ABS_ERR:
             raise ValueError(f"{at}: max_abs_err = {r['max_abs_err']} is not below {MAX_ABS_ERR} "
                              f"(attention outputs are of order 1: the result would be wrong)")
-        reps = obj["settings"].get("repeats")
-        if r.get("repeats") is not None and reps is not None and r["repeats"] != reps:
-            raise ValueError(f"{at}: repeats = {r['repeats']} but settings.repeats = {reps}")
+        reps = obj["settings"].get("repeats")  # asked for; a case budget may run fewer
+        if r.get("repeats") is not None and reps is not None and r["repeats"] > reps:
+            raise ValueError(f"{at}: repeats = {r['repeats']} but settings.repeats = {reps} "
+                             f"(a case runs at most the repeats asked for)")
         for k, v in r.items():
             if not k.startswith("time_ratio_to_") or v is None:
                 continue
@@ -312,8 +321,8 @@ def _check_record_values(obj: dict) -> None:
 
 
 def data_dir() -> Path:
-    """Where results are written by default: $ANDREA_DATA_DIR, else the repository's book/data
-    (the first of andrea_edu.env.data_search_dirs)."""
+    """Where committed results live: $ANDREA_DATA_DIR, else the repository's book/data (the
+    first of andrea_edu.env.data_search_dirs). Writers default to env.default_out_dir()."""
     return data_search_dirs()[0]
 
 
@@ -329,7 +338,7 @@ def write_results(obj: dict, out_dir=None, replace: bool = False) -> Path:
     Refuses (FileExistsError, nothing written) to replace a file of full-size measurements with
     a fast run or a run that measured nothing, unless replace=True (the CLI's --replace)."""
     validate_result(obj)
-    out = Path(out_dir) if out_dir is not None else data_dir()
+    out = Path(out_dir) if out_dir is not None else default_out_dir()
     path = out / f"bench_{obj['suite']}_{obj['provenance']['device_slug']}.json"
     if path.exists() and not replace and is_committed(path):
         raise FileExistsError(f"{path} is committed data (listed in {MANIFEST}); a new run does "
@@ -346,6 +355,8 @@ def write_results(obj: dict, out_dir=None, replace: bool = False) -> Path:
             raise FileExistsError(f"{path} holds full-size measurements; {why} does not replace "
                                   f"them (pass replace=True, on the command line --replace, or "
                                   f"write elsewhere with --out)")
+    # the folder's SHA256SUMS is kept current where there is one (book/data); none is made in
+    # a fresh folder (the GPU suite's $OUT holds at most 8 files)
     return write_json_atomic(path, obj, indent=1, sort_keys=False)
 
 
@@ -391,7 +402,8 @@ def read_results_file(path, expect_device: str | None = None) -> dict:
 def results_folder(suite: str) -> Path | None:
     """The first folder of andrea_edu.env.data_search_dirs holding a bench_<suite>_*.json."""
     for d in data_search_dirs():
-        if d.is_dir() and any(d.glob(f"bench_{suite}_*.json")):
+        if d.is_dir() and (any(d.glob(f"bench_{suite}_*.json"))
+                           or listed_but_missing(d, f"bench_{suite}_*.json")):
             return d
     return None
 
@@ -415,6 +427,11 @@ def load_results(suite: str, device: str = "any", data_dir_=None,
     folder = Path(data_dir_) if data_dir_ is not None else results_folder(suite)
     if folder is None:
         return None
+    gone = listed_but_missing(folder, f"bench_{suite}_*.json")
+    if gone:
+        if errors == "raise":
+            raise ResultsFileError(gone)
+        warnings.warn(f"{gone} (skipped, not shown)", RuntimeWarning)
     files = sorted(folder.glob(f"bench_{suite}_*.json"))
     gpu = [f for f in files if not f.name.endswith("_cpu.json")]
     cpu = [f for f in files if f.name.endswith("_cpu.json")]

@@ -49,7 +49,10 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
     wait for each other and the timings scatter by 10x, one thread measures the arithmetic).
     checkpoint(obj): called with the results so far every `checkpoint_every` cases (the CLI
     writes them: a run cut short by a fault or a timeout keeps what it measured).
-    options go to the suite (headdim_suite: head_dims, shapes, series, backends)."""
+    options go to the suite (headdim_suite: head_dims, shapes, series, backends).
+    A suite stopped part-way (an error, Ctrl-C, SIGTERM) after measuring raises that error with
+    `.partial`: the results object of what was measured, labelled {"incomplete": reason}; the
+    CLI saves it apart (incomplete_bench_<suite>_<device>.json), never as a results file."""
     suites = _suites()
     if suite not in suites:
         raise ValueError(f"suite={suite!r} is not one of {tuple(suites)}")
@@ -68,6 +71,8 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
     before = torch.get_num_threads()
     if threads is None and device == "cpu":
         threads = 1
+    stopped: str | None = None
+    exc: BaseException | None = None
     prov: dict = {}
 
     def result(records) -> dict:
@@ -97,7 +102,21 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
         prov = bench.provenance(device, command)  # records the thread count in use
         with torch.no_grad():  # not inference_mode: under it aten.matmul is not decomposed,
             suites[suite](r, fast, progress, **options)  # and count_aten_ops would miss mm/bmm
+    except (Exception, KeyboardInterrupt) as e:  # keep what was measured: raised below
+        stopped = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".strip()
+        exc = e
+        if not any(rec.get("median_ms") is not None for rec in r.records):
+            raise
     finally:
         torch.set_num_threads(before)
-    return result(r.records)
+    for rec in r.records:
+        rec["params"].pop("dtype_t", None)
+        if stopped and rec["status"] == "ok" and rec.get("median_ms") is None:
+            rec.update(status="skipped", reason=f"not timed: the run stopped ({stopped})")
+    obj = result(r.records)
+    if exc is not None:  # the error itself goes on, carrying what was measured before it
+        obj["incomplete"] = stopped
+        setattr(exc, "partial", obj)
+        raise exc
+    return obj
 

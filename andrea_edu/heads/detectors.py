@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..env import check_real, check_scores
 from ..model import AndreaModel
 from .text_corpus import BRACKET, IDENT, PATTERN_NAMES, PATTERNS, PREV, TextBatch  # noqa: F401
 
@@ -131,8 +132,8 @@ def ablation(model: AndreaModel, batch: TextBatch) -> tuple[np.ndarray, np.ndarr
 
 
 def best_heads(scores) -> list[tuple[int, int]]:
-    """For each pattern, the (layer, head) with the highest score."""
-    s = np.asarray(scores)
+    """For each pattern, the (layer, head) with the highest score; scores (3, L, nh)."""
+    s = check_scores("scores", scores)
     out = []
     for p in range(s.shape[0]):
         layer, head = np.unravel_index(np.nanargmax(s[p]), s[p].shape)
@@ -142,7 +143,14 @@ def best_heads(scores) -> list[tuple[int, int]]:
 
 def verdict(score: float, base: float, tol: float, ratio: float = FOUND_RATIO) -> str:
     """"found", "not found" or "within noise of the threshold": score vs ratio x base, with a
-    margin of `tol` (an absolute score tolerance) on either side."""
+    margin of `tol` (an absolute score tolerance, >= 0) on either side; NaN score or base: not
+    measured."""
+    for name, v in (("score", score), ("base", base)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
+            raise TypeError(f"{name}={v!r} must be a number (NaN: not measured), got "
+                            f"{type(v).__name__}")
+    tol = check_real("tol", tol, 0.0)
+    ratio = check_real("ratio", ratio, 0.0)
     if not np.isfinite(score) or not np.isfinite(base):
         return "not measured (no labelled query)"
     if score >= ratio * base + tol:

@@ -157,6 +157,10 @@ def from_gpt2(gpt2_state: dict, cfg: AndreaConfig, hf_config=None) -> AndreaMode
         raise ValueError("cfg.bias must be True: GPT-2's linear layers have biases "
                          "(use config_from_hf(...) or GPT2_SMALL)")
     _check_fits(describe_state(gpt2_state), cfg, hf_config)
+    bad = next((k for k, v in gpt2_state.items() if isinstance(v, torch.Tensor)
+                and v.is_floating_point() and not bool(torch.isfinite(v).all())), None)
+    if bad is not None:  # a damaged checkpoint would load, and every output would be NaN
+        raise GPT2FileError(f"weight {bad!r} holds NaN or infinity; the checkpoint is damaged")
     model = AndreaModel(cfg, device="meta")
     state = andrea_state_dict(gpt2_state)
     try:

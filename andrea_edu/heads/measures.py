@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from andrea_edu.attention import attention
+from andrea_edu.env import check_real, check_scores
 from andrea_edu.heads.corpus import PATTERNS, Batch
 from andrea_edu.model import AndreaModel
 from andrea_edu.projections import head_contributions, project_c_attn
@@ -82,8 +83,10 @@ def head_scores(model: AndreaModel, batch: Batch) -> torch.Tensor:
 
 
 def detect(scores, threshold: float = DETECT_THRESHOLD) -> dict[tuple[int, int], str | None]:
-    """{(layer, head): the pattern the head is detected for, or None}; scores (3, L, nh)."""
-    s = torch.as_tensor(np.asarray(scores))
+    """{(layer, head): the pattern the head is detected for, or None}; scores (3, L, nh);
+    threshold a number in [0, 1]."""
+    threshold = check_real("threshold", threshold, 0.0, 1.0)
+    s = torch.as_tensor(check_scores("scores", scores, len(PATTERN_NAMES)))
     out = {}
     for l in range(s.shape[1]):
         for h in range(s.shape[2]):
@@ -95,7 +98,13 @@ def detect(scores, threshold: float = DETECT_THRESHOLD) -> dict[tuple[int, int],
 def threshold_call(score: float, threshold: float = DETECT_THRESHOLD,
                    margin: float = SCORE_MARGIN) -> str:
     """"above" (score >= threshold + margin), "below" (score < threshold - margin), or "at the
-    threshold" in between: a side that float rounding alone could flip."""
+    threshold" in between: a side that float rounding alone could flip. "not measurable" for a
+    NaN score; threshold in [0, 1], margin >= 0."""
+    threshold = check_real("threshold", threshold, 0.0, 1.0)
+    margin = check_real("margin", margin, 0.0)
+    if isinstance(score, bool) or not isinstance(score, (int, float, np.floating, np.integer)):
+        raise TypeError(f"score={score!r} must be a number (NaN: not measured), got "
+                        f"{type(score).__name__}")
     if not np.isfinite(score):
         return "not measurable"
     if score >= threshold + margin:
@@ -108,7 +117,9 @@ def threshold_call(score: float, threshold: float = DETECT_THRESHOLD,
 def best_heads(scores, threshold: float = DETECT_THRESHOLD,
                margin: float = SCORE_MARGIN) -> dict[str, dict]:
     """Per pattern: the best-scoring head, its score and `threshold_call`; scores (3, L, nh)."""
-    s = np.asarray(scores, dtype=float)
+    check_real("threshold", threshold, 0.0, 1.0)
+    check_real("margin", margin, 0.0)
+    s = check_scores("scores", scores, len(PATTERN_NAMES))
     out = {}
     for i, name in enumerate(PATTERN_NAMES):
         l, h = np.unravel_index(np.nanargmax(s[i]), s[i].shape)

@@ -108,7 +108,8 @@ def save_paths(d: dict, path: Path, replace: bool = False) -> None:
     if path.exists() and not replace:
         raise FileExistsError(f"{path} exists; nothing written (pass replace=True, on the command "
                               f"line --replace, or another --out)")
-    env.write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))])
+    env.write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))],
+                            manifest=True)
 
 
 def expected_entries(n_head: int) -> list[tuple[str, list]]:
@@ -220,8 +221,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--replace", action="store_true", help="overwrite an existing --out")
     args = ap.parse_args(argv)
+    from andrea_edu.bench.args import check_out_file
+    if args.out.suffix != ".json":
+        ap.error(f"--out {args.out} must end in .json")
+    unwritable = check_out_file("--out", str(args.out), "realtext_paths.json")
+    if unwritable:  # before measuring, not after it
+        ap.error(unwritable)
     if args.out.exists() and not args.replace:
-        raise SystemExit(f"--out {args.out} exists: pass --replace to overwrite committed data")
+        ap.error(f"--out {args.out} exists: pass --replace to overwrite committed data")
     torch.set_num_threads(1)
     src = find_data()
     if src is None:

@@ -103,7 +103,10 @@ def run_sweep(n_heads=N_HEADS, seeds=SEEDS, base: Settings | None = None, worker
     t0 = time.perf_counter()
     if workers > 1:
         runs = {}
-        with ProcessPoolExecutor(workers) as ex:
+        from andrea_edu.env import die_with_parent
+        # each worker dies with this process: kill -9 of the command stops its training too
+        with ProcessPoolExecutor(workers, initializer=die_with_parent,
+                                 initargs=(os.getpid(),)) as ex:
             futures = [ex.submit(_one, (j, False)) for j in jobs]
             for fut in as_completed(futures):
                 d = fut.result()
@@ -124,7 +127,7 @@ def save_sweep(path, prov: dict, runs: dict) -> Path:
     payload = {"provenance": prov,
                "runs": [{"n_head": n, "seed": s, **r.to_dict()} for (n, s), r in runs.items()]}
     validate_sweep(payload, str(path))
-    return write_json_atomic(path, payload, separators=(",", ":"))
+    return write_json_atomic(path, payload, manifest=True, separators=(",", ":"))
 
 
 def find_data(name: str = DATA_NAME, say: bool = True) -> Path | None:
@@ -466,8 +469,10 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m andrea_edu.heads.sweep",
         description=__doc__.splitlines()[0] + " The instruction sets of torch's CPU libraries "
         "are pinned to AVX2 (ANDREA_CPU_ISA=native turns that off).")
-    ap.add_argument("--out", default=f"book/data/{DATA_NAME}",
-                    help="JSON file to write (atomically); default %(default)s")
+    ap.add_argument("--out", default=None,
+                    help=f"JSON file to write (atomically, with its folder's SHA256SUMS); default "
+                         f"$ANDREA_OUT_DIR or andrea_runs/{DATA_NAME}, never the book's data "
+                         f"unless named (--out book/data/{DATA_NAME} --replace)")
     ap.add_argument("--replace", action="store_true",
                     help="replace an existing --out file (refused otherwise, before training)")
     ap.add_argument("--n-heads", type=int, nargs="+", default=list(N_HEADS), metavar="N",
@@ -503,6 +508,9 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = _parser()
     args = ap.parse_args(argv)
+    if args.out is None:
+        from andrea_edu.env import default_out_dir
+        args.out = str(default_out_dir() / DATA_NAME)
     problem = _check_args(args)
     if problem:  # before any training: one line, exit status 2 (argparse's convention)
         return fail(ap.prog, problem)

@@ -185,6 +185,10 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--variant {args.variant!r}: allowed {', '.join(VARIANTS)}")
     if args.out.suffix != ".json":
         ap.error(f"--out {args.out} must end in .json (the weights go beside it as .pt)")
+    from andrea_edu.bench.args import check_out_file
+    unwritable = check_out_file("--out", str(args.out), "realtext_long_run.json")
+    if unwritable:  # before training, not after it
+        ap.error(unwritable)
     there = R.outputs_exist([args.out, R.weights_path(args.out)])
     if there and not args.replace:
         ap.error(f"--out: {', '.join(map(str, there))} exist(s): committed data is not "

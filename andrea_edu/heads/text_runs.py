@@ -142,7 +142,7 @@ def _write_json_with_weights(path: Path, wpath: Path, state: dict, d: dict) -> N
 
     def write_json(tmp: Path) -> None:
         tmp.write_text(json.dumps(d, indent=1) + "\n")
-    write_files_as_unit([(wpath, write_weights), (path, write_json)])
+    write_files_as_unit([(wpath, write_weights), (path, write_json)], manifest=True)
 
 
 def save_run(run: TextRun, path: Path, replace: bool = False) -> list[Path]:
@@ -153,7 +153,8 @@ def save_run(run: TextRun, path: Path, replace: bool = False) -> list[Path]:
     d = run.to_dict()
     if run.model is None:
         _refuse_existing([path], replace)
-        write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))])
+        write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))],
+                            manifest=True)
         return [path]
     wpath = weights_path(path)
     _refuse_existing([path, wpath], replace)

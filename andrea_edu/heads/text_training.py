@@ -272,10 +272,23 @@ def compare_scores(a: TextRun, b: TextRun) -> dict:
 PROG = "python -m " + MODULE
 
 
+def _once(parse):
+    """An argparse action for a flag that may be given once: a second --out would silently win
+    over the first (argparse keeps the last), so it is refused."""
+    import argparse
+
+    class Once(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            if getattr(namespace, self.dest, None) is not None:
+                parser.error(f"{option_string} given twice; give it once")
+            setattr(namespace, self.dest, values)
+    return Once
+
+
 def _parser():
     import argparse
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, help="write the run JSON here and its weights beside it "
+    ap.add_argument("--out", type=Path, action=_once(Path), help="write the run JSON here and its weights beside it "
                     "(<stem>_model.pt, <stem> without a trailing _run: realtext_run.json -> "
                     "realtext_model.pt)")
     ap.add_argument("--replace", action="store_true",
@@ -284,7 +297,7 @@ def _parser():
     ap.add_argument("--settings", help="TextSettings fields as a JSON object (for --recheck)")
     ap.add_argument("--steps", type=int, help="override the number of steps (testing), >= 1")
     ap.add_argument("--no-pin", action="store_true", help="do not set CPU_PINS")
-    ap.add_argument("--toy-out", type=Path, help="train the toy chapter's model, save it here "
+    ap.add_argument("--toy-out", type=Path, action=_once(Path), help="train the toy chapter's model, save it here "
                     "(the JSON, and its weights beside it with the suffix .pt)")
     ap.add_argument("--measure-spread", action="store_true",
                     help="re-check under every combination of the pins; print the spread")
@@ -298,6 +311,14 @@ def _check_args(args) -> tuple[str | None, TextSettings | None]:
     from andrea_edu.bench.args import check_int, check_out_file, first_problem
     from .text_runs import outputs_exist, toy_weights_path, weights_path
     s = None
+    if args.toy_out is not None:  # the toy run has its own fixed settings (toy_settings)
+        ignored = [f for f, v in (("--steps", args.steps), ("--settings", args.settings),
+                                  ("--recheck", args.recheck), ("--compare", args.compare),
+                                  ("--out", args.out)) if v is not None]
+        if ignored or args.measure_spread:
+            return (f"--toy-out trains the toy chapter's model with its own settings; "
+                    f"{', '.join(ignored) or '--measure-spread'} would be ignored: give "
+                    f"--toy-out alone (with --replace, --no-pin)"), None
     try:
         if args.settings is not None:
             s = TextSettings.from_json(args.settings, base=default_settings(False))
@@ -328,8 +349,9 @@ def _check_args(args) -> tuple[str | None, TextSettings | None]:
         outs += [out, derived(out)]
     there = outputs_exist(outs)
     if there and not args.replace:
-        return (f"--out: {', '.join(map(str, there))} exist(s); pass --replace to overwrite, or "
-                f"choose another path"), None
+        flag = "--toy-out" if args.toy_out is not None else "--out"
+        return (f"{flag}: {', '.join(map(str, there))} exist(s); pass --replace to overwrite, "
+                f"or choose another path"), None
     problem = first_problem(
         check_int("--recheck", args.recheck, 1, s.steps),
         *(f"--compare: {p} is not a file" for p in (args.compare or []) if not p.is_file()))

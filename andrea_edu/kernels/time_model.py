@@ -271,7 +271,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:  # before the report's compilations: an unwritable --out is one line, exit status 2
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test.{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        ap.error(f"--out: {args.out} is not a writable folder ({e.strerror or e})")
     obj = report()
     tmp = out / f".sass_model.json.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(obj, indent=1, default=str))

@@ -102,9 +102,11 @@ def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_di
     r = execute_nb(nb, path.parent, timeout, kernel, name=str(path))
     written = None
     if out_dir is not None:
+        from andrea_edu.env import write_files_as_unit
         written = Path(out_dir) / path.name
-        written.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, written)
+        text = nbformat.writes(nb)  # temporary file + rename: the old copy or the new, whole
+        write_files_as_unit([(written, lambda tmp: tmp.write_text(text, encoding="utf-8"))],
+                            manifest=False)
     return {"path": str(path), **r, "written": str(written) if written else None}
 
 
@@ -181,7 +183,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="seconds one cell may run, a number > 0 (default 600)")
     ap.add_argument("--out", default=None,
                     help="folder for the executed copies (default: none written; the "
-                         "notebooks themselves are never changed)")
+                         "notebooks themselves are never changed: a folder that would put a "
+                         "copy over a committed file, book/ included, is refused)")
+    ap.add_argument("--replace", action="store_true",
+                    help="allow --out to write over committed files (a chapter in book/)")
     ap.add_argument("--fast", action="store_true",
                     help="ANDREA_FAST=1: shrunk sizes, seconds per chapter (numbers not "
                          "meaningful)")
@@ -189,8 +194,21 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _kernel_problem(kernel: str) -> str | None:
+    """One line when no Jupyter kernel of that name is installed (before any notebook runs)."""
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+        names = sorted(KernelSpecManager().find_kernel_specs())
+    except Exception:  # noqa: BLE001  (jupyter_client missing or broken: execute_nb says so)
+        return None
+    if kernel not in names:
+        return f"--kernel: {kernel!r} is not an installed Jupyter kernel; allowed: {', '.join(names)}"
+    return None
+
+
 def main(argv=None) -> int:
-    from andrea_edu.bench.args import check_number, check_out_dir, fail, first_problem
+    from andrea_edu.bench.args import (check_not_committed, check_number, check_out_dir, fail,
+                                       first_problem)
 
     ap = _parser()
     a = ap.parse_args(argv)
@@ -198,7 +216,11 @@ def main(argv=None) -> int:
                    None)
     problem = first_problem(
         f"notebooks: {missing} is not an .ipynb file" if missing else None,
-        check_number("--timeout", a.timeout, 0.0), check_out_dir("--out", a.out))
+        check_number("--timeout", a.timeout, 0.0), check_out_dir("--out", a.out),
+        check_not_committed("--out", [Path(a.out) / Path(n).name for n in a.notebooks]
+                            if a.out is not None else [], a.replace))
+    if problem is None:
+        problem = _kernel_problem(a.kernel)
     if problem:
         return fail(ap.prog, problem)
     if a.fast:

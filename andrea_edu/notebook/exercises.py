@@ -255,6 +255,14 @@ def main(argv=None) -> int:
         print("usage: python -m andrea_edu.notebook.exercises CHAPTER.ipynb N  (N: the exercise's "
               "number)", file=sys.stderr)
         return 2
+    import nbformat
+    nb = nbformat.read(argv[0], as_version=4)
+    have = sorted(int(c["exercise"]) for c in changes(nb) if "exercise" in c)
+    if int(argv[1]) not in have:  # before starting a kernel
+        print(f"python -m andrea_edu.notebook.exercises: error: N: {Path(argv[0]).name} has no "
+              f"runnable exercise {argv[1]}; allowed: {', '.join(map(str, have)) or 'none'}",
+              file=sys.stderr)
+        return 2
     os.environ.setdefault("ANDREA_FAST", "1")
     r = run_exercise(argv[0], int(argv[1]))
     print(f"[exercise] {argv[0]} #{argv[1]}: {'ok' if r['ok'] else 'FAILED, ' + r['error']} "

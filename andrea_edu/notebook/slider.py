@@ -40,6 +40,14 @@ from andrea_edu.env import book_build
 from andrea_edu.notebook import live
 
 DPI = 90  # static frames: sharp enough on a laptop screen
+MAX_DPI = 600  # beyond print quality: a slip (dpi=9000) would allocate gigabytes per frame
+
+
+def check_dpi(dpi) -> int:
+    """dpi when it is an int in 1..MAX_DPI; else one line naming dpi and what is allowed."""
+    if isinstance(dpi, bool) or not isinstance(dpi, int) or not 1 <= dpi <= MAX_DPI:
+        raise ValueError(f"dpi={dpi!r} is not allowed; an integer in 1..{MAX_DPI}")
+    return dpi
 PALETTE = 256  # static frames are stored as 256-colour PNGs: ~3x smaller pages, ~10 ms/frame
 _counter = itertools.count()  # several sliders per page need distinct DOM ids
 
@@ -101,9 +109,15 @@ def _alt_text(alt, kw: dict) -> str:
 
 
 def render_png(plot_fn, dpi: int = DPI, **kw) -> bytes:
-    """Call ``plot_fn(**kw)``, draw the Figure to PNG bytes and close it."""
+    """Call ``plot_fn(**kw)``, draw the Figure to PNG bytes and close it; dpi an int in
+    1..MAX_DPI."""
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
+
+    check_dpi(dpi)
+    if not callable(plot_fn):
+        raise TypeError(f"plot_fn must be a function returning a matplotlib Figure, got "
+                        f"{type(plot_fn).__name__}")
 
     fig = plot_fn(**kw)
     if not isinstance(fig, Figure):

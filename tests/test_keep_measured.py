@@ -1,0 +1,53 @@
+"""Validate before work, keep what was measured: a case budget that lowers the repeats is
+recorded and accepted; a run stopped after measuring saves what it measured, labelled
+incomplete, apart from the data; nothing is replaced."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from andrea_edu.bench import cli, results as R, timing
+
+DATA = Path(__file__).resolve().parents[1] / "book" / "data"
+
+
+def test_a_budget_that_lowered_the_repeats_is_accepted_and_more_than_asked_is_not():
+    obj = json.loads((DATA / "bench_layout_cpu.json").read_text())
+    asked = copy.deepcopy(obj)
+    asked["settings"]["repeats"] = 500  # `bench layout --repeats 500`: the budget ran fewer
+    R.validate_result(asked)
+    fewer = copy.deepcopy(obj)
+    fewer["settings"]["repeats"] = 1
+    with pytest.raises(ValueError, match="at most the repeats asked for"):
+        R.validate_result(fewer)
+
+
+def test_a_run_stopped_after_measuring_saves_what_it_measured(tmp_path, monkeypatch, capsys):
+    import torch
+
+    from andrea_edu.bench import suites
+    from andrea_edu.bench.runner import _params
+
+    def one_case_then_sigterm(r, fast, progress):  # the real runner, a tiny case, then a stop
+        x = torch.ones(4)
+        for case in ("c1", "c2"):
+            r.check(case, "reference", _params(dtype_t=torch.float32), lambda: (x * 1, {}), x,
+                    flops=4.0)
+            if case == "c2":
+                raise KeyboardInterrupt("signal SIGTERM")
+            r.time_queued()
+    monkeypatch.setattr(suites, "_suites", lambda: {"layout": one_case_then_sigterm})
+    rc = cli.main(["layout", "--no-progress", "--device", "cpu", "--out", str(tmp_path),
+                   "--repeats", "3", "--warmup", "0"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "labelled incomplete" in err and "nothing replaced" in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "bench_layout_cpu.json").exists()  # never a results file
+    part = json.loads((tmp_path / "incomplete_bench_layout_cpu.json").read_text())
+    assert "KeyboardInterrupt" in part["incomplete"]
+    c1, c2 = part["records"]
+    assert c1["status"] == "ok" and c1["repeats"] == 3 and c1["median_ms"] is not None
+    assert c2["status"] == "skipped" and "stopped" in c2["reason"]
