@@ -49,5 +49,7 @@ def test_a_run_stopped_after_measuring_saves_what_it_measured(tmp_path, monkeypa
     part = json.loads((tmp_path / "incomplete_bench_layout_cpu.json").read_text())
     assert "KeyboardInterrupt" in part["incomplete"]
     c1, c2 = part["records"]
-    assert c1["status"] == "ok" and c1["repeats"] == 3 and c1["median_ms"] is not None
+    from andrea_edu.bench.timing import CPU_MIN_REPEATS  # a CPU timing takes at least this many
+    assert c1["status"] == "ok" and c1["repeats"] == max(3, CPU_MIN_REPEATS)
+    assert c1["median_ms"] is not None
     assert c2["status"] == "skipped" and "stopped" in c2["reason"]
