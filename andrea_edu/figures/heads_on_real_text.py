@@ -55,7 +55,8 @@ def show_corpus(corpus: tc.Corpus, committed_prov: dict | None) -> None:
     p = corpus.provenance
     big = sorted(p["files"], key=lambda f: -f["chars"])[:3]
     table(["", "this machine"],
-          [["Python", f"{p['implementation']} {p['python']}"], ["read from", f"`{p['stdlib']}`"],
+          [["Python", f"{p['implementation']} {p['python']}"], ["read from", "its standard library (`"
+            + "/".join(str(p["stdlib"]).replace("\\", "/").split("/")[-2:]) + "`)"],
            ["files", f"{p['n_files']} top-level modules: {p['n_train_files']} for training, "
                      f"{p['n_valid_files']} held out (validation)"],
            ["characters", f"{p['train_chars']:,} training, {p['valid_chars']:,} validation "
