@@ -53,7 +53,7 @@ def test_the_registry_has_one_entry_per_claim_and_one_claim_per_wording():
         assert r.kind in (C.SOURCE, C.HYPOTHESIS) and r.text.strip() and r.section.strip()
         for p in (r.text, *r.phrasings):
             text = p if isinstance(p, str) else p[0]
-            folded = verdicts._fold(text)
+            folded = verdicts.fold(text)
             assert seen.setdefault(folded, r.key) == r.key, f"{text!r} names two claims"
     # the source's claims come first, then the hypotheses
     kinds = [r.kind for r in C.CLAIMS]

@@ -206,7 +206,7 @@ PUBLISHED: dict[str, list[tuple[str, str]]] = {
         "patterns these papers test")],
     "gradient-pressure": [(
         "not observed here",
-        "None of these papers measures the gradients of redundant against unique heads during "
+        "No paper cited here measures the gradients of redundant against unique heads during "
         "training. Michel et al. 2019 rank heads by the loss's gradient with respect to a mask "
         "on each head's output and remove many heads at test time with little loss (some "
         "layers down to one head): redundancy exists at scale; this mechanism is not tested")],

@@ -101,7 +101,7 @@ class Claim:
 
 
 # ---------------------------------------------------------------- the registry
-def _fold(text: str) -> str:
+def fold(text: str) -> str:
     """Case and spacing folded, a trailing "(v1)"-style variant and final period dropped."""
     t = re.sub(r"\s+", " ", str(text)).strip().lower()
     t = re.sub(r"\s*\(v\d+\)$", "", t)
@@ -118,7 +118,7 @@ class Registry:
         for r in self.claims:
             for p in (r.text, *r.phrasings):
                 text, scale = (p, "") if isinstance(p, str) else p
-                self.by_text[_fold(text)] = (r.key, scale)
+                self.by_text[fold(text)] = (r.key, scale)
 
     def find(self, row: dict | Claim) -> tuple[Registered | None, str]:
         """The registered claim a row checks and the scale of its evidence; (None, scale) when
@@ -127,7 +127,7 @@ class Registry:
         scale = row.get("scale") or ""
         if row.get("key"):
             return self.by_key.get(row["key"]), scale
-        key, phrasing_scale = self.by_text.get(_fold(row["claim"]), ("", ""))
+        key, phrasing_scale = self.by_text.get(fold(row["claim"]), ("", ""))
         return self.by_key.get(key), scale or phrasing_scale
 
     def decides(self, row: dict | Claim) -> bool:
@@ -205,7 +205,7 @@ def claim_key(row: dict, registry: Registry = REGISTRY) -> str:
     """The identity of a row's claim: its registered key, else its own key, else its claim text
     (folded)."""
     reg, _ = registry.find(row)
-    return reg.key if reg is not None else (row.get("key") or _fold(row["claim"]))
+    return reg.key if reg is not None else (row.get("key") or fold(row["claim"]))
 
 
 def combine(verdicts, key: str = "", reconciled: dict | None = None,
@@ -252,7 +252,7 @@ def combine(verdicts, key: str = "", reconciled: dict | None = None,
     left = len(vs) - len(decisive)
     if left:
         how += (f"; {left} row{'s' if left > 1 else ''} cannot decide it"
-                + (" (a toy cannot decide a claim about trained transformers)" if toys else ""))
+                + (": a toy cannot decide a claim about trained transformers" if toys else ""))
     return v, how
 
 

@@ -22,7 +22,7 @@ from sphinx.util.docutils import SphinxDirective
 # One source of truth for the verdicts, their icons and how they combine: the library (every
 # chapter of the book imports it, so the build has it).
 from andrea_edu.figures.verdicts import (CANNOT_DECIDE, ICONS, NOT_OBSERVED, PUBLISHED_CHAPTER,
-                                         VERDICTS, group_claims)
+                                         VERDICTS, fold, group_claims)
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def _evidence_text(ev: dict, claim: dict) -> str:
     shown = (f"{ICONS[NOT_OBSERVED]} {CANNOT_DECIDE} (the toy: {ev['verdict']})"
              if not ev["decides"] else f"{ICONS.get(ev['verdict'], '')} {ev['verdict']}")
     text = f" {shown}: {ev['measured']}"
-    if ev["claim"] != claim["claim"]:
+    if fold(ev["claim"]) != fold(claim["claim"]):
         text = f" (as \"{ev['claim']}\")" + text
     return text
 
@@ -153,7 +153,8 @@ def _table(claims, kind: str, uris: dict, node):
             verdict = nodes.paragraph(
                 "", "", nodes.strong(text=f"{ICONS.get(claim['verdict'], '')} "
                                           f"{claim['verdict']}".strip()),
-                nodes.Text(f" ({claim['how']})" if len(claim["evidence"]) > 1 else ""))
+                nodes.Text(f" ({claim['how']})" if len(claim["evidence"]) > 1
+                           or not all(e["decides"] for e in claim["evidence"]) else ""))
         row += nodes.entry("", verdict)
         body += row
     return table
