@@ -45,7 +45,9 @@ def check_file(path: Path) -> str:
         from andrea_edu.bench.results import read_results_file
         if name.endswith("_cpu.json"):
             raise ValueError(f"{path}: CPU results do not come from the GPU suite")
-        obj = read_results_file(path, expect_device="gpu")
+        with tempfile.TemporaryDirectory() as tmp:   # read apart from OUT's own SHA256SUMS
+            shutil.copy(path, Path(tmp) / name)
+            obj = read_results_file(Path(tmp) / name, expect_device="gpu")
         n = sum(r["status"] == "ok" for r in obj["records"])
         return f"{name}: {obj['provenance']['device']}, {n} measured records"
     if PIPELINE.fullmatch(name):
@@ -80,11 +82,22 @@ def check_file(path: Path) -> str:
 def land(out: Path, data: Path, replace: bool = False, dry_run: bool = False) -> list[str]:
     """Check every file of out, then copy the landed kinds into data with SHA256SUMS updated
     (all or nothing). Returns the lines to print; ValueError (one line) on the first problem."""
-    from andrea_edu.env import read_manifest, write_files_as_unit
-    files = sorted(p for p in out.iterdir() if p.is_file() and not p.name.startswith("."))
+    import hashlib
+
+    from andrea_edu.env import MANIFEST, read_manifest, write_files_as_unit
+    files = sorted(p for p in out.iterdir() if p.is_file() and not p.name.startswith(".")
+                   and p.name != MANIFEST)
     if not files:
         raise ValueError(f"{out}: empty: nothing to land")
     lines, landed = [], []
+    own = read_manifest(out)   # the suite's writers list what they wrote: checked, never landed
+    for name, digest in own.items():
+        f = out / name
+        if not f.is_file() or hashlib.sha256(f.read_bytes()).hexdigest() != digest:
+            raise ValueError(f"{out / MANIFEST}: {name} is missing or differs from its line "
+                             f"(damaged on the way back?); nothing landed")
+    if own:
+        lines.append(f"{MANIFEST}: the suite's own list of {len(own)} file(s), each matches")
     for p in files:
         lines.append(check_file(p))
         if p.name not in KEPT_OUT:
