@@ -587,12 +587,14 @@ def ratio_sentence(ev: dict, scores: dict, models: dict, head_dim: int, case: st
 
 
 def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim: int,
-                    measured_s: dict | None = None):
+                    measured_s: dict | None = None, asked: str | None = None):
     """The slider's figure; ev, scores and models are keyed by (version, head_dim).
     Left: instructions and shared-memory bytes per score of `version`
     (solid) with the other versions as outlines. Right: the model's five times for `version`
     on each GPU, hatched (a model), the largest marked as the bound; a measured time, when
-    `measured_s` {gpu name: seconds} has one, drawn solid beside it."""
+    `measured_s` {gpu name: seconds} has one, drawn solid beside it. asked: the version the
+    reader picked when it is not compiled for head_dim (`version` is then the one the
+    dispatcher runs instead, and the title says so)."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -646,7 +648,7 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
         if m.get("published"):       # the band published kernels land in, for the same work
             lo_b, hi_b = (f(b["seconds"] for b in m["published"]) * 1e6 for f in (min, max))
             ax2.axhspan(lo_b, hi_b, color="#2ca02c", alpha=0.18,
-                        label=f"{g}: published, same work (H100, extrapolated)")
+                        label=f"{g}: published (H100, extrapolated)")
         if measured_s and measured_s.get(g):
             ax2.bar(len(terms) + 1 + (i - (len(gpus) - 1) / 2) * width, measured_s[g] * 1e6,
                     width * 0.9, color=COLORS[version], label=f"{g}: measured")
@@ -666,7 +668,12 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
     ax2.set_title(f"MODEL, B={m0['B']}, n_head={m0['n_head']}, T={m0['T']}"
                   f"{', causal' if m0['causal'] else ''}\nfive terms: overlapped = the "
                   f"largest, none = the sum", fontsize=9)
-    fig.tight_layout()
+    if asked is not None and asked != version:
+        fig.suptitle(f"{asked} is not compiled for head_dim {head_dim}: shown is {version}, "
+                     f"the kernel the dispatcher runs there", fontsize=10, color="#a00000")
+        fig.tight_layout(rect=(0, 0, 1, 0.95))
+    else:
+        fig.tight_layout()
     return fig
 
 
