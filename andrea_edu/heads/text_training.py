@@ -50,7 +50,7 @@ import numpy as np
 import torch
 
 from .. import env
-from ..env import book_build, git_commit
+from ..env import book_build, die_with_parent, git_commit
 from ..model import AndreaModel
 from . import detectors as D
 from . import text_corpus as tc
@@ -219,7 +219,9 @@ def recheck_losses(settings: TextSettings, n_steps: int = RECHECK_STEPS, pins: d
            json.dumps(dataclasses.asdict(settings))]
     env = pinned_env(pins)
     env["_ANDREA_PINNED"] = "1"
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    me = os.getpid()   # the re-check dies with this process (kill -9 of it included)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                         preexec_fn=(lambda: die_with_parent(me)) if os.name == "posix" else None)
     if out.returncode != 0:
         raise RuntimeError(f"re-check subprocess failed ({out.returncode}): "
                            f"{out.stderr.strip().splitlines()[-1] if out.stderr.strip() else ''}")
