@@ -77,7 +77,7 @@ def head_line(run: Run, head) -> str:
     l, h = _check_head(run, head)
     sc = np.asarray(run.scores_after)[:, l, h]
     ab = np.asarray(run.ablation)[l, h, 1:]
-    what = detect(np.nan_to_num(run.scores_after, nan=-1.0)).get((l, h))  # an absent pattern: never
+    what = detect(np.nan_to_num(run.scores_after, nan=0.0)).get((l, h))  # an absent pattern: never
     parts = [f"{p}: none in the batch" if np.isnan(s) else f"{p} {s:.2f} ({a:+.3f})"
              for p, s, a in zip(PATTERN_NAMES, sc, ab)]
     return (f"L{l}H{h}: score (loss change without it, nats) " + ", ".join(parts)
