@@ -32,7 +32,8 @@ from pathlib import Path
 import pytest
 
 from book_fixtures import ARTIFACTS
-from book_toc import REPO, toc_docnames
+from test_book_offline import _OVERFLOW_JS, PHONE, _wait_for_mathjax
+from book_toc import REPO, toc_docnames, toc_notebooks
 
 pytestmark = pytest.mark.book
 
@@ -248,8 +249,15 @@ def test_page_in_browser(docname, browser, site, built_book):
                 if after[0] == before[0]:
                     problems.append(f"slider {sid}: the arrow key did not move the slider")
             problems += _check_links(context, figs["links"], _LINKS_CHECKED)
-            page.set_viewport_size({"width": 390, "height": 844})  # a phone: a reader's eyes
-            page.wait_for_timeout(100)
+            # A phone: no page scrolls sideways at 390 px (a failure names what sticks out).
+            page.set_viewport_size({"width": PHONE, "height": 844})
+            _wait_for_mathjax(page, site)
+            page.wait_for_timeout(200)
+            phone = page.evaluate(_OVERFLOW_JS, PHONE)
+            if phone["scroll_width"] > PHONE + 1:
+                problems.append(f"scrolls sideways on a {PHONE}-px screen (scrollWidth "
+                                f"{phone['scroll_width']}); sticking out: "
+                                + "; ".join(phone["offenders"]))
             _screenshot(page, docname.replace("/", "__"), "390px")
         finally:
             context.close()
@@ -449,6 +457,38 @@ def test_residue_pages_unittest():
     assert not _table_rows_broken("| a | b |\n|---|---|\n| max \\|d\\| | 1 |")
 
 
+_EXECUTED_IN = re.compile(r"/(book/[\w-]+)\.ipynb: Executed notebook in ([\d.]+) seconds")
+
+
+def test_every_chapter_ran_in_the_build(built_book):
+    """Every chapter the toc lists was executed by the build, once (the test run's one execution
+    of each chapter): its executed copy exists and every code cell with source has an execution
+    count; the build's per-notebook times go to test-artifacts/notebook_times.json. (Error
+    outputs fail test_no_machine_residue_on_the_page, and the build itself: raise_on_error.)"""
+    import json
+
+    problems = []
+    for docname in toc_notebooks():
+        executed = built_book.html.parent / "jupyter_execute" / f"{docname}.ipynb"
+        if not executed.exists():
+            problems.append(f"{docname}: the build wrote no executed copy ({executed.name})")
+            continue
+        nb = json.loads(executed.read_text(encoding="utf-8"))
+        unrun = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
+                 and "".join(c.get("source", "")).strip() and c.get("execution_count") is None]
+        if unrun:
+            problems.append(f"{docname}: code cells {unrun} have no execution count")
+    assert not problems, "\n".join(problems)
+    times = {m.group(1): float(m.group(2)) for m in _EXECUTED_IN.finditer(built_book.log)}
+    if built_book.seconds is not None:  # a build made here (not ANDREA_BUILT_BOOK): its log
+        assert set(toc_notebooks()) <= set(times), sorted(set(toc_notebooks()) - set(times))
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "notebook_times.json").write_text(json.dumps(times, indent=1,
+                                                                  sort_keys=True) + "\n")
+        print("[notebooks] executed in the build: " + ", ".join(
+            f"{d.split('/')[-1]} {t:.1f} s" for d, t in sorted(times.items())))
+
+
 @pytest.mark.parametrize("docname", toc_docnames())
 def test_no_machine_residue_on_the_page(docname, built_book):
     """The built page's text has no residue; its executed notebook has no error output (except
@@ -459,7 +499,7 @@ def test_no_machine_residue_on_the_page(docname, built_book):
     problems = (residue_in(_page_text(html)) + build_residue_in(_main_text(html))
                 + images_without_description(html))
     executed = built_book.html.parent / "jupyter_execute" / f"{docname}.ipynb"
-    if executed.exists():
+    if executed.exists():  # every chapter has one: test_every_chapter_ran_in_the_build
         nb = json.loads(executed.read_text(encoding="utf-8"))
         for i, cell in enumerate(nb["cells"]):
             tags = cell.get("metadata", {}).get("tags", [])

@@ -7,16 +7,14 @@ chromium). Every request that leaves the local server is blocked and fails the t
   `$$...$$` (myst writes them as `\\(...\\)` / `\\[...\\]` in `class="math"` elements) is typeset:
   each math element holds a MathJax container, none holds an error or leftover TeX delimiters,
   and no local file that MathJax asks for (fonts, extensions) is missing.
-- Narrow screens: at a 390-px viewport no page scrolls sideways
-  (document.documentElement.scrollWidth <= 391); a failure names the elements that stick out.
-- Screenshots of every page at 390 px and at 1280 px go to
-  test-artifacts/screenshots/<page>__390.png and <page>__1280.png.
+- Narrow screens: `_OVERFLOW_JS` finds what sticks out past a 390-px viewport;
+  tests/test_book.py::test_page_in_browser checks every page with it (scrollWidth <= 391), in the
+  same visit that sweeps the sliders, and keeps the screenshots (test-artifacts/screenshots/).
 """
 from __future__ import annotations
 
 import pytest
 
-from book_fixtures import ARTIFACTS
 from book_toc import toc_docnames
 
 pytestmark = pytest.mark.book
@@ -140,26 +138,3 @@ def test_math_typesets_offline_from_the_books_own_files(browser, site, built_boo
         problems += [f"{where}: asks the network for {u}" for u in sorted(set(seen["external"]))]
         problems += [f"{where}: local file failed: {u}" for u in sorted(set(seen["failed"]))]
     assert not problems, "\n".join(problems)
-
-
-@pytest.mark.parametrize("docname", toc_docnames())
-def test_page_fits_a_phone_screen(docname, browser, site, built_book):
-    shots = ARTIFACTS / "screenshots"
-    shots.mkdir(parents=True, exist_ok=True)
-    name = docname.replace("/", "__")
-    results = {}
-    for width in (PHONE, DESKTOP):
-        with browser.guard(f"{docname}.html at {width} px"):  # a crash: one line
-            context, page, seen = _offline_page(browser, site + f"{docname}.html", width)
-            try:
-                _wait_for_mathjax(page, site)
-                page.wait_for_timeout(200)
-                results[width] = page.evaluate(_OVERFLOW_JS, width)
-                page.screenshot(path=str(shots / f"{name}__{width}.png"), full_page=True)
-            finally:
-                context.close()
-        assert not seen["external"], f"asks the network for {sorted(set(seen['external']))}"
-    phone = results[PHONE]
-    assert phone["scroll_width"] <= PHONE + 1, (
-        f"{docname}.html scrolls sideways on a {PHONE}-px screen (scrollWidth "
-        f"{phone['scroll_width']}); sticking out:\n" + "\n".join(phone["offenders"]))

@@ -57,8 +57,9 @@ def test_every_specialization_compiles_for_each_arch(all_kernels):
         assert r.shared_bytes == r.static_shared_bytes + r.dynamic_shared_bytes > 0
         # The SASS is an independent witness of what ptxas's log says about spills: a local
         # store (STL) exactly when the log counts spill stores, a local load (LDL) exactly when
-        # it counts spill loads.
-        sass = ck.sass()
+        # it counts spill loads. Checked on every specialization for one arch (disassembling
+        # all three archs' kernels would triple the test's cost; the log parser is the same).
+        sass = ck.sass() if ck.arch == cuda.ARCHS[-1] else None
         if sass is not None:
             what = (ck.version, ck.max_head_dim, ck.dtype, ck.arch)
             assert (r.spill_stores > 0) == bool(re.search(r"\bSTL\b", sass)), what

@@ -1,43 +1,25 @@
-"""Every chapter notebook executes (fast mode) with no error output; notebooks are committed clean.
+"""Notebooks are committed clean, and the table of contents and book/ agree; `execute_chapter`,
+the runner other tests use (a fresh ``python3`` kernel whose working directory is ``book/``, as in
+the book build; a dead kernel fails in one line).
 
-Notebooks run one after another (2 cores), each in a fresh ``python3`` kernel whose working
-directory is ``book/`` (as in the book build), with ANDREA_FAST=1 and without ANDREA_BOOK_BUILD,
-so the live ipywidgets path of the sliders runs here and the static path in test_book.py.
-Per-notebook times go to test-artifacts/notebook_times.json and to the test output (-s / -rA).
+Every chapter is executed once per test run, in the book build (ANDREA_FAST=1, static sliders):
+tests/test_book.py::test_every_chapter_ran_in_the_build fails on a chapter that did not run, a
+cell without an execution count or an error output, and writes the build's per-notebook times to
+test-artifacts/notebook_times.json. The reader's path (live ipywidgets sliders, no
+ANDREA_BOOK_BUILD) runs in tests/test_exercises.py (each runnable exercise executes its chapter's
+prefix that way), tests/test_jupyterlab.py (one chapter, Run All in a real JupyterLab) and the
+live slider's own tests in tests/test_viz.py.
 """
 from __future__ import annotations
 
-import json
 import subprocess
-import time
 
 import nbformat
 import pytest
 
-from book_toc import REPO, source_of, toc_docnames, toc_notebooks
+from book_toc import REPO, source_of, toc_docnames
 
-ARTIFACTS = REPO / "test-artifacts"
 TIMEOUT_S = 600  # per cell; fast mode should need seconds
-
-
-def _error_outputs(nb) -> list[str]:
-    found = []
-    for i, cell in enumerate(nb.cells):
-        for out in cell.get("outputs", []):
-            if out.get("output_type") == "error":
-                found.append(f"cell {i}: {out.get('ename')}: {out.get('evalue')}")
-    return found
-
-
-def _record_time(name: str, seconds: float) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / "notebook_times.json"
-    try:
-        times = json.loads(path.read_text())
-    except (OSError, ValueError):
-        times = {}
-    times[name] = round(seconds, 2)
-    path.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
 
 
 def execute_chapter(path, name: str, timeout: float = TIMEOUT_S):
@@ -61,21 +43,6 @@ def execute_chapter(path, name: str, timeout: float = TIMEOUT_S):
     except CellExecutionError as e:  # only raised for errors allow_errors does not cover
         pytest.fail(f"{name}: {e}")
     return nb
-
-
-@pytest.mark.parametrize("docname", toc_notebooks())
-def test_notebook_executes_without_errors(docname, monkeypatch, record_property):
-    monkeypatch.setenv("ANDREA_FAST", "1")
-    monkeypatch.delenv("ANDREA_BOOK_BUILD", raising=False)
-    path = REPO / (docname + ".ipynb")
-    t0 = time.perf_counter()
-    nb = execute_chapter(path, docname + ".ipynb")
-    elapsed = time.perf_counter() - t0
-    _record_time(docname, elapsed)
-    record_property("seconds", round(elapsed, 2))
-    print(f"[notebook] {docname}: {elapsed:.1f} s (fast mode)")
-    errors = _error_outputs(nb)
-    assert not errors, f"{docname} has error outputs:\n" + "\n".join(errors)
 
 
 def _git_notebooks() -> list[str]:
