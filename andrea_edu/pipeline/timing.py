@@ -326,7 +326,7 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
     errors="warn" warns that line and goes on."""
     import warnings
 
-    from andrea_edu.env import data_search_dirs, manifest_problem
+    from andrea_edu.env import data_search_dirs, listed_but_missing, manifest_problem
 
     if device not in ("gpu", "cpu", "any"):
         raise ValueError(f"device={device!r} is not one of 'gpu', 'cpu', 'any'")
@@ -336,10 +336,16 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
         folder = Path(data_dir_)
     else:  # $ANDREA_DATA_DIR; beside the installed package's repository; beside the notebook
         found = next((d for d in data_search_dirs() if d.is_dir() and
-                      any(d.glob("pipeline_*.json"))), None)
+                      (any(d.glob("pipeline_*.json"))
+                       or listed_but_missing(d, "pipeline_*.json"))), None)
         if found is None:
             return None
         folder = found
+    gone = listed_but_missing(folder, "pipeline_*.json")  # committed, then deleted: damage
+    if gone:
+        if errors == "raise":
+            raise PipelineFileError(gone)
+        warnings.warn(f"{gone} (skipped, not shown)", RuntimeWarning)
     files = sorted(folder.glob("pipeline_*.json"))
     gpu = [f for f in files if f.name != "pipeline_cpu.json"]
     cpu = [f for f in files if f.name == "pipeline_cpu.json"]
