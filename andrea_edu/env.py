@@ -156,6 +156,17 @@ def sigterm_interrupts():
                 signal.signal(s, h)
 
 
+def stop_signal(e: BaseException) -> int:
+    """The signal that stopped a command, from the KeyboardInterrupt it raised: SIGTERM or SIGHUP
+    under `sigterm_interrupts` (its message names the signal), else SIGINT (Ctrl-C). A command
+    exits with 128 + this number, as a shell reports a process the signal ended."""
+    import signal
+    words = str(e).split()
+    if len(words) == 2 and words[0] == "signal" and words[1] in signal.Signals.__members__:
+        return int(signal.Signals[words[1]])
+    return int(signal.SIGINT)
+
+
 def die_with_parent(parent: int | None = None) -> bool:
     """Ask the kernel to SIGKILL this process when its parent dies (Linux prctl
     PR_SET_PDEATHSIG, through ctypes): a child doing a command's work then stops when the
