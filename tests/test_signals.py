@@ -183,13 +183,13 @@ def test_a_parallel_sweep_stopped_by_sigterm_ends_its_workers_at_once(tmp_path, 
     assert pids and all(_gone_within(pid, 5.0) for pid in pids), "a worker still runs"
 
 
-@pytest.mark.parametrize("flag", ["--out", "--toy-out"])
+@pytest.mark.parametrize("flag", ["--out", "--toy-out", "text_longer"])
 def test_a_training_stopped_by_sigterm_says_what_was_left_unwritten(flag, tmp_path, monkeypatch,
                                                                    capsys):
     from andrea_edu.heads import text_training as TT
     from andrea_edu.heads import training
     monkeypatch.setenv("_ANDREA_PINNED", "1")  # no re-exec of this process with the pins
-    if flag == "--out":  # the real-text training: stopped inside train
+    if flag in ("--out", "text_longer"):  # the real-text trainings: stopped inside train
         monkeypatch.setattr(TT, "train", lambda s, progress=True: _sigterm_self())
     else:  # the toy training, real (fast settings), stopped at its step 2 inside fit
         fit = training.fit
@@ -207,11 +207,17 @@ def test_a_training_stopped_by_sigterm_says_what_was_left_unwritten(flag, tmp_pa
                                          eval_batch=4, eval_every=120)
         monkeypatch.setattr(TT, "toy_settings", lambda: tiny)
     out = tmp_path / "run.json"
-    rc = TT.main([flag, str(out)])
+    if flag == "text_longer":
+        from andrea_edu.heads import text_longer as TL
+        with pytest.raises(SystemExit) as stop:
+            TL.main(["--out", str(out)])
+        rc, prog = stop.value.code, f"python -m {TL.MODULE}"
+    else:
+        rc, prog = TT.main([flag, str(out)]), TT.PROG
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 128 + signal.SIGTERM and err, err
     last = err[-1]  # (a progress bar may write above it)
-    assert last.startswith(f"{TT.PROG}: stopped by SIGTERM") and "nothing written" in last, last
+    assert last.startswith(f"{prog}: stopped by SIGTERM") and "nothing written" in last, last
     assert str(out) in last and ".pt" in last, last
     if flag == "--toy-out":
         assert "at training step 2 of " in last, last

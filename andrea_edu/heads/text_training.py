@@ -429,7 +429,7 @@ def _train_toy(args):
     return toy, prov
 
 
-def _stopped(e: KeyboardInterrupt, args, written: list) -> int:
+def _stopped(e: KeyboardInterrupt, args, written: list, prog: str = PROG) -> int:
     """One line on stderr for a training stopped by Ctrl-C or SIGTERM: how far it got and what
     was left unwritten (the writes are units: the files are all new or all as before); the exit
     status is 128 + the signal's number."""
@@ -438,13 +438,14 @@ def _stopped(e: KeyboardInterrupt, args, written: list) -> int:
     from ..env import stop_signal
     from .text_runs import toy_weights_path
     sig = stop_signal(e)
-    json_out = args.toy_out if args.toy_out is not None else args.out
-    outs = [json_out, (toy_weights_path if args.toy_out is not None else weights_path)(json_out)]
+    toy = getattr(args, "toy_out", None) is not None  # (text_longer has no --toy-out)
+    json_out = args.toy_out if toy else args.out
+    outs = [json_out, (toy_weights_path if toy else weights_path)(json_out)]
     done = getattr(e, "steps_done", None)
     where = f" at training step {done[0]} of {done[1]}" if done else ""
     left = (f"{', '.join(map(str, written))} written whole" if written else
             f"nothing written ({', '.join(map(str, outs))} as before)")
-    print(f"{PROG}: stopped by {signal.Signals(sig).name}{where}; {left}", file=sys.stderr)
+    print(f"{prog}: stopped by {signal.Signals(sig).name}{where}; {left}", file=sys.stderr)
     return 128 + sig
 
 
