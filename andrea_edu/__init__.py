@@ -11,6 +11,7 @@ the rest; this folder holds the core and nothing else (tests/test_architecture.p
                         attention    the one entry point: which backend ran, and why
                         model        a small GPT-style ANDREA (nn.Module); its forward calls attention
                         env          run-time switches (fast mode, book build, CPU ISA pins)
+                        data_pins    the committed data's SHA-256 pins, checked wherever it is read
     kernels/   the .cu sources, their limits, NVRTC, launch, occupancy, grid, tiles, emulator
     heads/     the toy laboratory: corpus, training, head measures, gradient pressure, sweeps
     pipeline/  the forward pass as steps, its timing, op attribution, the token tracer

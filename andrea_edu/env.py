@@ -156,6 +156,17 @@ def sigterm_interrupts():
                 signal.signal(s, h)
 
 
+def stop_signal(e: BaseException) -> int:
+    """The signal that stopped a command, from the KeyboardInterrupt it raised: SIGTERM or SIGHUP
+    under `sigterm_interrupts` (its message names the signal), else SIGINT (Ctrl-C). A command
+    exits with 128 + this number, as a shell reports a process the signal ended."""
+    import signal
+    words = str(e).split()
+    if len(words) == 2 and words[0] == "signal" and words[1] in signal.Signals.__members__:
+        return int(signal.Signals[words[1]])
+    return int(signal.SIGINT)
+
+
 def die_with_parent(parent: int | None = None) -> bool:
     """Ask the kernel to SIGKILL this process when its parent dies (Linux prctl
     PR_SET_PDEATHSIG, through ctypes): a child doing a command's work then stops when the
@@ -410,21 +421,23 @@ def find_data_file(name: str) -> Path | None:
 
 def listed_but_missing(folder, pattern: str) -> str | None:
     """One line when folder/SHA256SUMS lists a file matching `pattern` (fnmatch) that is not
-    there (or the manifest cannot be read); None otherwise."""
+    there (or the manifest cannot be read), or, in the committed folder, when a file pinned in
+    andrea_edu/data_pins.py is gone (`data_pins.missing`); None otherwise."""
     import fnmatch
     folder = Path(folder)
-    if not (folder / MANIFEST).exists():
-        return None
-    try:
-        sums = read_manifest(folder)
-    except DataFileError as e:
-        return str(e)
-    gone = sorted(n for n in sums if fnmatch.fnmatchcase(n, pattern) and not (folder / n).is_file())
-    if gone:
-        return (f"{folder / gone[0]}: listed in {folder / MANIFEST} but missing (committed data "
-                f"deleted: restore it, e.g. git checkout, or remove its line with the command "
-                f"that writes the folder)")
-    return None
+    if (folder / MANIFEST).exists():
+        try:
+            sums = read_manifest(folder)
+        except DataFileError as e:
+            return str(e)
+        gone = sorted(n for n in sums if fnmatch.fnmatchcase(n, pattern)
+                      and not (folder / n).is_file())
+        if gone:
+            return (f"{folder / gone[0]}: listed in {folder / MANIFEST} but missing (committed "
+                    f"data deleted: restore it, e.g. git checkout, or remove its line with the "
+                    f"command that writes the folder)")
+    from andrea_edu import data_pins  # the committed folder: a pinned file gone, line and all
+    return data_pins.missing(folder, pattern)
 
 
 def reader_path(path) -> str:
@@ -674,7 +687,9 @@ def manifest_problem(path) -> str | None:
     """None when `path` may be read: it matches its sha256 in its folder's SHA256SUMS, or its
     folder holds no committed data (`is_data_folder` false: a scratch folder). Otherwise one
     line: the manifest missing or damaged (its line named), the file not listed in it (a file
-    the manifest lacks is refused), or its content differing from the recorded sha256. A unit
+    the manifest lacks is refused), or its content differing from the recorded sha256. In the
+    committed folder (book/data) the file must also match its pin in andrea_edu/data_pins.py
+    (`data_pins.check`): a manifest regenerated over a damaged file does not vouch for it. A unit
     write a killed writer left half done is finished first, when the folder is writable."""
     import hashlib
     path = Path(path)
@@ -686,6 +701,10 @@ def manifest_problem(path) -> str | None:
         except OSError as e:
             return (f"an interrupted write left files in {folder} and they cannot be finished "
                     f"here ({e.strerror or e}); run the command that writes it again")
+    from andrea_edu import data_pins  # the committed folder's pins, whatever SHA256SUMS says
+    pinned = data_pins.check(path)
+    if pinned:
+        return pinned
     if not is_data_folder(folder):
         return None
     for attempt in (0, 1):

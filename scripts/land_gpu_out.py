@@ -16,10 +16,12 @@ checked before anything is copied:
 Any other file, or any file that fails its check, stops the landing with one line naming it;
 nothing is copied then. DIR (default: the repository's book/data) gets the landed files and
 their sha256 lines in DIR/SHA256SUMS (andrea_edu.env.write_files_as_unit: all files and the
-manifest, or none). A file already committed there is replaced only with --replace. After
+manifest, or none); into the committed folder (book/data) their pins too, written into
+andrea_edu/data_pins.py (the book refuses a committed file without its pin). A file already
+committed there is replaced only with --replace. After
 landing: tests/test_data_mutations.py reads the landed files by their name patterns, and the
 chapters (headline table, worklog, head_dim chapter, "How CUDA stores the heads", "Three
-matrices", "The final picture") pick them up. Commit book/data/.
+matrices", "The final picture") pick them up. Commit book/data/ and andrea_edu/data_pins.py.
 Exit status 0 landed (or would land, --dry-run); 1 a file failed its check; 2 bad arguments.
 """
 from __future__ import annotations
@@ -84,6 +86,7 @@ def land(out: Path, data: Path, replace: bool = False, dry_run: bool = False) ->
     (all or nothing). Returns the lines to print; ValueError (one line) on the first problem."""
     import hashlib
 
+    from andrea_edu import data_pins
     from andrea_edu.env import MANIFEST, read_manifest, write_files_as_unit
     files = sorted(p for p in out.iterdir() if p.is_file() and not p.name.startswith(".")
                    and p.name != MANIFEST)
@@ -116,10 +119,14 @@ def land(out: Path, data: Path, replace: bool = False, dry_run: bool = False) ->
     def writer(src: Path):
         return lambda tmp: shutil.copyfile(src, tmp)
     write_files_as_unit([(data / p.name, writer(p)) for p in landed], manifest=True)
+    pinned = data_pins.pinned(data)
+    if pinned:   # the committed folder: its pins in code too (the review sees the diff)
+        data_pins.accept([data / p.name for p in landed])
     for p in landed:   # what landed is what was checked: read it back from its new place
         check_file(data / p.name)
-    return lines + [f"landed {len(landed)} file(s) into {data}, SHA256SUMS updated: "
-                    f"{', '.join(p.name for p in landed)}"]
+    return lines + [f"landed {len(landed)} file(s) into {data}, SHA256SUMS updated"
+                    + (f" and {data_pins.PIN_NAME} pins them (commit both)" if pinned else "")
+                    + f": {', '.join(p.name for p in landed)}"]
 
 
 def main(argv: list[str] | None = None) -> int:

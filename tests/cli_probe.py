@@ -72,7 +72,8 @@ def table() -> list[tuple[str, list[str]]]:
              ("s:install_book", []), ("s:live_bench", ["--bogus"]),
              ("s:live_bench", ["--pause", "nan"]), ("s:live_bench", ["nosuch_chapter"]),
              ("s:readme_figure", ["--bogus"]), ("s:readme_figure", ["--dpi", "0"]),
-             ("s:readme_figure", ["--out", NOWHERE + ".png"])]
+             ("s:readme_figure", ["--out", NOWHERE + ".png"]), ("s:pin_data", ["--bogus"]),
+             ("s:pin_data", ["--accept"]), ("s:pin_data", ["--accept", NOWHERE + ".json"])]
     return rows
 
 

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "andrea_edu"
 SUBPACKAGES = ("kernels", "heads", "pipeline", "bench", "notebook", "figures")
 CORE = ("andrea_edu.config", "andrea_edu.env", "andrea_edu.projections", "andrea_edu.layout",
-        "andrea_edu.attention", "andrea_edu.model")
+        "andrea_edu.attention", "andrea_edu.model", "andrea_edu.data_pins")
 TOOLING_LIBRARIES = ("ipywidgets", "nbclient", "nbconvert", "nbformat", "jupyter_client", "zmq")
 TIMERS = ("perf_counter", "perf_counter_ns", "process_time", "monotonic", "monotonic_ns",
           "Event", "elapsed_time", "synchronize", "time_fn", "time_fns", "timeit")

@@ -53,3 +53,36 @@ def test_a_run_stopped_after_measuring_saves_what_it_measured(tmp_path, monkeypa
     assert c1["status"] == "ok" and c1["repeats"] == max(3, CPU_MIN_REPEATS)
     assert c1["median_ms"] is not None
     assert c2["status"] == "skipped" and "stopped" in c2["reason"]
+
+
+@pytest.mark.parametrize("planted", ["error", "sigterm"])
+def test_pipeline_timing_stopped_after_a_measured_pass_saves_it_labelled_incomplete(
+        planted, tmp_path, monkeypatch, capsys):
+    """A failure (or SIGTERM) in the second timed pass of `python -m andrea_edu.pipeline.timing`
+    (tiny: ANDREA-12M at T=8): the first pass is saved apart, labelled incomplete, and no
+    pipeline_cpu.json is written; one line says so."""
+    import os
+    import signal
+
+    from andrea_edu.pipeline import timing as PT
+    real, calls = PT._time_forward, []
+
+    def second_pass_fails(model, idx, dev):  # called once per timed pass, after its steps
+        calls.append(1)
+        if len(calls) == 2:
+            if planted == "sigterm":
+                os.kill(os.getpid(), signal.SIGTERM)
+            raise RuntimeError("planted failure")
+        return real(model, idx, dev)
+    monkeypatch.setattr(PT, "_time_forward", second_pass_fails)
+    rc = PT.main(["--config", "ANDREA-12M", "-T", "8", "--repeats", "3", "--device", "cpu",
+                  "--backend", "reference", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert rc == (128 + signal.SIGTERM if planted == "sigterm" else 1), err
+    assert len(err.splitlines()) == 1 and "labelled incomplete" in err and "not written" in err
+    assert ("stopped by SIGTERM" if planted == "sigterm" else "planted failure") in err, err
+    assert not (tmp_path / "pipeline_cpu.json").exists()
+    part = json.loads((tmp_path / "incomplete_pipeline_cpu.json").read_text())
+    assert part["incomplete"] and part["repeats"] == 1 and part["steps"], part["incomplete"]
+    assert all(s["min_ms"] == s["median_ms"] for s in part["steps"])  # one pass each
+    assert PT.load_pipeline_timing("cpu", data_dir_=tmp_path) is None  # never read as data

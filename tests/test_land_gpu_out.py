@@ -102,3 +102,34 @@ def test_a_damaged_or_foreign_file_stops_the_landing_and_nothing_lands(suite_out
         assert words in err and err.count("\n") == 1 and "(nothing landed)" in err
         assert {p.name for p in data.iterdir()} == {"SHA256SUMS"}
         assert (data / "SHA256SUMS").read_text() == ""
+
+
+def test_landing_into_the_committed_folder_pins_what_it_lands(suite_out, tmp_path, monkeypatch):
+    """Into book/data (here a folder read as it: data_pins.pin_folder) the landing writes each
+    file's pin into andrea_edu/data_pins.py (here a copy): the book reads what landed, and the
+    review sees a code diff; a file copied in by hand is refused."""
+    from andrea_edu import data_pins
+    from andrea_edu.bench.results import read_results_file
+    from andrea_edu.env import DataFileError, seal_folder
+    copy = tmp_path / "data_pins_copy.py"
+    shutil.copy(data_pins.PIN_FILE, copy)
+    monkeypatch.setattr(data_pins, "PIN_FILE", copy)
+    monkeypatch.setattr(data_pins, "PINS", dict(data_pins.PINS))
+    data = _data(tmp_path)
+    data_pins.pin_folder(data)
+    shutil.copy(ROOT / "book" / "data" / "bench_layout_cpu.json", data)  # as book/data holds it
+    hand = data / f"bench_projections_{SLUG}.json"   # copied in by hand, listed, not pinned
+    shutil.copy(suite_out / f"bench_layout_{SLUG}.json", hand)
+    seal_folder(data)
+    with pytest.raises(DataFileError, match="has no pin"):
+        read_results_file(hand, expect_device="gpu")
+    hand.unlink()
+    seal_folder(data)
+    assert land_gpu_out.main([str(suite_out), "--data", str(data)]) == 0
+    landed = {f"bench_layout_{SLUG}.json", "gpucheck.json", f"pipeline_{SLUG}.json"}
+    text = copy.read_text()
+    for name in landed:
+        sha = hashlib.sha256((data / name).read_bytes()).hexdigest()
+        assert data_pins.PINS[name] == sha and f'    "{name}": "{sha}",' in text
+        assert data_pins.check(data / name) is None
+    assert load_results("layout", device="gpu", data_dir_=data) is not None

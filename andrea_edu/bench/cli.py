@@ -176,15 +176,16 @@ def main(argv=None) -> int:
     return 1 if (bad or nothing) else 0
 
 
-def _save_incomplete(obj: dict, out) -> Path:
-    """incomplete_bench_<suite>_<device>.json beside the results (or in env.default_out_dir()
-    when that folder is committed data): never a file the loaders read."""
+def _save_incomplete(obj: dict, out, name: str | None = None) -> Path:
+    """incomplete_bench_<suite>_<device>.json (or `name`: pipeline.timing's
+    incomplete_pipeline_<device>.json) beside the results (or in env.default_out_dir() when
+    that folder is committed data): never a file the loaders read."""
     from andrea_edu.env import MANIFEST, write_json_atomic
     folder = Path(out) if out is not None else default_out_dir()
     if (folder / MANIFEST).exists():
         folder = default_out_dir()
     slug = obj.get("provenance", {}).get("device_slug", "unknown")
-    path = folder / f"incomplete_bench_{obj['suite']}_{slug}.json"
+    path = folder / (name or f"incomplete_bench_{obj['suite']}_{slug}.json")
     return write_json_atomic(path, obj, manifest=False, indent=1)
 
 

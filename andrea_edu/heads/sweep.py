@@ -88,6 +88,26 @@ def _one(args) -> dict:
     return {"n_head": settings.n_head, "seed": settings.seed, **run.to_dict()}
 
 
+def _worker_start(parent: int) -> None:
+    """A pool worker: it dies with the parent (kill -9 included), and leaves Ctrl-C, which the
+    terminal sends to every process of the group, to the parent (which stops the workers)."""
+    import signal
+
+    from andrea_edu.env import die_with_parent
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent)
+
+
+def _stop_workers(ex: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the runs in progress now (a run takes minutes)."""
+    procs = list((getattr(ex, "_processes", None) or {}).values())  # shutdown forgets them
+    ex.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.join(5)
+
+
 def run_sweep(n_heads=N_HEADS, seeds=SEEDS, base: Settings | None = None, workers: int = 1,
               progress: bool = True, command: str | None = None) -> tuple[dict, dict]:
     """Train every (n_head, seed); returns (provenance, {(n_head, seed): Run}).
@@ -101,22 +121,31 @@ def run_sweep(n_heads=N_HEADS, seeds=SEEDS, base: Settings | None = None, worker
             raise ValueError(f"n_head={n} does not divide d_model={base.d_model}")
     jobs = [dataclasses.replace(base, n_head=n, seed=s) for n in n_heads for s in seeds]
     t0 = time.perf_counter()
-    if workers > 1:
-        runs = {}
-        from andrea_edu.env import die_with_parent
-        # each worker dies with this process: kill -9 of the command stops its training too
-        with ProcessPoolExecutor(workers, initializer=die_with_parent,
-                                 initargs=(os.getpid(),)) as ex:
-            futures = [ex.submit(_one, (j, False)) for j in jobs]
-            for fut in as_completed(futures):
-                d = fut.result()
-                runs[(d["n_head"], d["seed"])] = Run.from_dict(d)
-                if progress:
-                    print(f"[sweep] n_head={d['n_head']} seed={d['seed']}: "
-                          f"{d['wall_seconds']:.0f} s ({len(runs)}/{len(jobs)})", flush=True)
-        runs = {(j.n_head, j.seed): runs[(j.n_head, j.seed)] for j in jobs}
-    else:
-        runs = {(j.n_head, j.seed): train(j, progress=progress) for j in jobs}
+    runs: dict = {}
+    try:
+        if workers > 1:
+            # each worker dies with this process: kill -9 of the command stops its training too
+            ex = ProcessPoolExecutor(workers, initializer=_worker_start,
+                                     initargs=(os.getpid(),))
+            try:
+                futures = [ex.submit(_one, (j, False)) for j in jobs]
+                for fut in as_completed(futures):
+                    d = fut.result()
+                    runs[(d["n_head"], d["seed"])] = Run.from_dict(d)
+                    if progress:
+                        print(f"[sweep] n_head={d['n_head']} seed={d['seed']}: "
+                              f"{d['wall_seconds']:.0f} s ({len(runs)}/{len(jobs)})", flush=True)
+            except BaseException:
+                _stop_workers(ex)  # not waiting for runs that take minutes each
+                raise
+            ex.shutdown()
+            runs = {(j.n_head, j.seed): runs[(j.n_head, j.seed)] for j in jobs}
+        else:
+            for j in jobs:
+                runs[(j.n_head, j.seed)] = train(j, progress=progress)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (env.sigterm_interrupts): how far it got
+        setattr(e, "runs_done", (len(runs), len(jobs)))
+        raise
     wall = time.perf_counter() - t0
     return provenance(base, n_heads, seeds, wall, *([command] if command else [])), runs
 
@@ -516,10 +545,24 @@ def main(argv=None) -> int:
         return fail(ap.prog, problem)
     base = default_settings(fast=False)
     command = ("python -m andrea_edu.heads.sweep " + " ".join(argv)).strip()
-    prov, runs = run_sweep(args.n_heads, args.seeds, base, workers=args.workers, command=command)
-    path = save_sweep(args.out, prov, runs)
-    print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB): {len(runs)} runs in "
-          f"{prov['total_wall_seconds']} s")
+    from andrea_edu.env import sigterm_interrupts, stop_signal
+    path = None
+    try:
+        with sigterm_interrupts():  # SIGTERM as Ctrl-C: one line says what was left unwritten
+            prov, runs = run_sweep(args.n_heads, args.seeds, base, workers=args.workers,
+                                   command=command)
+            path = save_sweep(args.out, prov, runs)  # all or nothing
+            print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB): {len(runs)} runs in "
+                  f"{prov['total_wall_seconds']} s")
+    except KeyboardInterrupt as e:
+        import signal
+        sig = stop_signal(e)
+        total = len(args.n_heads) * len(args.seeds)
+        done, total = getattr(e, "runs_done", (total, total))
+        print(f"{ap.prog}: stopped by {signal.Signals(sig).name}: {done} of {total} runs done, "
+              + (f"{path} written whole" if path is not None else
+                 f"nothing written to {args.out}"), file=sys.stderr)
+        return 128 + sig
     return 0
 
 

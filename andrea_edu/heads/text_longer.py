@@ -202,14 +202,21 @@ def main(argv: list[str] | None = None) -> None:
     s = variant_settings(args.variant, False)
     if args.steps:
         s = dataclasses.replace(s, steps=args.steps, eval_every=max(1, args.steps // 2))
-    run = TT.train(s, progress=True)
-    save_variant(run, args.variant, args.out, args.replace)
-    over = run.cpu_seconds > CPU_BUDGET
-    print(f"wrote {args.out}: {run.wall_seconds:.0f} s wall, {run.cpu_seconds:.0f} s CPU"
-          + (f" (OVER the {CPU_BUDGET:.0f} s budget)" if over else "") + "; "
-          + "; ".join(f"{x['pattern']}: L{x['head'][0]}H{x['head'][1]} {x['score']:.3f} "
-                      f"({x['ratio']:.1f}x uniform, {x['verdict']})"
-                      for x in run.summary(TT.SCORE_TOL)))
+    from andrea_edu.env import sigterm_interrupts
+    written: list = []
+    try:
+        with sigterm_interrupts():  # SIGTERM as Ctrl-C: one line says what was left unwritten
+            run = TT.train(s, progress=True)
+            save_variant(run, args.variant, args.out, args.replace)  # all or nothing
+            written = [args.out, R.weights_path(args.out)]
+            over = run.cpu_seconds > CPU_BUDGET
+            print(f"wrote {args.out}: {run.wall_seconds:.0f} s wall, {run.cpu_seconds:.0f} s CPU"
+                  + (f" (OVER the {CPU_BUDGET:.0f} s budget)" if over else "") + "; "
+                  + "; ".join(f"{x['pattern']}: L{x['head'][0]}H{x['head'][1]} {x['score']:.3f} "
+                              f"({x['ratio']:.1f}x uniform, {x['verdict']})"
+                              for x in run.summary(TT.SCORE_TOL)))
+    except KeyboardInterrupt as e:
+        sys.exit(TT._stopped(e, args, written, prog=ap.prog))
 
 
 if __name__ == "__main__":

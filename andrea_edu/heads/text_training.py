@@ -395,26 +395,58 @@ def main(argv: list[str] | None = None) -> int:
         os.execve(sys.executable, [sys.executable, "-m", MODULE, *raw], env)
     if not args.no_pin:
         _reexec_pinned(raw)
-    if args.toy_out:
-        from . import training as toy_training
-        from .text_runs import save_toy
-        toy = toy_training.train(toy_settings(), progress=True)
-        prov = {k: v for k, v in provenance(tc.corpus_cached()).items()
-                if k not in ("corpus", "code_hash", "what")}
-        prov["what"] = "the toy laboratory's model (heads.training, CHAPTER_SEED), for its circuits"
-        prov["produced_by"] = f"{PROG} --toy-out {args.toy_out}"
-        written = save_toy(toy, args.toy_out, prov, replace=args.replace)
-        print(f"wrote {', '.join(map(str, written))}: {toy.wall_seconds:.0f} s wall, "
-              f"{toy.cpu_seconds:.0f} s CPU")
-        return 0
-    run = train(s, progress=True)
-    written = save_run(run, args.out, replace=args.replace)
-    print(f"wrote {', '.join(map(str, written))}: {run.wall_seconds:.0f} s wall, "
-          f"{run.cpu_seconds:.0f} s CPU; "
-          + "; ".join(f"{x['pattern']}: L{x['head'][0]}H{x['head'][1]} {x['score']:.3f} "
-                      f"({x['ratio']:.1f}x uniform, {x['verdict']})"
-                      for x in run.summary(SCORE_TOL)))
+    from ..env import sigterm_interrupts
+    from .text_runs import save_toy
+    written: list = []
+    try:
+        with sigterm_interrupts():  # SIGTERM as Ctrl-C: one line says what was left unwritten
+            if args.toy_out:
+                toy, prov = _train_toy(args)
+                written = save_toy(toy, args.toy_out, prov, replace=args.replace)  # a unit
+                print(f"wrote {', '.join(map(str, written))}: {toy.wall_seconds:.0f} s wall, "
+                      f"{toy.cpu_seconds:.0f} s CPU")
+                return 0
+            run = train(s, progress=True)
+            written = save_run(run, args.out, replace=args.replace)  # all or nothing
+            print(f"wrote {', '.join(map(str, written))}: {run.wall_seconds:.0f} s wall, "
+                  f"{run.cpu_seconds:.0f} s CPU; "
+                  + "; ".join(f"{x['pattern']}: L{x['head'][0]}H{x['head'][1]} {x['score']:.3f} "
+                              f"({x['ratio']:.1f}x uniform, {x['verdict']})"
+                              for x in run.summary(SCORE_TOL)))
+    except KeyboardInterrupt as e:
+        return _stopped(e, args, written)
     return 0
+
+
+def _train_toy(args):
+    """The toy chapter's model, trained, and its provenance."""
+    from . import training as toy_training
+    toy = toy_training.train(toy_settings(), progress=True)
+    prov = {k: v for k, v in provenance(tc.corpus_cached()).items()
+            if k not in ("corpus", "code_hash", "what")}
+    prov["what"] = "the toy laboratory's model (heads.training, CHAPTER_SEED), for its circuits"
+    prov["produced_by"] = f"{PROG} --toy-out {args.toy_out}"
+    return toy, prov
+
+
+def _stopped(e: KeyboardInterrupt, args, written: list, prog: str = PROG) -> int:
+    """One line on stderr for a training stopped by Ctrl-C or SIGTERM: how far it got and what
+    was left unwritten (the writes are units: the files are all new or all as before); the exit
+    status is 128 + the signal's number."""
+    import signal
+
+    from ..env import stop_signal
+    from .text_runs import toy_weights_path
+    sig = stop_signal(e)
+    toy = getattr(args, "toy_out", None) is not None  # (text_longer has no --toy-out)
+    json_out = args.toy_out if toy else args.out
+    outs = [json_out, (toy_weights_path if toy else weights_path)(json_out)]
+    done = getattr(e, "steps_done", None)
+    where = f" at training step {done[0]} of {done[1]}" if done else ""
+    left = (f"{', '.join(map(str, written))} written whole" if written else
+            f"nothing written ({', '.join(map(str, outs))} as before)")
+    print(f"{prog}: stopped by {signal.Signals(sig).name}{where}; {left}", file=sys.stderr)
+    return 128 + sig
 
 
 if __name__ == "__main__":

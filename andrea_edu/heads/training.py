@@ -257,26 +257,33 @@ def fit(model: AndreaModel, s: RunSettings, n_steps: int, next_batch, bar,
     over the first n_steps of s's schedule (`lr_at`), next-token loss only. next_batch() gives
     (idx, targets); before_step(step) runs before a step draws its batch (evaluations, probes),
     after_backward(step) between the backward pass and the optimizer step (gradient norms).
-    Returns the training loss of every step."""
+    Returns the training loss of every step. Interrupted (KeyboardInterrupt), it records
+    `.steps_done` = (steps completed, n_steps) on the exception for the command's last line."""
     opt = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(0.9, 0.98),
                             weight_decay=s.weight_decay)
     train_loss = np.zeros(n_steps)
-    for step in range(n_steps):
-        if before_step is not None:
-            before_step(step)
-        x, y = next_batch()
-        for g in opt.param_groups:
-            g["lr"] = s.lr_at(step)
-        _, loss = model(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if after_backward is not None:
-            after_backward(step)
-        opt.step()
-        train_loss[step] = loss.item()
-        bar.update()
-        if step % postfix_every == 0:
-            bar.set_postfix_str(f"loss {train_loss[step]:.3f}")
+    step = 0
+    try:
+        for step in range(n_steps):
+            if before_step is not None:
+                before_step(step)
+            x, y = next_batch()
+            for g in opt.param_groups:
+                g["lr"] = s.lr_at(step)
+            _, loss = model(x, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if after_backward is not None:
+                after_backward(step)
+            opt.step()
+            train_loss[step] = loss.item()
+            bar.update()
+            if step % postfix_every == 0:
+                bar.set_postfix_str(f"loss {train_loss[step]:.3f}")
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the CLI says how far training got
+        setattr(e, "steps_done", (step, n_steps))
+        bar.close()  # its last line before the command's
+        raise
     bar.close()
     return train_loss
 

@@ -26,6 +26,7 @@ CLI (writes the JSON the chapter reads; run it on a GPU machine to commit a GPU 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -201,6 +202,10 @@ def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 
 
     Runs under torch.no_grad(). kernels: on a GPU, also one torch.profiler pass for the CUDA
     kernel names (ignored on a CPU, where the aten ops are the finest names there are).
+    Stopped part-way (an error, Ctrl-C, SIGTERM) after at least one timed pass, it raises that
+    error with `.partial`: the StepTiming of the passes it completed (repeats = their number,
+    ops and kernels as far as recorded), as a dict labelled {"incomplete": reason}; the CLI saves
+    it apart (incomplete_pipeline_<device>.json), never as a file the loader reads.
     """
     from andrea_edu.bench.timing import provenance
 
@@ -218,31 +223,47 @@ def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 
     per_step: dict[tuple[int, str], list[float]] = {}
     whole: list[float] = []
     marked: list[float] = []
-    with torch.no_grad():
-        for i in range(warmup + repeats):
-            clock.start()
-            model_in_steps(model, idx, clock)
-            durations = clock.durations_ms()
-            if i >= warmup:
-                for layer, name, ms in durations:
-                    per_step.setdefault((layer, name), []).append(ms)
-                marked.append(sum(ms for *_, ms in durations))
-                whole.append(_time_forward(model, idx, dev))
-        with OpRecorder() as rec:
-            model_in_steps(model, idx, rec.mark)
-        ops = rec.ops
-        kern = profile_steps(model, idx)[1] if (kernels and dev == "cuda") else {}
-    steps = [{"layer": layer, "name": name, "median_ms": statistics.median(v), "min_ms": min(v)}
-             for (layer, name), v in per_step.items()]
-    prov = provenance("cuda" if dev == "cuda" else "cpu", command="pipeline_timing.time_steps")
-    decision = clock.info.get("attention", {}).get("decision")
-    return StepTiming(
-        config=getattr(model.cfg, "name", "custom"), B=B, T=T,
-        dtype=str(model.wte.dtype).replace("torch.", ""), backend=model.blocks[0].attn.backend,
-        device=prov["device"], device_kind=prov["device_kind"], repeats=repeats, steps=steps,
-        forward_ms=statistics.median(whole), marked_forward_ms=statistics.median(marked),
-        decision=dataclasses.asdict(decision) if decision is not None else {},
-        ops=ops, kernels=kern, provenance=prov)
+    ops: dict = {}
+    kern: dict = {}
+
+    def result() -> StepTiming:  # what the completed passes measured
+        steps = [{"layer": layer, "name": name, "median_ms": statistics.median(v),
+                  "min_ms": min(v)} for (layer, name), v in per_step.items()]
+        prov = provenance("cuda" if dev == "cuda" else "cpu",
+                          command="pipeline_timing.time_steps")
+        decision = clock.info.get("attention", {}).get("decision")
+        return StepTiming(
+            config=getattr(model.cfg, "name", "custom"), B=B, T=T,
+            dtype=str(model.wte.dtype).replace("torch.", ""),
+            backend=model.blocks[0].attn.backend, device=prov["device"],
+            device_kind=prov["device_kind"], repeats=len(whole), steps=steps,
+            forward_ms=statistics.median(whole), marked_forward_ms=statistics.median(marked),
+            decision=dataclasses.asdict(decision) if decision is not None else {},
+            ops=ops, kernels=kern, provenance=prov)
+    try:
+        with torch.no_grad():
+            for i in range(warmup + repeats):
+                clock.start()
+                model_in_steps(model, idx, clock)
+                durations = clock.durations_ms()
+                if i >= warmup:
+                    fwd = _time_forward(model, idx, dev)
+                    for layer, name, ms in durations:  # a pass counts once it is whole
+                        per_step.setdefault((layer, name), []).append(ms)
+                    marked.append(sum(ms for *_, ms in durations))
+                    whole.append(fwd)
+            with OpRecorder() as rec:
+                model_in_steps(model, idx, rec.mark)
+            ops = rec.ops
+            kern = profile_steps(model, idx)[1] if (kernels and dev == "cuda") else {}
+    except (Exception, KeyboardInterrupt) as e:  # keep what was measured: raised with it
+        if not whole:
+            raise
+        stopped = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".strip()
+        with contextlib.suppress(Exception):  # (nothing to keep if even that fails)
+            setattr(e, "partial", dict(result().to_dict(), incomplete=stopped))
+        raise
+    return result()
 
 
 def time_block(block, x, layer: int = 0, repeats: int = 5, warmup: int = 1) -> dict:
@@ -326,7 +347,7 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
     errors="warn" warns that line and goes on."""
     import warnings
 
-    from andrea_edu.env import data_search_dirs, manifest_problem
+    from andrea_edu.env import data_search_dirs, listed_but_missing, manifest_problem
 
     if device not in ("gpu", "cpu", "any"):
         raise ValueError(f"device={device!r} is not one of 'gpu', 'cpu', 'any'")
@@ -336,10 +357,16 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
         folder = Path(data_dir_)
     else:  # $ANDREA_DATA_DIR; beside the installed package's repository; beside the notebook
         found = next((d for d in data_search_dirs() if d.is_dir() and
-                      any(d.glob("pipeline_*.json"))), None)
+                      (any(d.glob("pipeline_*.json"))
+                       or listed_but_missing(d, "pipeline_*.json"))), None)
         if found is None:
             return None
         folder = found
+    gone = listed_but_missing(folder, "pipeline_*.json")  # committed, then deleted: damage
+    if gone:
+        if errors == "raise":
+            raise PipelineFileError(gone)
+        warnings.warn(f"{gone} (skipped, not shown)", RuntimeWarning)
     files = sorted(folder.glob("pipeline_*.json"))
     gpu = [f for f in files if f.name != "pipeline_cpu.json"]
     cpu = [f for f in files if f.name == "pipeline_cpu.json"]
@@ -457,27 +484,59 @@ def main(argv=None) -> int:
     if target.exists() and not a.replace:  # before measuring: the target is known
         return fail(ap.prog, f"--out: {target} exists; add --replace to replace it, or give "
                              f"another --out")
-    from andrea_edu.env import sigterm_interrupts
+    from andrea_edu.env import sigterm_interrupts, stop_signal
+    t: StepTiming | None = None
+    wrote: Path | None = None
     try:
         with sigterm_interrupts():
             # built on the CPU (its seeded initialisation uses a CPU generator), then moved
             model = AndreaModel(cfg, backend=a.backend).to(device=dev, dtype=DTYPES[a.dtype])
             t = time_steps(model, a.B, a.T, repeats=a.repeats, warmup=2)
-    except ValueError as e:  # e.g. a backend that cannot run this dtype or device: its reason
-        return fail(ap.prog, str(e).splitlines()[0])
-    except KeyboardInterrupt as e:
-        print(f"{ap.prog}: stopped while measuring ({e or 'Ctrl-C'}); {target} was not "
-              f"written", file=sys.stderr)
-        return 130
-    print(t.label())
-    for k, v in t.shares().items():
-        print(f"  {k:28s} {100 * v:5.1f} %")
-    try:
-        print(f"wrote {t.save(a.out, replace=a.replace)}")
-    except (FileExistsError, OSError) as e:  # appeared meanwhile, or the disk is full
-        print(f"{ap.prog}: nothing written: {e}", file=sys.stderr)
-        return 1
+            print(t.label())
+            for k, v in t.shares().items():
+                print(f"  {k:28s} {100 * v:5.1f} %")
+            wrote = t.save(a.out, replace=a.replace)  # all or nothing
+            print(f"wrote {wrote}")
+    except (Exception, KeyboardInterrupt) as e:
+        if wrote is not None:  # stopped after the write: it is whole
+            print(f"{ap.prog}: stopped ({type(e).__name__}) after writing {wrote} whole",
+                  file=sys.stderr)
+            return 128 + stop_signal(e) if isinstance(e, KeyboardInterrupt) else 1
+        return _stopped(ap.prog, e, t, a.out, target, stop_signal(e))
     return 0
+
+
+def _stopped(prog: str, e: BaseException, t: StepTiming | None, out, target: Path,
+             signum: int) -> int:
+    """After a failure or a signal: what was measured is saved apart, labelled incomplete, as
+    bench does (bench.cli._save_incomplete), and one line says so; the exit status is 128 +
+    the signal's number, 2 for a refusal before anything was measured, 1 otherwise."""
+    from andrea_edu.bench.args import fail
+    from andrea_edu.bench.cli import _save_incomplete
+    interrupted = isinstance(e, KeyboardInterrupt)
+    import signal
+    why = (f"stopped by {signal.Signals(signum).name}" if interrupted else
+           f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    partial = getattr(e, "partial", None)
+    if partial is None and t is not None:  # measured whole, then the report or the write failed
+        partial = dict(t.to_dict(), incomplete=why)
+    if partial is None:
+        if interrupted:
+            print(f"{prog}: {why} before a pass was measured; {target} was not written",
+                  file=sys.stderr)
+            return 128 + signum
+        if isinstance(e, ValueError):  # e.g. a backend that cannot run this dtype or device
+            return fail(prog, str(e).splitlines()[0])
+        raise e
+    try:
+        where = _save_incomplete(partial, out, name=f"incomplete_{target.name}")
+    except OSError as e2:  # the disk is full, the folder gone: say so, in the same line
+        print(f"{prog}: {why}; what was measured could not be saved either ({e2}); {target} "
+              f"was not written", file=sys.stderr)
+        return 128 + signum if interrupted else 1
+    print(f"{prog}: {why} after measuring {partial['repeats']} pass(es); what was measured is "
+          f"saved, labelled incomplete, in {where}; {target} was not written", file=sys.stderr)
+    return 128 + signum if interrupted else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,190 @@
+"""The committed data's second guard: the SHA-256 of every file in book/data, recorded in code.
+
+SHA256SUMS beside the data catches a damaged file, but the manifest can be regenerated over the
+damage (`sha256sum * > SHA256SUMS`), and then it vouches for the damage: values that stay within
+range pass every value check and change a chapter without a word (a head score swapped renames
+the chapter's bracket head). The pins below change only with a change to this module, which a
+review sees as a code diff beside the data's.
+
+Where pins apply (`pinned`): the committed data folder of a checkout (a folder book/data beside
+the package folder andrea_edu/, whichever clone it is in), and a folder marked with `pin_folder`
+(a test's copy of the committed data, read as the book reads book/data). Everywhere else (scratch
+folders, andrea_runs/, a test's synthetic data) only SHA256SUMS and the loaders' checks stand.
+
+In a pinned folder every file has its pin and matches it, and every pinned file is there:
+    check(path)             None, or one line: no pin, differs from its pin, or pinned but gone
+    missing(folder, "x*")   one line naming a pinned file of that pattern that is gone, or None
+The book calls both through andrea_edu.env (manifest_problem before it reads a data file,
+listed_but_missing when it looks one up by name), so every loader refuses a file whose pin
+differs, in one line that names it and says how to restore it or how to accept new data.
+
+Accepting new data deliberately: `python scripts/pin_data.py --accept book/data/NAME` (`accept`)
+rewrites the table below from the files as they are (each must be listed in, and match, its
+folder's SHA256SUMS); commit it with the data. scripts/land_gpu_out.py does this for the files it
+lands. `python scripts/pin_data.py` checks the whole folder. Standard library only (env.py's
+children load it without torch).
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+from pathlib import Path
+
+MANIFEST = "SHA256SUMS"  # env.MANIFEST: never pinned itself (the pins stand in for it)
+MARKER = ".andrea-pinned"  # in a folder marked by pin_folder: read as the committed data
+PIN_FILE = Path(__file__)  # the module accept() rewrites (a test points it at a copy)
+PIN_NAME = "andrea_edu/data_pins.py"  # as a reader names it in a message
+_BEGIN, _END = "    # pins: begin", "    # pins: end"  # whole lines of the table below
+
+PINS: dict[str, str] = {
+    # pins: begin (one line per committed file, sorted; written by accept(): review the diff)
+    "bench_headdim_cpu.json": "de8bb89f6a0055cde025332cbae4ad758718a8e26296a193d978c2cf1180b307",
+    "bench_layout_cpu.json": "8c7cc159882b80114ded20f9eab5076002d42ec34b5bedca21cafa483ef49644",
+    "bench_projections_cpu.json": "8d4a4b323ace5237d306ac5e41cab117e73312a64dc3f3497567b5b789f2a2c7",
+    "realtext_deep_model.pt": "8b6946f065221c499895d76d6fb103b16f73cf0a28a4c2b9b2de18743f35373f",
+    "realtext_deep_run.json": "44fb3cc8194d5c7a62ff68b148dea69acdd790ab3a0c5e3733af3b7f7c74770e",
+    "realtext_long_model.pt": "e7dcfc972f7f0f613d02ec9691435ecf9ae2d4af99f18d0557301b749ab1723b",
+    "realtext_long_run.json": "15b31315fb5615692e04a8bcaed38b310e3f8e61e11fc9ede3e60b14641c2875",
+    "realtext_model.pt": "c9815a7723e2043e56a683f667f0dc1e567066e80c260f9eb5ba78dc6c68f409",
+    "realtext_paths.json": "1390b5f2f972394a40f9937f2197f6b4b58719ef927d9a88f3bc2efa24266f10",
+    "realtext_run.json": "5816e472b94ceb8455f9c2597ecd9bdeedaee48198bcfc5140bac588c5db25c0",
+    "realtext_steps_model.pt": "93a6c2ed1f3c6be7bece65d7763b8bd56d3ef2546628729a43297b3f69031463",
+    "realtext_steps_run.json": "28c460cb30ff520f6707e900efeac4cec9916f527ad94da20acc29ec66ac8fc7",
+    "specialization_sweep.json": "795f614728c85ca92e02d3f9295d3e128da4e6a74fc2d737c941fd3beec71a04",
+    "toy_lab_model.json": "4be9a1b9d6cfe89e36cd18ca36572547b3d55d6d648f959080a7c939ea3f67b5",
+    "toy_lab_model.pt": "6982ea418fedcea0d65908c932c49b68f4b21ac34e10713a940cf6be6957d417",
+    # pins: end
+}
+
+
+def committed_folder() -> Path:
+    """The repository's book/data, beside the package this module belongs to."""
+    return Path(__file__).resolve().parents[1] / "book" / "data"
+
+
+def pinned(folder) -> bool:
+    """True when `folder` holds the committed data: a checkout's book/data (its parent's parent
+    holds andrea_edu/), or a folder `pin_folder` marked."""
+    folder = Path(folder)
+    if (folder / MARKER).is_file():
+        return True
+    real = Path(os.path.realpath(folder))
+    return (real.name == "data" and real.parent.name == "book"
+            and (real.parent.parent / "andrea_edu" / "data_pins.py").is_file())
+
+
+def pin_folder(folder) -> Path:
+    """Mark `folder` as holding copies of the committed data: from then on it is checked against
+    the pins as book/data is (a test's copy, damaged and re-manifested, is then refused)."""
+    mark = Path(folder) / MARKER
+    mark.write_text("this folder holds copies of the committed data: andrea_edu/data_pins.py "
+                    "checks every file\n")
+    return mark
+
+
+def _shown(path: Path) -> str:
+    """The path as a reader types it: relative to the repository when inside it."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        return Path(os.path.abspath(path)).relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _restore(path: Path) -> str:
+    return f"restore it with `git checkout -- {_shown(path)}`"
+
+
+def _accept(path: Path) -> str:
+    return (f"accept new data deliberately with `python scripts/pin_data.py --accept "
+            f"{_shown(path)}` and commit that code change with the data")
+
+
+def check(path, sha256: str | None = None) -> str | None:
+    """None when `path` may be read as far as the pins go: its folder is not pinned, or the file
+    matches its pin. Otherwise one line (without the path, which the caller puts first, as
+    env.manifest_problem's lines): the file has no pin, its content differs from its pin, or a
+    pinned file is gone. sha256: the file's digest when the caller has it already."""
+    path = Path(path)
+    if path.name in (MANIFEST, MARKER) or not pinned(path.parent):
+        return None
+    want = PINS.get(path.name)
+    if not path.is_file():
+        if want is None:
+            return None
+        return (f"pinned in {PIN_NAME} but missing (committed data deleted): {_restore(path)}, "
+                f"or remove its pin deliberately with `python scripts/pin_data.py --accept "
+                f"{_shown(path)}`")
+    if want is None:
+        return (f"has no pin in {PIN_NAME}: every file of the committed data folder is pinned, "
+                f"so a file added by hand is refused; {_accept(path)} (scripts/land_gpu_out.py "
+                f"pins what it lands), or remove the file")
+    try:
+        got = sha256 or hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if got != want:
+        return (f"content differs from its pin in {PIN_NAME} (committed data changed; "
+                f"{MANIFEST} alone cannot vouch for it, it can be regenerated over damage): "
+                f"{_restore(path)}, or {_accept(path)}")
+    return None
+
+
+def missing(folder, pattern: str = "*") -> str | None:
+    """One line naming the first pinned file matching `pattern` (fnmatch) that `folder` lacks,
+    when the folder is pinned; None otherwise. A pinned file that is gone is damage, not "no
+    data" (its line in SHA256SUMS may have been removed with it)."""
+    folder = Path(folder)
+    if not pinned(folder):
+        return None
+    for name in sorted(PINS):
+        if fnmatch.fnmatchcase(name, pattern) and not (folder / name).is_file():
+            return f"{folder / name}: {check(folder / name)}"
+    return None
+
+
+def pins_text(pins: dict[str, str]) -> str:
+    """The lines between the markers for {name: sha256}, sorted by name."""
+    return "".join(f'    "{n}": "{h}",\n' for n, h in sorted(pins.items()))
+
+
+def accept(paths, pin_file=None) -> list[str]:
+    """Pin the files `paths` as they are now (a file that is gone loses its pin): rewrite the
+    table in this module's source (atomically: temporary file + rename) and in memory. Each path
+    must lie in a pinned folder (ValueError, one line, before anything is written). Whether each
+    file is what its folder's SHA256SUMS lists is the caller's to check first
+    (scripts/pin_data.py does; scripts/land_gpu_out.py has just written the manifest itself).
+    Returns one line per file."""
+    pin_file = Path(pin_file) if pin_file is not None else PIN_FILE
+    new = dict(PINS)
+    lines = []
+    for p in map(Path, paths):
+        if not pinned(p.parent):
+            raise ValueError(f"{p}: not in the committed data folder (book/data); only its files "
+                             f"are pinned")
+        if not p.exists():
+            if new.pop(p.name, None) is None:
+                raise ValueError(f"{p}: no such file, and no pin to remove")
+            lines.append(f"{p.name}: pin removed (the file is gone)")
+            continue
+        if not p.is_file():
+            raise ValueError(f"{p}: not a file")
+        got = hashlib.sha256(p.read_bytes()).hexdigest()
+        old = new.get(p.name)
+        new[p.name] = got
+        lines.append(f"{p.name}: {'unchanged' if old == got else 'pinned' if old is None else 're-pinned'}"
+                     f" {got[:12]}")
+    lines_of = pin_file.read_text().split("\n")
+    begin = [i for i, ln in enumerate(lines_of) if ln.startswith(_BEGIN)]
+    end = [i for i, ln in enumerate(lines_of) if ln == _END]
+    if len(begin) != 1 or len(end) != 1 or end[0] < begin[0]:
+        raise ValueError(f"{pin_file}: the '# pins: begin' / '# pins: end' lines are not there "
+                         f"once each; restore the file (git checkout)")
+    text = "\n".join(lines_of[:begin[0] + 1]) + "\n" + pins_text(new) + "\n".join(lines_of[end[0]:])
+    tmp = pin_file.with_name(f".{pin_file.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, pin_file)
+    PINS.clear()
+    PINS.update(new)
+    return lines

@@ -1,0 +1,167 @@
+"""The committed data's pins (andrea_edu/data_pins.py): a checkout's book/data cannot change
+silently, even with SHA256SUMS regenerated over the change; a folder of synthetic data is not
+pinned; new data is accepted only by a code change (scripts/pin_data.py, scripts/land_gpu_out.py).
+Each test reads one small file or copies a few: well under a second."""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from andrea_edu import data_pins, env
+from andrea_edu.env import MANIFEST, DataFileError, seal_folder
+from andrea_edu.heads import text_runs as TR
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "book" / "data"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("_pin_data", REPO / "scripts" / "pin_data.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _checkout(tmp: Path, names) -> Path:
+    """A clone's shape: <tmp>/repo/andrea_edu/data_pins.py beside <tmp>/repo/book/data."""
+    (tmp / "repo" / "andrea_edu").mkdir(parents=True)
+    (tmp / "repo" / "andrea_edu" / "data_pins.py").write_text("")
+    data = tmp / "repo" / "book" / "data"
+    data.mkdir(parents=True)
+    for n in names:
+        shutil.copy(DATA / n, data / n)
+    seal_folder(data)
+    return data
+
+
+def test_the_committed_folder_is_pinned_by_its_place_and_synthetic_folders_are_not(tmp_path):
+    assert data_pins.pinned(DATA) and not (DATA / data_pins.MARKER).exists()
+    assert data_pins.committed_folder() == DATA
+    assert not data_pins.pinned(tmp_path)
+    (tmp_path / "book" / "data").mkdir(parents=True)  # book/data, but in no checkout
+    assert not data_pins.pinned(tmp_path / "book" / "data")
+    assert data_pins.pinned(_checkout(tmp_path, []))
+    data_pins.pin_folder(tmp_path)
+    assert data_pins.pinned(tmp_path)
+    # a synthetic folder the tests build and seal reads as before
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "realtext_run.json").write_text("{}")
+    seal_folder(tmp_path / "x")
+    assert env.manifest_problem(tmp_path / "x" / "realtext_run.json") is None
+
+
+def test_every_committed_file_matches_its_pin_and_the_check_command_says_so(capsys):
+    assert data_pins.PINS == env.read_manifest(DATA, required=True)
+    for name, sha in data_pins.PINS.items():
+        assert data_pins.check(DATA / name, sha) is None
+    assert data_pins.missing(DATA) is None
+    assert _script().main([]) == 0
+    assert "all 15 files match their pins" in capsys.readouterr().out
+
+
+def test_a_regenerated_manifest_does_not_vouch_for_a_changed_committed_file(tmp_path,
+                                                                          monkeypatch):
+    """The issue's head-score swap in a clone's book/data, SHA256SUMS regenerated over it."""
+    data = _checkout(tmp_path, ["realtext_run.json", "realtext_model.pt"])
+    monkeypatch.setenv(env.DATA_ENV, str(data))
+    assert TR.load_run(data / "realtext_run.json").model is not None  # as committed: read
+    d = json.loads((data / "realtext_run.json").read_text())
+    last = d["scores"][-1][1]
+    flat = np.array(last, dtype=float)
+    (a, b), (c, e) = np.unravel_index(np.argsort(flat, axis=None)[[-1, 0]], flat.shape)
+    last[a][b], last[c][e] = last[c][e], last[a][b]
+    (data / "realtext_run.json").write_text(json.dumps(d))
+    seal_folder(data)  # sha256sum over the damage
+    with pytest.raises(DataFileError) as err:
+        TR.load_run(data / "realtext_run.json")
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(str(data / "realtext_run.json")), msg
+    for words in ("differs from its pin in andrea_edu/data_pins.py", "git checkout --",
+                  "scripts/pin_data.py --accept"):
+        assert words in msg, msg
+
+
+def test_a_file_added_or_deleted_by_hand_is_refused(tmp_path, monkeypatch):
+    data = _checkout(tmp_path, ["bench_layout_cpu.json", "toy_lab_model.json",
+                                "toy_lab_model.pt"])
+    monkeypatch.setenv(env.DATA_ENV, str(data))
+    from andrea_edu.bench import results as R
+    assert R.load_results("layout", "cpu") is not None
+    shutil.copy(DATA / "bench_layout_cpu.json", data / "bench_layout_my-gpu.json")
+    seal_folder(data)  # listed, but pinned by no one
+    with pytest.raises(DataFileError, match="has no pin in andrea_edu/data_pins.py"):
+        R.read_results_file(data / "bench_layout_my-gpu.json")
+    (data / "toy_lab_model.json").unlink()
+    seal_folder(data)  # its line gone with it: the pins still know the file
+    with pytest.raises(DataFileError, match="pinned in andrea_edu/data_pins.py but missing") as e:
+        env.find_data_file("toy_lab_model.json")
+    assert "\n" not in str(e.value) and str(data / "toy_lab_model.json") in str(e.value)
+
+
+@pytest.fixture
+def pin_copy(tmp_path, monkeypatch) -> Path:
+    """accept() writes a copy of data_pins.py, and the table in memory is a copy too."""
+    copy = tmp_path / "data_pins_copy.py"
+    shutil.copy(data_pins.PIN_FILE, copy)
+    monkeypatch.setattr(data_pins, "PIN_FILE", copy)
+    monkeypatch.setattr(data_pins, "PINS", dict(data_pins.PINS))
+    return copy
+
+
+def _table(source: Path) -> dict:
+    ns: dict = {"__file__": str(source), "__name__": "data_pins_copy"}
+    exec(compile(source.read_text(), str(source), "exec"), ns)  # the rewritten module runs
+    return ns["PINS"]
+
+
+def test_accept_rewrites_the_table_in_code_and_nothing_else(tmp_path, pin_copy):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    data_pins.pin_folder(folder)
+    before = pin_copy.read_text()
+    assert data_pins.accept([]) == []
+    assert pin_copy.read_text() == before  # nothing to pin: the same text
+    new = folder / "bench_layout_my-gpu.json"
+    new.write_text('{"x": 1}\n')
+    seal_folder(folder)
+    assert data_pins.check(new) is not None  # refused until pinned
+    lines = data_pins.accept([new])
+    assert lines[0].startswith("bench_layout_my-gpu.json: pinned")
+    sha = hashlib.sha256(new.read_bytes()).hexdigest()
+    assert _table(pin_copy) == data_pins.PINS and data_pins.PINS[new.name] == sha
+    assert data_pins.check(new) is None and env.manifest_problem(new) is None
+    changed = pin_copy.read_text().splitlines()
+    assert [ln for ln in changed if ln not in before.splitlines()] == \
+        [f'    "{new.name}": "{sha}",']  # one line of code: what the review sees
+    new.unlink()
+    assert data_pins.accept([new]) == [f"{new.name}: pin removed (the file is gone)"]
+    assert pin_copy.read_text() == before
+    with pytest.raises(ValueError, match="no such file, and no pin"):
+        data_pins.accept([new])
+    with pytest.raises(ValueError, match="not in the committed data folder"):
+        data_pins.accept([tmp_path / "elsewhere.json"])
+
+
+def test_pin_data_accepts_only_what_the_manifest_lists(tmp_path, pin_copy, monkeypatch, capsys):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    data_pins.pin_folder(folder)
+    f = folder / "pipeline_my-gpu.json"
+    f.write_text("{}\n")
+    seal_folder(folder)
+    f.write_text('{"edited": true}\n')  # edited after the manifest was written
+    before = pin_copy.read_text()
+    assert _script().main(["--accept", str(f)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "differs from" in err and MANIFEST in err, err
+    assert pin_copy.read_text() == before
+    seal_folder(folder)
+    assert _script().main(["--accept", str(f)]) == 0
+    assert "pipeline_my-gpu.json" in _table(pin_copy)
