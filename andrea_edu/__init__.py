@@ -27,7 +27,15 @@ The names below are what a reader calls first; everything else is one import awa
 import sys as _sys
 import types as _types
 
+from typing import TYPE_CHECKING
+
 from andrea_edu.env import __version__
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers (never run)
+    from andrea_edu.attention import Decision, attention, choose_backend, reference_attention
+    from andrea_edu.config import ANDREA_12M, ANDREA_120M, AndreaConfig, param_counts
+    from andrea_edu.model import AndreaModel
+    from andrea_edu.projections import merge_heads, split_heads
 
 _LAZY = {"Decision": "attention", "attention": "attention", "choose_backend": "attention",
          "reference_attention": "attention", "ANDREA_12M": "config", "ANDREA_120M": "config",
