@@ -22,24 +22,53 @@ the rest; this folder holds the core and nothing else (tests/test_architecture.p
 The names below are what a reader calls first; everything else is one import away, e.g.
 `from andrea_edu.kernels import compile_attention`.
 """
-# Before anything imports torch: pin the CPU instruction sets of torch's numeric libraries (AVX2
-# on x86; ANDREA_CPU_ISA=native opts out), so CPU results are the same bits on every machine.
-from andrea_edu.env import pin_cpu_isa as _pin_cpu_isa
+# Importing the package changes nothing in os.environ and loads no torch: the names below are
+# imported on first use (PEP 562), so `import andrea_edu.env` stays light and a chapter's first
+# cell can pin the CPU instruction sets (andrea_edu.env.setup_kernel) before torch loads.
+import sys as _sys
+import types as _types
 
-_pin_cpu_isa(warn=False)  # silent here: a reader who imported torch first loses only the low bits
+from typing import TYPE_CHECKING
 
-import sys as _sys  # noqa: E402
-
-if "ipykernel" in _sys.modules:  # a notebook kernel: thread pools capped unless the user set them
-    from andrea_edu.env import cap_threads as _cap_threads
-    _cap_threads()
-
-from andrea_edu.attention import Decision, attention, choose_backend, reference_attention
-from andrea_edu.config import ANDREA_12M, ANDREA_120M, AndreaConfig, param_counts
 from andrea_edu.env import __version__
-from andrea_edu.model import AndreaModel
-from andrea_edu.projections import merge_heads, split_heads
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers (never run)
+    from andrea_edu.attention import Decision, attention, choose_backend, reference_attention
+    from andrea_edu.config import ANDREA_12M, ANDREA_120M, AndreaConfig, param_counts
+    from andrea_edu.model import AndreaModel
+    from andrea_edu.projections import merge_heads, split_heads
+
+_LAZY = {"Decision": "attention", "attention": "attention", "choose_backend": "attention",
+         "reference_attention": "attention", "ANDREA_12M": "config", "ANDREA_120M": "config",
+         "AndreaConfig": "config", "param_counts": "config", "AndreaModel": "model",
+         "merge_heads": "projections", "split_heads": "projections"}
 
 __all__ = ["ANDREA_120M", "ANDREA_12M", "AndreaConfig", "AndreaModel", "Decision", "attention",
            "choose_backend", "merge_heads", "param_counts", "reference_attention",
            "split_heads", "__version__"]
+
+
+class _Package(_types.ModuleType):
+    """This package's module type: `andrea_edu.attention` stays the function when the submodule
+    of the same name loads (the import system would set the module there), as it always was."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "attention" and isinstance(value, _types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'andrea_edu' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(f"andrea_edu.{_LAZY[name]}"), name)
+    globals()[name] = value  # once: later lookups find it directly
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

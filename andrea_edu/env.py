@@ -7,7 +7,7 @@ ANDREA_CPU_ISA       "avx2" (the default) pins the CPU instruction sets of torch
                      (see `pin_cpu_isa`); "native" leaves every library free to pick its own
                      (and drops pins inherited from a parent). Timings want "native": the bench
                      and pipeline-timing commands re-run themselves so (`native_isa_env`), and a
-                     chapter that times on the CPU sets it before importing andrea_edu.
+                     chapter that times on the CPU sets it and calls `pin_cpu_isa` before torch loads.
                      "asis" leaves the three knobs exactly as the environment has them (neither
                      filled in nor dropped): for a child whose parent chose each knob (the
                      re-check of "Heads on real text", heads.text_training.pinned_env).
@@ -19,7 +19,8 @@ pick kernels by the CPU's instruction set (AVX2 vs AVX-512), and the low bits gr
 training: 3e-4 to 1.4e-3 after 100 steps between two x86 machines, enough to move a head score
 across the chapter's threshold. Every x86-64 machine this book targets has AVX2 (Haswell, 2013;
 every AMD Zen), so AVX2 is the level pinned. The three knobs are read by the libraries when torch
-is first imported: set them before that (importing `andrea_edu` does, if it comes first).
+is first imported: set them before that (`setup_kernel`, which every chapter's first cell calls;
+importing `andrea_edu` changes no environment variable).
 """
 from __future__ import annotations
 
@@ -99,7 +100,8 @@ def pin_cpu_isa(warn: bool = True) -> dict[str, str]:
     if late and warn:
         warnings.warn(f"torch was imported before andrea_edu pinned the CPU instruction sets "
                       f"({', '.join(late)} set too late): CPU results may differ in the low bits "
-                      f"from the committed ones. Import andrea_edu before torch, or run through "
+                      f"from the committed ones. Call andrea_edu.env.pin_cpu_isa before importing "
+                      f"torch, or run through "
                       f"scripts/ (they export the settings).", RuntimeWarning, stacklevel=2)
     return isa_settings()
 
@@ -271,6 +273,31 @@ def cap_threads(cap: int = THREAD_CAP) -> int | None:
     if torch is not None and hasattr(torch, "set_num_threads"):
         torch.set_num_threads(min(torch.get_num_threads(), n))
     return n
+
+
+def setup_kernel() -> dict[str, str]:
+    """What a chapter needs before torch loads, set once by its first cell (the install cell):
+    the CPU instruction-set pins (`pin_cpu_isa`, as ANDREA_CPU_ISA says) and, inside a notebook
+    kernel, the thread cap (`cap_threads`). Importing andrea_edu sets neither: a program that
+    wants them calls this (or `pin_cpu_isa`) itself. Returns the knobs' values now in effect."""
+    settings = pin_cpu_isa(warn=False)  # a reader who imported torch first loses only low bits
+    if "ipykernel" in sys.modules:
+        cap_threads()
+    return settings
+
+
+def rerun_pinned(module: str) -> int | None:
+    """For the __main__ of a command whose CPU results are committed: when pinning is wanted and
+    this process did not start with every knob set (torch is loaded by now, too late to pin), run
+    the same command again in a child with the pins filled in and return its exit status; None
+    when the knobs are in place (then the caller goes on). The mirror of `rerun_unpinned`."""
+    if not pinning_wanted() or all(k in os.environ for k in ISA_KNOBS):
+        return None
+    child = dict(os.environ)
+    for k, v in PINNED_ISA.items():
+        child.setdefault(k, v)
+    rc = run_child([sys.executable, "-m", module, *sys.argv[1:]], env=child)
+    return child_status(f"python -m {module}", rc)
 
 
 DEVICES = ("cpu", "cuda")

@@ -1,7 +1,9 @@
 """Q/K/V projections three ways, splitting and merging heads, and the output projection W_O.
 
 Introduced in the chapters "Three matrices per head, or one big matrix", "Naming the projections",
-"Twelve vectors become one" and "The output projection W_O".
+"Twelve vectors become one" and "The output projection W_O" (there also: how much of every output
+dimension each head feeds, `head_shares` / `effective_heads`, on a random W_O and on a W_O built
+to look trained, `synthetic_trained_w_o`).
 
 Convention: the source's math, X . W, with every weight stored [in_features, out_features]:
   per head   W_Q^h, W_K^h, W_V^h : [d_model, head_dim], stacked as [n_head, d_model, head_dim]
@@ -171,6 +173,44 @@ def head_contributions(heads: torch.Tensor, W_O: torch.Tensor) -> torch.Tensor:
     _check("W_O", W_O, (nh * hs, nh * hs), "[d_model, d_model] with d_model = n_head * head_dim")
     W_O_blocks = W_O.view(nh, hs, nh * hs)  # (nh, hs, C): row block h reads head h
     return torch.einsum("bhtd,hdc->hbtc", heads, W_O_blocks)  # (nh, B, T, C)
+
+
+def head_shares(contrib: torch.Tensor) -> torch.Tensor:
+    """contrib [nh, B, T, C] (``projections.head_contributions``) -> [nh, C]: for each output
+    dimension j, head h's share of sum_h ||contrib[h, :, :, j]||^2 (columns sum to 1)."""
+    if not isinstance(contrib, torch.Tensor) or contrib.dim() != 4:
+        raise ValueError(f"contrib must be a [n_head, batch, seq_len, d_model] tensor, got "
+                         f"{getattr(contrib, 'shape', type(contrib).__name__)}")
+    energy = contrib.double().pow(2).sum(dim=(1, 2))  # (nh, C)
+    total = energy.sum(dim=0, keepdim=True)  # (1, C)
+    if bool((total == 0).any()):
+        raise ValueError("some output dimension receives nothing from any head: shares undefined")
+    return energy / total  # (nh, C)
+
+
+def effective_heads(shares: torch.Tensor) -> torch.Tensor:
+    """1 / sum_h share^2 per output dimension [C]: n_head when all heads count equally, 1 when
+    one head alone feeds it."""
+    return 1.0 / shares.pow(2).sum(dim=0)  # (C,)
+
+
+def synthetic_trained_w_o(d_model: int = 768, n_head: int = 12, seed: int = 0,
+                          owners: int = 2, leak: float = 0.1) -> torch.Tensor:
+    """A W_O built to look like a trained one (it is NOT trained): heads write at unequal scales
+    (log-normal per head) and each output dimension reads mostly from `owners` heads (the other
+    heads' weights there are scaled by `leak`). GPT-2-like base scale, std 0.02."""
+    from andrea_edu.config import AndreaConfig
+    hs = AndreaConfig(n_head=n_head, d_model=d_model).head_dim  # validates n_head and d_model
+    if not 1 <= owners <= n_head:
+        raise ValueError(f"owners must be in 1..{n_head} (n_head={n_head}), got {owners}")
+    g = torch.Generator().manual_seed(seed)
+    W = torch.randn(d_model, d_model, generator=g) * 0.02  # (C, C)
+    scale = torch.exp(torch.randn(n_head, generator=g))  # (nh,)
+    gain = torch.full((n_head, d_model), leak)  # (nh, C)
+    for j in range(d_model):
+        gain[torch.randperm(n_head, generator=g)[:owners], j] = 1.0
+    per_row = (scale[:, None] * gain).repeat_interleave(hs, dim=0)  # (C, C): row block h
+    return W * per_row
 
 
 def check_head(head: int, n_head: int) -> int:

@@ -67,7 +67,7 @@ def read_config(root: Path = ROOT) -> Repo:
 def install_cell(url: str) -> str:
     """The first code cell of every chapter."""
     return f'''\
-# Installs andrea_edu when it is missing (a fresh Colab runtime, say); does nothing otherwise.
+# Installs andrea_edu when it is missing (a fresh Colab runtime, say), then sets up this kernel.
 # It clones the book's repository (book/data comes along) and runs scripts/install_book.py
 # there: NVRTC and CUDA headers that fit this machine's driver, never another torch.
 # Written by scripts/repo_url.py from _config.yml: edit the URL there, not here.
@@ -90,7 +90,9 @@ if importlib.util.find_spec("andrea_edu") is None:
     print(r.stdout + r.stderr, end="")  # its one line (and pip's message when pip fails)
     if r.returncode:
         raise SystemExit("andrea_edu was not installed: the lines above say why.")
-    sys.path.insert(0, str(repo))  # this kernel started before the install: make it importable now'''
+    sys.path.insert(0, str(repo))  # this kernel started before the install: make it importable now
+from andrea_edu.env import setup_kernel  # noqa: E402  (light: it does not load torch)
+setup_kernel()  # once, before torch loads: the CPU pins (ANDREA_CPU_ISA) and a notebook's thread cap'''
 
 
 def readme_block(repo: Repo) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from andrea_edu.env import pin_cpu_isa  # noqa: E402  (andrea_edu pins before importing torch)
+from andrea_edu.env import pin_cpu_isa  # noqa: E402  (andrea_edu.env does not load torch)
 
 pin_cpu_isa()  # warns if a plugin imported torch first; notebooks' kernels inherit the settings
 

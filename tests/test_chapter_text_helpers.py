@@ -6,7 +6,7 @@ import pytest
 
 
 def test_projection_roofline_is_the_published_ratio():
-    from andrea_edu.figures.three_matrices import projection_roofline
+    from andrea_edu.bench.matmuls import projection_roofline
 
     r = projection_roofline(128)
     assert r["flops"] == 2 * 128 * 768 * 768

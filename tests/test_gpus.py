@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from andrea_edu.figures import three_matrices
 from andrea_edu.kernels import gpus, occupancy, targets, time_model
 
 
@@ -22,10 +21,10 @@ def test_the_roofline_peak_is_the_model_peak():
     """The two peaks that once disagreed (989 in the roofline, 989.5 in the model) are one."""
     for g in gpus.GPUS.values():
         if "tensor_flops" in g:
-            row = three_matrices.PUBLISHED_PEAK[g["name"]]
+            row = gpus.PUBLISHED_PEAK[g["name"]]
             assert row["bf16_tflops"] * 1e12 == g["tensor_flops"]
             assert row["hbm_tb_per_s"] * 1e12 == g["dram_bytes_s"]
-    assert three_matrices.PUBLISHED_PEAK["NVIDIA H200"]["bf16_tflops"] == 1979 / 2
+    assert gpus.PUBLISHED_PEAK["NVIDIA H200"]["bf16_tflops"] == 1979 / 2
 
 
 def test_clock_and_lookup_name_the_allowed_values():

@@ -105,12 +105,57 @@ def test_the_test_session_is_pinned():
 
 
 # ---------------------------------------------------------------- each knob is honoured
+def test_importing_andrea_edu_changes_no_environment_variable():
+    """Neither the package nor its top-level names touch os.environ, even in a notebook kernel
+    (ipykernel loaded) with no knob set; `import andrea_edu.env` does not load torch."""
+    code = ("import json, os, sys, types\n"
+            "sys.modules['ipykernel'] = types.ModuleType('ipykernel')  # as in a notebook kernel\n"
+            "for k in ('OMP_NUM_THREADS', 'MKL_NUM_THREADS'):  # no thread count chosen\n"
+            "    os.environ.pop(k, None)\n"
+            "before = dict(os.environ)\n"
+            "import andrea_edu, andrea_edu.env\n"
+            "light = 'torch' not in sys.modules\n"
+            "andrea_edu.AndreaModel, andrea_edu.attention  # the lazy names, loaded\n"
+            "changed = sorted(k for k in set(before) | set(os.environ)\n"
+            "                 if before.get(k) != os.environ.get(k))\n"
+            "print(json.dumps({'light': light, 'changed': changed,\n"
+            "                  'fn': callable(andrea_edu.attention)}))")
+    got = json.loads(_py(code).strip().splitlines()[-1])
+    assert got == {"light": True, "changed": [], "fn": True}
+
+
 @needs_x86
-def test_importing_andrea_edu_first_pins_aten():
-    out = _py("import andrea_edu, torch; print('CAP', torch.backends.cpu.get_cpu_capability())")
-    assert "CAP AVX2" in out
-    free = _py("import andrea_edu, torch; print('CAP', torch.backends.cpu.get_cpu_capability())",
-               ANDREA_CPU_ISA="native")
+def test_a_data_command_reruns_itself_pinned_when_started_without_the_pins(monkeypatch):
+    """Importing the package no longer pins, so a command whose CPU numbers are committed
+    (sweep, path_runs, text_longer) re-runs itself with the pins filled in (env.rerun_pinned)."""
+    seen: list = []
+
+    def run_child(cmd, env=None):
+        seen.append((cmd, env))
+        return 0
+
+    monkeypatch.setattr(env, "run_child", run_child)
+    monkeypatch.setattr(sys, "argv", ["x", "--out", "o.json"])
+    monkeypatch.delenv("ANDREA_CPU_ISA", raising=False)
+    assert env.rerun_pinned("andrea_edu.heads.sweep") is None and not seen  # pinned already
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")  # a value set by hand stays
+    assert env.rerun_pinned("andrea_edu.heads.sweep") == 0
+    (cmd, child), = seen
+    assert cmd[1:] == ["-m", "andrea_edu.heads.sweep", "--out", "o.json"]
+    assert child["ATEN_CPU_CAPABILITY"] == "avx2" and child["MKL_CBWR"] == "COMPATIBLE"
+    monkeypatch.setenv("ANDREA_CPU_ISA", "native")
+    assert env.rerun_pinned("andrea_edu.heads.sweep") is None and len(seen) == 1
+    for f in ("sweep", "path_runs", "text_longer"):
+        assert f'rerun_pinned("andrea_edu.heads.{f}")' in (REPO / "andrea_edu/heads" / f"{f}.py").read_text()
+
+
+@needs_x86
+def test_setup_kernel_first_pins_aten():
+    code = ("from andrea_edu.env import setup_kernel; setup_kernel(); import torch; "
+            "print('CAP', torch.backends.cpu.get_cpu_capability())")
+    assert "CAP AVX2" in _py(code)
+    free = _py(code, ANDREA_CPU_ISA="native")
     assert "CAP" in free  # the machine's own level (AVX2 on an AVX2-only CPU, else higher)
 
 
@@ -119,7 +164,7 @@ def test_mkl_and_onednn_honour_their_knobs():
     import torch
     if not torch.backends.mkl.is_available():
         pytest.skip("this torch has no MKL")
-    code = ("import andrea_edu, torch\n"
+    code = ("import andrea_edu.env; andrea_edu.env.setup_kernel(); import torch\n"
             "a = torch.randn(64, 64); a @ a\n"
             "x = torch.randn(2, 3, 16, 16)\n"
             "torch.nn.functional.conv2d(x, torch.randn(4, 3, 3, 3))\n")

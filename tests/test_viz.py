@@ -5,7 +5,6 @@ from __future__ import annotations
 import html.parser
 import json
 import re
-import time
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -232,11 +231,12 @@ def test_live_background_draws_ahead_and_the_last_move_wins():
     from andrea_edu.notebook import live
     from andrea_edu.notebook.slider import live_widget
 
-    calls, gate = [], threading.Event()
+    calls, gate, busy = [], threading.Event(), threading.Event()
 
     def slow_plot(n_head, head_dim):
         calls.append((n_head, head_dim, threading.current_thread().name))
         if len(calls) > 1:
+            busy.set()
             gate.wait(10)  # the first background draw waits until the moves below are made
         return plot_bars(n_head, head_dim)
 
@@ -244,14 +244,12 @@ def test_live_background_draws_ahead_and_the_last_move_wins():
     box = live_widget(slow_plot, valid=only_small, n_head=N_HEAD, head_dim=HEAD_DIM,
                       background=True, default={"n_head": 1, "head_dim": 8})
     assert calls[0][2] == threading.current_thread().name  # the first view: the cell's thread
-    time.sleep(0.2)  # the thread is now drawing a neighbour (held by the gate)
+    assert busy.wait(10)  # the thread is now drawing a neighbour (held by the gate)
     for n in (2, 4, 1, 4):  # quick moves while it is busy
         box.sliders["n_head"].value = n
     gate.set()
     assert box.wait(10) and box.current["kw"] == {"n_head": 4, "head_dim": 8}
-    deadline = time.monotonic() + 20
-    while len(box.live.frames) < 6 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert live.RENDERER.wait_idle(20)
     # Every position is kept (the invalid ones as their message), each drawn once, off-thread.
     assert set(box.live.frames) == {(i, j) for i in range(3) for j in range(2)}
     drawn = [(n, d) for n, d, _ in calls]
@@ -332,16 +330,11 @@ def test_live_background_waits_for_cells_beyond_one_step():
     renderer.cell_running = True
     try:
         box = live_widget(plot_bars, background=True, n_head=[1, 2, 3, 4, 5], head_dim=[8])
-        deadline = time.monotonic() + 20
-        while len(box.live.frames) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)  # room for a wrong extra frame to appear
+        assert renderer.wait_idle(20)  # all it may draw while a cell runs, then asleep
         assert set(box.live.frames) == {(1, 0), (2, 0), (3, 0)}  # start 3: itself, 2 and 4
     finally:
         renderer._cell_finished()
-    deadline = time.monotonic() + 20
-    while len(box.live.frames) < 5 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert renderer.wait_idle(20)  # the grace period over, the rest drawn
     assert len(box.live.frames) == 5
     box.close()
 

@@ -7,7 +7,9 @@ what .contiguous() costs, SDPA on both). Run through andrea_edu.bench.cases.run_
 runner validates before it times. The same chapter's live sweep (`projection_sweep` over
 `valid_head_pairs`, the three `projection_ways`) runs on the reader's machine: it counts the BLAS
 calls each way really dispatches, checks the result against the fused fp32 one, and only then
-times it. Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
+times it. `projection_roofline` is a calculation, not a measurement: one projection against a
+GPU's published peak and bandwidth (kernels.gpus), and the B*T from which it is compute-bound.
+Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from andrea_edu.bench import timing as bench
 from andrea_edu.bench.aten import BLAS_OPS, blas_calls, count_aten_ops
 from andrea_edu.bench.runner import DTYPE, N_HEAD, _params, _progress, _Runner, _shape_table
 from andrea_edu.config import divisors
+from andrea_edu.kernels import gpus
 
 
 def projections_suite(r: _Runner, fast: bool, progress: bool):
@@ -219,3 +222,23 @@ def sweep_at(sweep: dict, n_head: int) -> dict:
 def valid_head_pairs(d_model: int = 768, max_n_head: int = 96) -> list[tuple[int, int]]:
     """(n_head, head_dim) with n_head * head_dim == d_model, n_head <= max_n_head."""
     return [(nh, d_model // nh) for nh in divisors(d_model) if nh <= max_n_head]
+
+
+# ---------------------------------------------------------------- the roofline rule (a calculation)
+def projection_roofline(rows: int, d_model: int = 768, gpu: str = "NVIDIA H200",
+                        bytes_per_element: int = 2) -> dict:
+    """A calculation (no measurement): one [rows, d_model] x [d_model, d_model] projection in
+    bf16 against `gpu`'s published peak and bandwidth. Returns its FLOPs, the time at peak
+    compute, the time to move its bytes once at full bandwidth, and the smallest `rows` (= B*T)
+    at which the compute time exceeds the memory time, i.e. the matmul becomes compute-bound."""
+    spec = gpus.PUBLISHED_PEAK[gpu]
+    peak, bw = spec["bf16_tflops"] * 1e12, spec["hbm_tb_per_s"] * 1e12
+    flops = 2.0 * rows * d_model * d_model
+    moved = bytes_per_element * (2 * rows * d_model + d_model * d_model)  # X, Y and W once
+    # compute-bound when 2 M C^2 / peak >= b (2 M C + C^2) / bw, i.e. M >= b C bw' / (2 C - 2 b bw')
+    ridge = peak / bw  # FLOPs per byte at which compute and memory take equally long
+    denom = 2 * d_model - 2 * bytes_per_element * ridge
+    min_rows = None if denom <= 0 else int(-(-bytes_per_element * d_model * ridge // denom))
+    return {"gpu": gpu, "source": spec["source"], "rows": rows, "flops": flops,
+            "compute_s": flops / peak, "memory_s": moved / bw, "ridge_flops_per_byte": ridge,
+            "compute_bound_from_rows": min_rows}

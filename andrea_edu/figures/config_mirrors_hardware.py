@@ -19,7 +19,6 @@ curve (the panel says that no measurement exists).
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -28,7 +27,8 @@ from matplotlib.patches import Rectangle
 
 from andrea_edu.attention import choose_backend
 from andrea_edu.figures.viz import plain_log
-from andrea_edu.kernels import nvrtc, occupancy, tiles
+from andrea_edu.kernels import head_dim_evidence as evidence
+from andrea_edu.kernels import tiles
 
 BACKEND_STYLE = {  # backend -> (colour, marker, label)
     "cuda-wmma": ("#d62728", "o", "cuda-wmma (ours, tensor cores)"),
@@ -380,35 +380,18 @@ def head_dim_figure(head_dim: int, sweep: list[dict], seq_len: int = 1024,
 @functools.lru_cache(maxsize=None)
 def kernel_facts(head_dim: int, dtype=torch.bfloat16, arch: str = "sm_90", B: int = 8,
                  n_head: int = 12, T: int = 1024, gpu: str = "H200") -> dict:
-    """The dispatcher's decision for head_dim on a CUDA device, and the compiled kernel behind it:
-    tensor-core instructions in its PTX, registers, shared memory, occupancy on `gpu` (a preset
-    of andrea_edu.kernels.occupancy) and how its grid for (B, n_head, T) fills that GPU.
-    Compiles with NVRTC (no GPU needed); cached. On failure `error` says why. A `gpu` that is
-    not a preset is a one-line ValueError naming the presets, before any compile."""
-    if gpu not in occupancy.PRESETS:
-        raise ValueError(f"gpu={gpu!r}: kernel_facts knows the presets "
-                         f"{', '.join(map(repr, occupancy.PRESETS))} only (andrea_edu.kernels."
-                         f"occupancy.PRESETS); pass one of them")
+    """The dispatcher's decision for head_dim on a CUDA device, and the compiled kernel behind it
+    (andrea_edu.kernels.head_dim_evidence.compiled: tensor-core instructions in its PTX,
+    registers, shared memory, occupancy on `gpu`, a preset of andrea_edu.kernels.occupancy, and
+    how its grid for (B, n_head, T) fills that GPU); cached. On failure `error` says why. A `gpu`
+    that is not a preset is a one-line ValueError naming the presets, before any compile."""
+    evidence.check_gpu_preset(gpu)
     d = choose_backend(head_dim, dtype, "cuda")
     facts = dict(head_dim=head_dim, arch=arch, backend=d.backend, kernel=d.kernel,
                  reason=d.reason, fallbacks=list(d.fallbacks_considered), error=None)
-    if d.kernel is None:
-        return facts
-    try:
-        ck = nvrtc.compile_attention(d.kernel, head_dim, dtype, arch=arch)
-        sm = occupancy.PRESETS[gpu]
-        occ = occupancy.occupancy(ck.resources, ck.threads_per_block, sm)
-        grid = ck.grid(B, n_head, T)
-        n_blocks = grid[0] * grid[1] * grid[2]
-        tc = ck.tensor_core_instructions()
-        facts.update(resources=asdict(ck.resources), threads_per_block=ck.threads_per_block,
-                     tensor_core_instructions=len(tc), first_tensor_core_instruction=(
-                         tc[0] if tc else None), compile_seconds=ck.compile_seconds,
-                     specialization=ck.name_expression, occupancy=occ, grid=grid,
-                     grid_fill=occupancy.grid_fill(n_blocks, occ["blocks_per_sm"], sm),
-                     gpu=sm["name"], sms=sm["sms"])
-    except Exception as e:  # NVRTC or headers missing, or a compile error: say so, never crash
-        facts["error"] = f"{type(e).__name__}: {e}".split("\n")[0][:300]
+    if d.kernel is not None:
+        facts.update(evidence.compiled(d.kernel, head_dim, dtype, arch=arch, B=B, n_head=n_head,
+                                       T=T, gpu=gpu))
     return facts
 
 

@@ -1,9 +1,10 @@
-"""Measurements and figures of the chapter "The output projection W_O".
+"""Figures of the chapter "The output projection W_O".
 
 - ``fig_w_o_blocks``: W_O as n_head row blocks, and each head's share of the output.
-- ``head_shares`` / ``effective_heads`` / ``fig_head_mixing``: how much of every output dimension
-  comes from each head, on a random W_O and on a synthetic "trained-looking" one
-  (``synthetic_trained_w_o``: built, not trained, and labelled so wherever it is shown).
+- ``fig_head_mixing``: how much of every output dimension comes from each head
+  (``projections.head_shares`` / ``effective_heads``), on a random W_O and on a synthetic
+  "trained-looking" one (``projections.synthetic_trained_w_o``: built, not trained, and labelled
+  so wherever it is shown).
 - ``fig_zero_head``: each head's contribution before and after zeroing one row block of W_O.
 The chapter counts W_O's BLAS calls with ``andrea_edu.bench.aten.blas_calls``.
 Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
@@ -22,43 +23,6 @@ def _cfg(n_head: int, d_model: int) -> AndreaConfig:
 
 
 # ------------------------------------------------------------------ W_O
-def head_shares(contrib: torch.Tensor) -> torch.Tensor:
-    """contrib [nh, B, T, C] (``projections.head_contributions``) -> [nh, C]: for each output
-    dimension j, head h's share of sum_h ||contrib[h, :, :, j]||^2 (columns sum to 1)."""
-    if not isinstance(contrib, torch.Tensor) or contrib.dim() != 4:
-        raise ValueError(f"contrib must be a [n_head, batch, seq_len, d_model] tensor, got "
-                         f"{getattr(contrib, 'shape', type(contrib).__name__)}")
-    energy = contrib.double().pow(2).sum(dim=(1, 2))  # (nh, C)
-    total = energy.sum(dim=0, keepdim=True)  # (1, C)
-    if bool((total == 0).any()):
-        raise ValueError("some output dimension receives nothing from any head: shares undefined")
-    return energy / total  # (nh, C)
-
-
-def effective_heads(shares: torch.Tensor) -> torch.Tensor:
-    """1 / sum_h share^2 per output dimension [C]: n_head when all heads count equally, 1 when
-    one head alone feeds it."""
-    return 1.0 / shares.pow(2).sum(dim=0)  # (C,)
-
-
-def synthetic_trained_w_o(d_model: int = 768, n_head: int = 12, seed: int = 0,
-                          owners: int = 2, leak: float = 0.1) -> torch.Tensor:
-    """A W_O built to look like a trained one (it is NOT trained): heads write at unequal scales
-    (log-normal per head) and each output dimension reads mostly from `owners` heads (the other
-    heads' weights there are scaled by `leak`). GPT-2-like base scale, std 0.02."""
-    hs = _cfg(n_head, d_model).head_dim
-    if not 1 <= owners <= n_head:
-        raise ValueError(f"owners must be in 1..{n_head} (n_head={n_head}), got {owners}")
-    g = torch.Generator().manual_seed(seed)
-    W = torch.randn(d_model, d_model, generator=g) * 0.02  # (C, C)
-    scale = torch.exp(torch.randn(n_head, generator=g))  # (nh,)
-    gain = torch.full((n_head, d_model), leak)  # (nh, C)
-    for j in range(d_model):
-        gain[torch.randperm(n_head, generator=g)[:owners], j] = 1.0
-    per_row = (scale[:, None] * gain).repeat_interleave(hs, dim=0)  # (C, C): row block h
-    return W * per_row
-
-
 def fig_w_o_blocks(n_head: int, d_model: int = 768, seed: int = 0):
     """Left: W_O with its n_head row blocks tinted (row block h reads head h). Right: each head's
     share of the output's squared norm for random head outputs."""
@@ -133,7 +97,7 @@ def fig_head_mixing(shares_by_example: dict, n_show: int = 48):
                    frameon=False, borderaxespad=0)
     ax = axes[-1]
     for name, color in zip(names, ("#1f77b4", "#d62728", "#2ca02c")):
-        eff = effective_heads(shares_by_example[name]).numpy()
+        eff = P.effective_heads(shares_by_example[name]).numpy()
         ax.hist(eff, bins=40, alpha=0.6, color=color, label=f"{name}: median {np.median(eff):.1f}")
     ax.set_xlabel("effective number of heads per output dimension, 1 / sum_h share^2 (all dims)")
     ax.set_ylabel("output dims")

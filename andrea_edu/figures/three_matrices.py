@@ -12,11 +12,11 @@ Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
 """
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 
 from andrea_edu import projections as P
+from andrea_edu.bench.matmuls import projection_roofline
 from andrea_edu.kernels import gpus
 from andrea_edu.figures.viz import head_colors
 
@@ -126,34 +126,6 @@ def committed_projection_rows(results: dict | None) -> list[dict]:
 
 
 # ---------------------------------------------------------------- the tensor-core claim
-# Published figures, not measurements, read from the one GPU table (andrea_edu.kernels.gpus, where
-# each is cited): the dense bf16 tensor peak and the DRAM bandwidth, keyed by the device name torch
-# reports (NVIDIA's H200 data sheet: 1,979 TFLOP/s *with sparsity*, so 989.5 dense; 4.8 TB/s).
-PUBLISHED_PEAK: dict[str, dict[str, Any]] = {
-    g["name"]: {"bf16_tflops": g["tensor_flops"] / 1e12, "hbm_tb_per_s": g["dram_bytes_s"] / 1e12,
-                "source": gpus.SOURCES[key]}
-    for key, g in gpus.GPUS.items() if "tensor_flops" in g}
-
-
-def projection_roofline(rows: int, d_model: int = 768, gpu: str = "NVIDIA H200",
-                        bytes_per_element: int = 2) -> dict:
-    """A calculation (no measurement): one [rows, d_model] x [d_model, d_model] projection in
-    bf16 against `gpu`'s published peak and bandwidth. Returns its FLOPs, the time at peak
-    compute, the time to move its bytes once at full bandwidth, and the smallest `rows` (= B*T)
-    at which the compute time exceeds the memory time, i.e. the matmul becomes compute-bound."""
-    spec = PUBLISHED_PEAK[gpu]
-    peak, bw = spec["bf16_tflops"] * 1e12, spec["hbm_tb_per_s"] * 1e12
-    flops = 2.0 * rows * d_model * d_model
-    moved = bytes_per_element * (2 * rows * d_model + d_model * d_model)  # X, Y and W once
-    # compute-bound when 2 M C^2 / peak >= b (2 M C + C^2) / bw, i.e. M >= b C bw' / (2 C - 2 b bw')
-    ridge = peak / bw  # FLOPs per byte at which compute and memory take equally long
-    denom = 2 * d_model - 2 * bytes_per_element * ridge
-    min_rows = None if denom <= 0 else int(-(-bytes_per_element * d_model * ridge // denom))
-    return {"gpu": gpu, "source": spec["source"], "rows": rows, "flops": flops,
-            "compute_s": flops / peak, "memory_s": moved / bw, "ridge_flops_per_byte": ridge,
-            "compute_bound_from_rows": min_rows}
-
-
 def tensor_core_claim(gpu_results, n_head: int, cpu_ratio_12: float | None,
                       cpu_ratio_big: float | None, big: int, timing_label: str, rows: int,
                       cpu_why: str = "") -> tuple[str, str]:
@@ -166,7 +138,7 @@ def tensor_core_claim(gpu_results, n_head: int, cpu_ratio_12: float | None,
     from andrea_edu.bench.timing import checked_ratio, refusal
     from andrea_edu.figures.verdicts import NOT_MEASURED
 
-    calc = projection_roofline(rows)
+    calc = projection_roofline(rows)  # a calculation (bench.matmuls), not a measurement
     calc_text = (f"Calculation from the {calc['gpu']}'s published peak ({calc['source']}): at "
                  f"B·T = {rows} one 768×768 bf16 projection is {calc['flops'] / 1e9:.2f} GFLOP, "
                  f"{calc['compute_s'] * 1e6:.2f} µs at peak, less than moving its bytes takes "
@@ -186,7 +158,7 @@ def tensor_core_claim(gpu_results, n_head: int, cpu_ratio_12: float | None,
     if ratio is None:
         return (f"On {device} (committed): {refusal('per-head / fused ratio', why)}. "
                 f"{calc_text} {cpu_text}", NOT_MEASURED)
-    peak = PUBLISHED_PEAK.get(device, {}).get("bf16_tflops")
+    peak = gpus.PUBLISHED_PEAK.get(device, {}).get("bf16_tflops")
     share = fused["tflops"] / peak if peak and fused.get("tflops") else None
     text = (f"On {device} (committed): per-head takes {ratio:.2f}x the fused time at "
             f"n_head={n_head}"

@@ -1,7 +1,7 @@
 """The "Checking the source" box that ends every chapter, and the book-wide list of verdicts.
 
 Each row is a claim (of the source text, or a hypothesis of the book), what the code measured,
-and a verdict:
+and a verdict, one of the words of andrea_edu.heads.verdict_words.VERDICTS:
   "holds"                the evidence supports the claim;
   "holds with a caveat"  it supports part of it, or under a condition the row states;
   "does not hold"        the evidence contradicts the claim at the scale the claim speaks of;
@@ -43,14 +43,11 @@ from dataclasses import asdict, dataclass
 
 from andrea_edu.figures.claims import (CLAIMS, PUBLISHED, PUBLISHED_SCALE, SCALES, TRAINED,
                                        TRAINED_TRANSFORMERS_SHOW_HEADS, Registered)
+from andrea_edu.heads.verdict_words import DECISIVE, NOT_MEASURED, NOT_OBSERVED, VERDICTS
 
-NOT_MEASURED = "not yet measured"
-NOT_OBSERVED = "not observed here"
-VERDICTS = ("holds", "holds with a caveat", "does not hold", NOT_OBSERVED, NOT_MEASURED)
 _ICON = {"holds": "✅", "holds with a caveat": "⚠️", "does not hold": "❌", NOT_OBSERVED: "🔍",
          NOT_MEASURED: "⏳"}
 ICONS = _ICON
-DECISIVE = ("holds", "holds with a caveat", "does not hold")
 CANNOT_DECIDE = "cannot decide at this scale"   # how a toy's row on a trained-model claim reads
 PUBLISHED_CHAPTER = "Published work"
 __all__ = ["TRAINED_TRANSFORMERS_SHOW_HEADS", "REGISTRY", "box", "combine", "group_claims"]

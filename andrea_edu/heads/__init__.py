@@ -6,6 +6,7 @@ head").
     training           train a small ANDREA on it on the CPU, deterministically
     measures           what each head does: pattern scores, ablation, chance levels
     gradient_pressure  do redundant heads receive smaller gradients?
+    verdict_words      the verdict words every rating of a claim answers in (the box shows them)
     sweep              n_head x seeds at a fixed parameter count (python -m andrea_edu.heads.sweep)
     chapter_run        the chapter's main run read from the sweep and its committed weights,
                        re-checked live (the book build does not train its 1,500 steps)

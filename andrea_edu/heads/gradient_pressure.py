@@ -45,9 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# One of the verdicts of andrea_edu.figures.verdicts.VERDICTS (the box refuses any other word);
-# spelled here because the computation layers import nothing of the figures.
-NOT_OBSERVED = "not observed here"
+from andrea_edu.heads.verdict_words import NOT_OBSERVED
+
 
 MIN_SOLO = 0.05  # nats: a head that recovers less than this on its own is inactive
 CORR_REDUNDANT = 0.5

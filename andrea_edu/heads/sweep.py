@@ -566,5 +566,7 @@ def main(argv=None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # its CPU numbers are committed: pinned, as env.PINNED_ISA says
+    from andrea_edu.env import rerun_pinned
+    rc = rerun_pinned("andrea_edu.heads.sweep")  # None: pinned already
+    sys.exit(main() if rc is None else rc)

@@ -29,7 +29,7 @@ Intel Xeon with AVX-512, 2 cores; and two full runs):
     the margin a detector verdict must clear (RECIPES: between two x86 machines without pins,
     noise has moved a toy score by far more, which the pins exist to prevent).
 `--no-pin` leaves the knobs to the libraries: it re-runs itself with ANDREA_CPU_ISA=native and the
-knobs removed (`import andrea_edu` pins them otherwise).
+knobs removed (the command pins them otherwise).
 """
 from __future__ import annotations
 

@@ -2,12 +2,14 @@
 
 Read by kernels.occupancy (blocks per SM, grid fill), kernels.time_model (the MODEL's
 limits), kernels.targets (what runs on a reader's GPU) and the chapters' roofline calculation
-(figures.three_matrices reads the peak and bandwidth). Nothing else states a GPU's numbers.
+(bench.matmuls.projection_roofline reads PUBLISHED_PEAK). Nothing else states a GPU's numbers.
 
     GPUS {"H200": {...}, "RTX 4090": {...}, ...}   one dict per GPU (keys below)
     get(key) -> dict                              a one-line ValueError naming the keys otherwise
     clock_hz(key) -> the clock behind the stated dense tensor peak (GPUs with a peak only)
     by_device_name("NVIDIA H200") -> "H200" or None   (torch.cuda.get_device_name spelling)
+    PUBLISHED_PEAK {"NVIDIA H200": {bf16_tflops, hbm_tb_per_s, source}, ...}   the GPUs with a
+                                                  cited peak, in TFLOP/s and TB/s
 
 Keys of each GPU:
     name, arch, sms                                 what it is
@@ -109,3 +111,12 @@ def by_device_name(device: str) -> str | None:
 for _k, _g in GPUS.items():     # stored too, for readers of the table; clock_hz() defines it
     if "tensor_flops" in _g:
         _g["clock_hz"] = clock_hz(_k)
+
+
+# The same published figures (not measurements) in the units a roofline states them: the dense
+# bf16 tensor peak and the DRAM bandwidth, keyed by the device name torch reports (NVIDIA's H200
+# data sheet: 1,979 TFLOP/s *with sparsity*, so 989.5 dense; 4.8 TB/s).
+PUBLISHED_PEAK: dict[str, dict[str, Any]] = {
+    g["name"]: {"bf16_tflops": g["tensor_flops"] / 1e12, "hbm_tb_per_s": g["dram_bytes_s"] / 1e12,
+                "source": SOURCES[key]}
+    for key, g in GPUS.items() if "tensor_flops" in g}

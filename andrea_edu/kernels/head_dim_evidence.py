@@ -15,6 +15,10 @@ refusals) is compiled by NVRTC for the H200 (sm_90) and the RTX 4090 (sm_89), it
     at_fixed_d_model(n_head, d_model=768, **case) -> at(d_model // n_head, n_head=n_head) plus
         scores_per_head and blocks of the launch: what n_head changes at a fixed width
     SWEEP: 8..128 in steps of 8, plus 70 and 72 (the source's misaligned head_dims)
+    compiled(kernel, head_dim, dtype, arch, B, n_head, T, gpu) -> dict
+        one compiled specialization's PTX evidence, registers, shared memory, occupancy on an
+        occupancy preset and grid fill (the chapter's `kernel_facts` adds the dispatcher's
+        decision; NVRTC failures come back as `error`, never raised)
 
 Per score: one (query, key) pair of a full, unmasked K/V tile, counted for one warp (the SASS
 walk's tile): every score of that tile is a useful one, so these are per useful score.
@@ -23,11 +27,12 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import asdict
 from typing import Any
 
 import torch
 
-from andrea_edu.kernels import gpus, registry, sass, tiles, time_model
+from andrea_edu.kernels import gpus, nvrtc, occupancy, registry, sass, tiles, time_model
 
 SWEEP = tuple(sorted(set(range(8, 129, 8)) | {70, 72}))
 MODEL_GPUS = ("H200", "RTX 4090")
@@ -120,3 +125,35 @@ def at_fixed_d_model(n_head: int, d_model: int = 768, **case) -> dict[str, Any]:
     per_head = T * T * (0.5 if causal else 1.0)
     r.update(d_model=d_model, scores_per_head=per_head, scores=B * n_head * per_head)
     return r
+
+
+def check_gpu_preset(gpu: str) -> str:
+    """`gpu` if it is a preset of andrea_edu.kernels.occupancy, else a one-line ValueError."""
+    if gpu not in occupancy.PRESETS:
+        raise ValueError(f"gpu={gpu!r}: kernel_facts knows the presets "
+                         f"{', '.join(map(repr, occupancy.PRESETS))} only (andrea_edu.kernels."
+                         f"occupancy.PRESETS); pass one of them")
+    return gpu
+
+
+def compiled(kernel: str, head_dim: int, dtype=torch.bfloat16, arch: str = "sm_90", B: int = 8,
+             n_head: int = 12, T: int = 1024, gpu: str = "H200") -> dict:
+    """The compiled `kernel` at head_dim (NVRTC, no GPU needed; cached by kernels.nvrtc): its
+    tensor-core instructions, registers, shared memory, occupancy on `gpu` (an occupancy preset)
+    and how its grid for (B, n_head, T) fills that GPU. A failure to compile (NVRTC or headers
+    missing, a compile error) is returned as {"error": one line}, never raised."""
+    sm = occupancy.PRESETS[check_gpu_preset(gpu)]
+    try:
+        ck = nvrtc.compile_attention(kernel, head_dim, dtype, arch=arch)
+        occ = occupancy.occupancy(ck.resources, ck.threads_per_block, sm)
+        grid = ck.grid(B, n_head, T)
+        n_blocks = grid[0] * grid[1] * grid[2]
+        tc = ck.tensor_core_instructions()
+        return dict(resources=asdict(ck.resources), threads_per_block=ck.threads_per_block,
+                    tensor_core_instructions=len(tc), first_tensor_core_instruction=(
+                        tc[0] if tc else None), compile_seconds=ck.compile_seconds,
+                    specialization=ck.name_expression, occupancy=occ, grid=grid,
+                    grid_fill=occupancy.grid_fill(n_blocks, occ["blocks_per_sm"], sm),
+                    gpu=sm["name"], sms=sm["sms"])
+    except Exception as e:  # noqa: BLE001 (say why, never crash the chapter)
+        return {"error": f"{type(e).__name__}: {e}".split("\n")[0][:300]}

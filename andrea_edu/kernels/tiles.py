@@ -6,8 +6,8 @@ Introduced in the chapter "The configuration mirrors the hardware". Pure arithme
   mma_work(head_dim)                 tensor-core work per attention score, per K/V tile of v2
   torch_flash_head_dim(head_dim)     what torch's flash SDPA path does with a head_dim
   sdpa_head_dim_rules(head_dim)      torch's head_dim rules per SDPA backend (GPU, sm_80..sm_90)
-  kernel_facts(head_dim)             andrea_edu's dispatcher decision, PTX evidence, registers,
-                                     shared memory and occupancy of that specialization (NVRTC)
+(a specialization's PTX evidence, registers, shared memory and occupancy, compiled by NVRTC:
+kernels.head_dim_evidence.compiled; the chapter's kernel_facts adds the dispatcher's decision)
 
 Sources for the torch rules (read in PyTorch's source, not guessed; the measured eligibility on
 a GPU is in the bench results, which is what the chapter trusts first):

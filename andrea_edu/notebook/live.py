@@ -277,6 +277,7 @@ class Renderer:
         self.cell_running = False
         self.idle_since = 0.0  # when the last cell finished (monotonic clock)
         self.drawn = 0  # frames drawn by the thread (tests read it)
+        self.idle = False  # the thread sleeps until woken: nothing to draw, nothing deferred
 
     def _hook_cells(self) -> None:
         try:
@@ -320,6 +321,13 @@ class Renderer:
         with self._cond:
             self._cond.notify_all()
 
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Block until the thread has nothing left to draw and nothing deferred, i.e. it sleeps
+        until the next move or cell (tests; never called by the widget). False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.idle and self._next() == (None, None),
+                                       timeout)
+
     def _next(self):
         """(job, wait_s): the most urgent frame to draw now, else how long to sleep (None:
         until woken)."""
@@ -344,8 +352,11 @@ class Renderer:
             with self._cond:
                 job, wait_s = self._next()
                 while job is None:
+                    self.idle = wait_s is None
+                    self._cond.notify_all()  # wakes `wait_idle`
                     self._cond.wait(wait_s)
                     job, wait_s = self._next()
+                self.idle = False
             _, live, key, how = job
             interval = sys.getswitchinterval()
             sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
