@@ -31,6 +31,7 @@ import torch  # noqa: E402
 
 from andrea_edu import attention  # noqa: E402
 from andrea_edu.attention import compare_to_reference  # noqa: E402
+from andrea_edu.kernels import registry  # noqa: E402
 
 SMALL = [  # backend, dtype, B, nh, T, hs, causal
     ("cuda-naive", torch.float32, 1, 1, 17, 72, True),
@@ -45,7 +46,7 @@ HEADLINE = [("cuda-wmma", torch.bfloat16, 8, 12, 1024, 64, True),
             ("cuda-flash", torch.bfloat16, 8, 12, 1024, 64, True)]
 
 
-VERSION_OF = {"cuda-naive": "v1", "cuda-wmma": "v2", "cuda-flash": "v3"}
+VERSION_OF = {s.backend: s.version for s in registry.specs()}  # {"cuda-naive": "v1", ...}
 
 
 def main(argv: list[str]) -> int:
@@ -53,7 +54,8 @@ def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[1] == "--version" and argv[2] in VERSION_OF.values():
         argv, version = argv[:1], argv[2]
     if argv not in (["small"], ["headline"]):
-        print("usage: gpu_kernel_cases.py small|headline [--version v1|v2|v3]", file=sys.stderr)
+        print(f"usage: gpu_kernel_cases.py small|headline [--version "
+              f"{'|'.join(VERSION_OF.values())}]", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
         print("gpu_kernel_cases: skipped: no GPU", file=sys.stderr)
@@ -61,7 +63,7 @@ def main(argv: list[str]) -> int:
     bad = 0
     gen = torch.Generator().manual_seed(0)
     for backend, dt, B, nh, T, hs, causal in SMALL if argv == ["small"] else HEADLINE:
-        if version is not None and VERSION_OF[backend] != version:
+        if version is not None and VERSION_OF.get(backend) != version:
             continue
         q, k, v = (torch.randn(B, nh, T, hs, generator=gen).to(dt).to("cuda")
                    for _ in range(3))  # drawn on the host, copied: initcheck sees them written

@@ -220,7 +220,7 @@ def compile_attention(version: str, head_dim: int, dtype, arch: str = "sm_90",
     tile = _tile(version, head_dim, dtype)
     spec = registry.get(version)
     archnum = _arch_number(arch)
-    why = spec.compile_refusal(archnum, arch, dtype)
+    why = spec.compile_refusal(head_dim, dtype, archnum, arch)
     if why is not None:
         raise ValueError(why)
     key = (version, tile, dtype, arch)
@@ -364,6 +364,6 @@ def compile_all(archs=ARCHS, workers: int = 2) -> list[CompiledKernel]:
     GIL)."""
     from concurrent.futures import ThreadPoolExecutor
     jobs = [(v, hd, dt, a) for a in archs for (v, hd, dt) in specializations()
-            if registry.get(v).compile_refusal(_arch_number(a), a, dt) is None]
+            if registry.get(v).compile_refusal(hd, dt, _arch_number(a), a) is None]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(lambda j: compile_attention(*j), jobs))
