@@ -66,9 +66,10 @@ def by_backend(backend: str) -> KernelSpec | None:
     return next((s for s in _SPECS if s.backend == backend), None)
 
 
-# Colours for versions whose spec names none, by place in the ladder (matplotlib's tab10 less
-# the greys and the three the ladder's own specs use).
-PALETTE = ("#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+# Colours for versions whose spec names none, by place in the ladder: matplotlib's tab10 less
+# the grey and the blue and red the ladder's own specs use, the green of the published-kernel
+# bands and the purple of "no kernel (sdpa)" in the figures.
+PALETTE = ("#e377c2", "#ff7f0e", "#8c564b", "#17becf", "#bcbd22")
 
 
 def color(version: str) -> str:
