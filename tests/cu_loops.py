@@ -23,6 +23,12 @@ _DEF = re.compile(r"^\s*(?:static\s+)?(?:const|constexpr)\s+int\s+(\w+)\s*=\s*([
 _FOR = re.compile(r"^\s*for\s*\(\s*int\s+(\w+)\s*=\s*([^;]+);\s*([^;]+);\s*([^)]+)\)")
 
 
+def _match(rx: re.Pattern, line: str) -> re.Match:
+    m = rx.match(line)
+    assert m is not None, line
+    return m
+
+
 def _code(line: str) -> str:
     return line.split("//")[0]
 
@@ -122,16 +128,17 @@ def schedule(spec, text: str, T: int, causal: bool, head_dim: int, grid_y: int,
     env = dict(consts, seq_len=T, head_dim=head_dim, causal=int(causal), gridDim_y=grid_y,
                blockIdx_y=block_y)
     env[_template_param(text, spec.kernel)] = spec.tile_of(head_dim)
-    fors = [(i, _FOR.match(t)) for i, t in enumerate(body) if _FOR.match(t)]
+    fors = [(i, _match(_FOR, t)) for i, t in enumerate(body) if _FOR.match(t)]
     q_at = next((i for i, m in fors if m.group(1) == "q0"), None)
     q_def = next((i for i, t in enumerate(body) if re.match(r"^\s*const int q0 = ", t)), None)
     assert (q_at is None) != (q_def is None), "the kernel's query tile: one for loop or one line"
     q_line = q_at if q_at is not None else q_def
+    assert q_line is not None
     _define(body[:q_line], text, env)
     if q_at is not None:                                   # the block walks every query tile
-        q0s, rows = _loop(_FOR.match(body[q_at]), text, env)
+        q0s, rows = _loop(_match(_FOR, body[q_at]), text, env)
     else:                                                  # one query tile per blockIdx.y
-        expr = _DEF.match(body[q_def]).group(2)
+        expr = _match(_DEF, body[q_line]).group(2)
         q0s = [_eval(expr, text, env)]
         rows = abs(_eval(expr, text, {**env, "blockIdx_y": block_y + 1}) - q0s[0])
     # the K/V loop: the first for loop after q0 whose variable is k0 or whose body opens with
@@ -142,11 +149,11 @@ def schedule(spec, text: str, T: int, causal: bool, head_dim: int, grid_y: int,
     for q0 in q0s:
         local = dict(env, q0=q0)
         _define(body[q_line + 1:k_at], text, local)
-        values, keys = _loop(_FOR.match(body[k_at]), text, local)   # keys: the loop's step
-        var = _FOR.match(body[k_at]).group(1)
+        values, keys = _loop(_match(_FOR, body[k_at]), text, local)   # keys: the loop's step
+        var = _match(_FOR, body[k_at]).group(1)
         k0s = values
         if var != "k0":                                    # k0 = j * BK: tiles counted by j
-            expr = _DEF.match(body[k_at + 1]).group(2)
+            expr = _match(_DEF, body[k_at + 1]).group(2)
             k0s = [_eval(expr, text, {**local, var: j}) for j in values]
             keys = _eval(expr, text, {**local, var: 1}) - _eval(expr, text, {**local, var: 0})
         out.append((q0, rows, [(k0, keys) for k0 in k0s]))

@@ -87,8 +87,9 @@ def follows_the_cu_loops(kernel: str, text: str | None = None) -> None:
         if spec.emulator_refusal(hs) is not None:
             continue
         for causal in (False, True):
-            _, tr = emulate(*_qkv(B, nh, T, hs), causal=causal, kernel=kernel)
-            assert tr.threads_per_block == spec.const("THREADS", parse_constants(
+            q, k, v = _qkv(B, nh, T, hs)
+            _, tr = emulate(q, k, v, causal=causal, kernel=kernel)
+            assert tr is not None and tr.threads_per_block == spec.const("THREADS", parse_constants(
                 text or spec.source_text()))
             assert isinstance(tr, Trace) and tr.kv_tiles_loaded() == len(tr.to_rows())
             assert all((blk.b, blk.h) == divmod(blk.grid_index[0], nh) for blk in tr.blocks)
