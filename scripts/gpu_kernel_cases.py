@@ -9,6 +9,8 @@ compute-sanitizer (memcheck, racecheck, synccheck, initcheck) or Nsight Compute 
     ... small --version v2                        only one kernel version's cases (the suite
                                                   runs one process per version and tool: a
                                                   sticky error in one cannot poison another)
+    python scripts/gpu_kernel_cases.py kernels    two lines: the registered kernels' backends,
+                                                  then their versions (no GPU needed)
 
 The inputs are drawn on the host and copied to the GPU (a cudaMemcpy): compute-sanitizer's
 initcheck, which sees only the kernels its --kernel-name filter lets through, then knows q, k
@@ -50,6 +52,10 @@ VERSION_OF = {s.backend: s.version for s in registry.specs()}  # {"cuda-naive": 
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["kernels"]:   # for scripts/gpu_suite.sh: what to run one process each for
+        print(" ".join(VERSION_OF))             # the registered kernels' backends
+        print(" ".join(VERSION_OF.values()))    # and their versions
+        return 0
     version = None
     if len(argv) == 3 and argv[1] == "--version" and argv[2] in VERSION_OF.values():
         argv, version = argv[:1], argv[2]
