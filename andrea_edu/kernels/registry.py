@@ -3,7 +3,8 @@
 Ordered as the book's ladder, from the baseline to the fastest: v1, v2, v3. The dispatcher
 tries them from the last (`preferred()`): the newest kernel that can run a case runs it.
 Adding a version is a .cu file, a spec module beside it (kernels/v4.py) and one line here;
-`register(spec)` does the same at run time (the toy-spec test registers one and removes it).
+`register(spec)` does the same at run time (tests/test_kernel_registry.py registers a real
+fourth version from a package of its own, tests/fourth_rung, and removes it).
 
     specs() -> [KernelSpec]       preferred() -> [KernelSpec] (best first)
     walk(head_dim, dtype, sm, start) -> (the spec that runs or None, [(spec, why not)])
