@@ -72,7 +72,12 @@ def _tile(version: str, head_dim: int, dtype) -> int:
         raise ValueError(f"dtype={dtype} is not supported; allowed: {list(_CTYPE)}")
     if not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim < 1:
         raise ValueError(f"head_dim={head_dim!r} must be a positive int")
-    return spec.tile(head_dim, dtype)
+    try:
+        return spec.tile(head_dim, dtype)
+    except ValueError as e:   # the spec's limits refuse it: say what the dispatcher runs instead
+        runs, _ = registry.walk(head_dim, dtype)
+        raise ValueError(f"{e}: use version={runs.version!r} (backend={runs.backend!r})" if runs
+                         else f"{e}: use backend='sdpa'") from None
 
 
 def shared_bytes(version: str, head_dim: int, dtype) -> int:
