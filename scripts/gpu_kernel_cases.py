@@ -9,6 +9,8 @@ compute-sanitizer (memcheck, racecheck, synccheck, initcheck) or Nsight Compute 
     ... small --version v2                        only one kernel version's cases (the suite
                                                   runs one process per version and tool: a
                                                   sticky error in one cannot poison another)
+    python scripts/gpu_kernel_cases.py kernels    two lines: the registered kernels' backends,
+                                                  then their versions (no GPU needed)
 
 The inputs are drawn on the host and copied to the GPU (a cudaMemcpy): compute-sanitizer's
 initcheck, which sees only the kernels its --kernel-name filter lets through, then knows q, k
@@ -31,6 +33,7 @@ import torch  # noqa: E402
 
 from andrea_edu import attention  # noqa: E402
 from andrea_edu.attention import compare_to_reference  # noqa: E402
+from andrea_edu.kernels import registry  # noqa: E402
 
 SMALL = [  # backend, dtype, B, nh, T, hs, causal
     ("cuda-naive", torch.float32, 1, 1, 17, 72, True),
@@ -45,24 +48,42 @@ HEADLINE = [("cuda-wmma", torch.bfloat16, 8, 12, 1024, 64, True),
             ("cuda-flash", torch.bfloat16, 8, 12, 1024, 64, True)]
 
 
-VERSION_OF = {"cuda-naive": "v1", "cuda-wmma": "v2", "cuda-flash": "v3"}
+VERSION_OF = {s.backend: s.version for s in registry.specs()}  # {"cuda-naive": "v1", ...}
+
+
+def small_cases() -> list:
+    """SMALL, plus two tail cases for a registered kernel SMALL does not list (a new rung):
+    its widest compiled dtype and a compiled head_dim (64 when it has one), causal and not."""
+    out = list(SMALL)
+    for s in registry.specs():
+        if not any(c[0] == s.backend for c in SMALL):
+            hd = 64 if 64 in s.head_dims else s.head_dims[0]
+            out += [(s.backend, s.dtypes[-1], 1, 1, 77, hd, True),
+                    (s.backend, s.dtypes[0], 1, 2, 33, hd, False)]
+    return out
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["kernels"]:   # for scripts/gpu_suite.sh: what to run one process each for
+        print(" ".join(VERSION_OF))             # the registered kernels' backends
+        print(" ".join(VERSION_OF.values()))    # and their versions
+        return 0
     version = None
     if len(argv) == 3 and argv[1] == "--version" and argv[2] in VERSION_OF.values():
         argv, version = argv[:1], argv[2]
     if argv not in (["small"], ["headline"]):
-        print("usage: gpu_kernel_cases.py small|headline [--version v1|v2|v3]", file=sys.stderr)
+        print(f"usage: gpu_kernel_cases.py small|headline [--version "
+              f"{'|'.join(VERSION_OF.values())}]", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
         print("gpu_kernel_cases: skipped: no GPU", file=sys.stderr)
         return 2
-    bad = 0
+    bad = ran = 0
     gen = torch.Generator().manual_seed(0)
-    for backend, dt, B, nh, T, hs, causal in SMALL if argv == ["small"] else HEADLINE:
-        if version is not None and VERSION_OF[backend] != version:
+    for backend, dt, B, nh, T, hs, causal in small_cases() if argv == ["small"] else HEADLINE:
+        if version is not None and VERSION_OF.get(backend) != version:
             continue
+        ran += 1
         q, k, v = (torch.randn(B, nh, T, hs, generator=gen).to(dt).to("cuda")
                    for _ in range(3))  # drawn on the host, copied: initcheck sees them written
         try:
@@ -78,6 +99,9 @@ def main(argv: list[str]) -> int:
         bad += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {backend} {str(dt)[6:]} B={B} nh={nh} T={T} hs={hs} "
               f"causal={causal}: {msg}", flush=True)
+    if not ran:   # a tool that watched nothing must not read as a pass
+        print(f"gpu_kernel_cases: no case ran for {argv[0]} --version {version}", file=sys.stderr)
+        return 1
     return 1 if bad else 0
 
 

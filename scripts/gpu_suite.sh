@@ -31,7 +31,7 @@
 #                      correctness steps share the GPU: each executed chapter gets a first cell
 #                      saying its timings were taken under that load and are not evidence
 #   correctness   150  at once, all correctness (nothing timed):
-#     gpu-check        one process per backend (cuda-naive, cuda-wmma, cuda-flash, auto), each
+#     gpu-check        one process per backend (each registered kernel's, and auto), each
 #                      attention(backend=...) vs the fp32 reference; a sticky CUDA error stops
 #                      only its own process and is reported once with backend and case; the
 #                      reports merged into gpucheck.json
@@ -286,8 +286,11 @@ t0=$(date +%s)
 b=$(limit 150)
 if [ "$HAS_GPU" = 1 ] && [ "$b" -gt 0 ]; then
   mkdir -p "$work/gpucheck"
+  # the registered kernels (kernels/registry.py): their backends, then their versions
+  { read -r kbackends; read -r kversions; } < <(timeout -k 2 60 "$PY" scripts/gpu_kernel_cases.py kernels 2>>"$logs/kernels_list.log")
+  [ -z "${kbackends:-}" ] && echo "gpu_kernel_cases.py kernels listed no kernel" >>"$logs/kernels_list.log"
   cpids=()
-  for be in cuda-naive cuda-wmma cuda-flash auto; do   # one process per backend
+  for be in ${kbackends:-} auto; do   # one process per backend
     ( timeout -k $KILL_S $b "$PY" -m andrea_edu.bench gpu-check --out "$work/gpucheck/$be" --skip-pytest \
         --backends $be >"$logs/gpu_check_$be.log" 2>&1; echo $? >"$work/gpucheck/$be.rc" ) &
     cpids+=($!)
@@ -307,7 +310,7 @@ if [ "$HAS_GPU" = 1 ] && [ "$b" -gt 0 ]; then
       else echo "compute-sanitizer lacks ${opt%% *}: run without it" >>"$logs/sanitizer/options.txt"; fi
     done
     for tool in memcheck racecheck synccheck initcheck; do
-      ( for ver in v1 v2 v3; do   # one process per tool and kernel version
+      ( for ver in ${kversions:-}; do   # one process per tool and kernel version
           timeout -k $KILL_S $per compute-sanitizer --tool "$tool" "${san_opts[@]}" \
             "$PY" scripts/gpu_kernel_cases.py small --version $ver >"$logs/sanitizer/${tool}_$ver.log" 2>&1
           echo $? >"$logs/sanitizer/${tool}_$ver.rc"
@@ -319,7 +322,7 @@ if [ "$HAS_GPU" = 1 ] && [ "$b" -gt 0 ]; then
   used=$(( $(date +%s) - t0 ))
   # gpu-check: merge what each process wrote (one that wrote nothing is named as missing)
   parts=(); lines=()
-  for be in cuda-naive cuda-wmma cuda-flash auto; do
+  for be in ${kbackends:-} auto; do
     parts+=("$work/gpucheck/$be/gpucheck.json")
     rc=$(cat "$work/gpucheck/$be.rc" 2>/dev/null || echo '?')
     case $rc in 0|1) ;; *) lines+=("$be: $(why "$rc")") ;; esac

@@ -190,12 +190,16 @@ def test_grid_and_threads():
 
 
 @pytest.mark.parametrize("args, match", [
-    (("v4", 64, torch.float16), r"version='v4'.*\('v1', 'v2', 'v3'\)"),
+    (("v9", 64, torch.float16), r"version='v9'.*\('v1', 'v2', 'v3'"),
     (("v1", 64, torch.float64), r"dtype=torch.float64.*allowed"),
     (("v1", 0, torch.float32), r"head_dim=0 must be a positive int"),
-    (("v1", 300, torch.float32), r"head_dim=300 is above v1's maximum 256.*sdpa"),
-    (("v2", 72, torch.float16), r"head_dim=72 is not compiled for v2.*multiples of 16"),
-    (("v2", 64, torch.float32), r"not supported by v2.*cuda-naive"),
+    (("v1", 300, torch.float32), r"head_dim=300 is above cuda-naive's maximum 256: use "
+                                 r"backend='sdpa'$"),
+    (("v2", 72, torch.float16), r"v2 \(cuda-wmma\) is not compiled for head_dim=72, "
+                                r"dtype=float16: head_dim=72 is not a multiple of 16: use "
+                                r"version='v1'"),
+    (("v2", 64, torch.float32), r"v2 \(cuda-wmma\) is not compiled.*dtype=float32 is not "
+                                r"supported.*: use version='v1' \(backend='cuda-naive'\)"),
 ])
 def test_compile_argument_errors(args, match):
     with pytest.raises(ValueError, match=match):
@@ -268,7 +272,7 @@ def test_launch_input_errors():
         cuda.launch_attention(*_qkv(1, 2, 5, 32, dtype=torch.float64))
     with pytest.raises(ValueError, match=r"head_dim=300 is above.*256.*sdpa"):
         cuda.launch_attention(*_qkv(1, 1, 3, 300))
-    with pytest.raises(ValueError, match=r"v2 runs dtype.*head_dim=72.*version='v1'"):
+    with pytest.raises(ValueError, match=r"v2 \(cuda-wmma\) cannot run this: head_dim=72.*version='v1'"):
         cuda.launch_attention(*_qkv(1, 1, 3, 72, dtype=torch.float16), version="v2")
     with pytest.raises(ValueError, match=r"version='v9'"):
         cuda.launch_attention(q, k, v, version="v9")
@@ -279,9 +283,9 @@ def test_launch_input_errors():
 def test_v3_launch_input_errors():
     """v3's own checks run before any GPU is needed: its head_dims and dtypes, 16-byte
     aligned rows (cp.async copies 16 bytes from each row's start)."""
-    with pytest.raises(ValueError, match=r"v3 cannot run this.*head_dim=48.*version='v2'"):
+    with pytest.raises(ValueError, match=r"v3 \(cuda-flash\) cannot run this.*head_dim=48.*version='v2'"):
         cuda.launch_attention(*_qkv(1, 1, 3, 48, dtype=torch.float16), version="v3")
-    with pytest.raises(ValueError, match=r"v3 cannot run this.*float32.*cuda-naive"):
+    with pytest.raises(ValueError, match=r"v3 \(cuda-flash\) cannot run this.*float32.*cuda-naive"):
         cuda.launch_attention(*_qkv(1, 1, 3, 64), version="v3")
     big = torch.randn(1 * 1 * 3 * 64 + 1).to(torch.float16)
     shifted = big[1:].view(1, 1, 3, 64)                 # contiguous, 2 bytes off alignment

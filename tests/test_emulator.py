@@ -2,6 +2,7 @@
 says what each block did (checked against facts derived here independently)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -10,13 +11,16 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import cu_loops
 from andrea_edu.attention import TOLERANCE, compare_to_reference, reference_attention
-from andrea_edu.kernels.toolkit import block_rows, kernel_constants
+from andrea_edu.kernels import registry
 from andrea_edu.kernels.emulator import Trace, emulate
+from andrea_edu.kernels.spec import parse_constants
+from andrea_edu.kernels.toolkit import block_rows, kernel_constants
 
-C1, C2, C3 = kernel_constants("v1"), kernel_constants("v2"), kernel_constants("v3")
-BR, BC, BQ, BK = C1["V1_BR"], C1["V1_BC"], C2["V2_BQ"], C2["V2_BK"]
+C3 = kernel_constants("v3")
 BK3 = C3["V3_BK"]
+VERSIONS = registry.versions()   # the registered ladder, at collection time
 
 shapes = st.fixed_dictionaries({
     "B": st.integers(1, 3), "nh": st.integers(1, 6), "T": st.integers(1, 80),
@@ -29,22 +33,19 @@ def _qkv(B, nh, T, hs, seed=0, dtype=torch.float32):
     return [torch.randn(B, nh, T, hs, generator=g).to(dtype) for _ in range(3)]
 
 
-@settings(max_examples=40, deadline=None)
-@given(s=shapes)
-def test_emulator_equals_reference_fp32(s):
-    q, k, v = _qkv(s["B"], s["nh"], s["T"], s["hs"], s["seed"])
-    ref = reference_attention(q, k, v, s["causal"])
-    kernels = ["v1"] + (["v2"] if s["hs"] % 16 == 0 else []) + \
-        (["v3"] if s["hs"] in (32, 64, 96, 128) else [])
-    for kernel in kernels:
-        out, tr = emulate(q, k, v, causal=s["causal"], kernel=kernel, trace=False)
-        assert tr is None and out.shape == q.shape and out.dtype == torch.float32
-        assert (out - ref).abs().max() <= 1e-5, kernel
+# ---------------------------------------------------------------- the checks, per kernel
+# Each takes a registered version; the tests below run them for every version of the registry,
+# and tests/test_kernel_registry.py runs them for a fourth version it registers.
+def equals_reference_fp32(kernel: str, B, nh, T, hs, causal, seed=0) -> None:
+    """fp32 in: the emulated kernel equals the fp32 reference to 1e-5 (same math, other order
+    of additions)."""
+    q, k, v = _qkv(B, nh, T, hs, seed)
+    out, tr = emulate(q, k, v, causal=causal, kernel=kernel, trace=False)
+    assert tr is None and out.shape == q.shape and out.dtype == torch.float32
+    assert (out - reference_attention(q, k, v, causal)).abs().max() <= 1e-5, kernel
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("kernel", ["v1", "v2", "v3"])
-def test_emulator_low_precision(dtype, kernel):
+def within_tolerance_low_precision(kernel: str, dtype) -> None:
     q, k, v = _qkv(2, 3, 70, 32, seed=1, dtype=dtype)
     for causal in (False, True):
         out, _ = emulate(q, k, v, causal=causal, kernel=kernel, trace=False)
@@ -53,57 +54,7 @@ def test_emulator_low_precision(dtype, kernel):
         assert res["passed"], (res, TOLERANCE[dtype])
 
 
-def test_default_kernel_is_the_dispatchers():
-    for hs, dtype, kernel in ((64, torch.float16, "v3"), (72, torch.float16, "v1"),
-                              (64, torch.float32, "v1"), (128, torch.bfloat16, "v3"),
-                              (48, torch.float16, "v2")):
-        _, tr = emulate(*_qkv(1, 1, 5, hs, dtype=dtype))
-        assert tr.kernel == kernel
-
-
-def _kv_starts(q0, rows, tile, T, causal):
-    """K/V tile starts a query tile needs: every key j < T, or j <= last row when causal."""
-    last_key = min(T, q0 + rows) - 1 if causal else T - 1
-    return list(range(0, last_key + 1, tile))
-
-
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("B, nh, T", [(1, 1, 1), (2, 3, 17), (1, 2, 33), (2, 2, 80)])
-def test_v1_trace_one_block_per_batch_head(B, nh, T, causal):
-    q, k, v = _qkv(B, nh, T, 24)
-    _, tr = emulate(q, k, v, causal=causal, kernel="v1")
-    assert isinstance(tr, Trace) and tr.grid == (B * nh, 1, 1) and tr.threads_per_block == 128
-    assert [(blk.b, blk.h) for blk in tr.blocks] == [(b, h) for b in range(B) for h in range(nh)]
-    assert [blk.grid_index for blk in tr.blocks] == [(x, 0) for x in range(B * nh)]
-    for blk in tr.blocks:
-        assert [(t.q_start, t.q_stop) for t in blk.q_tiles] == \
-            [(q0, min(q0 + BR, T)) for q0 in range(0, T, BR)]
-        for t in blk.q_tiles:
-            assert [s.k_start for s in t.steps] == _kv_starts(t.q_start, BR, BC, T, causal)
-            assert all(s.k_stop == min(s.k_start + BC, T) for s in t.steps)
-    expected = B * nh * sum(len(_kv_starts(q0, BR, BC, T, causal)) for q0 in range(0, T, BR))
-    assert tr.kv_tiles_loaded() == expected == len(tr.to_rows())
-    assert tr.summary()["kv_tiles_loaded"] == expected and tr.summary()["n_blocks"] == B * nh
-
-
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("B, nh, T", [(1, 1, 1), (2, 3, 65), (1, 2, 130)])
-def test_v2_trace_adds_query_tiles_to_the_grid(B, nh, T, causal):
-    q, k, v = _qkv(B, nh, T, 32)
-    _, tr = emulate(q, k, v, causal=causal, kernel="v2")
-    n_qt = math.ceil(T / BQ)
-    assert tr.grid == (B * nh, n_qt, 1) and tr.n_blocks == B * nh * n_qt
-    covered = {(blk.b, blk.h, t.q_start) for blk in tr.blocks for t in blk.q_tiles}
-    assert covered == {(b, h, q0) for b in range(B) for h in range(nh) for q0 in range(0, T, BQ)}
-    for blk in tr.blocks:
-        assert len(blk.q_tiles) == 1 and blk.q_tiles[0].q_start == blk.grid_index[1] * BQ
-        t = blk.q_tiles[0]
-        assert [s.k_start for s in t.steps] == _kv_starts(t.q_start, BQ, BK, T, causal)
-
-
-@pytest.mark.parametrize("kernel", ["v1", "v2", "v3"])
-@pytest.mark.parametrize("causal", [False, True])
-def test_trace_running_max_and_sum_are_the_softmax_statistics(kernel, causal):
+def running_max_and_sum_are_the_softmax_statistics(kernel: str, causal: bool) -> None:
     B, nh, T, hs = 1, 2, 70, 32
     q, k, v = _qkv(B, nh, T, hs, seed=3)
     _, tr = emulate(q, k, v, causal=causal, kernel=kernel)
@@ -122,10 +73,119 @@ def test_trace_running_max_and_sum_are_the_softmax_statistics(kernel, causal):
             torch.testing.assert_close(t.steps[-1].row_sum, l, atol=1e-4, rtol=1e-5)
 
 
+SCHEDULE_CASES = [(1, 1, 1, 32), (2, 3, 17, 24), (1, 2, 70, 32), (1, 1, 150, 96),
+                  (2, 2, 300, 64)]  # B, nh, T, hs: a single row, tails of every tile size
+
+
+def follows_the_cu_loops(kernel: str, text: str | None = None) -> None:
+    """The emulator's tile schedule (which query tile each block takes, which K/V tiles it
+    stages, in order, where the causal loop stops) is the one the kernel's .cu loops give
+    (tests/cu_loops.py runs the file's own loop headers); `text`: another .cu text to hold the
+    emulator against (a planted fault)."""
+    spec = registry.get(kernel)
+    for B, nh, T, hs in SCHEDULE_CASES:
+        if spec.emulator_refusal(hs) is not None:
+            continue
+        for causal in (False, True):
+            q, k, v = _qkv(B, nh, T, hs)
+            _, tr = emulate(q, k, v, causal=causal, kernel=kernel)
+            assert tr is not None and tr.threads_per_block == spec.const("THREADS", parse_constants(
+                text or spec.source_text()))
+            assert isinstance(tr, Trace) and tr.kv_tiles_loaded() == len(tr.to_rows())
+            assert all((blk.b, blk.h) == divmod(blk.grid_index[0], nh) for blk in tr.blocks)
+            cu_loops.assert_emulator_follows_cu(spec, text or spec.source_text(), tr)
+
+
+def emulator_checks(kernel: str) -> None:
+    """Every check above, for one kernel (small shapes: seconds)."""
+    for B, nh, T, hs, causal in ((1, 1, 1, 32, False), (2, 3, 17, 24, True),
+                                 (1, 2, 80, 64, False), (2, 1, 33, 16, True)):
+        if registry.get(kernel).emulator_refusal(hs) is None:
+            equals_reference_fp32(kernel, B, nh, T, hs, causal)
+    for dtype in (torch.float16, torch.bfloat16):
+        within_tolerance_low_precision(kernel, dtype)
+    for causal in (False, True):
+        running_max_and_sum_are_the_softmax_statistics(kernel, causal)
+    follows_the_cu_loops(kernel)
+
+
+# ---------------------------------------------------------------- the tests
+@settings(max_examples=40, deadline=None)
+@given(s=shapes)
+def test_emulator_equals_reference_fp32(s):
+    runs = [v for v in registry.versions() if registry.get(v).emulator_refusal(s["hs"]) is None]
+    assert "v1" in runs or s["hs"] > 256
+    for kernel in runs:
+        equals_reference_fp32(kernel, s["B"], s["nh"], s["T"], s["hs"], s["causal"], s["seed"])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("kernel", VERSIONS)
+def test_emulator_low_precision(dtype, kernel):
+    within_tolerance_low_precision(kernel, dtype)
+
+
+def test_default_kernel_is_the_dispatchers():
+    """The committed ladder's facts on purpose (v1, v2, v3 by name): the emulator's default is
+    the kernel the dispatcher picks on an sm_80+ GPU."""
+    for hs, dtype, kernel in ((64, torch.float16, "v3"), (72, torch.float16, "v1"),
+                              (64, torch.float32, "v1"), (128, torch.bfloat16, "v3"),
+                              (48, torch.float16, "v2")):
+        _, tr = emulate(*_qkv(1, 1, 5, hs, dtype=dtype))
+        assert tr.kernel == kernel
+
+
+@pytest.mark.parametrize("kernel", VERSIONS)
+def test_the_emulator_follows_the_cu_loops(kernel):
+    """Issue 31 item 4: the tile schedule of every block, against the .cu's own loops."""
+    follows_the_cu_loops(kernel)
+
+
+@pytest.mark.parametrize("kernel, old, new", [
+    ("v2", "constexpr int V2_BK = 32;", "constexpr int V2_BK = 16;"),      # a tile size
+    ("v1", "constexpr int V1_ROWS_PER_WARP = 4;", "constexpr int V1_ROWS_PER_WARP = 2;"),
+    ("v3", "constexpr int V3_BK = 64;", "constexpr int V3_BK = 32;"),
+    ("v2", "causal ? min(seq_len, q0 + V2_BQ) : seq_len", "seq_len"),    # no causal early stop
+    ("v3", "(gridDim.y - 1 - blockIdx.y) * BQ", "blockIdx.y * BQ"),        # launch order
+])
+def test_a_cu_that_drifts_from_the_emulator_fails_the_schedule_check(kernel, old, new):
+    """Planted faults: the .cu changed (a copy of its text), the emulator not: the check of
+    the tile schedule fails."""
+    text = registry.get(kernel).source_text()
+    assert text.count(old) == 1
+    with pytest.raises(AssertionError):
+        follows_the_cu_loops(kernel, text.replace(old, new))
+
+
+def test_an_emulator_that_drifts_from_the_cu_fails_the_schedule_check():
+    """A planted fault on the other side: v2's block emulated with 16-key tiles (its constants
+    handed over altered) while its .cu stages 32."""
+    spec = registry.get("v2")
+
+    def stale_block(qh, kh, vh, oh, qtile, causal, scale, record, c, p_dtype):
+        return spec.emulate_block(qh, kh, vh, oh, qtile, causal, scale, record,
+                                  dict(c, V2_BK=16), p_dtype)
+
+    drifted = dataclasses.replace(spec, version="v2-stale", backend="cuda-stale",
+                                  emulate_block=stale_block)
+    registry.register(drifted)
+    try:
+        with pytest.raises(AssertionError):
+            follows_the_cu_loops("v2-stale")
+    finally:
+        registry.unregister("v2-stale")
+
+
+@pytest.mark.parametrize("kernel", VERSIONS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_trace_running_max_and_sum_are_the_softmax_statistics(kernel, causal):
+    running_max_and_sum_are_the_softmax_statistics(kernel, causal)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_v3_grid_runs_heaviest_query_tiles_first_and_stages_64_key_tiles(causal):
-    """v3: blockIdx.y = 0 takes the last query tile; each block stages the K/V tiles its rows
-    need, 64 keys at a time; the warps' split does not change the result."""
+    """v3 (the ladder's fact): blockIdx.y = 0 takes the last query tile; the warps' split does
+    not change the result."""
     B, nh, T, hs = 1, 2, 300, 32
     BQ3 = block_rows("v3", hs)
     assert BQ3 == C3["V3_BQ_NARROW"] and block_rows("v3", 96) == C3["V3_BQ"]
@@ -133,19 +193,19 @@ def test_v3_grid_runs_heaviest_query_tiles_first_and_stages_64_key_tiles(causal)
     out, tr = emulate(q, k, v, causal=causal, kernel="v3")
     n_qt = math.ceil(T / BQ3)
     assert tr.grid == (B * nh, n_qt, 1) and tr.threads_per_block == C3["V3_THREADS"]
-    for blk in tr.blocks:
-        t = blk.q_tiles[0]
-        assert t.q_start == (n_qt - 1 - blk.grid_index[1]) * BQ3
-        assert [s.k_start for s in t.steps] == _kv_starts(t.q_start, BQ3, BK3, T, causal)
     assert tr.blocks[0].q_tiles[0].q_start == (n_qt - 1) * BQ3    # heaviest first
+    assert all(s.k_stop - s.k_start == BK3 for blk in tr.blocks for t in blk.q_tiles
+               for s in t.steps[:-1])
     assert (out - reference_attention(q, k, v, causal)).abs().max() <= 1e-5
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
-    (dict(kernel="v4"), ValueError, r"kernel='v4' is not one of"),
-    (dict(kernel="v3", hs=48), ValueError, r"kernel='v3' needs head_dim in.*got head_dim=48"),
-    (dict(kernel="v2", hs=72), ValueError, r"kernel='v2' needs head_dim in.*got head_dim=72"),
-    (dict(kernel="v1", hs=300), ValueError, r"head_dim=300 is above v1's maximum 256"),
+    (dict(kernel="v9"), ValueError, r"kernel='v9' is not one of"),
+    (dict(kernel="v3", hs=48), ValueError,
+     r"kernel='v3' cannot run head_dim=48: .*compiled head_dims.*: use kernel='v\d'"),
+    (dict(kernel="v2", hs=72), ValueError,
+     r"kernel='v2' cannot run head_dim=72: .*not a multiple of 16: use kernel='v\d'"),
+    (dict(kernel="v1", hs=300), ValueError, r"head_dim=300 is above cuda-naive's maximum 256$"),
     (dict(causal=0), TypeError, r"causal=0 must be True or False"),
 ])
 def test_errors(kwargs, exc, match):

@@ -422,8 +422,13 @@ def test_the_stand_in_refuses_what_the_real_binding_would(standin):
 @pytest.mark.parametrize("capability,version,dtype,match", [
     ((7, 0), "v1", torch.float32, r"this GPU is sm_70; andrea_edu's kernels need sm_75"),
     ((9, 9), "v1", torch.float32, r"cannot compile for this GPU \(sm_99"),
-    ((7, 5), "v2", torch.bfloat16, r"bfloat16 tensor cores need sm_80 or newer; this GPU is sm_75"),
-    ((7, 5), "v3", torch.float16, r"v3 \(backend='cuda-flash'\) needs sm_80 or newer"),
+    ((7, 5), "v2", torch.bfloat16, r"bfloat16 tensor cores need sm_80 or newer; this GPU is "
+                                   r"sm_75: use backend='[\w-]+'$"),
+    ((7, 5), "v3", torch.float16, r"v3 \(backend='cuda-flash'\) cannot run on this GPU "
+                                  r"\(sm_75\): cuda-flash needs sm_80 or newer.*: use "
+                                  r"backend='[\w-]+'$"),
+    ((7, 5), "v1", torch.float16, r"v1 \(backend='cuda-naive'\) cannot run on this GPU "
+                                  r"\(sm_75\): head_dim=256 needs more than the 64 KB"),
 ])
 def test_a_gpu_the_kernels_cannot_serve_is_refused_before_compiling(standin, monkeypatch,
                                                                      capability, version, dtype,
@@ -433,7 +438,7 @@ def test_a_gpu_the_kernels_cannot_serve_is_refused_before_compiling(standin, mon
     if not HAVE_NVRTC:
         pytest.skip("NVRTC or the CUDA headers are missing")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
-    q, k, v = qkv(1, 1, 8, 64, dtype)
+    q, k, v = qkv(1, 1, 8, 256 if "head_dim=256" in match else 64, dtype)
     with pytest.raises(RuntimeError, match=match):
         launch.launch_attention(q, k, v, version=version)
     assert "cuModuleLoadData" not in standin.names()

@@ -111,7 +111,7 @@ def test_batched_vs_looped(backend):
     (lambda: grid.block_of(0, 3, 3), "h in 0..2"),
     (lambda: grid.pair_of(-1, 3), "block_x must be >= 0"),
     (lambda: grid.pair_of(1, 0), "n_head must be a positive int"),
-    (lambda: grid.grid_shape("v4", 1, 1, 1), "version must be one of"),
+    (lambda: grid.grid_shape("v9", 1, 1, 1), "version must be one of"),
     (lambda: grid.grid_shape("v1", 0, 1, 1), "B must be a positive int"),
     (lambda: grid.kernel_signature("v9"), "version must be one of"),
     (lambda: launches.batched_vs_looped(1, 1, 4, 4, device="tpu"), "device must be"),

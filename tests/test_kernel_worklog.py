@@ -29,6 +29,7 @@ def _close_figures():
 
 
 def test_ladder_has_one_entry_per_version_with_the_grid_of_each():
+    """The committed ladder's entries, pinned on purpose."""
     items = figs.ladder_markdown().splitlines()
     assert [row[:8] for row in items] == ["- **v1**", "- **v2**", "- **v3**"]
     assert "gridDim = (B * nh)" in items[0] and all("ceil(T / " in r for r in items[1:])
@@ -39,7 +40,7 @@ def test_changes_block_lists_each_versions_line_under_its_step():
     rows = [("S", {v: first_line(v, r"blockIdx\.x") for v in figs.VERSIONS})]
     block = figs.changes_markdown(rows).splitlines()
     assert block[0] == "```cpp" and block[1] == "// ---- S" and block[-1] == "```"
-    assert [b.split()[1] for b in block[2:5]] == list(figs.VERSIONS)
+    assert [b.split()[1] for b in block[2:-1]] == list(figs.VERSIONS)
 
 
 @pytest.mark.parametrize("v", figs.VERSIONS)
@@ -372,7 +373,7 @@ def test_exercise_5_gpu_run_reaches_the_driver_boundary_on_a_cpu():
                            head_dims=(64,), shapes=["ANDREA-120M"], series=["n_head"],
                            backends=("sdpa", *figs.BACKEND.values()), repeats=1, warmup=0)
     status = {r["backend"]: r["status"] for r in res["records"]}
-    assert status == {"sdpa": "ok", "cuda-naive": "unavailable", "cuda-wmma": "unavailable",
-                      "cuda-flash": "unavailable"}
+    assert status == {"sdpa": "ok", **dict.fromkeys(figs.BACKEND.values(), "unavailable")}
+    assert {"cuda-naive", "cuda-wmma", "cuda-flash"} <= set(status)
     (line,) = figs.model_beside_measured(res, 12, torch.bfloat16, head_dims=(64,))
     assert "is a CPU: the time model bounds GPU kernels only" in line

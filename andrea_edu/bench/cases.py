@@ -14,14 +14,20 @@ import torch
 
 from andrea_edu.bench import timing as bench
 from andrea_edu.attention import attention, reference_attention
+from andrea_edu.kernels import registry
 from andrea_edu.bench.runner import (DTYPE, HOST_PATH, N_HEAD, TIMED, _params, _progress, _Runner,
                                      _shape_table)
 
 HEAD_DIMS = tuple(sorted(set(range(8, 129, 8)) | {70, 72}))  # 8..128 step 8, plus 70 (not /8)
 HEAD_DIMS_FAST = (16, 32, 64, 70, 72)
 SDPA_KINDS = ("flash", "efficient", "cudnn", "math")
-HEADDIM_BACKENDS = ("sdpa", *(f"sdpa:{k}" for k in SDPA_KINDS), "reference", "cuda-naive",
-                    "cuda-wmma", "cuda-flash")
+
+
+def headdim_backends() -> tuple[str, ...]:
+    """Every backend the head_dim sweep can time: torch's, the reference and each registered
+    kernel's (kernels.registry, baseline first)."""
+    return ("sdpa", *(f"sdpa:{k}" for k in SDPA_KINDS), "reference",
+            *(s.backend for s in registry.specs()))
 
 
 def _sdpa_backend(kind: str):
@@ -53,7 +59,7 @@ def _run_attention(backend):
         out, d = attention(q, k, v, causal=causal, backend=backend, return_decision=True)
         info = {"ran": d.backend, "kernel": d.kernel, "decision": d.reason,
                 "fallbacks": list(d.fallbacks_considered)}
-        if q.device.type == "cuda" and d.kernel in ("v1", "v2", "v3"):
+        if q.device.type == "cuda" and d.kernel in registry.versions():
             # what is timed: the kernel the dispatcher chose, prepared once (one cuLaunchKernel
             # per call); the dispatcher's own Python path is reported apart as host time
             from andrea_edu.kernels.launch import prepare_attention
@@ -68,11 +74,15 @@ def _run_sdpa(q, k, v, causal):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal), {}
 
 
-# backend name -> fn(q, k, v, causal) -> (out, info). Tests monkeypatch entries.
+# backend name -> fn(q, k, v, causal) -> (out, info); a kernel's backend not listed runs
+# through attention() (backend_fn). Tests monkeypatch entries.
 BACKEND_FNS = {"sdpa": _run_sdpa, "reference": _run_attention("reference"),
-               "cuda-naive": _run_attention("cuda-naive"), "cuda-wmma": _run_attention("cuda-wmma"),
-               "cuda-flash": _run_attention("cuda-flash"),
                **{f"sdpa:{k}": _run_sdpa_kind(k) for k in SDPA_KINDS}}
+
+
+def backend_fn(backend: str):
+    """The function that runs `backend` in the sweep: BACKEND_FNS's, else attention()'s."""
+    return BACKEND_FNS.get(backend) or _run_attention(backend)
 
 
 def _headdim_configs(device, fast, head_dims=None, shapes=None, series=("n_head", "d_model")):
@@ -90,18 +100,21 @@ def _headdim_configs(device, fast, head_dims=None, shapes=None, series=("n_head"
 
 
 def headdim_suite(r: _Runner, fast: bool, progress: bool, causal: bool = True, head_dims=None,
-                  shapes=None, series=("n_head", "d_model"), backends=HEADDIM_BACKENDS):
+                  shapes=None, series=("n_head", "d_model"), backends=None):
     """head_dim sweep. Options (the chapter's live re-measurement uses them): head_dims, shapes
     (names in SHAPES), series ("n_head": n_head fixed at 12; "d_model": the preset's d_model
-    fixed), backends (a subset of HEADDIM_BACKENDS; "sdpa" is always run, as the baseline)."""
+    fixed), backends (a subset of headdim_backends(), None: all of them; "sdpa" is always run,
+    as the baseline)."""
     if head_dims is not None and (
             not isinstance(head_dims, (tuple, list)) or not head_dims or
             any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in head_dims)):
         raise ValueError(f"head_dims={head_dims!r}: allowed values are a tuple of positive ints, "
                          f"e.g. (64, 70)")
-    unknown = set(backends) - set(HEADDIM_BACKENDS)
+    allowed = headdim_backends()
+    backends = allowed if backends is None else backends
+    unknown = set(backends) - set(allowed)
     if unknown:
-        raise ValueError(f"backends {sorted(unknown)} are not in {HEADDIM_BACKENDS}")
+        raise ValueError(f"backends {sorted(unknown)} are not in {allowed}")
     backends = ("sdpa",) + tuple(b for b in backends if b != "sdpa")
     configs = list(_headdim_configs(r.device, fast, head_dims, shapes, series))
     gen = torch.Generator(device=r.device).manual_seed(0)
@@ -122,7 +135,7 @@ def headdim_suite(r: _Runner, fast: bool, progress: bool, causal: bool = True, h
             flops = bench.attention_flops(B, nh, T, hs, causal)
             recs = {}
             for backend in backends:
-                fn = BACKEND_FNS[backend]
+                fn = backend_fn(backend)
                 unavailable = (ValueError, ImportError, NotImplementedError) + (
                     (RuntimeError,) if backend.startswith("sdpa:") else ())
                 recs[backend] = r.check(case, backend, params, lambda fn=fn: fn(q, k, v, causal),

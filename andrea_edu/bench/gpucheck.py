@@ -46,14 +46,25 @@ import torch
 
 from andrea_edu.env import DataFileError, __version__, cpu_provenance, git_commit
 
-from andrea_edu.kernels.limits import V2_HEAD_DIMS, V3_HEAD_DIMS, V3_MIN_SM
+from andrea_edu.kernels import registry
+from andrea_edu.kernels.limits import V3_MIN_SM
 from andrea_edu.attention import attention, choose_backend, compare_to_reference
 
 SHAPES = [(1, 1, 1), (1, 1, 17), (2, 3, 77), (1, 12, 256), (3, 2, 65), (1, 2, 1000)]  # B, nh, T
-V1_HEAD_DIMS = (1, 8, 24, 32, 64, 72, 100, 128, 256)
+# head_dims no kernel is compiled for, run by a kernel whose tile covers them (v1's CHUNKS):
+# each kernel is swept over its compiled head_dims and these, where its limits allow them
+TAIL_HEAD_DIMS = (1, 8, 24, 72, 100)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-KERNEL_OF = {"cuda-naive": "v1", "cuda-wmma": "v2", "cuda-flash": "v3"}
-CUDA_BACKENDS = tuple(KERNEL_OF)
+
+
+def cuda_backends() -> tuple[str, ...]:
+    """Every registered kernel's backend, baseline first (kernels.registry)."""
+    return tuple(s.backend for s in registry.specs())
+
+
+def all_backends() -> tuple[str, ...]:
+    return (*cuda_backends(), "auto")
+
 # backend="auto" calls: (head_dim, dtype); the decision must match choose_backend's for this GPU
 AUTO_CASES = ((64, torch.float16), (64, torch.bfloat16), (48, torch.float16),
               (72, torch.float16), (64, torch.float32), (256, torch.bfloat16))
@@ -65,18 +76,20 @@ Case = tuple[str, torch.dtype, int, int, int, int, bool]
 
 
 def cases(sm: int | None = None) -> list[Case]:
-    """(backend, dtype, B, nh, T, hs, causal) for the sweep through attention(); cuda-flash only
-    when sm (the GPU's 10*major + minor) is None or at least V3_MIN_SM."""
+    """(backend, dtype, B, nh, T, hs, causal) for the sweep through attention(): every
+    registered kernel at every shape, dtype and head_dim (its compiled ones and TAIL_HEAD_DIMS)
+    its limits let run on an sm GPU (10*major + minor; None: no GPU named); then the design
+    case, the fallbacks and the auto calls of the book's ladder (cuda-flash only when sm is None
+    or at least V3_MIN_SM)."""
     v3 = sm is None or sm >= V3_MIN_SM
     out: list[Case] = []
     for causal in (False, True):
         for B, nh, T in SHAPES:
             for dt in DTYPES:
-                out += [("cuda-naive", dt, B, nh, T, hs, causal) for hs in V1_HEAD_DIMS]
-                if dt != torch.float32:
-                    out += [("cuda-wmma", dt, B, nh, T, hs, causal) for hs in V2_HEAD_DIMS]
-                    out += [("cuda-flash", dt, B, nh, T, hs, causal) for hs in V3_HEAD_DIMS
-                            if v3]
+                for spec in registry.specs():
+                    out += [(spec.backend, dt, B, nh, T, hs, causal)
+                            for hs in sorted(set(spec.head_dims) | set(TAIL_HEAD_DIMS))
+                            if spec.ineligibility(hs, dt, sm) is None]
     out += [("cuda-wmma", torch.float16, 8, 12, 1024, 64, c) for c in (False, True)]  # 120M
     out += [("cuda-flash", dt, 8, 12, 1024, 64, c) for dt in (torch.float16, torch.bfloat16)
             for c in (False, True) if v3]
@@ -114,7 +127,6 @@ def run_case(case: Case, sm: int, gen: torch.Generator | None = None) -> dict:
     return row
 
 
-ALL_BACKENDS = (*CUDA_BACKENDS, "auto")
 
 
 class StickyError(RuntimeError):
@@ -123,12 +135,13 @@ class StickyError(RuntimeError):
 
 def run_sweep(log: Callable[[str], Any] = print,
               checkpoint: Callable[[list[dict]], Any] | None = None,
-              backends=ALL_BACKENDS, run=None) -> list[dict]:
+              backends=None, run=None) -> list[dict]:
     """Every case of cases() for `backends` through attention(); `checkpoint(results)` after
     each backend (and every 50 cases). A case that leaves a sticky CUDA error (an illegal
     address: andrea_edu.kernels.launch.is_sticky_error) ends the sweep with StickyError, its row
     recorded: every later case in this process would fail with the same error, so the suite runs
-    one process per backend. run: run_case (tests stand in for it)."""
+    one process per backend. backends None: all_backends(). run: run_case (tests stand in for
+    it)."""
     from andrea_edu.kernels.launch import is_sticky_error
     run = run or run_case
     results: list[dict] = []
@@ -136,7 +149,7 @@ def run_sweep(log: Callable[[str], Any] = print,
     major, minor = torch.cuda.get_device_capability() if torch.cuda.is_available() else (9, 0)
     sm = 10 * major + minor   # no GPU: only a stand-in `run` gets here (the fault rehearsal)
     todo = cases(sm)
-    for backend in backends:
+    for backend in all_backends() if backends is None else backends:
         for case in (c for c in todo if c[0] == backend):
             row = run(case, sm, gen)
             if not row["passed"]:
@@ -242,18 +255,19 @@ def main(argv=None) -> int:
                     help="only the correctness sweep, not the gpu-marked tests")
     ap.add_argument("--pytest-timeout", type=int, default=240,
                     help="seconds the gpu-marked tests may run, an integer >= 1 (default 240)")
-    ap.add_argument("--backends", default=",".join(ALL_BACKENDS),
-                    help=f"comma-separated subset of {','.join(ALL_BACKENDS)} (default: all); "
+    allowed = all_backends()
+    ap.add_argument("--backends", default=",".join(allowed),
+                    help=f"comma-separated subset of {','.join(allowed)} (default: all); "
                          f"the suite runs one process per kernel version")
     ap.add_argument("--merge", nargs="+", metavar="REPORT", default=None,
                     help="write OUT/gpucheck.json merged from these per-backend reports (no GPU "
                          "needed) and exit")
     args = ap.parse_args(argv)
     backends = [b for b in args.backends.split(",") if b]
-    bad = [b for b in backends if b not in ALL_BACKENDS]
+    bad = [b for b in backends if b not in allowed]
     if bad or not backends:
         return _fail(ap.prog, f"--backends: {bad or args.backends!r} not allowed; allowed: a "
-                              f"comma-separated subset of {','.join(ALL_BACKENDS)}")
+                              f"comma-separated subset of {','.join(allowed)}")
     if args.merge:
         return _merge_main(ap.prog, args.merge, Path(args.out))
     from andrea_edu.bench.args import check_int, check_out_dir, fail, first_problem

@@ -28,7 +28,7 @@ from matplotlib.patches import Rectangle
 from andrea_edu.attention import choose_backend
 from andrea_edu.figures.viz import plain_log
 from andrea_edu.kernels import head_dim_evidence as evidence
-from andrea_edu.kernels import tiles
+from andrea_edu.kernels import registry, tiles
 
 BACKEND_STYLE = {  # backend -> (colour, marker, label)
     "cuda-wmma": ("#d62728", "o", "cuda-wmma (ours, tensor cores)"),
@@ -217,13 +217,13 @@ def draw_throughput(ax, results, head_dim: int, shape: str = "ANDREA-120M",
     return cs
 
 
-# Colours of the kernel versions in the head_dim panels (a version not listed: purple).
-VERSION_COLORS = {"v1": "#7f7f7f", "v2": "#1f77b4", "v3": "#d62728"}
 PUBLISHED_MARKERS = {"FlashAttention-2": "o", "cuDNN": "s", "FlashAttention-3": "^"}
 
 
 def _vcolor(version) -> str:
-    return VERSION_COLORS.get(version, "#9467bd")
+    """A kernel version's colour (registry.color, as in the worklog); no kernel (torch's sdpa
+    runs): purple."""
+    return registry.color(version) if version in registry.versions() else "#9467bd"
 
 
 def draw_evidence_strip(ax, sweep: list[dict], head_dim: int):

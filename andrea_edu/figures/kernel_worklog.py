@@ -30,16 +30,19 @@ from andrea_edu.figures.viz import plain_log
 from andrea_edu.kernels import registry
 from andrea_edu.kernels.toolkit import KERNEL_FILES
 
+# The ladder as registered when the chapter imports this module; every function below reads
+# the registry when it is called (a version registered later is drawn too).
 VERSIONS = registry.versions()                                   # ("v1", "v2", "v3")
-BACKEND = {s.version: s.backend for s in registry.specs()}       # {"v1": "cuda-naive", ...}
-COLORS = {"v1": "#7f7f7f", "v2": "#1f77b4", "v3": "#d62728"}
+BACKEND = registry.BACKENDS                 # live {"v1": "cuda-naive", ...}
+color = registry.color                      # color("v2") -> its colour in every figure
 
 
 # ------------------------------------------------------------------ the .cu files, as text
-def ladder_markdown(versions=VERSIONS) -> str:
-    """The worklog's ladder as a Markdown list, every entry read from the .cu files' headers."""
+def ladder_markdown(versions=None) -> str:
+    """The worklog's ladder as a Markdown list, every entry read from the .cu files' headers
+    (versions None: every registered one)."""
     items = []
-    for v in versions:
+    for v in registry.versions() if versions is None else versions:
         h = version_header(v)
         items.append(f"- **{v}**, `{h['name']}` in `{KERNEL_FILES[v]}`: {h['title']} "
                      f"Grid: `{_first_sentence(h['grid'])}`. Speed, as the file says: "
@@ -53,7 +56,8 @@ def changes_markdown(rows) -> str:
     out = []
     for step, cols in rows:
         out.append(f"// ---- {step}")
-        out += [f"/* {v} {cols[v][0]:>3} */ {cols[v][1]}" for v in VERSIONS if v in cols]
+        out += [f"/* {v} {cols[v][0]:>3} */ {cols[v][1]}" for v in registry.versions()
+                if v in cols]
     return "```cpp\n" + "\n".join(out) + "\n```"
 
 
@@ -104,7 +108,10 @@ def decomposition_figure(trace, pair=(0, 0)):
                                         hatch="////" if masked else None))
     warps = trace.threads_per_block // 32
     band = max(t.q_stop - t.q_start for blk in mine for t in blk.q_tiles)
-    if trace.kernel != "v1" and band % warps == 0:  # each warp owns band / warps query rows
+    # each warp owns band / warps query rows of a block that takes one query tile (a block that
+    # walks every query tile, as v1's, has its warps' rows inside each tile: not drawn)
+    split = not registry.get(trace.kernel).walks_all_query_tiles
+    if split and band % warps == 0:
         for blk in mine:
             for qt in blk.q_tiles:
                 right = max((st.k_stop for st in qt.steps), default=0)
@@ -122,7 +129,7 @@ def decomposition_figure(trace, pair=(0, 0)):
     ax2.tick_params(labelsize=7)
     ax2.set_title(f"head (b, h) = {tuple(pair)}: {len(mine)} block(s), T={T}\ncolour = block, "
                   f"hatched = holds a masked score"
-                  + (", dotted = warps" if trace.kernel != "v1" else ""), fontsize=9)
+                  + (", dotted = warps" if split else ""), fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -181,7 +188,7 @@ def measured_rows(results, nh: int, head_dims=HEAD_DIMS, shape: str = "ANDREA-12
     for hd in sorted(by_case):
         recs = by_case[hd]
         sdpa = recs.get("sdpa", {})
-        for v in VERSIONS:
+        for v in registry.versions():
             r = recs.get(BACKEND[v])
             if not r or r.get("status") != "ok" or not sdpa.get("median_ms"):
                 continue
@@ -246,18 +253,19 @@ def measured_figure(rows: list, results, model=None):
 
     hds = sorted({r["head_dim"] for r in rows})
     fig, ax = plt.subplots(figsize=(10, 3.6))
-    width = 0.8 / (len(VERSIONS) + 1)
+    versions = registry.versions()
+    width = 0.8 / (len(versions) + 1)
     x = np.arange(len(hds))
     sdpa = [next((r["sdpa_ms"] for r in rows if r["head_dim"] == hd), np.nan) for hd in hds]
     ax.bar(x - 0.4 + width / 2, sdpa, width, color="#bbbbbb", label="torch SDPA (measured)")
-    for i, v in enumerate(VERSIONS, start=1):
+    for i, v in enumerate(versions, start=1):
         ms = [next((r["ms"] for r in rows if r["head_dim"] == hd and r["version"] == v), np.nan)
               for hd in hds]
         xs = x - 0.4 + width * (i + 0.5)
-        ax.bar(xs, ms, width * 0.5, color=COLORS[v], label=f"{v} (measured)")
+        ax.bar(xs, ms, width * 0.5, color=color(v), label=f"{v} (measured)")
         if model:
             mm = [model.get((v, hd), np.nan) * 1e3 for hd in hds]
-            ax.bar(xs + width * 0.5, mm, width * 0.5, facecolor="none", edgecolor=COLORS[v],
+            ax.bar(xs + width * 0.5, mm, width * 0.5, facecolor="none", edgecolor=color(v),
                    hatch="///", label=f"{v} MODEL (all terms overlapped)")
     ax.set_xticks(x, [f"head_dim {hd}" for hd in hds])
     ax.set_yscale("log")
@@ -342,7 +350,7 @@ def never_knows_row(v, sig, heads_in_params, reads, same_bits: bool) -> tuple:
 def summary_markdown(traces, checks, ev, design, barriers, measured, B, nh, T) -> str:
     """ev {version: sass.evidence}, design {version: model_bound} at the design case."""
     items = []
-    for v in VERSIONS:
+    for v in ev:
         e, m = ev[v], design[v]
         band = m.get("published") or []
         anchor = (f", where published kernels take "
@@ -360,7 +368,7 @@ def summary_markdown(traces, checks, ev, design, barriers, measured, B, nh, T) -
                      f"{checks[v]['max_abs_err']:.1e}.")
     if measured:
         best = {v: max((r["speed"] for r in measured if r["version"] == v), default=None)
-                for v in VERSIONS}
+                for v in ev}
         items.append("- Measured throughput vs torch SDPA (best head_dim): " + ", ".join(
             f"{v} {s:.2f}x" for v, s in best.items() if s is not None) + ".")
     else:
@@ -569,12 +577,13 @@ def ratio_sentence(ev: dict, scores: dict, models: dict, head_dim: int, case: st
         return x / scores[v]
 
     parts = []
-    for a, b in (("v1", "v2"), ("v2", "v3")):
+    order = [v for v in registry.versions() if v in ev]   # each rung beside the one below it
+    for a, b in zip(order, order[1:]):
         parts.append(f"from {a} to {b}: {per(a, 'instr') / per(b, 'instr'):.1f}x fewer "
                      f"instructions and {per(a, 'smem') / per(b, 'smem'):.1f}x fewer "
                      f"shared-memory bytes per score, and a model bracket whose lower edge is "
                      f"{models[a]['lower'] / models[b]['lower']:.1f}x lower")
-    last = models[VERSIONS[-1]]
+    last = models[order[-1]]
     return (f"Per score (one query-key pair), at head_dim={head_dim}: " + "; ".join(parts)
             + f". MODEL at {case}, H200, every term overlapped .. none: " + ", ".join(
                 f"{v} {m['lower'] * 1e6:.0f} .. {m['upper'] * 1e6:.0f} µs (largest term "
@@ -608,14 +617,14 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
                                                        e["smem_bytes_per_tile"] / n]
         return np.array(vals, dtype=float)
 
-    for v in VERSIONS:
+    for v in registry.versions():
         if (v, head_dim) not in ev:            # not compiled for this head_dim
             continue
         vals = np.where(per_score(v) > 0, per_score(v), np.nan)
         if v == version:
-            ax.barh(y, vals, color=COLORS[v], height=0.6, label=f"{v} (read from SASS)")
+            ax.barh(y, vals, color=color(v), height=0.6, label=f"{v} (read from SASS)")
         else:
-            ax.scatter(vals, y, marker="|", s=250, color=COLORS[v], label=v)
+            ax.scatter(vals, y, marker="|", s=250, color=color(v), label=v)
     ax.set_xscale("log")
     plain_log(ax.xaxis)
     ax.set_yticks(y, names, fontsize=8)
@@ -651,7 +660,7 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
                         label=f"{g}: published (H100, extrapolated)")
         if measured_s and measured_s.get(g):
             ax2.bar(len(terms) + 1 + (i - (len(gpus) - 1) / 2) * width, measured_s[g] * 1e6,
-                    width * 0.9, color=COLORS[version], label=f"{g}: measured")
+                    width * 0.9, color=color(version), label=f"{g}: measured")
     ax2.set_xticks(range(len(terms) + 1 + bool(measured_s)),
                    terms + ["sum"] + (["measured"] if measured_s else []), fontsize=7,
                    rotation=30)
@@ -687,14 +696,15 @@ def model_overview_figure(models: dict, gpu: str = "H200"):
 
     hds = sorted({hd for _, hd in models})
     fig, ax = plt.subplots(figsize=(10, 3.6))
-    width = 0.8 / len(VERSIONS)
-    for i, v in enumerate(VERSIONS):
+    versions = [v for v in registry.versions() if any(key[0] == v for key in models)]
+    width = 0.8 / len(versions)
+    for i, v in enumerate(versions):
         low = np.array([models[v, hd][gpu]["lower"] * 1e6 if (v, hd) in models else np.nan
                         for hd in hds])
         up = np.array([models[v, hd][gpu]["upper"] * 1e6 if (v, hd) in models else np.nan
                        for hd in hds])
-        ax.bar(np.arange(len(hds)) + (i - 1) * width, up - low, width * 0.9, bottom=low,
-               edgecolor=COLORS[v], label=f"{v}: {MODEL_LABEL}, all terms overlapped .. none",
+        ax.bar(np.arange(len(hds)) + (i - (len(versions) - 1) / 2) * width, up - low,
+               width * 0.9, bottom=low, edgecolor=color(v), label=f"{v}: {MODEL_LABEL}, all terms overlapped .. none",
                **MODEL_STYLE)
     banded = False
     for x, hd in enumerate(hds):
@@ -814,7 +824,7 @@ def n_head_figure(rows: list, n_head: int):
     x = np.arange(len(rows))
     labels = [f"{q['n_head']} x {q['head_dim']}\n{q['version']}" for q in rows]
     edge = ["black" if q["n_head"] == n_head else "none" for q in rows]
-    col = [COLORS.get(q["version"], "#9467bd") for q in rows]
+    col = [color(q["version"]) for q in rows]
     fig, axes = plt.subplots(1, 4, figsize=(12, 3.6))
     a, b, c, d = axes
     a.bar(x, [q["instr_per_score"] for q in rows], color=col, edgecolor=edge, linewidth=2)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from andrea_edu.kernels import grid, occupancy
+from andrea_edu.kernels import grid, occupancy, registry
 from andrea_edu.figures.viz import head_color, text_color_on
 
 
@@ -131,7 +131,8 @@ def occupancy_figure(rows: list[dict]):
 
     gpus = list(dict.fromkeys(r["gpu"] for r in rows))
     fig, axes = plt.subplots(1, len(gpus), figsize=(5.2 * len(gpus), 3.9), squeeze=False)
-    styles = {"v1": ("#d62728", "o"), "v2": ("#1f77b4", "s")}
+    versions = [v for v in registry.versions() if any(r["version"] == v for r in rows)]
+    styles = {v: (registry.color(v), "os^Dv"[i % 5]) for i, v in enumerate(versions)}
     for ax, gpu in zip(axes[0], gpus):
         mine = [r for r in rows if r["gpu"] == gpu]
         sms = mine[0]["sms"]

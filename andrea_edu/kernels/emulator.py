@@ -119,7 +119,8 @@ def emulate(q, k, v, causal: bool = False, kernel: str | None = None, trace: boo
     spec = registry.get(kernel)
     why = spec.emulator_refusal(hs)
     if why is not None:
-        raise ValueError(why)
+        runs = [s.version for s in registry.preferred() if s.emulator_refusal(hs) is None]
+        raise ValueError(why + (f": use kernel={runs[0]!r}" if runs else ""))
     c = spec.constants()
     scale = 1.0 / math.sqrt(hs)
     qc, kc, vc = (t.detach().cpu().float() for t in (q, k, v))  # exact: fp16/bf16 fit fp32

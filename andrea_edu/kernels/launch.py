@@ -194,6 +194,10 @@ def check_launch_inputs(q, k, v, version: str) -> tuple[int, int, int, int]:
             raise ValueError(f"{name} is not contiguous (strides {t.stride()}); the kernels "
                              f"read [B, nh, T, hs] memory in order: pass {name}.contiguous()")
     why = spec.launch_refusal(q, k, v, hs)
+    if why is not None and spec.ineligibility(hs, q.dtype, None) is not None:
+        runs, _ = registry.walk(hs, q.dtype)   # what the dispatcher runs instead
+        why += (f": use version={runs.version!r} (backend={runs.backend!r})" if runs else
+                ": use backend='sdpa'")
     if why is not None:
         raise ValueError(why)
     if q.device.type != "cuda":
@@ -262,9 +266,11 @@ def prepare_attention(q, k, v, causal: bool = False, version: str = "v1",
                            f"({arch}; it knows sm_{_tk.supported_archs()}): install a newer "
                            f"NVRTC (pip install -U cuda-bindings 'cuda-toolkit[nvrtc,cudart,crt]')"
                            f", or use backend='sdpa'")
-    why = registry.get(version).gpu_refusal(major * 10 + minor, arch, q.dtype)
+    why = registry.get(version).gpu_refusal(hs, q.dtype, major * 10 + minor, arch)
     if why is not None:
-        raise RuntimeError(why)
+        runs, _ = registry.walk(hs, q.dtype, major * 10 + minor)
+        raise RuntimeError(f"{why}: use backend="
+                           f"{runs.backend if runs is not None else 'sdpa'!r}")
     ck = compile_attention(version, hs, q.dtype, arch)
     if out is None:
         out = torch.empty_like(q)                                   # (B, nh, T, hs)

@@ -1,8 +1,10 @@
 """What every backend accepts (shapes, dtypes, devices), and each kernel's limits gathered.
 
 Each kernel's own limits (head_dim, dtype, GPU) and its one reason for refusing live in its spec
-module (kernels/v1.py, v2.py, v3.py, gathered in kernels.registry); they are re-exported here for
-the chapters. Introduced in "The configuration mirrors the hardware" (why head_dim=72 falls back).
+module (kernels/v1.py, v2.py, v3.py, gathered in kernels.registry): one limits function per
+spec (`KernelSpec.ineligibility`), from which the compiler's, the launcher's, the GPU's and the
+emulator's refusals derive (kernels.spec). The ladder's own are re-exported here for the
+chapters. Introduced in "The configuration mirrors the hardware" (why head_dim=72 falls back).
 
     v3_ineligibility(head_dim, dtype, sm=None) -> None or the reason v3 cannot run
     v2_ineligibility(head_dim, dtype, sm=None) -> None or the reason v2 cannot run

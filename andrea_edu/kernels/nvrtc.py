@@ -72,7 +72,12 @@ def _tile(version: str, head_dim: int, dtype) -> int:
         raise ValueError(f"dtype={dtype} is not supported; allowed: {list(_CTYPE)}")
     if not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim < 1:
         raise ValueError(f"head_dim={head_dim!r} must be a positive int")
-    return spec.tile(head_dim, dtype)
+    try:
+        return spec.tile(head_dim, dtype)
+    except ValueError as e:   # the spec's limits refuse it: say what the dispatcher runs instead
+        runs, _ = registry.walk(head_dim, dtype)
+        raise ValueError(f"{e}: use version={runs.version!r} (backend={runs.backend!r})" if runs
+                         else f"{e}: use backend='sdpa'") from None
 
 
 def shared_bytes(version: str, head_dim: int, dtype) -> int:
@@ -220,7 +225,7 @@ def compile_attention(version: str, head_dim: int, dtype, arch: str = "sm_90",
     tile = _tile(version, head_dim, dtype)
     spec = registry.get(version)
     archnum = _arch_number(arch)
-    why = spec.compile_refusal(archnum, arch, dtype)
+    why = spec.compile_refusal(head_dim, dtype, archnum, arch)
     if why is not None:
         raise ValueError(why)
     key = (version, tile, dtype, arch)
@@ -364,6 +369,6 @@ def compile_all(archs=ARCHS, workers: int = 2) -> list[CompiledKernel]:
     GIL)."""
     from concurrent.futures import ThreadPoolExecutor
     jobs = [(v, hd, dt, a) for a in archs for (v, hd, dt) in specializations()
-            if registry.get(v).compile_refusal(_arch_number(a), a, dt) is None]
+            if registry.get(v).compile_refusal(hd, dt, _arch_number(a), a) is None]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(lambda j: compile_attention(*j), jobs))

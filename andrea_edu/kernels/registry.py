@@ -3,12 +3,15 @@
 Ordered as the book's ladder, from the baseline to the fastest: v1, v2, v3. The dispatcher
 tries them from the last (`preferred()`): the newest kernel that can run a case runs it.
 Adding a version is a .cu file, a spec module beside it (kernels/v4.py) and one line here;
-`register(spec)` does the same at run time (the toy-spec test registers one and removes it).
+`register(spec)` does the same at run time (tests/test_kernel_registry.py registers a real
+fourth version from a package of its own, tests/fourth_rung, and removes it).
 
     specs() -> [KernelSpec]       preferred() -> [KernelSpec] (best first)
     walk(head_dim, dtype, sm, start) -> (the spec that runs or None, [(spec, why not)])
     get(version) -> KernelSpec    versions() -> ("v1", "v2", "v3")    by_backend(name)
-    KERNEL_NAMES {version: kernel}, KERNEL_FILES {version: .cu file}   (live views)
+    KERNEL_NAMES {version: kernel}, KERNEL_FILES {version: .cu file},
+    BACKENDS {version: backend}                                       (live views)
+    color(version) -> "#1f77b4"   the spec's colour, or PALETTE's at its place in the ladder
     register(spec), unregister(version)
 """
 from __future__ import annotations
@@ -64,6 +67,22 @@ def by_backend(backend: str) -> KernelSpec | None:
     return next((s for s in _SPECS if s.backend == backend), None)
 
 
+# Colours for versions whose spec names none, by place in the ladder: matplotlib's tab10 less
+# the grey and the blue and red the ladder's own specs use, the green of the published-kernel
+# bands and the purple of "no kernel (sdpa)" in the figures.
+PALETTE = ("#e377c2", "#ff7f0e", "#8c564b", "#17becf", "#bcbd22")
+
+
+def color(version: str) -> str:
+    """The colour every figure draws `version` in: its spec's, else a PALETTE colour chosen by
+    its place among the registered specs that name none."""
+    spec = get(version)
+    if spec.color is not None:
+        return spec.color
+    unnamed = [s.version for s in _SPECS if s.color is None]
+    return PALETTE[unnamed.index(version) % len(PALETTE)]
+
+
 def register(spec: KernelSpec) -> None:
     """Add a kernel version (as the newest: the dispatcher tries it first)."""
     if not isinstance(spec, KernelSpec):
@@ -102,3 +121,4 @@ class _View(Mapping):
 
 KERNEL_NAMES: Mapping[str, str] = _View("kernel")   # the one kernel-name list: {"v1": "attention_v1", ...}
 KERNEL_FILES: Mapping[str, str] = _View("source")   # {"v1": "attention_v1.cu", ...}
+BACKENDS: Mapping[str, str] = _View("backend")      # {"v1": "cuda-naive", ...}

@@ -3,7 +3,9 @@ v2.py, v3.py; gathered in kernels.registry).
 
 A spec holds the kernel's name and source file, who may run it (head_dim, dtype, GPU) and why
 not, its tiles and block, its launch grid, the shared memory it asks for, the emulator's block
-function, the SASS loop plan and the time model's work per launch. The compiler, the launcher,
+function, the SASS loop plan and the time model's work per launch. Its limits are one function
+(`ineligibility`); the compiler's, the launcher's, the GPU's and the emulator's refusals are
+derived from it here. The compiler, the launcher,
 the emulator, the SASS reader, the time model and the dispatcher ask the spec; none of them
 branches on a version name.
 
@@ -70,9 +72,12 @@ class KernelSpec:
     row_alignment  bytes q, k, v must be aligned to (v3's cp.async: 16); 0 for none
     smem_floor(head_dim, c) -> shared-memory bytes a warp cannot avoid per K/V tile, where the
                    SASS count overstates them (v1's broadcast reads); None: the count stands
-    ineligibility(head_dim, dtype, sm) -> None or the one reason it cannot run (dispatcher);
-                   sm None: no GPU named, head_dim and dtype only
-    tile(head_dim, dtype) -> the template's tile argument (ValueError when not compiled)
+    ineligibility(head_dim, dtype, sm) -> None or the one reason it cannot run: the spec's one
+                   limits function (head_dim, dtype, GPU); sm None: no GPU named, head_dim and
+                   dtype only. Every other refusal derives from it (the methods tile,
+                   compile_refusal, gpu_refusal, launch_refusal, emulator_refusal below), so no
+                   stop can let through what the dispatcher refuses, nor refuse what it sends.
+    tile_of(head_dim) -> the template's tile argument for a head_dim the spec runs
     max_head_dim(tile) -> the largest head_dim one tile runs
     smem_layout(c, tile, element_bytes) -> ((buffer, bytes), ...) in carve-up order
     block_rows(c, head_dim) -> query rows of one block (v1: of one query tile)
@@ -82,10 +87,8 @@ class KernelSpec:
     chosen(head_dim, dtype, sm, previous) -> the dispatcher's sentence when it runs;
                    previous: (backend, reason) of the better kernel that could not, or None
     emulating(previous) -> what the emulator's decision says it emulates
-    compile_refusal(arch_number, arch, dtype) -> None or why NVRTC is not asked to compile it
-    launch_refusal(q, head_dim) -> None or why launch_attention refuses these inputs
-    gpu_refusal(sm, arch, dtype) -> None or why this GPU cannot run it (launch_attention)
-    emulator_refusal(head_dim) -> None or why emulate(kernel=version) refuses
+    color          the colour the figures draw it in (None: one from PALETTE by its place in
+                   the registry, registry.color)
     """
 
     version: str
@@ -96,16 +99,12 @@ class KernelSpec:
     head_dims: tuple
     dtypes: tuple
     ineligibility: Callable[..., str | None]
-    tile: Callable[[int, Any], int]
+    tile_of: Callable[[int], int]
     smem_layout: Callable[[dict, int, int], tuple]
     emulate_block: Callable[..., Any]
     trip_plan: Callable[[int, dict], Callable]
     chosen: Callable[..., str]
     emulating: Callable[..., str]
-    emulator_refusal: Callable[[int], str | None]
-    launch_refusal: Callable[..., str | None]
-    gpu_refusal: Callable[..., str | None]
-    compile_refusal: Callable[..., str | None]
     block_rows: Callable[[dict, int], int]
     max_head_dim: Callable[[int], int] = lambda tile: tile  # noqa: E731
     keys_const: str = "BK"
@@ -116,6 +115,57 @@ class KernelSpec:
     row_alignment: int = 0
     smem_floor: Callable[[int, dict], int] | None = None
     source_dir: Path | None = None
+    color: str | None = None
+
+    # ------------------------------------------------------------ refusals, from the one rule
+    def _why(self, head_dim: int, dtype) -> str | None:
+        """The reason with no GPU named: what the kernel's code and specializations allow."""
+        return self.ineligibility(head_dim, dtype, None)
+
+    def tile(self, head_dim: int, dtype) -> int:
+        """The template's tile argument for (head_dim, dtype); ValueError when the spec's
+        limits refuse the case (nothing is compiled for it)."""
+        why = self._why(head_dim, dtype)
+        if why is not None:
+            raise ValueError(f"{self.version} ({self.backend}) is not compiled for "
+                             f"head_dim={head_dim}, dtype={dtype_name(dtype)}: {why}")
+        return self.tile_of(head_dim)
+
+    def compile_refusal(self, head_dim: int, dtype, arch_number: int, arch: str) -> str | None:
+        """Why NVRTC is not asked to compile (head_dim, dtype) for `arch`, or None: the limits
+        with the target's architecture as the GPU."""
+        why = self._why(head_dim, dtype) or self.ineligibility(head_dim, dtype, arch_number)
+        return None if why is None else f"arch={arch!r}: {why}"
+
+    def gpu_refusal(self, head_dim: int, dtype, sm: int, arch: str) -> str | None:
+        """Why this GPU (sm, e.g. 75 for "sm_75") cannot run (head_dim, dtype), or None."""
+        why = self.ineligibility(head_dim, dtype, sm)
+        return None if why is None else (f"{self.version} (backend={self.backend!r}) cannot "
+                                         f"run on this GPU ({arch}): {why}")
+
+    def launch_refusal(self, q, k, v, head_dim: int) -> str | None:
+        """Why launch_attention refuses these inputs before touching a GPU, or None: the
+        limits (no GPU named), then the rows' alignment the kernel's copies need."""
+        why = self._why(head_dim, q.dtype)
+        if why is not None:
+            return f"{self.version} ({self.backend}) cannot run this: {why}"
+        if self.row_alignment:
+            for name, t in (("q", q), ("k", k), ("v", v)):
+                if t.data_ptr() % self.row_alignment:
+                    return (f"{name}'s data is not {self.row_alignment}-byte aligned (address "
+                            f"{t.data_ptr():#x}, e.g. a slice of a larger tensor): "
+                            f"{self.version} copies {self.row_alignment} bytes at a time; pass "
+                            f"{name}.clone()")
+        return None
+
+    def emulator_refusal(self, head_dim: int) -> str | None:
+        """Why emulate(kernel=version) refuses head_dim, or None. The emulator also takes fp32
+        for every kernel (to check the algorithm exactly), so only head_dim decides: refused
+        when no dtype the kernel is compiled for runs it."""
+        whys = [self._why(head_dim, dt) for dt in self.dtypes]
+        if all(w is not None for w in whys):
+            return f"kernel={self.version!r} cannot run head_dim={head_dim}: {whys[0]}"
+        return None
 
     # ------------------------------------------------------------ the .cu file
     def source_text(self) -> str:

@@ -267,7 +267,8 @@ def main(argv=None) -> int:
     from pathlib import Path
     ap = argparse.ArgumentParser(prog="python -m andrea_edu.kernels.time_model",
                                  description="write sass_model.json: SASS evidence and the "
-                                             "time model (a bracket) of v1, v2, v3")
+                                             "time model (a bracket) of every registered "
+                                             "kernel version")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     out = Path(args.out)

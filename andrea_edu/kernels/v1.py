@@ -25,11 +25,8 @@ def v1_ineligibility(head_dim: int, sm: int | None = None) -> str | None:
     return None
 
 
-def tile(head_dim: int, dtype) -> int:
+def tile_of(head_dim: int) -> int:
     """The template's CHUNKS: ceil(head_dim / 32) rounded up to 1, 2, 4 or 8."""
-    if head_dim > V1_MAX_HEAD_DIM:
-        raise ValueError(f"head_dim={head_dim} is above v1's maximum {V1_MAX_HEAD_DIM}; "
-                         f"use backend='sdpa'")
     need = math.ceil(head_dim / 32)
     return next(c for c in V1_CHUNK_SIZES if c >= need)
 
@@ -106,26 +103,11 @@ def emulating(previous: tuple | None) -> str:
     return "the kernel cuda-naive runs" + (f": {previous[1]}" if previous else "")
 
 
-def emulator_refusal(head_dim: int) -> str | None:
-    if head_dim > V1_MAX_HEAD_DIM:
-        return f"head_dim={head_dim} is above v1's maximum {V1_MAX_HEAD_DIM}"
-    return None
-
-
-def launch_refusal(q, k, v, head_dim: int) -> str | None:
-    if head_dim > V1_MAX_HEAD_DIM:
-        return f"head_dim={head_dim} is above the kernels' maximum {V1_MAX_HEAD_DIM}: " \
-               f"use backend='sdpa'"
-    return None
-
-
 SPEC = KernelSpec(
     version="v1", backend="cuda-naive", kernel="attention_v1", source="attention_v1.cu",
     prefix="V1_", keys_const="BC", head_dims=tuple(32 * c for c in V1_CHUNK_SIZES),
     dtypes=tuple(CTYPE), walks_all_query_tiles=True,
     ineligibility=lambda head_dim, dtype, sm=None: v1_ineligibility(head_dim, sm),
-    tile=tile, max_head_dim=lambda t: 32 * t, smem_layout=smem_layout, smem_floor=smem_floor,
+    tile_of=tile_of, max_head_dim=lambda t: 32 * t, smem_layout=smem_layout, smem_floor=smem_floor,
     block_rows=lambda c, head_dim: c["V1_BR"], emulate_block=emulate_block, trip_plan=trip_plan,
-    chosen=chosen, emulating=emulating, emulator_refusal=emulator_refusal,
-    launch_refusal=launch_refusal, gpu_refusal=lambda sm, arch, dtype: None,
-    compile_refusal=lambda arch_number, arch, dtype: None)
+    chosen=chosen, emulating=emulating, color="#7f7f7f")

@@ -31,14 +31,8 @@ def v2_ineligibility(head_dim: int, dtype, sm: int | None = None) -> str | None:
     return None
 
 
-def tile(head_dim: int, dtype) -> int:
-    """The template's HD: head_dim itself, when v2 is compiled for it."""
-    if dtype not in V2_DTYPES:
-        raise ValueError(f"dtype={dtype} is not supported by v2 (tensor cores take "
-                         f"{list(V2_DTYPES)}); fp32 runs on v1 (backend='cuda-naive')")
-    if head_dim not in V2_HEAD_DIMS:
-        raise ValueError(f"head_dim={head_dim} is not compiled for v2; allowed: "
-                         f"{list(V2_HEAD_DIMS)} (multiples of 16); other head_dims run on v1")
+def tile_of(head_dim: int) -> int:
+    """The template's HD: head_dim itself."""
     return head_dim
 
 
@@ -88,40 +82,11 @@ def chosen(head_dim: int, dtype, sm: int | None, previous: tuple | None) -> str:
     return why
 
 
-def emulator_refusal(head_dim: int) -> str | None:
-    if head_dim not in V2_HEAD_DIMS:
-        return (f"kernel='v2' needs head_dim in {list(V2_HEAD_DIMS)} (multiples of 16); "
-                f"got head_dim={head_dim}: use kernel='v1'")
-    return None
-
-
-def launch_refusal(q, k, v, head_dim: int) -> str | None:
-    if q.dtype not in V2_DTYPES or head_dim not in V2_HEAD_DIMS:
-        return (f"v2 runs dtype in {list(V2_DTYPES)} and head_dim in "
-                f"{list(V2_HEAD_DIMS)}; got dtype={q.dtype}, head_dim={head_dim}: "
-                f"use version='v1' (backend='cuda-naive')")
-    return None
-
-
-def gpu_refusal(sm: int, arch: str, dtype) -> str | None:
-    if dtype == torch.bfloat16 and sm < 80:
-        return (f"bfloat16 tensor cores need sm_80 or newer; this GPU is {arch}: "
-                f"use backend='cuda-naive'")
-    return None
-
-
-def compile_refusal(arch_number: int, arch: str, dtype) -> str | None:
-    if dtype == torch.bfloat16 and arch_number < 80:
-        return f"arch={arch!r}: bfloat16 tensor cores need sm_80 or newer"
-    return None
-
-
 SPEC = KernelSpec(
     version="v2", backend="cuda-wmma", kernel="attention_v2_wmma", source="attention_v2_wmma.cu",
     prefix="V2_", head_dims=V2_HEAD_DIMS, dtypes=V2_DTYPES,
-    ineligibility=v2_ineligibility, tile=tile, smem_layout=smem_layout,
+    ineligibility=v2_ineligibility, tile_of=tile_of, smem_layout=smem_layout,
     block_rows=lambda c, head_dim: c["V2_BQ"], emulate_block=emulate_block, trip_plan=trip_plan,
     chosen=chosen, emulating=lambda previous: "the kernel cuda-wmma runs for this head_dim and "
                                               "dtype",
-    emulator_refusal=emulator_refusal, launch_refusal=launch_refusal, gpu_refusal=gpu_refusal,
-    compile_refusal=compile_refusal)
+    color="#1f77b4")

@@ -34,14 +34,8 @@ def v3_ineligibility(head_dim: int, dtype, sm: int | None = None) -> str | None:
     return None
 
 
-def tile(head_dim: int, dtype) -> int:
-    """The template's HD: head_dim itself, when v3 is compiled for it."""
-    if dtype not in V3_DTYPES:
-        raise ValueError(f"dtype={dtype} is not supported by v3 (mma.sync takes "
-                         f"{list(V3_DTYPES)}); fp32 runs on v1 (backend='cuda-naive')")
-    if head_dim not in V3_HEAD_DIMS:
-        raise ValueError(f"head_dim={head_dim} is not compiled for v3; allowed: "
-                         f"{list(V3_HEAD_DIMS)}; other head_dims run on v2 or v1")
+def tile_of(head_dim: int) -> int:
+    """The template's HD: head_dim itself."""
     return head_dim
 
 
@@ -109,47 +103,12 @@ def chosen(head_dim: int, dtype, sm: int | None, previous: tuple | None) -> str:
             f"(FlashAttention-2 style, S/P/O in registers)")
 
 
-def emulator_refusal(head_dim: int) -> str | None:
-    if head_dim not in V3_HEAD_DIMS:
-        return (f"kernel='v3' needs head_dim in {list(V3_HEAD_DIMS)}; got "
-                f"head_dim={head_dim}: use kernel='v2' or 'v1'")
-    return None
-
-
-def launch_refusal(q, k, v, head_dim: int) -> str | None:
-    why = v3_ineligibility(head_dim, q.dtype)
-    if why is not None:
-        return (f"v3 cannot run this: {why}: use version='v2' (backend='cuda-wmma') "
-                f"or version='v1' (backend='cuda-naive')")
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.data_ptr() % 16:   # cp.async moves 16-byte chunks from each row's start
-            return (f"{name}'s data is not 16-byte aligned (address "
-                    f"{t.data_ptr():#x}, e.g. a slice of a larger tensor): v3 "
-                    f"copies 16 bytes at a time; pass {name}.clone()")
-    return None
-
-
-def gpu_refusal(sm: int, arch: str, dtype) -> str | None:
-    if sm < V3_MIN_SM:
-        return (f"v3 (backend='cuda-flash') needs sm_{V3_MIN_SM} or newer; this GPU "
-                f"is {arch}: use backend='cuda-wmma'")
-    return None
-
-
-def compile_refusal(arch_number: int, arch: str, dtype) -> str | None:
-    if arch_number < V3_MIN_SM:
-        return (f"arch={arch!r}: v3 (mma.sync m16n8k16, cp.async, ldmatrix) needs "
-                f"sm_{V3_MIN_SM} or newer")
-    return None
-
-
 SPEC = KernelSpec(
     version="v3", backend="cuda-flash", kernel="attention_v3_flash",
     source="attention_v3_flash.cu", prefix="V3_", head_dims=V3_HEAD_DIMS, dtypes=V3_DTYPES,
     min_sm=V3_MIN_SM, reverse_query_tiles=True, warp_skips_causal_tiles=True, row_alignment=16,
-    ineligibility=v3_ineligibility, tile=tile, smem_layout=smem_layout, block_rows=block_rows,
+    ineligibility=v3_ineligibility, tile_of=tile_of, smem_layout=smem_layout, block_rows=block_rows,
     emulate_block=emulate_block, trip_plan=lambda head_dim, consts: lambda mix: None,  # no loops
     chosen=chosen,
     emulating=lambda previous: "the kernel cuda-flash runs for this head_dim and dtype on sm_80+",
-    emulator_refusal=emulator_refusal, launch_refusal=launch_refusal, gpu_refusal=gpu_refusal,
-    compile_refusal=compile_refusal)
+    color="#d62728")
