@@ -15,6 +15,7 @@ import nbformat
 import pytest
 
 from book_toc import REPO, source_of, toc_docnames, toc_notebooks
+from lesson_words import LESSONS, main_and_appendix_words
 
 ARTIFACTS = REPO / "test-artifacts"
 TIMEOUT_S = 600  # per cell; fast mode should need seconds
@@ -76,6 +77,12 @@ def test_notebook_executes_without_errors(docname, monkeypatch, record_property)
     print(f"[notebook] {docname}: {elapsed:.1f} s (fast mode)")
     errors = _error_outputs(nb)
     assert not errors, f"{docname} has error outputs:\n" + "\n".join(errors)
+    stem = docname.rsplit("/", 1)[-1]
+    if stem in LESSONS:  # a lesson's main text, as executed, within its word aim (issue 30)
+        main, appendix = main_and_appendix_words(nb)
+        print(f"[notebook] {docname}: {main} words of main text, {appendix} in the appendix")
+        assert main <= LESSONS[stem], f"{docname}: {main} words before its appendix, aim " \
+                                      f"{LESSONS[stem]}"
 
 
 def _git_notebooks() -> list[str]:
