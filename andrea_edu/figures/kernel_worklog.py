@@ -8,12 +8,13 @@
     decomposition_figure(trace)                the emulator's launch: blocks, and the tiles of one
                                                head's score matrix each block computed
     fragment_figure()                          v3's mma fragments: S's accumulator lanes are P's
-    version_evidence, evidence_markdown, ratio_sentence, evidence_figure, model_overview_figure
+    evidence_line, evidence_markdown, ratio_sentence, evidence_figure, model_overview_figure
                                                SASS counts (kernels.sass) and the time model
                                                (kernels.time_model): hatched, labelled "model"
+    summary_table                              the chapter at a glance, one row per version
     measured_rows, measured_markdown, measured_figure, live_markdown
                                                a GPU results file or a live GPU run, solid
-    one_block_row, never_knows_row             the rows of "Checking the source"
+    one_block_row, cooperate_row, never_knows_row   the rows of "Checking the source"
     lane_elements, model_terms_lines, model_beside_measured   the exercises' helpers
 
 The figures module formats and draws; every number a chapter states is computed in a cell from
