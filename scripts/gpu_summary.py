@@ -141,8 +141,11 @@ def model_lines(out: Path, logs: Path | None = None) -> list[str]:
     for r in rep.get("rows", []):
         ev, m = r.get("evidence", {}), r.get("model", {})
         if ev.get("head_dim") == 64:
-            lines.append(f"- {m.get('gpu')} {ev.get('version')} hd=64: lower bound "
-                         f"{m.get('seconds', 0) * 1e6:.1f} us ({m.get('bound_by')}-bound, model)")
+            lo, up = m.get("lower", m.get("seconds", 0)), m.get("upper")
+            bracket = (f"{lo * 1e6:.1f}-{up * 1e6:.1f} us (every term overlapped - none)"
+                       if up is not None else f"from {lo * 1e6:.1f} us (every term overlapped)")
+            lines.append(f"- {m.get('gpu')} {ev.get('version')} hd=64: MODEL {bracket}, "
+                         f"largest term: {m.get('bound_by')}")
     return lines + [""]
 
 

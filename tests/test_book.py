@@ -34,6 +34,7 @@ import pytest
 from book_fixtures import ARTIFACTS
 from test_book_offline import _OVERFLOW_JS, PHONE, _wait_for_mathjax
 from book_toc import REPO, toc_docnames, toc_notebooks
+from lesson_words import LESSONS, main_and_appendix_words
 
 pytestmark = pytest.mark.book
 
@@ -463,7 +464,8 @@ _EXECUTED_IN = re.compile(r"/(book/[\w-]+)\.ipynb: Executed notebook in ([\d.]+)
 def test_every_chapter_ran_in_the_build(built_book):
     """Every chapter the toc lists was executed by the build, once (the test run's one execution
     of each chapter): its executed copy exists and every code cell with source has an execution
-    count; the build's per-notebook times go to test-artifacts/notebook_times.json. (Error
+    count, and a lesson's main text is within its word aim (tests/lesson_words.py); the build's
+    per-notebook times go to test-artifacts/notebook_times.json. (Error
     outputs fail test_no_machine_residue_on_the_page, and the build itself: raise_on_error.)"""
     import json
 
@@ -478,6 +480,12 @@ def test_every_chapter_ran_in_the_build(built_book):
                  and "".join(c.get("source", "")).strip() and c.get("execution_count") is None]
         if unrun:
             problems.append(f"{docname}: code cells {unrun} have no execution count")
+        stem = docname.rsplit("/", 1)[-1]
+        if stem in LESSONS:  # a lesson's main text, as executed, within its word aim (issue 30)
+            main, appendix = main_and_appendix_words(nb)
+            print(f"[notebooks] {docname}: {main} words of main text, {appendix} in the appendix")
+            if main > LESSONS[stem]:
+                problems.append(f"{docname}: {main} words before its appendix, aim {LESSONS[stem]}")
     assert not problems, "\n".join(problems)
     times = {m.group(1): float(m.group(2)) for m in _EXECUTED_IN.finditer(built_book.log)}
     if built_book.seconds is not None:  # a build made here (not ANDREA_BUILT_BOOK): its log

@@ -219,3 +219,46 @@ def test_one_head_per_pattern_shows_three_different_heads_and_says_why():
     titles = [ax.get_title() for ax in _opening_figure(sc).axes]
     assert "its best, L0H1 (0.80), is shown for previous token" in titles[1]
     assert "its best head" in titles[0] and "its best head" in titles[2]
+
+
+def _legends_inside_the_canvas(fig) -> list[str]:
+    """Legends a saved frame would cut (the slider saves the canvas as it is, no tight bbox)."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    box = fig.bbox
+    cut = []
+    for i, ax in enumerate(fig.axes):
+        leg = ax.get_legend()
+        if leg is not None:
+            b = leg.get_window_extent(r)
+            if b.x0 < box.x0 - 1 or b.y0 < box.y0 - 1 or b.x1 > box.x1 + 1 or b.y1 > box.y1 + 1:
+                cut.append(f"axes {i}: legend {b.bounds} outside the canvas {box.bounds}")
+    return cut
+
+
+@pytest.mark.parametrize("asked, shown, measured", [("v3", "v3", None), ("v3", "v2", None),
+                                                     ("v1", "v1", {"H200": 3e-3,
+                                                                   "RTX 4090": 2e-3})])
+def test_worklog_slider_frames_keep_every_legend_on_the_canvas(asked, shown, measured):
+    """The worklog's evidence slider, in its widest frames: two GPUs' model terms, the published
+    band, a measurement of each GPU, and a fallback frame with its suptitle."""
+    from andrea_edu.figures import kernel_worklog as wl
+
+    per = dict.fromkeys(wl.MIX, 3)
+    per.update(total=600, HMMA=64)
+    e = dict(per_tile=per, smem_bytes_per_tile=20000, registers=240, spill_stores=0,
+             spill_loads=0, blocks_per_sm={"H200": 2, "RTX 4090": 2}, keys_per_tile=64)
+
+    def model(s, gpu):
+        terms = dict(issue=s, tensor=s / 2, smem=s / 3, mufu=s / 4, hbm=s / 5)
+        return dict(kind="model", seconds=s, lower=s, upper=sum(terms.values()), bound_by="issue",
+                    terms=terms, B=8, n_head=12, T=1024, causal=True, gpu=gpu,
+                    published=[dict(seconds=s * 3), dict(seconds=s * 2.5)])
+
+    ev = {(v, 64): e for v in wl.VERSIONS}
+    scores = {(v, 64): 2048 for v in wl.VERSIONS}
+    models = {(v, 64): {"H200": model(2e-5, "NVIDIA H200"),
+                        "RTX 4090": model(8e-5, "NVIDIA GeForce RTX 4090")}
+              for v in wl.VERSIONS}
+    fig = wl.evidence_figure(ev, scores, models, shown, 64, measured, asked=asked)
+    assert _legends_inside_the_canvas(fig) == []

@@ -346,3 +346,18 @@ def test_chapters_run_beside_the_correctness_steps_say_so(tmp_path):
     cells = json.loads((tmp_path / "ch.ipynb").read_text())["cells"]
     assert len(cells) == 2 and cells[0]["cell_type"] == "markdown"
     assert "taken under that load" in "".join(cells[0]["source"])
+
+
+def test_the_summary_shows_the_models_bracket_and_its_largest_term(tmp_path):
+    """The SASS model on the summary page is a bracket (every term overlapped .. none) with its
+    largest term named as such, never "<term>-bound" (a lower edge is not what binds a kernel)."""
+    import json
+
+    row = {"evidence": {"head_dim": 64, "version": "v3"},
+           "model": {"gpu": "H200", "seconds": 18.4e-6, "lower": 18.4e-6, "upper": 74.7e-6,
+                     "bound_by": "issue"}}
+    (tmp_path / "sass_model.json").write_text(json.dumps({"rows": [row]}))
+    lines = gpu_summary.model_lines(tmp_path)
+    line = next(x for x in lines if x.startswith("- H200 v3"))
+    assert "MODEL 18.4-74.7 us" in line and "largest term: issue" in line, line
+    assert "-bound" not in "\n".join(lines)

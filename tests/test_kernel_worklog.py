@@ -6,7 +6,9 @@ real sources and on small fake result files (no GPU needed).
 """
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import matplotlib
@@ -97,7 +99,12 @@ def test_measured_figure_draws_the_model_hatched_and_labelled_model():
 
 def test_no_gpu_file_says_not_yet_measured_and_how_to_measure(tmp_path):
     text = figs.not_measured_markdown(tmp_path)
-    assert "Not yet measured on a GPU" in text and "scripts/gpu_suite.sh" in text
+    assert "Not yet measured on a GPU" in text and "bench_headdim_<gpu>.json" in text
+    # how to measure is the chapter's Markdown, written once, not a library string
+    cells = json.loads((Path(__file__).resolve().parents[1] / "book" / "kernel_worklog.ipynb")
+                       .read_text())["cells"]
+    assert any("scripts/gpu_suite.sh" in "".join(c["source"]) for c in cells
+               if c["cell_type"] == "markdown")
 
 
 def test_one_block_verdicts():
@@ -106,9 +113,9 @@ def test_one_block_verdicts():
     idle = dict(sms=132, slots=924, idle_sms=36)
     assert figs.one_block_row("v1", tr, {(0, 0): 1}, (264, 1, 1), full, 8, 12, 1024)[2] == "holds"
     row = figs.one_block_row("v1", tr, {(0, 0): 1}, (96, 1, 1), idle, 8, 12, 1024)
-    assert row[2] == "holds with a caveat" and "36 SMs get no block" in row[1]
+    assert row[2] == "holds with a caveat" and "36 of 132 H200 SMs idle" in row[1]
     row = figs.one_block_row("v3", tr, {(0, 0): 3}, (96, 16, 1), full, 8, 12, 1024)
-    assert row[2] == "holds with a caveat" and "16 block(s) per (b, h)" in row[1]
+    assert row[2] == "holds with a caveat" and "grid (96, 16, 1)" in row[1]
 
 
 def test_never_knows_verdicts():
@@ -186,11 +193,10 @@ def test_evidence_table_has_a_column_per_version_and_a_model_section():
 
 
 def test_ratio_sentence_divides_per_score():
-    s = figs.ratio_sentence(EV, SC, MO, 64, "B=8")
-    assert "from v1 to v2: 4.0x fewer instructions and 4.0x fewer shared-memory bytes" in s
-    assert "from v2 to v3: 2.0x fewer instructions and 4.0x fewer" in s
-    assert "lower edge is 5.0x lower" in s and "not measurements" in s
-    assert "-bound" not in s and "largest term" in s
+    s = figs.ratio_sentence(EV, SC, MO, 64)
+    assert "from v1 to v2, 4.0x fewer instructions, 4.0x fewer shared-memory bytes" in s
+    assert "from v2 to v3, 2.0x fewer instructions, 4.0x fewer" in s
+    assert "a 5.0x lower MODEL lower edge" in s and "-bound" not in s
 
 
 def test_evidence_figure_draws_the_model_hatched_and_a_measurement_solid():
@@ -222,25 +228,33 @@ def test_measured_seconds_and_the_models_name_for_the_gpu():
     assert "| 1.000 | 2.0x |" in text
 
 
-def test_summary_says_not_yet_measured_without_a_gpu_file():
-    traces = None
+def test_summary_table_has_a_row_per_version_and_a_measured_column_only_with_a_gpu_file():
     checks = {v: dict(max_abs_err=1e-3) for v in figs.VERSIONS}
     bars = {"v1": 2, "v2": 2, "v3": 1}
-    text = figs.summary_markdown(traces, checks, EV, MO, bars, [], 8, 12, 1024)
-    assert text.count("(every term overlapped)") == 3 and "Not yet measured on a GPU" in text
+    table = figs.summary_table(checks, EV, MO, bars, []).splitlines()
+    assert len(table) == 2 + 3 and all(r.count("|") == 10 for r in table)
+    assert "| v3 | 96 | 500 / 64 | 2,500 | 64 | 4 | 1 | 20 .. " in table[-1]
+    assert "measured vs SDPA" not in table[0]
     rows = figs.measured_rows(_fake_results(), nh=12)
-    assert "Measured throughput vs torch SDPA" in figs.summary_markdown(
-        traces, checks, EV, MO, bars, rows, 8, 1024, 1024)
+    measured = figs.summary_table(checks, EV, MO, bars, rows).splitlines()
+    assert "measured vs SDPA" in measured[0] and all(r.count("|") == 11 for r in measured)
 
 
-def test_version_evidence_lists_the_nonzero_classes_and_calls_the_time_a_model():
+def test_evidence_line_lists_the_nonzero_classes_and_gives_the_model_as_a_bracket():
     e = dict(_ev(500, 2048, 64), head_dim=64, dtype="bfloat16", arch="sm_90", shared_bytes=4096)
-    text = figs.version_evidence("v3", e, 1024, {"H200": _model(2e-5)})
-    assert "64 HMMA" in text and "2 per score" in text and "**Model** (a bracket" in text
-    assert "on the H200, MODEL 20.0 µs if every term overlapped (largest term: smem)" in text
-    assert "-bound" not in text
+    m = _model(2e-5)
+    text = figs.evidence_line("v3", e, 1024, m)
+    assert "64 HMMA" in text and "2 shared-memory bytes per score" in text
+    assert "**MODEL, NVIDIA H200:** 20.0 µs (every term overlapped; largest term: smem) to " \
+        f"{m['upper'] * 1e6:.1f} µs (none)" in text
+    assert "-bound" not in text and "4 blocks per SM" in text  # the H200's, the model's GPU
     e["per_tile"]["LDS"] = 0
-    assert "0 LDS" not in figs.version_evidence("v3", e, 1024, {"H200": _model(2e-5)})
+    assert "0 LDS" not in figs.evidence_line("v3", e, 1024, m)
+    # v1 at the design batch: idle SMs and one warp per scheduler say latency-bound
+    v1 = dict(m, sms_busy=96, latency_bound=True, warps_per_busy_sm=4)
+    assert text.count("SMs") == 0 and \
+        "the grid occupies 96 of 132 SMs, 4 warps each: latency-bound." in \
+        figs.evidence_line("v1", e, 1024, v1)
 
 
 def test_log_axes_label_ticks_without_mathtext():
@@ -313,14 +327,14 @@ def test_chapter_shows_a_gpu_file_beside_the_model(tmp_path, monkeypatch):
     # exercise 5's cell, as committed (device = "cpu"), reads the same file
     assert "NVIDIA H200 (fake, test), v3 (ran v3), head_dim 64: measured 0.160 ms, MODEL" \
         in printed
-    assert "Measured throughput vs torch SDPA" in text
+    assert "measured vs SDPA (best head_dim)" in text  # the summary table's column
 
 
 def test_cooperate_verdicts():
     e = dict(keys_per_tile=64, warps_per_block=4, rows_per_warp=32)
     assert figs.cooperate_row("v1", 130, 130, e, 2)[2] == "holds"
     row = figs.cooperate_row("v3", 128, 130, e, 1)
-    assert row[2] == "holds with a caveat" and "128 of the T=130 query rows" in row[1]
+    assert row[2] == "holds with a caveat" and "128 of T=130 query rows" in row[1]
 
 
 def test_lane_elements_follow_the_isa():

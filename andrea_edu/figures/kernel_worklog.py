@@ -8,12 +8,13 @@
     decomposition_figure(trace)                the emulator's launch: blocks, and the tiles of one
                                                head's score matrix each block computed
     fragment_figure()                          v3's mma fragments: S's accumulator lanes are P's
-    version_evidence, evidence_markdown, ratio_sentence, evidence_figure, model_overview_figure
+    evidence_line, evidence_markdown, ratio_sentence, evidence_figure, model_overview_figure
                                                SASS counts (kernels.sass) and the time model
                                                (kernels.time_model): hatched, labelled "model"
+    summary_table                              the chapter at a glance, one row per version
     measured_rows, measured_markdown, measured_figure, live_markdown
                                                a GPU results file or a live GPU run, solid
-    one_block_row, never_knows_row             the rows of "Checking the source"
+    one_block_row, cooperate_row, never_knows_row   the rows of "Checking the source"
     lane_elements, model_terms_lines, model_beside_measured   the exercises' helpers
 
 The figures module formats and draws; every number a chapter states is computed in a cell from
@@ -239,10 +240,7 @@ def not_measured_markdown(folder) -> str:
 
     folder = Path(folder)
     return (f"**Not yet measured on a GPU**: `{folder.parent.name}/{folder.name}/` holds no "
-            "`bench_headdim_<gpu>.json`. "
-            "To produce it on a machine with an NVIDIA GPU: `OUT=gpu-out bash "
-            "scripts/gpu_suite.sh`, then copy `gpu-out/bench_headdim_*.json` into `book/data/` "
-            "and re-run this chapter.")
+            "`bench_headdim_<gpu>.json`.")
 
 
 def measured_figure(rows: list, results, model=None):
@@ -303,20 +301,17 @@ def one_block_row(v, trace, per_pair: dict, design_grid, fill: dict, B, nh, T) -
     """fill: occupancy.grid_fill of the design launch on an H200."""
     counts = set(per_pair.values())
     per_pair_design = design_grid[1] * design_grid[2]
-    measured = (f"{v}: the emulated launch (B={trace.shape[0]}, n_head={trace.shape[1]}, "
-                f"T={trace.shape[2]}) gives every block one (b, h); each (b, h) gets "
-                f"{'/'.join(map(str, sorted(counts)))} block(s). At B={B}, T={T}: grid "
-                f"{design_grid}, {per_pair_design} block(s) per (b, h); on an H200 "
-                f"({fill['sms']} SMs, {fill['slots']} resident-block slots) "
-                f"{fill['idle_sms']} SMs get no block")
+    measured = (f"emulated (B={trace.shape[0]}, n_head={trace.shape[1]}, T={trace.shape[2]}): "
+                f"{'/'.join(map(str, sorted(counts)))} block(s) per (b, h), one (b, h) each; "
+                f"B={B}, T={T}: grid {design_grid}, {fill['idle_sms']} of {fill['sms']} H200 "
+                f"SMs idle ({fill['slots']} block slots)")
     if counts == {1} and per_pair_design == 1:
         verdict = "holds" if fill["idle_sms"] == 0 else "holds with a caveat"
         if fill["idle_sms"]:
-            measured += ": the mapping is as described, and too few blocks fill the GPU"
+            measured += ": as described, too few blocks"
     else:
         verdict = "holds with a caveat"
-        measured += (": one block per (batch, head, query tile); a block never mixes heads, "
-                     "but each pair is split over query tiles to fill the GPU")
+        measured += ": one block per (batch, head, query tile)"
     return (f"{CLAIM_ONE_BLOCK} ({v})", measured, verdict)
 
 
@@ -325,56 +320,46 @@ CLAIM_COOPERATE = "The threads inside the block cooperate on the seq_len x head_
 
 def cooperate_row(v, block_rows: int, T: int, e: dict, barriers: int) -> tuple:
     """block_rows: query rows one emulated block computed (of T); e: sass.evidence."""
-    measured = (f"{v}: one block computes {block_rows} of the T={T} query rows (every key "
-                f"streams past it in K/V tiles of {e['keys_per_tile']}); its "
-                f"{e['warps_per_block']} warps own {e['rows_per_warp']} query rows each and "
-                f"share each K/V tile through shared memory ({barriers} block-wide barrier(s) "
-                f"per tile)")
+    measured = (f"a block: {block_rows} of T={T} query rows, every key (tiles of "
+                f"{e['keys_per_tile']}); {e['warps_per_block']} warps x {e['rows_per_warp']} rows "
+                f"share each tile, {barriers} barrier(s) per tile")
     if block_rows >= T:
         return (f"{CLAIM_COOPERATE} ({v})", measured, "holds")
-    return (f"{CLAIM_COOPERATE} ({v})", measured + ": the block's tile is a band of query rows "
-            "x head_dim, not the whole seq_len x head_dim", "holds with a caveat")
+    return (f"{CLAIM_COOPERATE} ({v})", measured + ": a band of rows, not all of seq_len",
+            "holds with a caveat")
 
 
 def never_knows_row(v, sig, heads_in_params, reads, same_bits: bool) -> tuple:
-    measured = (f"{v}: parameters {', '.join(sig.param_names)} ("
+    measured = (f"parameters {', '.join(sig.param_names)} ("
                 + ("no n_head, no batch" if not heads_in_params else
-                   f"head parameters: {heads_in_params}") + "); grid read on "
+                   f"head parameters: {heads_in_params}") + "); grid read at "
                 + "; ".join(f"line {n}: {_code(c).strip().rstrip(';')}" for n, c in reads)
-                + ". All heads in one launch vs one launch per (b, h): "
+                + ". All heads in one launch vs one per (b, h): "
                 + ("identical bits" if same_bits else "different results"))
     verdict = "holds" if not heads_in_params and same_bits else "does not hold"
     return (f"{CLAIM_NEVER_KNOWS} ({v})", measured, verdict)
 
 
-def summary_markdown(traces, checks, ev, design, barriers, measured, B, nh, T) -> str:
-    """ev {version: sass.evidence}, design {version: model_bound} at the design case."""
-    items = []
-    for v in ev:
-        e, m = ev[v], design[v]
-        band = m.get("published") or []
-        anchor = (f", where published kernels take "
-                  f"{min(b['seconds'] for b in band) * 1e6:.0f}–"
-                  f"{max(b['seconds'] for b in band) * 1e6:.0f} µs for the same work "
-                  f"({band[0]['where']})" if band else "")
-        items.append(f"- **{v}** ({version_header(v)['title'].rstrip('.')}): "
-                     f"{m['work']['blocks']} blocks at B={B}, n_head={nh}, T={T}; per warp and "
-                     f"K/V tile {e['per_tile']['total']} instructions, "
-                     f"{e['per_tile']['HMMA']} HMMA, {e['smem_bytes_per_tile']:,} shared-memory "
-                     f"bytes; {e['registers']} registers, {e['blocks_per_sm']['H200']} blocks "
-                     f"per SM on an H200; {barriers[v]} block-wide barrier(s) per K/V tile; "
-                     f"MODEL on an H200 {m['lower'] * 1e6:.0f} µs (every term overlapped) to "
-                     f"{m['upper'] * 1e6:.0f} µs (none){anchor}; emulated error vs reference "
-                     f"{checks[v]['max_abs_err']:.1e}.")
-    if measured:
-        best = {v: max((r["speed"] for r in measured if r["version"] == v), default=None)
-                for v in ev}
-        items.append("- Measured throughput vs torch SDPA (best head_dim): " + ", ".join(
-            f"{v} {s:.2f}x" for v, s in best.items() if s is not None) + ".")
-    else:
-        items.append("- Not yet measured on a GPU: every time in this chapter is the model's "
-                     "bracket, not a measurement.")
-    return "\n".join(items)
+def summary_table(checks, ev, design, barriers, measured) -> str:
+    """The chapter at a glance, one row per version at the design case: ev {version:
+    sass.evidence}, design {version: model_bound} (H200), barriers {version: count}, checks
+    {version: compare_to_reference}; measured (measured_rows) adds the best throughput vs SDPA."""
+    best = {v: max((r["speed"] for r in measured if r["version"] == v), default=None)
+            for v in ev}
+    out = ["| version | blocks | instructions / HMMA per warp-tile | shared-memory bytes per "
+           "warp-tile | registers | blocks per SM (H200) | barriers per tile | MODEL, H200 "
+           "(all overlapped .. none) | emulated max error |"
+           + (" measured vs SDPA (best head_dim) |" if measured else ""),
+           "|---|---|---|---|---|---|---|---|---|" + ("---|" if measured else "")]
+    for v, e in ev.items():
+        m = design[v]
+        out.append(f"| {v} | {m['work']['blocks']} | {e['per_tile']['total']} / "
+                   f"{e['per_tile']['HMMA']} | {e['smem_bytes_per_tile']:,} | {e['registers']} | "
+                   f"{e['blocks_per_sm']['H200']} | {barriers[v]} | {m['lower'] * 1e6:.0f} .. "
+                   f"{m['upper'] * 1e6:.0f} µs | {checks[v]['max_abs_err']:.1e} |"
+                   + (f" {best[v]:.2f}x |" if measured and best[v] is not None else
+                      " |" if measured else ""))
+    return "\n".join(out)
 
 
 # ------------------------------------------------------------------ v3's register fragments
@@ -435,20 +420,6 @@ MIX = ("HMMA", "LDSM", "LDS", "STS", "LD", "LDG", "LDGSTS", "SHFL", "MUFU.EX2", 
 # A model is drawn hatched and unfilled; no measurement is drawn so.
 MODEL_STYLE: dict[str, Any] = dict(facecolor="none", hatch="///", linewidth=1.2)
 MODEL_LABEL = "MODEL (from SASS counts)"
-
-
-def bracket_phrase(m: dict) -> str:
-    """A time_model.model_bound dict's bracket in words: its lower edge (the largest term, every
-    term overlapped), its upper edge (the no-overlap sum), the SMs the grid leaves idle and,
-    where the busy SMs hold one warp per scheduler, that latency decides."""
-    txt = (f"MODEL {m['lower'] * 1e6:.1f} µs if every term overlapped (largest term: "
-           f"{m['bound_by']}) to {m['upper'] * 1e6:.1f} µs if none did")
-    if m.get("sms_busy", m.get("sms")) < m.get("sms", 0):
-        txt += f"; the grid occupies {m['sms_busy']} of {m['sms']} SMs"
-    if m.get("latency_bound"):
-        txt += (f"; {m['warps_per_busy_sm']} warps per busy SM, one per scheduler: "
-                "latency-bound (each stall of its serial FMA chain is a lost issue slot)")
-    return txt
 
 
 def clock_sentence(tm) -> str:
@@ -519,10 +490,19 @@ def evidence_markdown(ev: dict, scores: dict, models: dict, models_4090: dict) -
             row("spill bytes", lambda v: str(ev[v]["spill_stores"] + ev[v]["spill_loads"])),
             row("blocks per SM, H200", lambda v: str(ev[v]["blocks_per_sm"]["H200"])),
             row("blocks per SM, RTX 4090", lambda v: str(ev[v]["blocks_per_sm"]["RTX 4090"])),
+            row("shared memory per block (B)", lambda v: f"{ev[v].get('shared_bytes', 0):,}"),
+            row("what limits blocks per SM, H200",
+                lambda v: str(ev[v].get("limited_by", {}).get("H200", "?"))),
             row("**model, whole launch**", lambda v: ""),
             row("MODEL, H200 (all overlapped .. none)",
                 lambda v: f"{models[v]['lower'] * 1e6:.1f} .. {models[v]['upper'] * 1e6:.1f} µs "
                           f"(largest term: {models[v]['bound_by']})"),
+            row("SMs with a block, H200 (RTX 4090)",
+                lambda v: f"{models[v].get('sms_busy')} of {models[v].get('sms')} "
+                          f"({models_4090[v].get('sms_busy')} of {models_4090[v].get('sms')})"
+                          + (", latency-bound" if models[v].get("latency_bound") else "")),
+            row("shared-memory bytes the model counts per warp-tile",
+                lambda v: _model_smem(models[v])),
             row("MODEL, RTX 4090", lambda v: f"{models_4090[v]['lower'] * 1e6:.1f} .. "
                                              f"{models_4090[v]['upper'] * 1e6:.1f} µs (largest "
                                              f"term: {models_4090[v]['bound_by']})"),
@@ -539,60 +519,56 @@ def evidence_markdown(ev: dict, scores: dict, models: dict, models_4090: dict) -
                         for x in models[v]["published"] if x["kernel"] == k))
                 for b in band]
         out.append("")
-        out.append(f"Published kernels: {band[0]['where']}, from the {band[0]['source']}; "
-                   "the time is the work above at that throughput, a rate measured on another "
-                   "number of (batch, head) pairs applied to this launch: an extrapolation. "
-                   "Not one of these is a measurement of this book's kernels.")
+        out.append(f"Published kernels: {band[0]['where']}, {band[0]['source']}.")
     return "\n".join(out)
 
 
-def version_evidence(v: str, e: dict, scores: int, models: dict) -> str:
-    """One version's evidence paragraph: e a sass.evidence dict, models {gpu: model_bound}."""
+def _model_smem(m: dict) -> str:
+    """The shared-memory bytes per warp-tile that the model's term uses (below the SASS count
+    where the model keeps only the bytes the code cannot avoid)."""
+    c, tiles = m.get("counts", {}), m.get("work", {}).get("warp_tiles")
+    if "smem_bytes" not in c or not tiles:
+        return ""
+    return f"{c['smem_bytes'] // tiles:,}" + (" (the bytes this code cannot avoid)"
+                                              if c["smem_bytes"] < c.get("smem_bytes_sass", 0)
+                                              else "")
+
+
+def evidence_line(v: str, e: dict, scores: int, m: dict) -> str:
+    """One version's evidence in one line: e a sass.evidence dict, scores the query-key pairs of
+    its warp-tile, m its time_model.model_bound dict on one GPU (the full table is
+    evidence_markdown)."""
     p = e["per_tile"]
     mix = ", ".join(f"{p[k]} {k}" for k in MIX if p[k])
-    bounds = "; ".join(f"on the {g}, {bracket_phrase(m)}" for g, m in models.items())
-    first = next(iter(models.values()))
-    c = first.get("counts", {})
-    floor = (f" The model counts {c['smem_bytes'] // first['work']['warp_tiles']:,} of those "
-             "bytes per warp-tile, the ones this code cannot avoid: the rest are broadcast reads "
-             "that the SASS count takes at full width."
-             if c.get("smem_bytes", 0) < c.get("smem_bytes_sass", 0) else "")
-    return (f"**Evidence ({v}, head_dim={e['head_dim']}, {e['dtype']}, SASS for `{e['arch']}`).** "
-            f"One warp, one K/V tile of {e['keys_per_tile']} keys ({scores} scores): "
-            f"{p['total']} instructions, among them {mix}; {e['smem_bytes_per_tile']:,} "
-            f"shared-memory bytes ({e['smem_bytes_per_tile'] / scores:.0f} per score). "
-            f"{e['registers']} registers per thread, "
-            f"{e['spill_stores'] + e['spill_loads']} spill bytes, {e['shared_bytes']:,} B of "
-            f"shared memory per block: {e['blocks_per_sm']['H200']} blocks per SM on an H200, "
-            f"{e['blocks_per_sm']['RTX 4090']} on an RTX 4090. **Model** (a bracket, not a "
-            f"measurement and not a forecast) at the design case: {bounds}. Beside it, "
-            + "; ".join(f"on the {g}: {band_phrase(m)}" for g, m in models.items())
-            + f".{floor}")
+    per_sm = next((n for g, n in e["blocks_per_sm"].items() if g in m.get("gpu", "")),
+                  e["blocks_per_sm"].get("H200"))  # on the model's GPU
+    txt = (f"**{v} (`{e['arch']}`, head_dim {e['head_dim']}):** {p['total']} instructions "
+           f"per warp-tile of {scores} scores ({mix}), {e['smem_bytes_per_tile'] / scores:.0f} "
+           f"shared-memory bytes per score, {e['registers']} registers, "
+           f"{per_sm} blocks per SM. "
+           f"**MODEL, {m['gpu']}:** {m['lower'] * 1e6:.1f} µs (every term overlapped; largest "
+           f"term: {m['bound_by']}) to {m['upper'] * 1e6:.1f} µs (none)")
+    if m.get("sms_busy", m.get("sms")) < m.get("sms", 0):
+        txt += f"; the grid occupies {m['sms_busy']} of {m['sms']} SMs"
+    if m.get("latency_bound"):
+        txt += f", {m['warps_per_busy_sm']} warps each: latency-bound"
+    return txt + "."
 
 
-def ratio_sentence(ev: dict, scores: dict, models: dict, head_dim: int, case: str) -> str:
+def ratio_sentence(ev: dict, scores: dict, models: dict, head_dim: int) -> str:
+    """Each step's gain per score (one query-key pair): instructions, shared-memory bytes and the
+    model's lower edge, from v1 to v2 and from v2 to v3."""
     def per(v, what):
         e = ev[v]
         x = e["smem_bytes_per_tile"] if what == "smem" else e["per_tile"]["total"]
         return x / scores[v]
 
-    parts = []
-    order = [v for v in registry.versions() if v in ev]   # each rung beside the one below it
-    for a, b in zip(order, order[1:]):
-        parts.append(f"from {a} to {b}: {per(a, 'instr') / per(b, 'instr'):.1f}x fewer "
-                     f"instructions and {per(a, 'smem') / per(b, 'smem'):.1f}x fewer "
-                     f"shared-memory bytes per score, and a model bracket whose lower edge is "
-                     f"{models[a]['lower'] / models[b]['lower']:.1f}x lower")
-    last = models[order[-1]]
-    return (f"Per score (one query-key pair), at head_dim={head_dim}: " + "; ".join(parts)
-            + f". MODEL at {case}, H200, every term overlapped .. none: " + ", ".join(
-                f"{v} {m['lower'] * 1e6:.0f} .. {m['upper'] * 1e6:.0f} µs (largest term "
-                f"{m['bound_by']}, {m['model_tflops']:.0f} TFLOP/s at the lower edge)"
-                for v, m in models.items())
-            + f". These are a model's brackets, not measurements; {band_phrase(last)}. "
-            "Registers per thread and what limits the resident blocks on an H200: " + ", ".join(
-                f"{v} {e['registers']} ({e['blocks_per_sm']['H200']} blocks/SM, limited by "
-                f"{e.get('limited_by', {}).get('H200', '?')})" for v, e in ev.items()) + ".")
+    vs = [v for v in registry.versions() if v in ev]   # each rung beside the one below it
+    return f"Per score, at head_dim={head_dim}: " + "; ".join(
+        f"from {a} to {b}, {per(a, 'instr') / per(b, 'instr'):.1f}x fewer instructions, "
+        f"{per(a, 'smem') / per(b, 'smem'):.1f}x fewer shared-memory bytes and a "
+        f"{models[a]['lower'] / models[b]['lower']:.1f}x lower MODEL lower edge"
+        for a, b in zip(vs, vs[1:])) + "."
 
 
 def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim: int,

@@ -37,9 +37,9 @@ from ..model import AndreaModel
 
 GPT2_SMALL = ANDREA_120M.replace(bias=True, gelu="tanh", layer_norm_eps=1e-5, name="GPT-2 small")
 HF_REPOS = ("openai-community/gpt2", "gpt2")  # the same weights under the new and the old name
-HOW_TO_GET = ("pip install transformers && python -c \"from transformers import GPT2LMHeadModel; "
-              "GPT2LMHeadModel.from_pretrained('openai-community/gpt2')\"  (downloads 0.5 GB once "
-              "into the Hugging Face cache), then run this page again")
+HOW_TO_GET = ("set ANDREA_GPT2_SAFETENSORS to the path of GPT-2 small's weights, one "
+              "`model.safetensors` file (124M parameters, about 0.5 GB; transformers' local cache "
+              "is searched too), then run this page again")
 
 _RENAME = [
     (r"^wte\.weight$", "wte"), (r"^wpe\.weight$", "wpe"),
