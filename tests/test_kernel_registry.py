@@ -247,7 +247,7 @@ def test_a_fourth_version_compiles_and_every_worklog_figure_draws_it(fourth):
     assert "from v3 to v4" in wl.ratio_sentence(at_hs, {v: scores[v, hs] for v in versions},
                                                  design, hs)
     assert wl.evidence_line("v4", ev["v4", hs], scores["v4", hs],
-                            models["v4", hs]).startswith("**v4 (")
+                            models["v4", hs]["H200"]).startswith("**v4 (")
     assert "\n| v4 |" in wl.summary_table(checks, at_hs, design, dict.fromkeys(versions, 2), [])
     assert drew_v4(wl.evidence_figure(ev, scores, models, "v4", hs))
     assert drew_v4(wl.evidence_figure(ev, scores, models, "v1", hs))   # v4 as ticks
