@@ -122,7 +122,7 @@ def test_the_source_texts_head_dims():
     assert old.backend == "cuda-naive" and "sm_80" in old.reason
     pre = choose_backend(64, torch.float16, "cuda", sm=75)   # fp16 WMMA runs on sm_75
     assert pre.backend == "cuda-wmma" and pre.fallbacks_considered == (
-        "cuda-flash: cuda-flash needs sm_80 or newer (cp.async, ldmatrix, bf16 mma.sync); "
+        "cuda-flash: cuda-flash needs sm_80 or newer (cp.async, bf16 mma.sync); "
         "this GPU is sm_75",)
     assert choose_backend(144, torch.float16, "cuda").fallbacks_considered == (
         "cuda-flash: head_dim=144 is not one of cuda-flash's compiled head_dims "

@@ -101,7 +101,7 @@ def test_each_kernel_compiles_for_each_architecture_or_refuses_with_its_reason(a
     if sm < 80:
         # the compiler's refusal is the spec's one limits function, the arch as the GPU
         assert v3 == {"refused": "arch='sm_75': cuda-flash needs sm_80 or newer (cp.async, "
-                                 "ldmatrix, bf16 mma.sync); this GPU is sm_75"}
+                                 "bf16 mma.sync); this GPU is sm_75"}
         assert bf == {"refused": "arch='sm_75': bfloat16 tensor cores need sm_80 or newer; this "
                                  "GPU is sm_75"}
         assert targets.compiled("v1", 256, fp16, arch)["refused"].startswith(

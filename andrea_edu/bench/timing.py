@@ -196,7 +196,7 @@ def timing_quality(t: dict) -> tuple[bool, str | None]:
     waited = t.get("waited_samples") or 0
     if n and waited / n > MAX_WAITED_SHARE:
         return False, (f"{waited} of {n} samples waited for a CPU core (wall time above the "
-                       f"thread's CPU time): the machine was loaded")
+                       f"thread's CPU time): other work shared the CPU")
     cpu = t.get("cpu_median_ms")
     per = t.get("calls_per_sample") or 1
     group = med * per

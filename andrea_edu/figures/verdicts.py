@@ -41,8 +41,8 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
-from andrea_edu.figures.claims import (CLAIMS, PUBLISHED, PUBLISHED_SCALE, SCALES, TRAINED,
-                                       TRAINED_TRANSFORMERS_SHOW_HEADS, Registered)
+from andrea_edu.figures.claims import (CLAIMS, HYPOTHESIS, PUBLISHED, PUBLISHED_SCALE, SCALES,
+                                       TRAINED, TRAINED_TRANSFORMERS_SHOW_HEADS, Registered)
 from andrea_edu.heads.verdict_words import DECISIVE, NOT_MEASURED, NOT_OBSERVED, VERDICTS
 
 _ICON = {"holds": "✅", "holds with a caveat": "⚠️", "does not hold": "❌", NOT_OBSERVED: "🔍",
@@ -147,6 +147,16 @@ def shown_verdict(row: dict | Claim) -> str:
     return f"{_ICON[NOT_OBSERVED]} {CANNOT_DECIDE} (the toy: {v})"
 
 
+def shown_claim(row: dict | Claim) -> str:
+    """The claim as a box shows it: a hypothesis of the book (claims.HYPOTHESIS) says so, so that
+    no reader takes it for the source's."""
+    claim = row.claim if isinstance(row, Claim) else row["claim"]
+    reg, _ = REGISTRY.find(row)
+    if reg is not None and reg.kind == HYPOTHESIS:
+        return f"{claim} (the book's hypothesis, not the source's)"
+    return claim
+
+
 def _cell(text: str) -> str:
     """A Markdown table cell: no pipes or newlines may break the row."""
     return str(text).replace("|", "\\|").replace("\n", " ")
@@ -162,7 +172,7 @@ class VerdictBox:
     def markdown(self) -> str:
         payload = json.dumps({"title": self.title, "rows": [asdict(r) for r in self.rows]})
         table = ["| Claim | What the code measured | Verdict |", "|---|---|---|"]
-        table += [f"| {_cell(r.claim)} | {_cell(r.measured)} | {_cell(shown_verdict(r))} |"
+        table += [f"| {_cell(shown_claim(r))} | {_cell(r.measured)} | {_cell(shown_verdict(r))} |"
                   for r in self.rows]
         return "\n".join(
             ["```{andrea-verdict}", payload, "```", "", f":::{{admonition}} {self.title}",
@@ -171,7 +181,7 @@ class VerdictBox:
 
     def html(self) -> str:
         rows = "".join(
-            f"<tr><td>{html.escape(r.claim)}</td><td>{html.escape(r.measured)}</td>"
+            f"<tr><td>{html.escape(shown_claim(r))}</td><td>{html.escape(r.measured)}</td>"
             f"<td>{html.escape(shown_verdict(r))}</td></tr>"
             for r in self.rows
         )
@@ -185,7 +195,7 @@ class VerdictBox:
         return {"text/markdown": self.markdown(), "text/html": self.html(), "text/plain": self.text()}
 
     def text(self) -> str:
-        return "\n".join(f"- {r.claim}: {r.measured} -> {shown_verdict(r)}" for r in self.rows)
+        return "\n".join(f"- {shown_claim(r)}: {r.measured} -> {shown_verdict(r)}" for r in self.rows)
 
 
 def box(rows, title: str = "Checking the source") -> VerdictBox:

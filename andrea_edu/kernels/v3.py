@@ -29,7 +29,7 @@ def v3_ineligibility(head_dim: int, dtype, sm: int | None = None) -> str | None:
         return (f"head_dim={head_dim} is not one of cuda-flash's compiled head_dims "
                 f"{list(V3_HEAD_DIMS)}")
     if sm is not None and sm < V3_MIN_SM:
-        return (f"cuda-flash needs sm_{V3_MIN_SM} or newer (cp.async, ldmatrix, bf16 "
+        return (f"cuda-flash needs sm_{V3_MIN_SM} or newer (cp.async, bf16 "
                 f"mma.sync); this GPU is sm_{sm}")
     return None
 
