@@ -376,7 +376,7 @@ def _reading(lh, real, pos, where: str = "on real text") -> str:
     if int(np.argmax(p)) == 1:
         return head + ": the QK circuit alone makes it a previous-token head (a positional one)"
     if int(np.argmax(r)) == 1 and int(np.argmax(p)) == 0:
-        return (head + ": from positions alone it looks at the last few characters, nearest first. "
+        return (head + ": from positions alone it looks at the last few tokens, nearest first. "
                 "What moves its peak from t itself to t-1 is then, we infer, the part of the "
                 "circuit this reading leaves out: the tokens (which characters they are), the "
                 "token x position cross terms, and LayerNorm. An inference, not a measurement: "
