@@ -15,7 +15,7 @@ checked before anything is copied:
   notebooks.tar.gz, logs.tar.gz  archives for the reader of the run                 -> kept out
 Any other file, or any file that fails its check, stops the landing with one line naming it;
 nothing is copied then. DIR (default: the repository's book/data) gets the landed files and
-their sha256 lines in DIR/SHA256SUMS (andrea_edu.env.write_files_as_unit: all files and the
+their sha256 lines in DIR/SHA256SUMS (andrea_lab.store.write_files_as_unit: all files and the
 manifest, or none). A file already committed there is replaced only with --replace. After
 landing: tests/test_data_mutations.py reads the landed files by their name patterns, and the
 chapters (headline table, worklog, head_dim chapter, "How CUDA stores the heads", "Three
@@ -84,7 +84,8 @@ def land(out: Path, data: Path, replace: bool = False, dry_run: bool = False) ->
     (all or nothing). Returns the lines to print; ValueError (one line) on the first problem."""
     import hashlib
 
-    from andrea_edu.env import MANIFEST, read_manifest, write_files_as_unit
+    from andrea_edu.data import MANIFEST, read_manifest
+    from andrea_lab.store import write_files_as_unit
     files = sorted(p for p in out.iterdir() if p.is_file() and not p.name.startswith(".")
                    and p.name != MANIFEST)
     if not files:

@@ -6,8 +6,9 @@ functions), so a circle is caught even where Python would tolerate it at run tim
 Layers, from the bottom:
     kernels   the .cu sources and everything about them (compiler, launcher, emulator, limits):
               imports nothing of the package outside itself
-    core      the package's root: config, env, projections, layout, attention (the dispatcher,
-              which uses the kernels) and model (whose forward calls the dispatcher)
+    core      the package's root: config, env, data (committed data, read), projections, layout,
+              attention (the dispatcher, which uses the kernels) and model (whose forward calls
+              the dispatcher)
     heads, pipeline, bench      computation and measurement (heads and pipeline may use bench)
     notebook  the tooling that runs and shows chapters (slider, live renderer, execute)
     figures   one module per chapter plus shared drawing helpers: they draw, never measure
@@ -29,8 +30,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "andrea_edu"
 SUBPACKAGES = ("kernels", "heads", "pipeline", "bench", "notebook", "figures")
-CORE = ("andrea_edu.config", "andrea_edu.env", "andrea_edu.projections", "andrea_edu.layout",
-        "andrea_edu.attention", "andrea_edu.model")
+CORE = ("andrea_edu.config", "andrea_edu.env", "andrea_edu.data", "andrea_edu.projections",
+        "andrea_edu.layout", "andrea_edu.attention", "andrea_edu.model")
 TOOLING_LIBRARIES = ("ipywidgets", "nbclient", "nbconvert", "nbformat", "jupyter_client", "zmq")
 TIMERS = ("perf_counter", "perf_counter_ns", "process_time", "monotonic", "monotonic_ns",
           "Event", "elapsed_time", "synchronize", "time_fn", "time_fns", "timeit")

@@ -14,7 +14,7 @@ import torch
 
 from andrea_edu import bench
 from andrea_edu.bench import cases as bench_cases, cli, suites, timing
-from andrea_edu.env import seal_folder
+from andrea_lab.store import seal_folder
 
 REPO = Path(__file__).resolve().parents[1]
 CHAPTER = REPO / "book" / "config_mirrors_hardware.ipynb"

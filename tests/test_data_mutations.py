@@ -34,8 +34,9 @@ import pytest
 import torch
 
 from andrea_edu.bench import results as R
-from andrea_edu import env
-from andrea_edu.env import MANIFEST, DataFileError, read_manifest, seal_folder
+from andrea_edu import data as bookdata
+from andrea_edu.data import MANIFEST, DataFileError, read_manifest
+from andrea_lab.store import seal_folder
 from andrea_edu.heads import path_runs as PR
 from andrea_edu.heads import sweep as W
 from andrea_edu.heads import text_runs as TR
@@ -449,7 +450,7 @@ def test_a_deleted_committed_file_is_refused_not_taken_for_no_data(name, tmp_pat
         elif name.startswith("bench_"):
             R.load_results(name.split("_")[1], "cpu")
         else:
-            env.find_data_file(name)
+            bookdata.find_data_file(name)
 
 
 def test_the_issues_head_score_swap_renames_the_bracket_head_and_is_refused(tmp_path, monkeypatch):

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 
 from andrea_edu import env
+from andrea_edu import data as bookdata
+from andrea_lab import store
 from andrea_edu.heads import text_runs as TR
 from andrea_edu.heads import text_training as TT
 
@@ -76,14 +78,14 @@ def test_save_run_refuses_existing_files_and_writes_both_beside(tmp_path):
         TR.save_run(_stand_in(_tiny_model()), path)
     assert {p: p.read_bytes() for p in written} == before  # nothing touched
     TR.save_run(_stand_in(_tiny_model()), path, replace=True)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [env.MANIFEST, "my_experiment.json",
+    assert sorted(p.name for p in tmp_path.iterdir()) == [bookdata.MANIFEST, "my_experiment.json",
                                                           "my_experiment_model.pt"]
-    assert env.manifest_problem(path) is None  # the pair is listed in the folder's manifest
+    assert bookdata.manifest_problem(path) is None  # the pair is listed in the folder's manifest
 
 
 def test_a_failed_unit_write_leaves_the_old_pair_and_no_temporary_file(tmp_path, monkeypatch):
     a, b = tmp_path / "w.pt", tmp_path / "r.json"
-    env.write_files_as_unit([(a, lambda p: p.write_text("old a")), (b, lambda p: p.write_text("old b"))])
+    store.write_files_as_unit([(a, lambda p: p.write_text("old a")), (b, lambda p: p.write_text("old b"))])
     real = os.replace
 
     def fail_on_json(src, dst):  # the weights are renamed, then the JSON's rename fails
@@ -92,7 +94,7 @@ def test_a_failed_unit_write_leaves_the_old_pair_and_no_temporary_file(tmp_path,
         return real(src, dst)
     monkeypatch.setattr(os, "replace", fail_on_json)
     with pytest.raises(OSError, match="disk full"):
-        env.write_files_as_unit([(a, lambda p: p.write_text("new a")),
+        store.write_files_as_unit([(a, lambda p: p.write_text("new a")),
                                  (b, lambda p: p.write_text("new b"))])
     monkeypatch.setattr(os, "replace", real)
     assert a.read_text() == "old a" and b.read_text() == "old b"  # the old set, whole
@@ -103,17 +105,17 @@ def test_a_writer_that_fails_before_the_renames_leaves_nothing(tmp_path):
     def boom(p):
         raise RuntimeError("training crashed while saving")
     with pytest.raises(RuntimeError):
-        env.write_files_as_unit([(tmp_path / "w.pt", lambda p: p.write_text("w")),
+        store.write_files_as_unit([(tmp_path / "w.pt", lambda p: p.write_text("w")),
                                  (tmp_path / "r.json", boom)])
     assert list(tmp_path.iterdir()) == []
 
 
 def test_writers_keep_a_folders_manifest_current(tmp_path):
-    (tmp_path / env.MANIFEST).write_text("")
-    path = env.write_json_atomic(tmp_path / "x.json", {"v": 1})
-    assert env.manifest_problem(path) is None and "x.json" in env.read_manifest(tmp_path)
+    (tmp_path / bookdata.MANIFEST).write_text("")
+    path = store.write_json_atomic(tmp_path / "x.json", {"v": 1})
+    assert bookdata.manifest_problem(path) is None and "x.json" in bookdata.read_manifest(tmp_path)
     path.write_text('{"v": 2}\n')  # edited behind the writer's back
-    problem = env.manifest_problem(path)
+    problem = bookdata.manifest_problem(path)
     assert problem is not None and "differs from the sha256" in problem
 
 
@@ -182,7 +184,7 @@ def test_bench_refuses_to_replace_committed_results(capsys, monkeypatch, tmp_pat
     _one_line_exit_2(*_main("andrea_edu.bench.cli", ["layout", "--device", "cpu", "--out",
                                                      str(DATA)], capsys, monkeypatch),
                      "committed data", "--replace")
-    assert env.default_out_dir() == REPO / "andrea_runs"  # the default is never book/data
+    assert store.default_out_dir() == REPO / "andrea_runs"  # the default is never book/data
     obj = json.loads((DATA / "bench_layout_cpu.json").read_text())
     with pytest.raises(FileExistsError, match="committed data"):
         R.write_results(obj, DATA)

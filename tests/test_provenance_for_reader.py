@@ -1,4 +1,4 @@
-"""Provenance worded for a reader (andrea_edu/figures/provenance.py, env.where_looked): every
+"""Provenance worded for a reader (andrea_edu/figures/provenance.py, bookdata.where_looked): every
 committed record, formatted, carries no trace of the machine that made it, and still says what a
 reader needs (the command as typed in the repository, date, device, versions, commit)."""
 import json
@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from andrea_edu import env
+from andrea_edu import data as bookdata
 from andrea_edu.figures import provenance as P
 from test_book import build_residue_in
 
@@ -48,9 +49,9 @@ def test_the_formatters_on_planted_records():
 
 
 def test_where_looked_names_folders_by_rule(monkeypatch, tmp_path):
-    monkeypatch.delenv(env.DATA_ENV, raising=False)
+    monkeypatch.delenv(bookdata.DATA_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
-    line = env.where_looked("x.json")
+    line = bookdata.where_looked("x.json")
     assert str(tmp_path) not in line and str(Path(env.__file__).parents[1]) not in line
     assert "book/data/x.json in the repository" in line and "data/x.json in the working" in line
     assert not build_residue_in(line)

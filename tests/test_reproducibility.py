@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from andrea_edu import env
+from andrea_edu import data as bookdata
+from andrea_lab import store
 
 REPO = Path(__file__).resolve().parents[1]
 X86 = env.is_x86()
@@ -147,33 +149,33 @@ def test_provenance_blocks_record_the_settings():
 # ---------------------------------------------------------------- data finder
 def test_data_dir_env_is_the_only_place_when_set(tmp_path, monkeypatch):
     monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
-    assert env.data_search_dirs() == [tmp_path]
-    assert env.find_data_file("specialization_sweep.json") is None
-    assert str(tmp_path) in env.where_looked("specialization_sweep.json")
+    assert bookdata.data_search_dirs() == [tmp_path]
+    assert bookdata.find_data_file("specialization_sweep.json") is None
+    assert str(tmp_path) in bookdata.where_looked("specialization_sweep.json")
 
 
 def test_finder_order_package_repository_then_notebook(tmp_path, monkeypatch):
     monkeypatch.delenv("ANDREA_DATA_DIR", raising=False)
     monkeypatch.chdir(tmp_path)  # a Colab-like working directory outside the clone
-    dirs = env.data_search_dirs()
+    dirs = bookdata.data_search_dirs()
     assert dirs[0] == REPO / "book" / "data"  # beside the installed package's repository
     assert dirs[1:] == [tmp_path / "data", tmp_path / "book" / "data",
                         tmp_path.parent / "book" / "data"]
-    assert env.find_data_file("specialization_sweep.json") == REPO / "book" / "data" / \
+    assert bookdata.find_data_file("specialization_sweep.json") == REPO / "book" / "data" / \
         "specialization_sweep.json"
 
 
 # ---------------------------------------------------------------- atomic writes
 def test_write_json_atomic_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch):
     path = tmp_path / "d.json"
-    env.write_json_atomic(path, {"v": 1})
+    store.write_json_atomic(path, {"v": 1})
     assert json.loads(path.read_text()) == {"v": 1}
 
     def boom(*a, **k):
         raise KeyboardInterrupt  # killed between writing the temporary file and the rename
     monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(KeyboardInterrupt):
-        env.write_json_atomic(path, {"v": 2, "big": list(range(1000))})
+        store.write_json_atomic(path, {"v": 2, "big": list(range(1000))})
     assert json.loads(path.read_text()) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["d.json"]  # no temporary file left
 

@@ -121,7 +121,7 @@ def committed_reason(path) -> str | None:
     if p == book or book in p.parents:
         return f"{path} lies in the book's folder {BOOK}"
     if p.is_file():
-        from andrea_edu.env import read_manifest
+        from andrea_edu.data import read_manifest
         try:
             if p.name in read_manifest(p.parent):
                 return f"{path} is committed data (listed in its folder's SHA256SUMS)"

@@ -26,7 +26,8 @@ from andrea_edu.bench.args import (check_device, check_int, check_number, check_
                                    first_problem)
 from andrea_edu.bench.results import data_dir, write_results
 from andrea_edu.bench.timing import pick_device
-from andrea_edu.env import default_out_dir, fast_mode, sigterm_interrupts
+from andrea_edu.env import fast_mode, sigterm_interrupts
+from andrea_lab.store import default_out_dir
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -177,9 +178,10 @@ def main(argv=None) -> int:
 
 
 def _save_incomplete(obj: dict, out) -> Path:
-    """incomplete_bench_<suite>_<device>.json beside the results (or in env.default_out_dir()
+    """incomplete_bench_<suite>_<device>.json beside the results (or in store.default_out_dir()
     when that folder is committed data): never a file the loaders read."""
-    from andrea_edu.env import MANIFEST, write_json_atomic
+    from andrea_edu.data import MANIFEST
+    from andrea_lab.store import write_json_atomic
     folder = Path(out) if out is not None else default_out_dir()
     if (folder / MANIFEST).exists():
         folder = default_out_dir()

@@ -44,7 +44,8 @@ from typing import Any, Callable
 
 import torch
 
-from andrea_edu.env import DataFileError, __version__, cpu_provenance, git_commit
+from andrea_edu.env import __version__, cpu_provenance, git_commit
+from andrea_edu.data import DataFileError
 
 from andrea_edu.kernels.limits import V2_HEAD_DIMS, V3_HEAD_DIMS, V3_MIN_SM
 from andrea_edu.attention import attention, choose_backend, compare_to_reference
@@ -267,7 +268,7 @@ def main(argv=None) -> int:
               "(torch.cuda.is_available() is False); nothing was written. On a CPU machine "
               "run the CPU tests (pytest) and use backend='emulator'.", file=sys.stderr)
         return 2
-    from andrea_edu.env import write_json_atomic
+    from andrea_lab.store import write_json_atomic
     out = Path(args.out)
     t0 = time.perf_counter()
     report: dict[str, Any] = dict(
@@ -331,7 +332,7 @@ def read_report(path) -> dict:
     case twice. GpucheckFileError (one line: the file and the reason) otherwise."""
     import json
 
-    from andrea_edu.env import first_nonfinite
+    from andrea_edu.data import first_nonfinite
     path = Path(path)
 
     def bad(why: str):
@@ -397,7 +398,7 @@ def _merge_main(prog: str, paths: list[str], out: Path) -> int:
     """--merge: the per-backend reports that exist (a process killed before its first write
     left none: that backend is named as missing), merged into out/gpucheck.json."""
     import json
-    from andrea_edu.env import write_json_atomic
+    from andrea_lab.store import write_json_atomic
     parts, missing = [], []
     for p in paths:
         try:

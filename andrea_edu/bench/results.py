@@ -5,7 +5,7 @@ committed measurement reads it with `load_results` (re-exported by andrea_edu.be
 
     validate_result(obj)                    ValueError unless obj follows SCHEMA (+ timing sanity)
     write_results(obj, out_dir=None)        -> <out_dir>/bench_<suite>_<device_slug>.json
-                                            (default andrea_runs/, env.default_out_dir), with
+                                            (default andrea_runs/, andrea_lab.store.default_out_dir), with
                                             the folder's SHA256SUMS if it has one, atomically;
                                             never replaces
                                             full data with a fast or empty run unless replace=True
@@ -14,7 +14,7 @@ committed measurement reads it with `load_results` (re-exported by andrea_edu.be
                                             line: the file and the reason)
     data_dir()                              where committed results live: $ANDREA_DATA_DIR,
                                             else the repository's book/data
-Files are found through andrea_edu.env.data_search_dirs ($ANDREA_DATA_DIR; beside the installed
+Files are found through andrea_edu.data.data_search_dirs ($ANDREA_DATA_DIR; beside the installed
 package's repository; relative to the notebook). Validation: the schema, plus what a schema does
 not say: timings finite and 0 <= min <= median <= max, TFLOP/s consistent with the FLOPs and the
 median (a timing scaled by 1000 is caught), the sizes every chapter reads present in params, and
@@ -30,11 +30,8 @@ import os
 import warnings
 from pathlib import Path
 
-from andrea_edu.env import (MANIFEST, DataFileError, data_search_dirs, default_out_dir,
-                            first_nonfinite, listed_but_missing,
-                            manifest_problem, read_manifest,
-                            where_looked,
-                            write_json_atomic)
+from andrea_edu.data import (MANIFEST, DataFileError, data_search_dirs, first_nonfinite, listed_but_missing, manifest_problem, read_manifest, where_looked)
+from andrea_lab.store import default_out_dir, write_json_atomic
 
 SCHEMA_VERSION = 1
 SUITES = ("headdim", "projections", "layout")
@@ -322,7 +319,7 @@ def _check_record_values(obj: dict) -> None:
 
 def data_dir() -> Path:
     """Where committed results live: $ANDREA_DATA_DIR, else the repository's book/data (the
-    first of andrea_edu.env.data_search_dirs). Writers default to env.default_out_dir()."""
+    first of andrea_edu.data.data_search_dirs). Writers default to store.default_out_dir()."""
     return data_search_dirs()[0]
 
 
@@ -400,7 +397,7 @@ def read_results_file(path, expect_device: str | None = None) -> dict:
 
 
 def results_folder(suite: str) -> Path | None:
-    """The first folder of andrea_edu.env.data_search_dirs holding a bench_<suite>_*.json."""
+    """The first folder of andrea_edu.data.data_search_dirs holding a bench_<suite>_*.json."""
     for d in data_search_dirs():
         if d.is_dir() and (any(d.glob(f"bench_{suite}_*.json"))
                            or listed_but_missing(d, f"bench_{suite}_*.json")):

@@ -10,7 +10,7 @@ display time:
   the code was that commit plus edits (no tool's marker);
 - `where(path)`: a folder or file as a reader of the book would name it (relative to the
   repository, or to the home folder), never the building machine's absolute path
-  (andrea_edu.env.reader_path, which env.where_looked uses too);
+  (andrea_edu.data.reader_path, which andrea_edu.data.where_looked uses too);
 - `rows(prov)`: [label, value] rows for a provenance table, from whichever of the usual keys a
   record has.
 """
@@ -21,7 +21,7 @@ import os
 import re
 from pathlib import Path
 
-from andrea_edu.env import reader_path
+from andrea_edu.data import reader_path
 
 # Modules that wrote committed data under an earlier name: {old: current}.
 RENAMED = {"andrea_edu.specialization_sweep": "andrea_edu.heads.sweep"}

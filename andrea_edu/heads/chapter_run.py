@@ -27,8 +27,8 @@ import dataclasses
 import numpy as np
 import torch
 
-from andrea_edu.env import (DataFileError, cpu_provenance, find_data_file, same_cpu_numerics,
-                            where_looked)
+from andrea_edu.env import cpu_provenance, same_cpu_numerics
+from andrea_edu.data import DataFileError, find_data_file, where_looked
 from andrea_edu.heads import training as S
 from andrea_edu.heads.corpus import make_batch
 from andrea_edu.heads.measures import (LOSS_KEYS, ablation_table, head_output_correlations,

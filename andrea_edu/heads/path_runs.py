@@ -29,6 +29,8 @@ import numpy as np
 import torch
 
 from .. import env
+from .. import data as bookdata
+from andrea_lab import store
 from . import paths as PA
 from . import text_corpus as tc
 from .text_runs import RunFileError, TextRun, _need
@@ -108,7 +110,7 @@ def save_paths(d: dict, path: Path, replace: bool = False) -> None:
     if path.exists() and not replace:
         raise FileExistsError(f"{path} exists; nothing written (pass replace=True, on the command "
                               f"line --replace, or another --out)")
-    env.write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))],
+    store.write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))],
                             manifest=True)
 
 
@@ -133,9 +135,9 @@ def load_paths(path: Path, weights_sha256: str | None = None) -> dict:
         d = json.loads(path.read_text(), parse_constant=lambda c: float("nan"))
     except (OSError, ValueError) as e:
         raise RunFileError(f"{path}: unreadable ({type(e).__name__})") from None
-    problem = env.manifest_problem(path)
+    problem = bookdata.manifest_problem(path)
     _need(problem is None, path, problem or "")
-    bad = env.first_nonfinite(d)
+    bad = bookdata.first_nonfinite(d)
     _need(bad is None, path, f"{bad} is NaN or infinite; expected a finite number")
     _need(isinstance(d, dict) and d.get("schema") == SCHEMA, path, f"schema must be {SCHEMA}")
     for k in ("weights_sha256", "windows", "base_loss", "entries", "provenance"):

@@ -41,10 +41,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from andrea_edu.env import (DataFileError, __version__, cpu_provenance, data_search_dirs,
-                            find_data_file, first_nonfinite, git_commit, holds_text,
-                            manifest_problem,
-                            same_cpu_numerics, where_looked, write_json_atomic)
+from andrea_edu.env import __version__, cpu_provenance, git_commit, same_cpu_numerics
+from andrea_edu.data import (DataFileError, data_search_dirs, find_data_file, first_nonfinite, holds_text, manifest_problem, where_looked)
+from andrea_lab.store import write_json_atomic
 from andrea_edu.bench.args import check_int, check_out_file, fail, first_problem
 from andrea_edu.heads.training import Run, Settings, default_settings, train
 
@@ -131,7 +130,7 @@ def save_sweep(path, prov: dict, runs: dict) -> Path:
 
 
 def find_data(name: str = DATA_NAME, say: bool = True) -> Path | None:
-    """book/data/<name> through andrea_edu.env.data_search_dirs: $ANDREA_DATA_DIR, beside the
+    """book/data/<name> through andrea_edu.data.data_search_dirs: $ANDREA_DATA_DIR, beside the
     installed package's repository, then relative to the notebook. When nothing is found and
     `say`, prints every place it looked (before a caller starts computing the sweep itself)."""
     path = find_data_file(name)
@@ -509,7 +508,7 @@ def main(argv=None) -> int:
     ap = _parser()
     args = ap.parse_args(argv)
     if args.out is None:
-        from andrea_edu.env import default_out_dir
+        from andrea_lab.store import default_out_dir
         args.out = str(default_out_dir() / DATA_NAME)
     problem = _check_args(args)
     if problem:  # before any training: one line, exit status 2 (argparse's convention)

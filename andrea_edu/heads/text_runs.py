@@ -20,8 +20,9 @@ import numpy as np
 import torch
 
 from ..config import AndreaConfig
-from ..env import (DataFileError, fast_mode, first_nonfinite, holds_text, manifest_problem,
-                   write_files_as_unit)
+from ..env import fast_mode
+from ..data import DataFileError, first_nonfinite, holds_text, manifest_problem
+from andrea_lab.store import write_files_as_unit
 from ..model import AndreaModel
 from . import detectors as D
 from . import text_corpus as tc
@@ -135,7 +136,7 @@ def _refuse_existing(paths, replace: bool) -> None:
 
 def _write_json_with_weights(path: Path, wpath: Path, state: dict, d: dict) -> None:
     """The weights and the JSON naming them (file, sha256) as one unit: both temporary files
-    written first, the weights renamed, the JSON last (env.write_files_as_unit)."""
+    written first, the weights renamed, the JSON last (store.write_files_as_unit)."""
     def write_weights(tmp: Path) -> None:
         torch.save(state, tmp)
         d["weights"] = {"file": wpath.name, "sha256": hashlib.sha256(tmp.read_bytes()).hexdigest()}

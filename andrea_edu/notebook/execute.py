@@ -102,7 +102,7 @@ def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_di
     r = execute_nb(nb, path.parent, timeout, kernel, name=str(path))
     written = None
     if out_dir is not None:
-        from andrea_edu.env import write_files_as_unit
+        from andrea_lab.store import write_files_as_unit
         written = Path(out_dir) / path.name
         text = nbformat.writes(nb)  # temporary file + rename: the old copy or the new, whole
         write_files_as_unit([(written, lambda tmp: tmp.write_text(text, encoding="utf-8"))],

@@ -141,10 +141,10 @@ class StepTiming:
         return pipeline_file_name(self.provenance.get("device_slug", self.device_kind))
 
     def save(self, out_dir=None, replace: bool = False) -> Path:
-        """Write pipeline_<device_slug>.json into out_dir (default: `env.default_out_dir()`,
+        """Write pipeline_<device_slug>.json into out_dir (default: `store.default_out_dir()`,
         andrea_runs/, never the book's data folder), with the folder's SHA256SUMS, as one unit.
         An existing file is replaced only with replace=True (FileExistsError otherwise)."""
-        from andrea_edu.env import default_out_dir, write_json_atomic
+        from andrea_lab.store import default_out_dir, write_json_atomic
 
         out = Path(out_dir) if out_dir is not None else default_out_dir()
         path = out / self.file_name()
@@ -326,7 +326,7 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
     errors="warn" warns that line and goes on."""
     import warnings
 
-    from andrea_edu.env import data_search_dirs, manifest_problem
+    from andrea_edu.data import data_search_dirs, manifest_problem
 
     if device not in ("gpu", "cpu", "any"):
         raise ValueError(f"device={device!r} is not one of 'gpu', 'cpu', 'any'")
@@ -431,7 +431,7 @@ def _too_big(cfg, B: int, T: int, dtype: str) -> str | None:
 def main(argv=None) -> int:
     from andrea_edu.bench.args import (check_device, check_int, check_out_dir, fail,
                                        first_problem)
-    from andrea_edu.env import default_out_dir
+    from andrea_lab.store import default_out_dir
     from andrea_edu.config import PRESETS
     from andrea_edu.model import AndreaModel
 

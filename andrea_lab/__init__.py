@@ -1,0 +1,10 @@
+"""andrea_lab: the laboratory that makes, writes and re-checks the book's committed data.
+
+Only scripts and tests import it; a chapter never does: andrea_edu reads committed data through
+andrea_edu.data, and tests/test_architecture.py fails on any andrea_edu module that imports this
+package.
+
+    store       the one manifest writer: write_files_as_unit, write_json_atomic, folder_lock,
+                recover_units, seal_folder, default_out_dir
+                (python -m andrea_lab.store recover DIR: finish a unit write a killed writer left)
+"""
