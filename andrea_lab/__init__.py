@@ -4,6 +4,8 @@ Only scripts and tests import it; a chapter never does: andrea_edu reads committ
 andrea_edu.data, and tests/test_architecture.py fails on any andrea_edu module that imports this
 package.
 
+    bench       python -m andrea_lab.bench {head-dim|projections|layout|all|gpu-check|gpu-suite}:
+                the benchmarks' results JSON (write_results) and the GPU correctness check
     store       the one manifest writer: write_files_as_unit, write_json_atomic, folder_lock,
                 recover_units, seal_folder, default_out_dir
                 (python -m andrea_lab.store recover DIR: finish a unit write a killed writer left)

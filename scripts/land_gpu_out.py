@@ -9,7 +9,7 @@ checked before anything is copied:
   bench_<suite>_<gpu>.json  andrea_edu.bench.results.read_results_file, as GPU data (the file
                             name must match its device; a CPU file is refused)      -> landed
   pipeline_<gpu>.json       andrea_edu.pipeline.timing.load_pipeline_timing, as GPU -> landed
-  gpucheck.json             andrea_edu.bench.gpucheck.read_report                  -> landed
+  gpucheck.json             andrea_lab.bench.gpucheck.read_report                  -> landed
   gpu_summary.md            must be a GPU run's, not a rehearsal's (nothing is landed from a
                             rehearsal: it measured nothing)                         -> kept out
   notebooks.tar.gz, logs.tar.gz  archives for the reader of the run                 -> kept out
@@ -61,7 +61,7 @@ def check_file(path: Path) -> str:
             raise ValueError(f"{path}: no pipeline timing in it")
         return f"{name}: {t.device}, {len(t.steps)} steps, forward {t.forward_ms:.3f} ms"
     if name == "gpucheck.json":
-        from andrea_edu.bench.gpucheck import read_report
+        from andrea_lab.bench.gpucheck import read_report
         rep = read_report(path)
         return (f"{name}: {rep['device']['name']}, {rep['n_cases'] - rep['n_failed']}/"
                 f"{rep['n_cases']} cases passed, complete={rep['complete']}")

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_edu.bench import cli as bench_cli
-from andrea_edu.bench import gpucheck, runner
+from andrea_lab.bench import cli as bench_cli
+from andrea_edu.bench import runner
+from andrea_lab.bench import gpucheck
 from andrea_edu.heads import sweep
 from andrea_edu.pipeline import timing as pipeline_timing
 
@@ -173,7 +174,7 @@ def test_help_describes_every_option(name, ap):
 @pytest.mark.parametrize("module, argv, prog", [
     ("andrea_edu.pipeline.timing", ["--help"], "python -m andrea_edu.pipeline.timing"),
     ("andrea_edu.heads.sweep", ["--help"], "python -m andrea_edu.heads.sweep"),
-    ("andrea_edu.bench", ["gpu-check", "--help"], "python -m andrea_edu.bench gpu-check"),
+    ("andrea_lab.bench", ["gpu-check", "--help"], "python -m andrea_lab.bench gpu-check"),
     ("andrea_edu.notebook.execute", ["--help"], "python -m andrea_edu.notebook.execute"),
 ])
 def test_each_command_runs_from_its_home_once(module, argv, prog):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from andrea_edu.bench import results as R
+from andrea_lab.bench.results import write_results
 from andrea_edu.heads import sweep as W
 from andrea_edu.pipeline import timing as PT
 
@@ -92,16 +93,16 @@ def test_fast_or_empty_run_does_not_replace_full_data(layout):
     fast = copy.deepcopy(good)
     fast["settings"]["fast"] = True
     with pytest.raises(FileExistsError, match="full-size"):
-        R.write_results(fast, folder)
+        write_results(fast, folder)
     empty = copy.deepcopy(good)
     for r in empty["records"]:
         r.update(status="skipped", reason="budget")
         for k in ("min_ms", "median_ms", "max_ms", "tflops"):
             r.pop(k, None)
     with pytest.raises(FileExistsError, match="no 'ok' record"):
-        R.write_results(empty, folder)
+        write_results(empty, folder)
     assert (folder / "bench_layout_cpu.json").read_text() == before
-    R.write_results(fast, folder, replace=True)  # asked for: done
+    write_results(fast, folder, replace=True)  # asked for: done
     assert json.loads((folder / "bench_layout_cpu.json").read_text())["settings"]["fast"]
 
 

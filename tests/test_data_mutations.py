@@ -122,7 +122,7 @@ DIGESTS = {"bench_headdim_cpu.json": _bench_digest, "bench_layout_cpu.json": _be
 
 
 def _gpucheck_digest(path):
-    from andrea_edu.bench.gpucheck import read_report
+    from andrea_lab.bench.gpucheck import read_report
     return _h(read_report(path))
 
 

@@ -151,16 +151,16 @@ def test_sweep_command_refuses_to_replace_the_committed_sweep(capsys, monkeypatc
     (["layout", "--out", ""], ["--out", "empty"]),
 ])
 def test_bench_checks_threads_and_out(args, words, capsys, monkeypatch):
-    _one_line_exit_2(*_main("andrea_edu.bench.cli", args, capsys, monkeypatch), *words)
+    _one_line_exit_2(*_main("andrea_lab.bench.cli", args, capsys, monkeypatch), *words)
 
 
 def test_a_child_killed_by_a_signal_is_reported_in_one_line(capfd):
     rc = subprocess.run([sys.executable, "-c",
                          "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]).returncode
     assert rc == -signal.SIGSEGV
-    assert env.child_status("python -m andrea_edu.bench", rc) == 128 + signal.SIGSEGV
+    assert env.child_status("python -m andrea_lab.bench", rc) == 128 + signal.SIGSEGV
     err = capfd.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "SIGSEGV" in err and "andrea_edu.bench" in err
+    assert len(err.splitlines()) == 1 and "SIGSEGV" in err and "andrea_lab.bench" in err
     assert env.child_status("x", 0) == 0 and env.child_status("x", 2) == 2
 
 
@@ -174,19 +174,19 @@ def test_settings_from_json_and_check():
 
 
 def test_bench_refuses_to_replace_committed_results(capsys, monkeypatch, tmp_path):
-    from andrea_edu.bench import cli
-    from andrea_edu.bench import results as R
+    from andrea_lab.bench import cli
+    from andrea_lab.bench.results import write_results
 
     def no_measuring(*a, **k):
         raise AssertionError("measured before refusing")
     monkeypatch.setattr(cli.bench_cases, "run_suite", no_measuring)
     monkeypatch.delenv("ANDREA_DATA_DIR", raising=False)
-    _one_line_exit_2(*_main("andrea_edu.bench.cli", ["layout", "--device", "cpu", "--out",
+    _one_line_exit_2(*_main("andrea_lab.bench.cli", ["layout", "--device", "cpu", "--out",
                                                      str(DATA)], capsys, monkeypatch),
                      "committed data", "--replace")
     assert store.default_out_dir() == REPO / "andrea_runs"  # the default is never book/data
     obj = json.loads((DATA / "bench_layout_cpu.json").read_text())
     with pytest.raises(FileExistsError, match="committed data"):
-        R.write_results(obj, DATA)
-    R.write_results(obj, tmp_path)  # anywhere else: written
+        write_results(obj, DATA)
+    write_results(obj, tmp_path)  # anywhere else: written
     assert (tmp_path / "bench_layout_cpu.json").is_file()

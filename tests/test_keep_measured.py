@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from andrea_edu.bench import cli, results as R, timing
+from andrea_edu.bench import results as R, timing
+from andrea_lab.bench import cli
 
 DATA = Path(__file__).resolve().parents[1] / "book" / "data"
 

@@ -16,7 +16,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import land_gpu_out  # noqa: E402
 
-from andrea_edu.bench import gpucheck, load_results, suites  # noqa: E402
+from andrea_edu.bench import load_results, suites  # noqa: E402
+from andrea_lab.bench import gpucheck  # noqa: E402
 from andrea_edu.data import read_manifest  # noqa: E402
 
 SLUG = "synthetic-test-gpu"

@@ -28,10 +28,9 @@ def test_every_committed_record_reads_clean(name, prov):
     assert not build_residue_in(text), (name, text)
     if "produced_by" in prov or "command" in prov:
         cmd = next(v for k, v in rows if k == "made by").strip("`")
-        assert cmd.startswith("python -m andrea_edu."), cmd
+        assert cmd.startswith(("python -m andrea_edu.", "python -m andrea_lab.")), cmd
         module = cmd.split()[2]
-        import importlib.util
-        assert importlib.util.find_spec(module) is not None, f"{name}: {module} does not exist"
+        assert P._module_exists(module), f"{name}: `python -m {module}` runs no command"
 
 
 def test_the_formatters_on_planted_records():
@@ -43,9 +42,12 @@ def test_the_formatters_on_planted_records():
     assert P.commit("0123456789abcdef0123-dirty (andrea_edu/x.py)") == \
         "0123456789 plus uncommitted edits"
     assert P.commit("0123456789abcdef") == "0123456789" and P.commit("unknown") == "unknown"
-    for old, new in P.RENAMED.items():  # each rename names a module gone and one that exists
-        import importlib.util
-        assert importlib.util.find_spec(new) is not None and not P._module_exists(old)
+    for old, new in P.RENAMED.items():  # each rename names a command gone and one that runs
+        assert not P._module_exists(old) and (P._module_exists(new) or new in P.RENAMED)
+    assert P.command("python -m andrea_edu.bench layout --out /x/bench_layout_cpu.json",
+                     "bench_layout_cpu.json") == \
+        "python -m andrea_lab.bench layout --out book/data/bench_layout_cpu.json"
+    assert not P._module_exists("andrea_edu.bench") and P._module_exists("andrea_lab.bench")
 
 
 def test_where_looked_names_folders_by_rule(monkeypatch, tmp_path):

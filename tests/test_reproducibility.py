@@ -182,8 +182,8 @@ def test_write_json_atomic_keeps_the_old_file_when_interrupted(tmp_path, monkeyp
 
 def test_every_json_writer_is_atomic():
     """No writer of committed data writes in place (a plain write_text can leave half a file)."""
-    files = ["andrea_edu/bench/results.py", "andrea_edu/heads/sweep.py",
-             "andrea_edu/pipeline/timing.py", "andrea_edu/bench/gpucheck.py"]
+    files = ["andrea_lab/bench/results.py", "andrea_edu/heads/sweep.py",
+             "andrea_edu/pipeline/timing.py", "andrea_lab/bench/gpucheck.py"]
     for f in files:
         src = (REPO / f).read_text()
         assert "write_json_atomic(" in src, f
@@ -210,7 +210,7 @@ def test_native_drops_inherited_pins(monkeypatch):
 def test_the_bench_command_times_unpinned(tmp_path):
     """The oneDNN cap turns bfloat16 matmuls into a reference loop (measured 736 ms instead of
     2.8 ms on an AVX512-BF16 Xeon): timing commands run themselves again unpinned."""
-    r = subprocess.run([sys.executable, "-m", "andrea_edu.bench", "layout", "--fast",
+    r = subprocess.run([sys.executable, "-m", "andrea_lab.bench", "layout", "--fast",
                         "--no-progress", "--out", str(tmp_path)], cwd=REPO, timeout=600,
                        env={**os.environ, **env.PINNED_ISA}, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -256,7 +256,8 @@ def test_one_commit_id_helper_names_the_changed_files(monkeypatch, tmp_path):
     import subprocess
 
     from andrea_edu import env
-    from andrea_edu.bench import gpucheck, timing
+    from andrea_edu.bench import timing
+    from andrea_lab.bench import gpucheck
     from andrea_edu.heads import sweep, text_training
 
     for mod in (timing, gpucheck, sweep, text_training):

@@ -119,6 +119,6 @@ def test_the_timing_commands_rerun_through_run_child(monkeypatch):
         return 0
     monkeypatch.setattr(env, "timing_process_is_pinned", lambda: True)
     monkeypatch.setattr(env, "run_child", record)
-    assert env.rerun_unpinned("andrea_edu.bench") == 0
+    assert env.rerun_unpinned("andrea_lab.bench") == 0
     (cmd, child_env), = seen
-    assert cmd[1:3] == ["-m", "andrea_edu.bench"] and child_env["ANDREA_CPU_ISA"] == "native"
+    assert cmd[1:3] == ["-m", "andrea_lab.bench"] and child_env["ANDREA_CPU_ISA"] == "native"

@@ -1,14 +1,10 @@
-"""Benchmark results on disk: the JSON schema, validation, writing and loading.
+"""Benchmark results on disk: the JSON schema, validation and loading (the writer is the
+laboratory's andrea_lab.bench.results.write_results).
 
 Introduced in the chapter "The configuration mirrors the hardware"; every chapter that shows a
 committed measurement reads it with `load_results` (re-exported by andrea_edu.bench).
 
     validate_result(obj)                    ValueError unless obj follows SCHEMA (+ timing sanity)
-    write_results(obj, out_dir=None)        -> <out_dir>/bench_<suite>_<device_slug>.json
-                                            (default andrea_runs/, andrea_lab.store.default_out_dir), with
-                                            the folder's SHA256SUMS if it has one, atomically;
-                                            never replaces
-                                            full data with a fast or empty run unless replace=True
     load_results(suite, device="any")       committed results (GPU first) or None; a file that
                                             is there but invalid raises ResultsFileError (one
                                             line: the file and the reason)
@@ -30,8 +26,8 @@ import os
 import warnings
 from pathlib import Path
 
-from andrea_edu.data import (MANIFEST, DataFileError, data_search_dirs, first_nonfinite, listed_but_missing, manifest_problem, read_manifest, where_looked)
-from andrea_lab.store import default_out_dir, write_json_atomic
+from andrea_edu.data import (MANIFEST, DataFileError, data_search_dirs, first_nonfinite,
+                             listed_but_missing, manifest_problem, read_manifest, where_looked)
 
 SCHEMA_VERSION = 1
 SUITES = ("headdim", "projections", "layout")
@@ -319,42 +315,9 @@ def _check_record_values(obj: dict) -> None:
 
 def data_dir() -> Path:
     """Where committed results live: $ANDREA_DATA_DIR, else the repository's book/data (the
-    first of andrea_edu.data.data_search_dirs). Writers default to store.default_out_dir()."""
+    first of andrea_edu.data.data_search_dirs). Writers (andrea_lab.bench.results) default to
+    andrea_lab.store.default_out_dir()."""
     return data_search_dirs()[0]
-
-
-def _is_full(obj) -> bool:
-    """Full-size data: not a fast run, and at least one record measured."""
-    return not obj.get("settings", {}).get("fast", False) and any(
-        r.get("status") == "ok" for r in obj.get("records", []))
-
-
-def write_results(obj: dict, out_dir=None, replace: bool = False) -> Path:
-    """Validate obj and write it, atomically, to <out_dir>/bench_<suite>_<device_slug>.json.
-
-    Refuses (FileExistsError, nothing written) to replace a file of full-size measurements with
-    a fast run or a run that measured nothing, unless replace=True (the CLI's --replace)."""
-    validate_result(obj)
-    out = Path(out_dir) if out_dir is not None else default_out_dir()
-    path = out / f"bench_{obj['suite']}_{obj['provenance']['device_slug']}.json"
-    if path.exists() and not replace and is_committed(path):
-        raise FileExistsError(f"{path} is committed data (listed in {MANIFEST}); a new run does "
-                              f"not replace it unless asked (replace=True, on the command line "
-                              f"--replace, or write elsewhere with --out)")
-    if path.exists() and not replace and not _is_full(obj):
-        try:
-            old = json.loads(path.read_text())
-        except (OSError, ValueError):
-            old = None  # a damaged file is not worth keeping
-        if isinstance(old, dict) and _is_full(old):
-            why = ("a fast run" if obj.get("settings", {}).get("fast") else
-                   "a run with no 'ok' record")
-            raise FileExistsError(f"{path} holds full-size measurements; {why} does not replace "
-                                  f"them (pass replace=True, on the command line --replace, or "
-                                  f"write elsewhere with --out)")
-    # the folder's SHA256SUMS is kept current where there is one (book/data); none is made in
-    # a fresh folder (the GPU suite's $OUT holds at most 8 files)
-    return write_json_atomic(path, obj, indent=1, sort_keys=False)
 
 
 def is_committed(path) -> bool:

@@ -23,19 +23,29 @@ from pathlib import Path
 
 from andrea_edu.data import reader_path
 
-# Modules that wrote committed data under an earlier name: {old: current}.
-RENAMED = {"andrea_edu.specialization_sweep": "andrea_edu.heads.sweep"}
+# Commands that wrote committed data under an earlier name: {old: newer} (followed until a
+# module that runs as a command; the laboratory's commands moved to andrea_lab).
+RENAMED = {"andrea_edu.specialization_sweep": "andrea_edu.heads.sweep",
+           "andrea_edu.bench": "andrea_lab.bench"}
 _OUT = re.compile(r"(--[\w-]*out)(?:=|\s+)(\S+)")
 
 
-where = reader_path   # one rule for naming paths on a page (andrea_edu.env)
+where = reader_path   # one rule for naming paths on a page (andrea_edu.data)
 
 
 def _module_exists(name: str) -> bool:
+    """True when `python -m name` runs a command: a module whose source runs itself as
+    __main__, or a package with a __main__ module."""
     try:
-        return importlib.util.find_spec(name) is not None
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations is not None:
+            spec = importlib.util.find_spec(name + ".__main__")
+            return spec is not None
     except (ImportError, ValueError):
         return False
+    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+        return False
+    return "__main__" in Path(spec.origin).read_text(encoding="utf-8", errors="replace")
 
 
 def command(cmd: str, data_file: str = "") -> str:
@@ -54,8 +64,12 @@ def command(cmd: str, data_file: str = "") -> str:
 
     cmd = _OUT.sub(out, cmd)
     m = re.match(r"(python3? -m )([\w.]+)(.*)", cmd)
-    if m and not _module_exists(m.group(2)) and m.group(2) in RENAMED:
-        cmd = m.group(1) + RENAMED[m.group(2)] + m.group(3)
+    if m:
+        name, seen = m.group(2), set()
+        while not _module_exists(name) and name in RENAMED and name not in seen:
+            seen.add(name)
+            name = RENAMED[name]
+        cmd = m.group(1) + name + m.group(3)
     return cmd
 
 

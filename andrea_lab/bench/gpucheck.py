@@ -1,6 +1,6 @@
 """Check the CUDA kernels on a real GPU in a few minutes, and write what was found as JSON.
 
-    python -m andrea_edu.bench gpu-check --out DIR
+    python -m andrea_lab.bench gpu-check --out DIR
 
 On a machine with an NVIDIA GPU this
   1. sweeps the readers' entry point, `andrea_edu.attention(q, k, v, causal, backend=...)`, with
@@ -235,7 +235,7 @@ def summarize(report: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m andrea_edu.bench gpu-check", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m andrea_lab.bench gpu-check", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True,
                     help="folder for gpucheck.json (created if missing; must be writable)")
