@@ -16,6 +16,7 @@ from andrea_lab.bench import cli as bench_cli
 from andrea_edu.bench import runner
 from andrea_lab.bench import gpucheck
 from andrea_edu.heads import sweep
+from andrea_lab import sweep as lab_sweep
 from andrea_edu.pipeline import timing as pipeline_timing
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,7 +83,7 @@ def test_bench_all_skipped_exits_nonzero_and_writes_nothing(capsys, tmp_path):
     (["--n-heads", "0"], "--n-heads", "divide"), (["--seeds", "-1"], "--seeds", ">= 0"),
     (["--workers", "0"], "--workers", "1.."), (["--out", "/"], "--out", "folder")])
 def test_sweep_refuses_bad_arguments(no_work, capsys, argv, flag, allowed):
-    assert sweep.main(argv) == 2
+    assert lab_sweep.main(argv) == 2
     _one_line(capsys, flag, allowed)
 
 
@@ -113,7 +114,7 @@ def _parsers():
     from andrea_edu.notebook import execute
 
     yield "bench", bench_cli._parser()
-    yield "sweep", sweep._parser()
+    yield "sweep", lab_sweep._parser()
     yield "pipeline.timing", pipeline_timing._parser(PRESETS)
     yield "execute", execute._parser()
 
@@ -173,7 +174,7 @@ def test_help_describes_every_option(name, ap):
 
 @pytest.mark.parametrize("module, argv, prog", [
     ("andrea_edu.pipeline.timing", ["--help"], "python -m andrea_edu.pipeline.timing"),
-    ("andrea_edu.heads.sweep", ["--help"], "python -m andrea_edu.heads.sweep"),
+    ("andrea_lab.sweep", ["--help"], "python -m andrea_lab.sweep"),
     ("andrea_lab.bench", ["gpu-check", "--help"], "python -m andrea_lab.bench gpu-check"),
     ("andrea_edu.notebook.execute", ["--help"], "python -m andrea_edu.notebook.execute"),
 ])

@@ -14,6 +14,7 @@ import pytest
 
 from andrea_edu.bench import results as R
 from andrea_lab.bench.results import write_results
+from andrea_lab.sweep import save_sweep
 from andrea_edu.heads import sweep as W
 from andrea_edu.pipeline import timing as PT
 
@@ -185,7 +186,7 @@ def test_save_sweep_validates_before_writing(tmp_path, sweep_obj):
     bad = copy.deepcopy(runs[key])
     bad.train_loss = np.full_like(bad.train_loss, np.inf)
     with pytest.raises(W.SweepFileError):
-        W.save_sweep(tmp_path / "s.json", {"what": "t"}, {key: bad})
+        save_sweep(tmp_path / "s.json", {"what": "t"}, {key: bad})
     assert not (tmp_path / "s.json").exists()
 
 

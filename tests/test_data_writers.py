@@ -142,7 +142,7 @@ def test_text_training_checks_every_argument_before_training(args, words, capsys
 
 def test_sweep_command_refuses_to_replace_the_committed_sweep(capsys, monkeypatch):
     # named by hand: its default --out is andrea_runs/, never the book's data
-    _one_line_exit_2(*_main("andrea_edu.heads.sweep", ["--out", str(DATA / "specialization_sweep.json")],
+    _one_line_exit_2(*_main("andrea_lab.sweep", ["--out", str(DATA / "specialization_sweep.json")],
                             capsys, monkeypatch), "exists", "--replace")
 
 

@@ -26,6 +26,7 @@ from andrea_edu.data import reader_path
 # Commands that wrote committed data under an earlier name: {old: newer} (followed until a
 # module that runs as a command; the laboratory's commands moved to andrea_lab).
 RENAMED = {"andrea_edu.specialization_sweep": "andrea_edu.heads.sweep",
+           "andrea_edu.heads.sweep": "andrea_lab.sweep",
            "andrea_edu.bench": "andrea_lab.bench"}
 _OUT = re.compile(r"(--[\w-]*out)(?:=|\s+)(\S+)")
 

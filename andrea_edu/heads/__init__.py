@@ -6,7 +6,7 @@ head").
     training           train a small ANDREA on it on the CPU, deterministically
     measures           what each head does: pattern scores, ablation, chance levels
     gradient_pressure  do redundant heads receive smaller gradients?
-    sweep              n_head x seeds at a fixed parameter count (python -m andrea_edu.heads.sweep)
+    sweep              n_head x seeds at a fixed parameter count (made by python -m andrea_lab.sweep)
     chapter_run        the chapter's main run read from the sweep and its committed weights,
                        re-checked live (the book build does not train its 1,500 steps)
     experiments        the chapter's exercises, one knob each: another corpus, a head and its

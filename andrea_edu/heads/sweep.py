@@ -2,9 +2,9 @@
 
 Introduced in "Why heads specialize" (seeds) and "Why twelve heads, not one wider head" (n_head at
 a fixed d_model and budget). One run takes about 40 s of one CPU core, so the 15 runs of the
-chapters' sweep are computed once by this module's command line and committed:
+chapters' sweep are computed once by the laboratory's command line and committed:
 
-    python -m andrea_edu.heads.sweep --out book/data/specialization_sweep.json
+    python -m andrea_lab.sweep --out book/data/specialization_sweep.json
 
 The file records how it was made (machine, versions, commit, date, settings, command, a hash of
 the code that produced the numbers, the wall and CPU time of every run). A chapter that loads it
@@ -24,7 +24,6 @@ one line naming the file and the reason (SweepFileError).
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime
 import hashlib
@@ -32,7 +31,6 @@ import inspect
 import json
 import os
 import platform
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -43,8 +41,6 @@ import torch
 
 from andrea_edu.env import __version__, cpu_provenance, git_commit, same_cpu_numerics
 from andrea_edu.data import (DataFileError, data_search_dirs, find_data_file, first_nonfinite, holds_text, manifest_problem, where_looked)
-from andrea_lab.store import write_json_atomic
-from andrea_edu.bench.args import check_int, check_out_file, fail, first_problem
 from andrea_edu.heads.training import Run, Settings, default_settings, train
 
 N_HEADS = (1, 2, 4, 8, 16)  # d_model 64: head_dim 64, 32, 16, 8, 4
@@ -118,15 +114,6 @@ def run_sweep(n_heads=N_HEADS, seeds=SEEDS, base: Settings | None = None, worker
         runs = {(j.n_head, j.seed): train(j, progress=progress) for j in jobs}
     wall = time.perf_counter() - t0
     return provenance(base, n_heads, seeds, wall, *([command] if command else [])), runs
-
-
-def save_sweep(path, prov: dict, runs: dict) -> Path:
-    """Write the sweep atomically (temporary file + rename: an interrupted write leaves the old
-    file whole); the payload is validated first, so a file this writes always loads."""
-    payload = {"provenance": prov,
-               "runs": [{"n_head": n, "seed": s, **r.to_dict()} for (n, s), r in runs.items()]}
-    validate_sweep(payload, str(path))
-    return write_json_atomic(path, payload, manifest=True, separators=(",", ":"))
 
 
 def find_data(name: str = DATA_NAME, say: bool = True) -> Path | None:
@@ -459,68 +446,3 @@ def pattern_heads(runs: dict, n_head: int | None = None, threshold: float | None
         out[name] = {"calls": calls, "scores": scores, "above": above, "at": at, "below": below,
                      "carries": carries, "n": n, "verdict": verdict, "says": says}
     return out
-
-
-# ---------------------------------------------------------------- the command line
-def _parser() -> argparse.ArgumentParser:
-    d_model = default_settings(fast=False).d_model
-    ap = argparse.ArgumentParser(
-        prog="python -m andrea_edu.heads.sweep",
-        description=__doc__.splitlines()[0] + " The instruction sets of torch's CPU libraries "
-        "are pinned to AVX2 (ANDREA_CPU_ISA=native turns that off).")
-    ap.add_argument("--out", default=None,
-                    help=f"JSON file to write (atomically, with its folder's SHA256SUMS); default "
-                         f"$ANDREA_OUT_DIR or andrea_runs/{DATA_NAME}, never the book's data "
-                         f"unless named (--out book/data/{DATA_NAME} --replace)")
-    ap.add_argument("--replace", action="store_true",
-                    help="replace an existing --out file (refused otherwise, before training)")
-    ap.add_argument("--n-heads", type=int, nargs="+", default=list(N_HEADS), metavar="N",
-                    help=f"head counts to train; each must divide d_model={d_model} "
-                         f"(default: {' '.join(map(str, N_HEADS))})")
-    ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), metavar="S",
-                    help=f"training seeds run for every n_head, integers >= 0 (default: "
-                         f"{' '.join(map(str, SEEDS))})")
-    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                    help="parallel single-threaded training processes, 1.."
-                         f"{os.cpu_count() or 1} (default %(default)s)")
-    return ap
-
-
-def _check_args(args) -> str | None:
-    d_model = default_settings(fast=False).d_model
-    ok_heads = [n for n in range(1, d_model + 1) if d_model % n == 0]
-    for n in args.n_heads:
-        if n not in ok_heads:
-            return (f"--n-heads: {n} is not allowed; each must divide d_model={d_model}: "
-                    f"one of {' '.join(map(str, ok_heads))}")
-    if len(set(args.n_heads)) != len(args.n_heads):
-        return "--n-heads: a head count is given twice; allowed: distinct divisors of d_model"
-    if any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
-        return "--seeds: must be distinct integers >= 0"
-    exists = (f"--out: {args.out} exists; pass --replace to overwrite it, or choose another "
-              f"path" if args.out and Path(args.out).exists() and not args.replace else None)
-    return first_problem(check_int("--workers", args.workers, 1, max(1, os.cpu_count() or 1)),
-                         check_out_file("--out", args.out, f"book/data/{DATA_NAME}"), exists)
-
-
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    ap = _parser()
-    args = ap.parse_args(argv)
-    if args.out is None:
-        from andrea_lab.store import default_out_dir
-        args.out = str(default_out_dir() / DATA_NAME)
-    problem = _check_args(args)
-    if problem:  # before any training: one line, exit status 2 (argparse's convention)
-        return fail(ap.prog, problem)
-    base = default_settings(fast=False)
-    command = ("python -m andrea_edu.heads.sweep " + " ".join(argv)).strip()
-    prov, runs = run_sweep(args.n_heads, args.seeds, base, workers=args.workers, command=command)
-    path = save_sweep(args.out, prov, runs)
-    print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB): {len(runs)} runs in "
-          f"{prov['total_wall_seconds']} s")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
