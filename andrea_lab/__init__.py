@@ -7,6 +7,8 @@ package.
     bench       python -m andrea_lab.bench {head-dim|projections|layout|all|gpu-check|gpu-suite}:
                 the benchmarks' results JSON (write_results) and the GPU correctness check
     sweep       python -m andrea_lab.sweep: the toy laboratory's n_head x seed sweep (save_sweep)
+    pipeline_timing  python -m andrea_lab.pipeline_timing: time per step, pipeline_<device>.json
+                (save_timing)
     store       the one manifest writer: write_files_as_unit, write_json_atomic, folder_lock,
                 recover_units, seal_folder, default_out_dir
                 (python -m andrea_lab.store recover DIR: finish a unit write a killed writer left)

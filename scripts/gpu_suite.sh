@@ -47,7 +47,7 @@
 #   bench         110  python -m andrea_lab.bench gpu-suite (alone on the GPU: the notebooks are
 #                      waited for first): kernel time of prepared launches, SDPA the same way,
 #                      host time per call apart; JSON checkpointed every 4 cases
-#   pipeline       45  python -m andrea_edu.pipeline.timing, ANDREA-120M, B=8, T=1024, bf16:
+#   pipeline       45  python -m andrea_lab.pipeline_timing, ANDREA-120M, B=8, T=1024, bf16:
 #                      pipeline_<gpu>.json, what "The final picture" re-rates with
 #   ncu            70  Nsight Compute counters of v2 and v3 at the headline case (B=8, T=1024,
 #                      nh=12, hs=64, causal, bf16), --clock-control none; shared-memory bank
@@ -434,7 +434,7 @@ fi
 t0=$(date +%s)
 b=$(limit 45)
 if [ "$HAS_GPU" = 1 ] && [ "$b" -gt 0 ]; then
-  timeout -k $KILL_S $b "$PY" -m andrea_edu.pipeline.timing --config ANDREA-120M -B 8 -T 1024 \
+  timeout -k $KILL_S $b "$PY" -m andrea_lab.pipeline_timing --config ANDREA-120M -B 8 -T 1024 \
     --dtype bfloat16 --repeats 10 --out "$OUT" >"$logs/pipeline.log" 2>&1
   rc=$?
   if [ $rc = 0 ]; then record pipeline pass $(( $(date +%s) - t0 )) $b "$(tail -n1 "$logs/pipeline.log")"

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from andrea_lab.pipeline_timing import save_timing
 from andrea_edu.bench import results as R
 from andrea_lab.bench.results import write_results
 from andrea_lab.sweep import save_sweep
@@ -201,7 +202,7 @@ def _pipeline_dict():
 
 def test_pipeline_round_trip_and_validation(tmp_path):
     t = PT.StepTiming.from_dict(_pipeline_dict())
-    path = t.save(tmp_path)
+    path = save_timing(t, tmp_path)
     assert path.name == "pipeline_cpu.json"
     assert PT.load_pipeline_timing("cpu", data_dir_=tmp_path) == t
     (tmp_path / "SHA256SUMS").unlink()  # a scratch folder: the value checks alone, next

@@ -207,10 +207,11 @@ def test_execute_refuses_an_out_in_the_book_unless_replace(out, capsys, monkeypa
 def test_pipeline_timing_writes_outside_the_book_and_replaces_only_when_asked(
         tmp_path, capsys, monkeypatch):
     from andrea_edu.pipeline import timing as PT
+    from andrea_lab import pipeline_timing as lab_timing
     monkeypatch.setenv("ANDREA_OUT_DIR", str(tmp_path))
     (tmp_path / "pipeline_cpu.json").write_text("{}")
     monkeypatch.setattr(PT, "time_steps", None)  # measuring would fail loudly
-    assert PT.main(["--config", "ANDREA-12M", "--device", "cpu"]) == 2
+    assert lab_timing.main(["--config", "ANDREA-12M", "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert "exists" in err and "--replace" in err and len(err.strip().splitlines()) == 1
     monkeypatch.delenv("ANDREA_OUT_DIR")

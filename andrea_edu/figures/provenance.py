@@ -27,7 +27,8 @@ from andrea_edu.data import reader_path
 # module that runs as a command; the laboratory's commands moved to andrea_lab).
 RENAMED = {"andrea_edu.specialization_sweep": "andrea_edu.heads.sweep",
            "andrea_edu.heads.sweep": "andrea_lab.sweep",
-           "andrea_edu.bench": "andrea_lab.bench"}
+           "andrea_edu.bench": "andrea_lab.bench",
+           "andrea_edu.pipeline.timing": "andrea_lab.pipeline_timing"}
 _OUT = re.compile(r"(--[\w-]*out)(?:=|\s+)(\S+)")
 
 

@@ -8,8 +8,6 @@ Introduced in the chapter "The final picture".
     t.ops["qkv"]               # the aten ops the step ran, e.g. ["aten.mm.default", ...]
     t.kernels                  # {step: CUDA kernel names} from torch.profiler (GPU only)
     t.decision                 # the attention dispatcher's Decision, as a dict
-    t.save("book/data", replace=True)  # pipeline_<device>.json there, with provenance
-                               # (default folder: andrea_runs/, never the book's own)
     load_pipeline_timing("gpu")    # a committed GPU measurement, or None
 
 How it measures: `pipeline.model_in_steps` runs the model's own forward with a mark after each
@@ -20,12 +18,12 @@ marks' own overhead shows. Op names come from a separate untimed pass under a To
 that records every aten op, CUDA kernel names from a torch.profiler pass on a GPU
 (`pipeline_ops`).
 
-CLI (writes the JSON the chapter reads; run it on a GPU machine to commit a GPU measurement):
-    python -m andrea_edu.pipeline.timing --config ANDREA-120M -B 8 -T 1024 --dtype bfloat16
+The laboratory writes the JSON the chapter reads (andrea_lab.pipeline_timing; run it on a GPU
+machine to commit a GPU measurement):
+    python -m andrea_lab.pipeline_timing --config ANDREA-120M -B 8 -T 1024 --dtype bfloat16
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -139,21 +137,6 @@ class StepTiming:
 
     def file_name(self) -> str:
         return pipeline_file_name(self.provenance.get("device_slug", self.device_kind))
-
-    def save(self, out_dir=None, replace: bool = False) -> Path:
-        """Write pipeline_<device_slug>.json into out_dir (default: `store.default_out_dir()`,
-        andrea_runs/, never the book's data folder), with the folder's SHA256SUMS, as one unit.
-        An existing file is replaced only with replace=True (FileExistsError otherwise)."""
-        from andrea_lab.store import default_out_dir, write_json_atomic
-
-        out = Path(out_dir) if out_dir is not None else default_out_dir()
-        path = out / self.file_name()
-        StepTiming.from_dict(self.to_dict())  # what is written must load again
-        if path.exists() and not replace:
-            raise FileExistsError(f"{path} exists; a new timing does not replace it unless asked "
-                                  f"(replace=True, on the command line --replace, or another "
-                                  f"--out)")
-        return write_json_atomic(path, self.to_dict(), manifest=True, indent=1)
 
     @classmethod
     def from_dict(cls, d: dict) -> "StepTiming":
@@ -374,113 +357,3 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
                 raise
             warnings.warn(f"{e} (skipped, not shown)", RuntimeWarning)
     return None
-
-
-def _parser(presets) -> argparse.ArgumentParser:
-    from andrea_edu.attention import BACKENDS
-
-    ap = argparse.ArgumentParser(prog="python -m andrea_edu.pipeline.timing",
-                                 description="Time each step of one ANDREA forward pass and write "
-                                             "pipeline_<device>.json (atomically).")
-    ap.add_argument("--config", default="ANDREA-120M", choices=sorted(presets),
-                    help="model preset (default %(default)s)")
-    ap.add_argument("-B", type=int, default=1, help="batch size, an integer >= 1 (default 1)")
-    ap.add_argument("-T", type=int, default=128,
-                    help="sequence length, 1..the preset's block_size (default 128)")
-    ap.add_argument("--dtype", default="float32", choices=sorted(DTYPES),
-                    help="parameter and activation dtype (default %(default)s)")
-    ap.add_argument("--backend", default="auto", choices=BACKENDS,
-                    help="attention backend (default auto: the dispatcher decides)")
-    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
-                    help="auto = cuda when torch sees a GPU; cuda without one is refused")
-    ap.add_argument("--repeats", type=int, default=5,
-                    help="timed forward passes, an integer >= 1 (default 5)")
-    ap.add_argument("--out", default=None,
-                    help="folder for the JSON (default: $ANDREA_OUT_DIR, else andrea_runs/; "
-                         "never the book's data unless named here)")
-    ap.add_argument("--replace", action="store_true",
-                    help="allow the run to replace an existing pipeline_<device>.json (a "
-                         "committed one included)")
-    return ap
-
-
-def forward_bytes(cfg, B: int, T: int, dtype: str) -> int:
-    """A lower bound of what one forward pass holds at once: the parameters, one layer's
-    activations (about 16 x B x T x d_model values), its attention scores (B x n_head x T x T, as
-    the reference backend builds them) and the logits (B x T x vocab_size)."""
-    from andrea_edu.config import param_counts
-    size = torch.tensor([], dtype=DTYPES[dtype]).element_size()
-    return size * (param_counts(cfg).total + 16 * B * T * cfg.d_model
-                   + B * cfg.n_head * T * T + B * T * cfg.vocab_size)
-
-
-def _too_big(cfg, B: int, T: int, dtype: str) -> str | None:
-    """One line when a forward of this size cannot fit in this machine's memory, else None."""
-    import os
-    try:
-        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-    need = forward_bytes(cfg, B, T, dtype)
-    if need > ram:
-        return (f"-B/-T: B={B}, T={T} needs at least {need / 2**30:.0f} GiB for one forward "
-                f"pass of {cfg.name} in {dtype}; this machine has {ram / 2**30:.0f} GiB")
-    return None
-
-
-def main(argv=None) -> int:
-    from andrea_edu.bench.args import (check_device, check_int, check_out_dir, fail,
-                                       first_problem)
-    from andrea_lab.store import default_out_dir
-    from andrea_edu.config import PRESETS
-    from andrea_edu.model import AndreaModel
-
-    ap = _parser(PRESETS)
-    a = ap.parse_args(argv)
-    cfg = PRESETS[a.config]
-    problem = first_problem(check_int("-B", a.B, 1), check_int("-T", a.T, 1, cfg.block_size),
-                            check_int("--repeats", a.repeats, 1),
-                            check_device("--device", a.device), check_out_dir("--out", a.out))
-    if problem is None:
-        problem = _too_big(cfg, a.B, a.T, a.dtype)
-    if problem:  # before building a 120M-parameter model: one line, exit status 2
-        return fail(ap.prog, problem)
-    from andrea_edu.bench.timing import pick_device
-
-    dev = pick_device(a.device)
-    if a.backend.startswith("cuda") and dev != "cuda":
-        return fail(ap.prog, f"--backend: {a.backend} needs a CUDA GPU and this run is on the "
-                             f"CPU; allowed here: auto, reference, sdpa, emulator")
-    from andrea_edu.bench.timing import device_slug
-    slug = device_slug(torch.cuda.get_device_properties(0).name) if dev == "cuda" else "cpu"
-    target = Path(a.out if a.out is not None else default_out_dir()) / pipeline_file_name(slug)
-    if target.exists() and not a.replace:  # before measuring: the target is known
-        return fail(ap.prog, f"--out: {target} exists; add --replace to replace it, or give "
-                             f"another --out")
-    from andrea_edu.env import sigterm_interrupts
-    try:
-        with sigterm_interrupts():
-            # built on the CPU (its seeded initialisation uses a CPU generator), then moved
-            model = AndreaModel(cfg, backend=a.backend).to(device=dev, dtype=DTYPES[a.dtype])
-            t = time_steps(model, a.B, a.T, repeats=a.repeats, warmup=2)
-    except ValueError as e:  # e.g. a backend that cannot run this dtype or device: its reason
-        return fail(ap.prog, str(e).splitlines()[0])
-    except KeyboardInterrupt as e:
-        print(f"{ap.prog}: stopped while measuring ({e or 'Ctrl-C'}); {target} was not "
-              f"written", file=sys.stderr)
-        return 130
-    print(t.label())
-    for k, v in t.shares().items():
-        print(f"  {k:28s} {100 * v:5.1f} %")
-    try:
-        print(f"wrote {t.save(a.out, replace=a.replace)}")
-    except (FileExistsError, OSError) as e:  # appeared meanwhile, or the disk is full
-        print(f"{ap.prog}: nothing written: {e}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    from andrea_edu.env import rerun_unpinned
-    rc = rerun_unpinned("andrea_edu.pipeline.timing")  # 0 is a child's success: not "go on"
-    raise SystemExit(main() if rc is None else rc)
