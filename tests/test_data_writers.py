@@ -18,6 +18,7 @@ from andrea_edu import data as bookdata
 from andrea_lab import store
 from andrea_edu.heads import text_runs as TR
 from andrea_edu.heads import text_training as TT
+from andrea_lab.text_runs import save_run
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "book" / "data"
@@ -69,15 +70,15 @@ def _tiny_model():
 
 def test_save_run_refuses_existing_files_and_writes_both_beside(tmp_path):
     path = tmp_path / "my_experiment.json"
-    written = TR.save_run(_stand_in(_tiny_model()), path)
+    written = save_run(_stand_in(_tiny_model()), path)
     assert written == [tmp_path / "my_experiment_model.pt", path]
     d = json.loads(path.read_text())
     assert d["weights"]["file"] == "my_experiment_model.pt"
     before = {p: p.read_bytes() for p in written}
     with pytest.raises(FileExistsError, match="replace"):
-        TR.save_run(_stand_in(_tiny_model()), path)
+        save_run(_stand_in(_tiny_model()), path)
     assert {p: p.read_bytes() for p in written} == before  # nothing touched
-    TR.save_run(_stand_in(_tiny_model()), path, replace=True)
+    save_run(_stand_in(_tiny_model()), path, replace=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == [bookdata.MANIFEST, "my_experiment.json",
                                                           "my_experiment_model.pt"]
     assert bookdata.manifest_problem(path) is None  # the pair is listed in the folder's manifest
@@ -135,7 +136,7 @@ def test_writers_keep_a_folders_manifest_current(tmp_path):
 def test_text_training_checks_every_argument_before_training(args, words, capsys, monkeypatch):
     before = {p.name: p.stat().st_mtime_ns for p in DATA.iterdir()}
     monkeypatch.setattr(TT, "train", None)  # any training would fail loudly
-    _one_line_exit_2(*_main("andrea_edu.heads.text_training", args, capsys, monkeypatch), *words)
+    _one_line_exit_2(*_main("andrea_lab.text_training", args, capsys, monkeypatch), *words)
     assert {p.name: p.stat().st_mtime_ns for p in DATA.iterdir()} == before
     assert not Path(REPO / "x.json").exists()
 

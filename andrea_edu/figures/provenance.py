@@ -4,8 +4,8 @@ when and with what it was made, without the traces of the machine that made it.
 The records in book/data/ are kept as written (they are data); this module formats them at
 display time:
 - `command(cmd)`: the command as a reader types it from the repository root: an output path
-  outside the repository becomes book/data/<file>, and a module the library has since renamed
-  gets its current name (RENAMED);
+  outside the repository becomes book/data/<file>, and a command that has since moved (the
+  laboratory's, to andrea_lab) gets its current name (RENAMED);
 - `commit(sha)`: the short commit, and, where the record says the working tree had edits, that
   the code was that commit plus edits (no tool's marker);
 - `where(path)`: a folder or file as a reader of the book would name it (relative to the
@@ -28,7 +28,10 @@ from andrea_edu.data import reader_path
 RENAMED = {"andrea_edu.specialization_sweep": "andrea_edu.heads.sweep",
            "andrea_edu.heads.sweep": "andrea_lab.sweep",
            "andrea_edu.bench": "andrea_lab.bench",
-           "andrea_edu.pipeline.timing": "andrea_lab.pipeline_timing"}
+           "andrea_edu.pipeline.timing": "andrea_lab.pipeline_timing",
+           "andrea_edu.heads.text_training": "andrea_lab.text_training",
+           "andrea_edu.heads.path_runs": "andrea_lab.path_runs",
+           "andrea_edu.heads.text_longer": "andrea_lab.text_longer"}
 _OUT = re.compile(r"(--[\w-]*out)(?:=|\s+)(\S+)")
 
 
@@ -68,7 +71,7 @@ def command(cmd: str, data_file: str = "") -> str:
     m = re.match(r"(python3? -m )([\w.]+)(.*)", cmd)
     if m:
         name, seen = m.group(2), set()
-        while not _module_exists(name) and name in RENAMED and name not in seen:
+        while name in RENAMED and name not in seen:  # the map is what moved: followed always
             seen.add(name)
             name = RENAMED[name]
         cmd = m.group(1) + name + m.group(3)

@@ -22,7 +22,6 @@ import torch
 from ..config import AndreaConfig
 from ..env import fast_mode
 from ..data import DataFileError, first_nonfinite, holds_text, manifest_problem
-from andrea_lab.store import write_files_as_unit
 from ..model import AndreaModel
 from . import detectors as D
 from . import text_corpus as tc
@@ -132,36 +131,6 @@ def _refuse_existing(paths, replace: bool) -> None:
     if there and not replace:
         raise FileExistsError(f"{', '.join(map(str, there))} exist(s); nothing written (pass "
                               f"replace=True, on the command line --replace, or another --out)")
-
-
-def _write_json_with_weights(path: Path, wpath: Path, state: dict, d: dict) -> None:
-    """The weights and the JSON naming them (file, sha256) as one unit: both temporary files
-    written first, the weights renamed, the JSON last (store.write_files_as_unit)."""
-    def write_weights(tmp: Path) -> None:
-        torch.save(state, tmp)
-        d["weights"] = {"file": wpath.name, "sha256": hashlib.sha256(tmp.read_bytes()).hexdigest()}
-
-    def write_json(tmp: Path) -> None:
-        tmp.write_text(json.dumps(d, indent=1) + "\n")
-    write_files_as_unit([(wpath, write_weights), (path, write_json)], manifest=True)
-
-
-def save_run(run: TextRun, path: Path, replace: bool = False) -> list[Path]:
-    """Write the run JSON and its weights (`weights_path(path)`) as one unit; the JSON names the
-    weights file and its sha256. Refuses (FileExistsError, nothing written) when either file
-    exists, unless replace=True. Returns the paths written."""
-    path = Path(path)
-    d = run.to_dict()
-    if run.model is None:
-        _refuse_existing([path], replace)
-        write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))],
-                            manifest=True)
-        return [path]
-    wpath = weights_path(path)
-    _refuse_existing([path, wpath], replace)
-    state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
-    _write_json_with_weights(path, wpath, state, d)
-    return [wpath, path]
 
 
 class RunFileError(DataFileError):
@@ -352,21 +321,6 @@ def toy_settings():
     from . import training as toy_training
     s = toy_training.default_settings(4, seed=toy_training.CHAPTER_SEED, fast=False)
     return dataclasses.replace(s, n_probes=1, eval_every=s.steps)
-
-
-def save_toy(run, path: Path, provenance: dict, replace: bool = False) -> list[Path]:
-    """The toy run's settings, final scores and weights (JSON + `toy_weights_path(path)`), as
-    one unit; refuses existing files unless replace=True (as `save_run`)."""
-    path = Path(path)
-    wpath = toy_weights_path(path)
-    _refuse_existing([path, wpath], replace)
-    state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
-    d = {"schema": SCHEMA, "settings": dataclasses.asdict(run.settings),
-         "scores_after": np.round(np.asarray(run.scores_after, dtype=float), 4).tolist(),
-         "wall_seconds": round(run.wall_seconds, 2), "cpu_seconds": round(run.cpu_seconds, 2),
-         "provenance": provenance}
-    _write_json_with_weights(path, wpath, state, d)
-    return [wpath, path]
 
 
 def load_toy(path: Path):
