@@ -115,8 +115,9 @@ def where_looked(name: str) -> str:
 
 class DataFileError(ValueError):
     """A data file that cannot be trusted. str() is one line: the file, the field, what was
-    expected and what was found. Every loader's own error (bench ResultsFileError, sweep
-    SweepFileError, real-text RunFileError) is a subclass, so a chapter catches this one."""
+    expected and what was found. The one error of every loader of committed data (bench
+    results, the sweep, the real-text runs and path ablations, the pipeline timing, the
+    chapter run's check, a gpucheck report), so a chapter catches this one."""
 
     def __init__(self, message: str):
         super().__init__(" ".join(str(message).split()))  # one line, whatever it quotes

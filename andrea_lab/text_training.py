@@ -16,12 +16,13 @@ import os
 import sys
 from pathlib import Path
 
+from andrea_edu.data import DataFileError
 import torch
 
 from andrea_edu.heads import text_corpus as tc
 from andrea_edu.heads import text_training as TT
 from andrea_edu.heads import training as toy_training
-from andrea_edu.heads.text_runs import (RUN_FILE, RunFileError, TextSettings, default_settings,
+from andrea_edu.heads.text_runs import (RUN_FILE, TextSettings, default_settings,
                                         outputs_exist, toy_weights_path, weights_path)
 from andrea_edu.heads.text_training import CPU_PINS, RECHECK_STEPS, SCORE_TOL
 from andrea_edu.heads.training import SettingsError
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare:
         try:
             print(TT.compare_scores(*(TT.load_run(p, with_model=False) for p in args.compare)))
-        except RunFileError as e:
+        except DataFileError as e:
             return fail(PROG, str(e))
         return 0
     if args.out is None and args.toy_out is None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from andrea_edu.data import DataFileError
 from andrea_edu import bench
 from andrea_edu.bench import cases as bench_cases, suites, timing
 from andrea_lab.bench import cli
@@ -171,7 +172,7 @@ def test_load_results_prefers_gpu_and_handles_missing(cpu_results, tmp_path):
     assert _found(bench.load_results("layout", data_dir_=tmp_path))["provenance"]["device"] \
         == "NVIDIA H200"
     (tmp_path / "bench_layout_nvidia-h200.json").write_text("{not json")
-    with pytest.raises(bench.ResultsFileError, match="bench_layout_nvidia-h200.json: not valid"):
+    with pytest.raises(DataFileError, match="bench_layout_nvidia-h200.json: not valid"):
         bench.load_results("layout", data_dir_=tmp_path)  # a damaged file: its reason, not a
     with pytest.warns(RuntimeWarning, match="not valid JSON"):  # silent fallback
         got = _found(bench.load_results("layout", data_dir_=tmp_path, errors="warn"))

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from andrea_lab.pipeline_timing import save_timing
+from andrea_edu.data import DataFileError
 from andrea_edu.bench import results as R
 from andrea_lab.bench.results import write_results
 from andrea_lab.sweep import save_sweep
@@ -64,7 +65,7 @@ def _mutate(kind, obj):
 def test_loader_names_the_file_and_the_reason(layout, kind, reason):
     folder, good = layout
     (folder / "bench_layout_cpu.json").write_text(json.dumps(_mutate(kind, copy.deepcopy(good))))
-    with pytest.raises(R.ResultsFileError) as e:
+    with pytest.raises(DataFileError) as e:
         R.load_results("layout", device="cpu", data_dir_=folder)
     msg = str(e.value)
     assert "\n" not in msg and "bench_layout_cpu.json" in msg and reason in msg, msg
@@ -75,7 +76,7 @@ def test_loader_names_the_file_and_the_reason(layout, kind, reason):
     ("[1, 2]", "not an object"), ('{"x": Infinity}', "Infinity"), ('{"x": NaN}', "NaN")])
 def test_damaged_or_non_finite_files_are_refused(tmp_path, text, reason):
     (tmp_path / "bench_layout_cpu.json").write_text(text)
-    with pytest.raises(R.ResultsFileError, match=reason):
+    with pytest.raises(DataFileError, match=reason):
         R.load_results("layout", data_dir_=tmp_path)
     with pytest.warns(RuntimeWarning, match="bench_layout_cpu.json"):
         assert R.load_results("layout", data_dir_=tmp_path, errors="warn") is None
@@ -85,7 +86,7 @@ def test_device_asked_for_must_match(layout):
     folder, good = layout
     fake = copy.deepcopy(good)  # CPU data in a GPU-named file
     (folder / "bench_layout_nvidia-h200.json").write_text(json.dumps(fake))
-    with pytest.raises(R.ResultsFileError, match="holds CPU results .* GPU results were asked"):
+    with pytest.raises(DataFileError, match="holds CPU results .* GPU results were asked"):
         R.load_results("layout", device="gpu", data_dir_=folder)
 
 
@@ -167,7 +168,7 @@ def test_sweep_loader_refuses_bad_files_in_one_line(sweep_obj, tmp_path, name):
         path.write_text(text[: len(text) // 2])
     else:
         path.write_text(json.dumps(obj))
-    with pytest.raises(W.SweepFileError) as e:
+    with pytest.raises(DataFileError) as e:
         W.load_sweep(path)
     assert str(path) in str(e.value) and reason in str(e.value) and "\n" not in str(e.value)
 
@@ -186,7 +187,7 @@ def test_save_sweep_validates_before_writing(tmp_path, sweep_obj):
     key = next(iter(runs))
     bad = copy.deepcopy(runs[key])
     bad.train_loss = np.full_like(bad.train_loss, np.inf)
-    with pytest.raises(W.SweepFileError):
+    with pytest.raises(DataFileError):
         save_sweep(tmp_path / "s.json", {"what": "t"}, {key: bad})
     assert not (tmp_path / "s.json").exists()
 
@@ -215,12 +216,12 @@ def test_pipeline_round_trip_and_validation(tmp_path):
         else:
             d[change[0]] = change[1]
         path.write_text(json.dumps(d))
-        with pytest.raises(PT.PipelineFileError, match=reason) as e:
+        with pytest.raises(DataFileError, match=reason) as e:
             PT.load_pipeline_timing("cpu", data_dir_=tmp_path)
         assert "pipeline_cpu.json" in str(e.value)
     path.write_text('{"steps": [Infinity]}')
-    with pytest.raises(PT.PipelineFileError, match="Infinity"):
+    with pytest.raises(DataFileError, match="Infinity"):
         PT.load_pipeline_timing("cpu", data_dir_=tmp_path)
     (tmp_path / "pipeline_nvidia-h200.json").write_text(json.dumps(_pipeline_dict()))
-    with pytest.raises(PT.PipelineFileError, match="holds CPU data"):
+    with pytest.raises(DataFileError, match="holds CPU data"):
         PT.load_pipeline_timing("gpu", data_dir_=tmp_path)

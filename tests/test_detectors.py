@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from andrea_lab.text_runs import save_run
+from andrea_edu.data import DataFileError
 from andrea_edu.config import AndreaConfig
 from andrea_edu.heads import detectors as D
 from andrea_edu.heads import text_corpus as tc
@@ -118,14 +119,14 @@ def test_run_file_round_trip_and_one_line_errors(tiny_run, tmp_path):
     bad = tmp_path / "scratch" / "bad.json"  # beside no manifest: the value checks alone
     bad.parent.mkdir()
     bad.write_text(json.dumps(d))
-    with pytest.raises(TT.RunFileError) as e:
+    with pytest.raises(DataFileError) as e:
         TT.load_run(bad, with_model=False)
     assert str(bad) in str(e.value) and "scores" in str(e.value) and "\n" not in str(e.value)
     TT.weights_path(path).write_bytes(b"not the weights")
-    with pytest.raises(TT.RunFileError, match="sha256"):
+    with pytest.raises(DataFileError, match="sha256"):
         TT.load_run(path)
     bad.write_text("{")
-    with pytest.raises(TT.RunFileError, match="unreadable"):
+    with pytest.raises(DataFileError, match="unreadable"):
         TT.load_run(bad)
 
 
@@ -164,6 +165,6 @@ def test_toy_model_file_round_trip(tmp_path):
     assert run.model is not None  # a run just trained keeps its model
     torch.testing.assert_close(model(x)[0], run.model(x)[0])
     path.with_suffix(".pt").write_bytes(b"changed")
-    with pytest.raises(TT.RunFileError, match="sha256"):
+    with pytest.raises(DataFileError, match="sha256"):
         TT.load_toy(path)
     assert TT.toy_settings().steps == toy_training.default_settings(4, fast=False).steps

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from andrea_edu.data import DataFileError
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
@@ -329,7 +331,7 @@ def test_a_gpucheck_report_is_checked_before_it_lands(tmp_path):
         bad = json.loads(json.dumps(rep))
         damage(bad)
         path.write_text(json.dumps(bad))
-        with pytest.raises(gpucheck.GpucheckFileError, match=words) as e:
+        with pytest.raises(DataFileError, match=words) as e:
             gpucheck.read_report(path)
         assert "\n" not in str(e.value) and str(path) in str(e.value)
 

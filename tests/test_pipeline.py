@@ -6,6 +6,8 @@ import math
 
 import matplotlib
 import pytest
+
+from andrea_edu.data import DataFileError
 import torch
 
 from andrea_lab.pipeline_timing import save_timing
@@ -224,7 +226,7 @@ def test_time_steps_shares_sum_to_one_with_every_step(model, tmp_path):
     bad = json.loads(path.read_text())
     bad["device"] = "NVIDIA H200"  # a CPU file must say CPU
     (tmp_path / "pipeline_cpu.json").write_text(json.dumps(bad))
-    with pytest.raises(PT.PipelineFileError, match="pipeline_cpu.json.*labelled 'CPU"):
+    with pytest.raises(DataFileError, match="pipeline_cpu.json.*labelled 'CPU"):
         PT.load_pipeline_timing("cpu", data_dir_=tmp_path)  # never shown; the reason, named
     with pytest.warns(RuntimeWarning, match="skipped"):
         assert PT.load_pipeline_timing("cpu", data_dir_=tmp_path, errors="warn") is None

@@ -22,12 +22,12 @@ The command that writes them, python -m andrea_lab.bench, and the GPU correctnes
 
 Results go to `book/data/bench_<suite>_<device>.json` (device: "cpu" or e.g. "nvidia-h200").
 """
-from andrea_edu.bench.results import (SCHEMA, SCHEMA_VERSION, SUITES, ResultsFileError,
-                                      data_dir, load_results, validate_result)
+from andrea_edu.bench.results import (SCHEMA, SCHEMA_VERSION, SUITES, data_dir, load_results,
+                                      validate_result)
 from andrea_edu.bench.timing import (ValidationError, attention_flops, check_close, device_slug,
                                      matmul_flops, pick_device, provenance, time_fn, time_fns,
                                      tolerance)
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "SUITES", "ResultsFileError", "ValidationError", "attention_flops",
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "SUITES", "ValidationError", "attention_flops",
            "check_close", "data_dir", "device_slug", "load_results", "matmul_flops",
            "pick_device", "provenance", "time_fn", "time_fns", "tolerance", "validate_result"]

@@ -6,7 +6,7 @@ committed measurement reads it with `load_results` (re-exported by andrea_edu.be
 
     validate_result(obj)                    ValueError unless obj follows SCHEMA (+ timing sanity)
     load_results(suite, device="any")       committed results (GPU first) or None; a file that
-                                            is there but invalid raises ResultsFileError (one
+                                            is there but invalid raises DataFileError (one
                                             line: the file and the reason)
     data_dir()                              where committed results live: $ANDREA_DATA_DIR,
                                             else the repository's book/data
@@ -105,11 +105,6 @@ def _mini_validate(obj, schema: dict, path: str = "$") -> None:
     if isinstance(obj, list) and "items" in schema:
         for i, item in enumerate(obj):
             _mini_validate(item, schema["items"], f"{path}[{i}]")
-
-
-class ResultsFileError(DataFileError):
-    """A results file that is there but cannot be trusted: the message is one line, naming the
-    file and the reason. A chapter shows it instead of "nothing was measured"."""
 
 
 def validate_result(obj, expect_device: str | None = None, file_name: str | None = None) -> None:
@@ -333,28 +328,28 @@ def _reject_constant(name):
 
 
 def read_results_file(path, expect_device: str | None = None) -> dict:
-    """One results file, parsed and validated; ResultsFileError (one line: the file and the
+    """One results file, parsed and validated; DataFileError (one line: the file and the
     reason) when it cannot be trusted."""
     path = Path(path)
     try:
         obj = json.loads(path.read_text(), parse_constant=lambda c: float(c))
     except json.JSONDecodeError as e:
-        raise ResultsFileError(f"{path}: not valid JSON (truncated or damaged?): {e}") from None
+        raise DataFileError(f"{path}: not valid JSON (truncated or damaged?): {e}") from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ResultsFileError(f"{path}: {e}") from None
+        raise DataFileError(f"{path}: {e}") from None
     problem = manifest_problem(path)
     if problem:
-        raise ResultsFileError(f"{path}: {problem}")
+        raise DataFileError(f"{path}: {problem}")
     bad = first_nonfinite(obj)
     if bad:
-        raise ResultsFileError(f"{path}: {bad} is NaN or Infinity; every number in a results "
+        raise DataFileError(f"{path}: {bad} is NaN or Infinity; every number in a results "
                                f"file must be finite (null where nothing was measured)")
     try:
         if not isinstance(obj, dict):
             raise ValueError(f"top level is {type(obj).__name__}, not an object")
         validate_result(obj, expect_device=expect_device, file_name=path.name)
     except (ValueError, KeyError, TypeError) as e:
-        raise ResultsFileError(f"{path}: {e}") from None
+        raise DataFileError(f"{path}: {e}") from None
     obj["_path"] = str(path)
     return obj
 
@@ -375,7 +370,7 @@ def load_results(suite: str, device: str = "any", data_dir_=None,
 
     device: "gpu" (any GPU file), "cpu", or "any" (a GPU file when one exists, else the CPU one).
     A file that is there but invalid (damaged, truncated, out of range, the wrong device) is
-    never shown: errors="raise" raises ResultsFileError naming the file and the reason;
+    never shown: errors="raise" raises DataFileError naming the file and the reason;
     errors="warn" warns the same line and goes on to the next file.
     """
     if suite not in SUITES:
@@ -390,7 +385,7 @@ def load_results(suite: str, device: str = "any", data_dir_=None,
     gone = listed_but_missing(folder, f"bench_{suite}_*.json")
     if gone:
         if errors == "raise":
-            raise ResultsFileError(gone)
+            raise DataFileError(gone)
         warnings.warn(f"{gone} (skipped, not shown)", RuntimeWarning)
     files = sorted(folder.glob(f"bench_{suite}_*.json"))
     gpu = [f for f in files if not f.name.endswith("_cpu.json")]
@@ -399,7 +394,7 @@ def load_results(suite: str, device: str = "any", data_dir_=None,
     for f in order:
         try:
             return read_results_file(f, expect_device="cpu" if f in cpu else "gpu")
-        except ResultsFileError as e:
+        except DataFileError as e:
             if errors == "raise":
                 raise
             warnings.warn(f"{e} (skipped, not shown)", RuntimeWarning)

@@ -26,13 +26,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+from andrea_edu.data import DataFileError
 import torch
 
 from .. import env
 from .. import data as bookdata
 from . import paths as PA
 from . import text_corpus as tc
-from .text_runs import RunFileError, TextRun, _need
+from .text_runs import TextRun, _need
 
 PATHS_FILE = "realtext_paths.json"
 SCHEMA = 1
@@ -46,7 +47,7 @@ def weights_sha256(run_path: Path) -> str:
     try:
         return str(json.loads(Path(run_path).read_text())["weights"]["sha256"])
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise RunFileError(f"{run_path}: names no weights sha256 ({type(e).__name__})") from None
+        raise DataFileError(f"{run_path}: names no weights sha256 ({type(e).__name__})") from None
 
 
 def grid(n_head: int, writers=WRITERS) -> list[tuple[str, list[PA.Path]]]:
@@ -118,12 +119,12 @@ def _is_num(x) -> bool:
 def load_paths(path: Path, weights_sha256: str | None = None) -> dict:
     """Read and validate (values, not only keys: every entry present once, in order, with the
     paths its label names, finite numbers in range; the folder's SHA256SUMS when there is one);
-    RunFileError (a DataFileError) with one line naming the file otherwise."""
+    DataFileError with one line naming the file otherwise."""
     path = Path(path)
     try:
         d = json.loads(path.read_text(), parse_constant=lambda c: float("nan"))
     except (OSError, ValueError) as e:
-        raise RunFileError(f"{path}: unreadable ({type(e).__name__})") from None
+        raise DataFileError(f"{path}: unreadable ({type(e).__name__})") from None
     problem = bookdata.manifest_problem(path)
     _need(problem is None, path, problem or "")
     bad = bookdata.first_nonfinite(d)

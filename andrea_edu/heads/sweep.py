@@ -20,7 +20,7 @@ settings on one machine (`recheck`, CROSS_ISA_SPREAD), and says which comparison
 
 Validation: `load_sweep` checks the file against SWEEP_SCHEMA plus the invariants a run must
 satisfy (finite losses, one run per (n_head, seed), settings that match the key), and fails with
-one line naming the file and the reason (SweepFileError).
+one line naming the file and the reason (DataFileError).
 """
 from __future__ import annotations
 
@@ -127,11 +127,6 @@ def find_data(name: str = DATA_NAME, say: bool = True) -> Path | None:
     return path
 
 
-# ---------------------------------------------------------------- the file's schema
-class SweepFileError(DataFileError):
-    """A sweep file that cannot be trusted; the message is one line naming the file and why."""
-
-
 _RUN_KEYS: dict[str, type | tuple[type, ...]] = {
     "n_head": int, "seed": int, "settings": dict, "param_count": int,
     "param_by_part": dict, "train_loss": list, "eval_steps": list, "eval_loss": list,
@@ -231,14 +226,14 @@ def _check_values(bad, at: str, r: dict, st: Settings) -> None:
 
 
 def validate_sweep(obj, where: str = "sweep") -> None:
-    """SweepFileError unless obj follows SWEEP_SCHEMA and its runs make sense: n_head and seed
+    """DataFileError unless obj follows SWEEP_SCHEMA and its runs make sense: n_head and seed
     match the run's settings, no (n_head, seed) twice, exactly the runs the provenance's n_heads
     x seeds name, settings the provenance's base_settings with that n_head and seed (when it
     records them), and every value within what it can take (`_check_values`: losses finite, > 0
     and at most 2 ln vocab; scores, chance in [0, 1]; correlations in [-1, 1], symmetric;
     eval_steps and probe steps those the settings make; the parameter count the model's)."""
     def bad(msg):
-        raise SweepFileError(f"{where}: {msg}")
+        raise DataFileError(f"{where}: {msg}")
     if not isinstance(obj, dict):
         bad(f"top level is {type(obj).__name__}, not an object with 'provenance' and 'runs'")
     for k in ("provenance", "runs"):
@@ -306,7 +301,7 @@ def validate_sweep(obj, where: str = "sweep") -> None:
 
 def load_sweep(path=None) -> tuple[dict, dict]:
     """(provenance, {(n_head, seed): Run}) from the JSON; runs carry no model.
-    Raises FileNotFoundError (saying where it looked) or SweepFileError (one line: the file and
+    Raises FileNotFoundError (saying where it looked) or DataFileError (one line: the file and
     what is wrong with it: not JSON, truncated, a field missing, a duplicate run...)."""
     path = Path(path) if path is not None else find_data(say=False)
     if path is None or not path.is_file():
@@ -316,20 +311,20 @@ def load_sweep(path=None) -> tuple[dict, dict]:
     try:
         data = json.loads(Path(path).read_text(), parse_constant=lambda c: float("nan"))
     except json.JSONDecodeError as e:
-        raise SweepFileError(f"{path}: not valid JSON (truncated or damaged?): {e}") from None
+        raise DataFileError(f"{path}: not valid JSON (truncated or damaged?): {e}") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise SweepFileError(f"{path}: cannot be read: {e}") from None
+        raise DataFileError(f"{path}: cannot be read: {e}") from None
     problem = manifest_problem(path)
     if problem:
-        raise SweepFileError(f"{path}: {problem}")
+        raise DataFileError(f"{path}: {problem}")
     bad = first_nonfinite(data, skip=lambda at: at.endswith(".eval_loss"))
     if bad:
-        raise SweepFileError(f"{path}: {bad} is NaN or infinite; expected a finite number")
+        raise DataFileError(f"{path}: {bad} is NaN or infinite; expected a finite number")
     validate_sweep(data, str(path))
     try:
         runs = {(d["n_head"], d["seed"]): Run.from_dict(d) for d in data["runs"]}
     except (KeyError, TypeError, ValueError) as e:
-        raise SweepFileError(f"{path}: a run cannot be rebuilt ({type(e).__name__}: {e})") from None
+        raise DataFileError(f"{path}: a run cannot be rebuilt ({type(e).__name__}: {e})") from None
     return data["provenance"], runs
 
 

@@ -3,7 +3,7 @@
 Introduced in the chapter "Heads on real text"; `text_training` makes the runs (and re-exports
 these names). A run is a JSON file (settings, provenance, losses, scores, ablation) plus the
 model's weights beside it (`realtext_model.pt`), the JSON holding their sha256. `load_run` raises
-RunFileError with one line that names the file and the reason.
+DataFileError with one line that names the file and the reason.
 """
 from __future__ import annotations
 
@@ -133,23 +133,19 @@ def _refuse_existing(paths, replace: bool) -> None:
                               f"replace=True, on the command line --replace, or another --out)")
 
 
-class RunFileError(DataFileError):
-    """A committed run file that cannot be used; the message is one line naming file and reason."""
-
-
 def _need(cond: bool, path: Path, reason: str) -> None:
     if not cond:
-        raise RunFileError(f"{path}: {reason}")
+        raise DataFileError(f"{path}: {reason}")
 
 
 def _numeric(d: dict, key: str, path: Path, shape: tuple) -> np.ndarray:
-    """d[key] as a float array of `shape` (JSON null -> nan); RunFileError otherwise."""
+    """d[key] as a float array of `shape` (JSON null -> nan); DataFileError otherwise."""
     _need(not holds_text(d[key]), path, f"{key} must be an array of numbers of shape {shape}, "
           f"got text")
     try:
         a = np.asarray(d[key], dtype=float)
     except (TypeError, ValueError):
-        raise RunFileError(f"{path}: {key} must be an array of numbers of shape {shape}, got a "
+        raise DataFileError(f"{path}: {key} must be an array of numbers of shape {shape}, got a "
                            f"non-numeric or ragged entry") from None
     _need(a.shape == shape, path, f"{key} has shape {a.shape}, expected {shape}")
     return a
@@ -177,7 +173,7 @@ def _read_json(path: Path) -> dict:
     try:
         d = json.loads(path.read_text(), parse_constant=lambda c: float("nan"))
     except (OSError, ValueError) as e:
-        raise RunFileError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
+        raise DataFileError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
     problem = manifest_problem(path)
     _need(problem is None, path, problem or "")
     bad = first_nonfinite(d)
@@ -198,15 +194,15 @@ def _settings(cls, d: dict, path: Path):
         s = cls(**d["settings"])
         s.check(machine=False)
     except TypeError as e:
-        raise RunFileError(f"{path}: settings do not match {cls.__name__} ({e})") from None
+        raise DataFileError(f"{path}: settings do not match {cls.__name__} ({e})") from None
     except ValueError as e:  # SettingsError: the field and what is allowed
-        raise RunFileError(f"{path}: settings: {e}") from None
+        raise DataFileError(f"{path}: settings: {e}") from None
     return s
 
 
 def load_run(path: Path, with_model: bool = True) -> TextRun:
     """Read and validate a run JSON (and its weights when with_model): its structure and its
-    values (RunFileError, one line: the file, the field, what was expected). Values: the sha256
+    values (DataFileError, one line: the file, the field, what was expected). Values: the sha256
     in the folder's SHA256SUMS when listed; settings TextSettings accepts (sizes >= 1, lr > 0);
     eval_steps exactly 0, eval_every, ..., steps; losses finite, > 0 (training) or >= 0
     (evaluation) and at most twice the uniform guess ln(vocab_size); scores in [0, 1], a
@@ -289,12 +285,12 @@ def _load_weights(path: Path, wpath: Path, sha: str, cfg: AndreaConfig, seed: in
     try:
         state = torch.load(wpath, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - any unpickling failure is one line
-        raise RunFileError(f"{wpath}: not a weights file torch.load reads ({type(e).__name__})") from None
+        raise DataFileError(f"{wpath}: not a weights file torch.load reads ({type(e).__name__})") from None
     model = AndreaModel(cfg, seed=seed)
     try:
         model.load_state_dict(state)
     except (RuntimeError, TypeError, AttributeError) as e:
-        raise RunFileError(f"{wpath}: weights do not fit the settings "
+        raise DataFileError(f"{wpath}: weights do not fit the settings "
                            f"({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     bad = [k for k, v in state.items() if not torch.isfinite(v).all()]
     _need(not bad, wpath, f"weights {bad[:3]} hold NaN or infinity")
@@ -324,7 +320,7 @@ def toy_settings():
 
 
 def load_toy(path: Path):
-    """(settings, scores_after (3, L, nh), model, cpu_seconds) of a saved toy run; RunFileError
+    """(settings, scores_after (3, L, nh), model, cpu_seconds) of a saved toy run; DataFileError
     (one line: the file, the field, what was expected) when it cannot be used: settings the toy
     Settings accepts, scores in [0, 1], times >= 0, the weights file matching its sha256."""
     from . import training as toy_training

@@ -56,7 +56,7 @@ from . import detectors as D
 from . import text_corpus as tc
 from .training import RunSettings, SettingsError, _progress_bar, _threads, fit
 from .text_runs import (FAST, RUN_FILE, SCHEMA, TOY_FILE, WEIGHTS_FILE,  # noqa: F401
-                        RunFileError, TextRun, TextSettings, default_settings, find_data,
+                        TextRun, TextSettings, default_settings, find_data,
                         load_run, load_toy, toy_settings, weights_path)
 
 # The pins the committed file is produced with, set before torch is imported (_reexec_pinned):

@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from andrea_edu.data import DataFileError
 from andrea_edu.pipeline.steps import GROUPS, STEP_INFO, model_in_steps
 from andrea_edu.pipeline.ops import OpRecorder, main_ops, profile_steps
 
@@ -174,10 +175,6 @@ def _finite_nonneg(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
 
 
-class PipelineFileError(ValueError):
-    """A pipeline timing file that is there but cannot be trusted (one line: file, reason)."""
-
-
 def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 1,
                seed: int = 0, kernels: bool = True) -> StepTiming:
     """Time each step of `model`'s forward on random token ids (B, T), on the model's device.
@@ -305,7 +302,7 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
     """A committed measurement: device "gpu" (any GPU file), "cpu", or "any" (GPU first).
     None when there is no file. A file that is there but invalid (damaged, NaN/Infinity or
     negative timings, a field missing, the wrong device for its name) is never shown:
-    errors="raise" raises PipelineFileError, one line naming the file and the reason;
+    errors="raise" raises DataFileError, one line naming the file and the reason;
     errors="warn" warns that line and goes on."""
     import warnings
 
@@ -328,7 +325,7 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
     cpu = [f for f in files if f.name == "pipeline_cpu.json"]
 
     def bad(f, why):
-        raise PipelineFileError(f"{f}: {why}")
+        raise DataFileError(f"{f}: {why}")
     for f in {"gpu": gpu, "cpu": cpu, "any": gpu + cpu}[device]:
         try:
             try:
@@ -352,7 +349,7 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
                 bad(f, f"holds {t.device_kind.upper()} data ({t.device}) in a file named for "
                        f"{want.upper()} data")
             return t
-        except PipelineFileError as e:
+        except DataFileError as e:
             if errors == "raise":
                 raise
             warnings.warn(f"{e} (skipped, not shown)", RuntimeWarning)

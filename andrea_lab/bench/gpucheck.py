@@ -329,18 +329,18 @@ _CASE_KEYS = {"backend": str, "passed": bool}
 def read_report(path) -> dict:
     """A gpucheck.json, checked: the schema name, a device with a name, every case a record with
     a backend and a boolean passed, the counts agreeing with the cases, no NaN or Infinity, no
-    case twice. GpucheckFileError (one line: the file and the reason) otherwise."""
+    case twice. DataFileError (one line: the file and the reason) otherwise."""
     import json
 
     from andrea_edu.data import first_nonfinite
     path = Path(path)
 
     def bad(why: str):
-        raise GpucheckFileError(f"{path}: {why}")
+        raise DataFileError(f"{path}: {why}")
     try:
         rep = json.loads(path.read_text(), parse_constant=lambda c: bad(f"{c} is not a number"))
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        if isinstance(e, GpucheckFileError):
+        if isinstance(e, DataFileError):
             raise
         bad(f"not readable JSON: {e}")
     if not isinstance(rep, dict) or rep.get("schema") != SCHEMA:
@@ -383,10 +383,6 @@ def read_report(path) -> dict:
     if rep["passed"] and (n_failed or not rep["complete"]):
         bad("passed is true, but a case failed or the run was not complete")
     return rep
-
-
-class GpucheckFileError(DataFileError):
-    """A gpucheck.json that is there but cannot be trusted (one line: file, reason)."""
 
 
 def _fail(prog: str, problem: str) -> int:
