@@ -283,6 +283,18 @@ def runs_on(device: str) -> bool:
     return False
 
 
+def code_hash(parts) -> str:
+    """The one hash of the code that decided a result's numbers, as provenance records it: the
+    sha256 (first 16 hex digits) of the source text of each of `parts` (a module: its file
+    whole; a function or class: its definition), in the order given."""
+    import hashlib
+    import inspect
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(inspect.getsource(part).encode())
+    return h.hexdigest()[:16]
+
+
 def git_commit() -> str:
     """The commit every provenance block records: ANDREA_GIT_COMMIT when set (a copy without its
     .git folder), else HEAD of the repository andrea_edu sits in, plus "-dirty (files)" naming

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import hashlib
-import inspect
 import json
 import os
 import platform
@@ -50,14 +48,12 @@ DATA_NAME = "specialization_sweep.json"
 
 def code_hash() -> str:
     """sha256 of the source of every module whose code decides the sweep's numbers."""
-    from andrea_edu import attention, config, model, projections
+    from andrea_edu import attention, config, env, model, projections
     from andrea_edu.heads import (corpus, gradient_pressure, measures as head_measures,
                                   training as specialization)
-    h = hashlib.sha256()
-    for mod in (attention, config, corpus, model, projections, head_measures, specialization,
-                gradient_pressure):
-        h.update(inspect.getsource(mod).encode())
-    return h.hexdigest()[:16]
+    # `attention` here is the function andrea_edu exports (its source alone), as recorded so far
+    return env.code_hash((attention, config, corpus, model, projections, head_measures,
+                          specialization, gradient_pressure))
 
 
 def provenance(base: Settings, n_heads, seeds, wall_seconds: float,

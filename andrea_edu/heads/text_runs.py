@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import torch
 
 from ..config import AndreaConfig
 from ..env import fast_mode
-from ..data import DataFileError, first_nonfinite, holds_text, manifest_problem
+from ..data import DataFileError, find_data_file, first_nonfinite, holds_text, manifest_problem
 from ..model import AndreaModel
 from . import detectors as D
 from . import text_corpus as tc
@@ -298,13 +297,10 @@ def _load_weights(path: Path, wpath: Path, sha: str, cfg: AndreaConfig, seed: in
 
 
 def find_data(name: str = RUN_FILE) -> Path | None:
-    """The committed file: $ANDREA_DATA_DIR, then book/data beside the package, then ./data."""
-    cands = []
-    if os.environ.get("ANDREA_DATA_DIR"):
-        cands.append(Path(os.environ["ANDREA_DATA_DIR"]) / name)
-    cands += [Path(__file__).resolve().parents[2] / "book" / "data" / name,
-              Path.cwd() / "data" / name, Path.cwd() / "book" / "data" / name]
-    return next((p for p in cands if p.exists()), None)
+    """The committed file, found as every committed file is (andrea_edu.data.find_data_file:
+    $ANDREA_DATA_DIR alone when set, else book/data beside the package, then from the
+    working directory); None when it is not there."""
+    return find_data_file(name)
 
 
 # ---------------------------------------------------------------- the toy laboratory's model

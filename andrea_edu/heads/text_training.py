@@ -34,7 +34,6 @@ knobs removed (`import andrea_edu` pins them otherwise).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib
 import json
 import math
@@ -156,15 +155,9 @@ def code_hash() -> str:
     """Hash of the code that decides a run's numbers: the corpus, the detectors, the model, the
     projections and attention it uses, and this module's settings and training loop (not its
     tolerances, which are measured after a run exists)."""
-    import inspect
-    h = hashlib.sha256()
-    for name in ("model", "projections", "attention", "heads.text_corpus", "heads.detectors"):
-        mod = importlib.import_module("andrea_edu." + name)
-        assert mod.__file__ is not None  # a module of this package, loaded from its .py file
-        h.update(Path(mod.__file__).read_bytes())
-    for obj in (RunSettings, TextSettings, fit, train):
-        h.update(inspect.getsource(obj).encode())
-    return h.hexdigest()[:16]
+    mods = [importlib.import_module("andrea_edu." + name) for name in
+            ("model", "projections", "attention", "heads.text_corpus", "heads.detectors")]
+    return env.code_hash((*mods, RunSettings, TextSettings, fit, train))
 
 
 def provenance(corpus: tc.Corpus) -> dict:
