@@ -225,3 +225,39 @@ def test_pipeline_round_trip_and_validation(tmp_path):
     (tmp_path / "pipeline_nvidia-h200.json").write_text(json.dumps(_pipeline_dict()))
     with pytest.raises(DataFileError, match="holds CPU data"):
         PT.load_pipeline_timing("gpu", data_dir_=tmp_path)
+
+
+# ---------------------------------------------------------------- andrea_edu.data: one reader
+def test_load_reads_every_kind_through_its_loader_and_refuses_an_unknown_one():
+    from andrea_edu import data as D
+    from andrea_edu.heads import path_runs as PR
+    from andrea_edu.heads import text_runs as TR
+    prov, runs = D.load("sweep")
+    assert (prov, runs.keys()) == (W.load_sweep()[0], W.load_sweep()[1].keys())
+    run = D.load("realtext_run")
+    assert run.settings == TR.load_run(TR.find_data(), with_model=False).settings
+    assert D.load("toy_lab_model")[0] == TR.load_toy(TR.find_data(TR.TOY_FILE))[0]
+    assert D.load("realtext_paths") == PR.load_paths(TR.find_data(PR.PATHS_FILE))
+    with pytest.raises(ValueError, match="kind='nosuch'.*one of realtext_paths, realtext_run"):
+        D.load("nosuch")
+
+
+def test_load_says_where_it_looked_when_the_file_is_missing(tmp_path, monkeypatch):
+    from andrea_edu import data as D
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
+    with pytest.raises(D.DataFileError, match="no committed specialization_sweep.json found"):
+        D.load("sweep")
+
+
+def test_provenance_reads_older_keys_under_todays_names():
+    from andrea_edu import data as D
+    bench = json.loads((DATA / "bench_layout_cpu.json").read_text())   # "date", "command"
+    p = D.provenance(bench)
+    assert p["date_utc"] == bench["provenance"]["date"] and "date" not in p
+    assert p["produced_by"] == bench["provenance"]["command"]
+    run = json.loads((DATA / "realtext_run.json").read_text())           # "cpu_provenance"
+    assert D.provenance(run)["cpu_numerics"] == run["provenance"]["cpu_provenance"]
+    sweep = json.loads((DATA / "specialization_sweep.json").read_text())  # today's keys already
+    assert D.provenance(sweep) == sweep["provenance"]
+    with pytest.raises(D.DataFileError, match="provenance must be an object"):
+        D.provenance({"provenance": [1]})
