@@ -235,9 +235,9 @@ def test_load_reads_every_kind_through_its_loader_and_refuses_an_unknown_one():
     prov, runs = D.load("sweep")
     assert (prov, runs.keys()) == (W.load_sweep()[0], W.load_sweep()[1].keys())
     run = D.load("realtext_run")
-    assert run.settings == TR.load_run(TR.find_data(), with_model=False).settings
-    assert D.load("toy_lab_model")[0] == TR.load_toy(TR.find_data(TR.TOY_FILE))[0]
-    assert D.load("realtext_paths") == PR.load_paths(TR.find_data(PR.PATHS_FILE))
+    assert run.settings == TR.load_run(DATA / TR.RUN_FILE, with_model=False).settings
+    assert D.load("toy_lab_model")[0] == TR.load_toy(DATA / TR.TOY_FILE)[0]
+    assert D.load("realtext_paths") == PR.load_paths(DATA / PR.PATHS_FILE)
     with pytest.raises(ValueError, match="kind='nosuch'.*one of realtext_paths, realtext_run"):
         D.load("nosuch")
 
