@@ -11,16 +11,19 @@ the rest; this folder holds the core and nothing else (tests/test_architecture.p
                         attention    the one entry point: which backend ran, and why
                         model        a small GPT-style ANDREA (nn.Module); its forward calls attention
                         env          run-time switches (fast mode, book build, CPU ISA pins)
+                        data         committed data, read: finder, manifest, DataFileError, load
                         data_pins    the committed data's SHA-256 pins, checked wherever it is read
     kernels/   the .cu sources, their limits, NVRTC, launch, occupancy, grid, tiles, emulator
     heads/     the toy laboratory: corpus, training, head measures, gradient pressure, sweeps
     pipeline/  the forward pass as steps, its timing, op attribution, the token tracer
-    bench/     timing, FLOP formulas, provenance, suites, results schema, the CLI, the op counter
+    bench/     timing, FLOP formulas, provenance, suites, results schema, the op counter
     notebook/  tooling: the slider, its live renderer, the headless chapter runner
     figures/   one module per chapter, shared drawing helpers, the "Checking the source" box
 
 The names below are what a reader calls first; everything else is one import away, e.g.
-`from andrea_edu.kernels import compile_attention`.
+`from andrea_edu.kernels import compile_attention`. What makes and writes book/data/ is the
+laboratory package andrea_lab (its commands: python -m andrea_lab.bench, ...), which no module
+here imports.
 """
 # Importing the package changes nothing in os.environ and loads no torch: the names below are
 # imported on first use (PEP 562), so `import andrea_edu.env` stays light and a chapter's first

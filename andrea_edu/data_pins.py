@@ -31,7 +31,7 @@ import hashlib
 import os
 from pathlib import Path
 
-MANIFEST = "SHA256SUMS"  # env.MANIFEST: never pinned itself (the pins stand in for it)
+MANIFEST = "SHA256SUMS"  # data.MANIFEST: never pinned itself (the pins stand in for it)
 MARKER = ".andrea-pinned"  # in a folder marked by pin_folder: read as the committed data
 PIN_FILE = Path(__file__)  # the module accept() rewrites (a test points it at a copy)
 PIN_NAME = "andrea_edu/data_pins.py"  # as a reader names it in a message
@@ -104,7 +104,7 @@ def _accept(path: Path) -> str:
 def check(path, sha256: str | None = None) -> str | None:
     """None when `path` may be read as far as the pins go: its folder is not pinned, or the file
     matches its pin. Otherwise one line (without the path, which the caller puts first, as
-    env.manifest_problem's lines): the file has no pin, its content differs from its pin, or a
+    data.manifest_problem's lines): the file has no pin, its content differs from its pin, or a
     pinned file is gone. sha256: the file's digest when the caller has it already."""
     path = Path(path)
     if path.name in (MANIFEST, MARKER) or not pinned(path.parent):

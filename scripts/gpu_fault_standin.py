@@ -1,7 +1,7 @@
 """Fault-injecting stand-ins for the GPU suite's rehearsal on a CPU (scripts/gpu_suite.sh
 --rehearse): the suite's real code paths, with a kernel that faults or hangs stood in for.
 
-    python scripts/gpu_fault_standin.py sticky BACKEND OUT   gpucheck (andrea_edu.bench.gpucheck
+    python scripts/gpu_fault_standin.py sticky BACKEND OUT   gpucheck (andrea_lab.bench.gpucheck
         .main, one process, --backends BACKEND) where BACKEND's third case raises the error an
         illegal address leaves (CUDA_ERROR_ILLEGAL_ADDRESS, sticky): the sweep must stop there,
         report it once with the backend and the case, and write OUT/gpucheck.json; any other
@@ -32,7 +32,7 @@ STICKY = ("RuntimeError: CUDA driver call cuLaunchKernel(andrea::attention_v2_wm
 
 
 def _gpucheck(out: str, backend: str, run_case) -> int:
-    from andrea_edu.bench import gpucheck
+    from andrea_lab.bench import gpucheck
     from andrea_edu.kernels import launch
     launch.has_gpu = lambda: True
     launch.device_info = lambda device=None: {"name": "stand-in (no GPU)"}
@@ -62,7 +62,7 @@ def slow(out: str) -> int:
 
 def bench(out: str) -> int:
     from andrea_edu.bench import cases, suites
-    from andrea_edu.bench.results import write_results
+    from andrea_lab.bench.results import write_results
     sdpa = cases.BACKEND_FNS["sdpa"]
 
     def faulty(q, k, v, causal):   # the second case's first call faults

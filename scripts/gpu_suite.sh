@@ -44,10 +44,10 @@
 #                      option this compute-sanitizer lacks is left out and logged); each
 #                      report parsed (scripts/gpu_sanitizer_report.py): kernel, tool, count,
 #                      first finding
-#   bench         110  python -m andrea_edu.bench gpu-suite (alone on the GPU: the notebooks are
+#   bench         110  python -m andrea_lab.bench gpu-suite (alone on the GPU: the notebooks are
 #                      waited for first): kernel time of prepared launches, SDPA the same way,
 #                      host time per call apart; JSON checkpointed every 4 cases
-#   pipeline       45  python -m andrea_edu.pipeline.timing, ANDREA-120M, B=8, T=1024, bf16:
+#   pipeline       45  python -m andrea_lab.pipeline_timing, ANDREA-120M, B=8, T=1024, bf16:
 #                      pipeline_<gpu>.json, what "The final picture" re-rates with
 #   ncu            70  Nsight Compute counters of v2 and v3 at the headline case (B=8, T=1024,
 #                      nh=12, hs=64, causal, bf16), --clock-control none; shared-memory bank
@@ -291,7 +291,7 @@ if [ "$HAS_GPU" = 1 ] && [ "$b" -gt 0 ]; then
   [ -z "${kbackends:-}" ] && echo "gpu_kernel_cases.py kernels listed no kernel" >>"$logs/kernels_list.log"
   cpids=()
   for be in ${kbackends:-} auto; do   # one process per backend
-    ( timeout -k $KILL_S $b "$PY" -m andrea_edu.bench gpu-check --out "$work/gpucheck/$be" --skip-pytest \
+    ( timeout -k $KILL_S $b "$PY" -m andrea_lab.bench gpu-check --out "$work/gpucheck/$be" --skip-pytest \
         --backends $be >"$logs/gpu_check_$be.log" 2>&1; echo $? >"$work/gpucheck/$be.rc" ) &
     cpids+=($!)
   done
@@ -327,7 +327,7 @@ if [ "$HAS_GPU" = 1 ] && [ "$b" -gt 0 ]; then
     rc=$(cat "$work/gpucheck/$be.rc" 2>/dev/null || echo '?')
     case $rc in 0|1) ;; *) lines+=("$be: $(why "$rc")") ;; esac
   done
-  merged="$(timeout -k 2 20 "$PY" -m andrea_edu.bench gpu-check --merge "${parts[@]}" --out "$OUT" 2>&1)"; mrc=$?
+  merged="$(timeout -k 2 20 "$PY" -m andrea_lab.bench gpu-check --merge "${parts[@]}" --out "$OUT" 2>&1)"; mrc=$?
   cp -r "$work/gpucheck" "$logs/" 2>/dev/null
   extra="$(IFS=';'; echo "${lines[*]:-}")"
   if [ $mrc = 0 ]; then record gpu-check pass $used $b "$merged"
@@ -419,7 +419,7 @@ fi
 t0=$(date +%s)
 b=$(limit 110)
 if [ "$HAS_GPU" = 1 ] && [ "$b" -gt 0 ]; then
-  timeout -k $KILL_S $b "$PY" -m andrea_edu.bench gpu-suite --out "$OUT" --budget-s $(( b * 3 / 4 )) --no-progress \
+  timeout -k $KILL_S $b "$PY" -m andrea_lab.bench gpu-suite --out "$OUT" --budget-s $(( b * 3 / 4 )) --no-progress \
     >"$logs/gpu_bench.log" 2>&1
   rc=$?
   line="$(grep '^\[bench\]' "$logs/gpu_bench.log" | sed 's/ -> .*//' | tr '\n' ';')"
@@ -437,7 +437,7 @@ fi
 t0=$(date +%s)
 b=$(limit 45)
 if [ "$HAS_GPU" = 1 ] && [ "$b" -gt 0 ]; then
-  timeout -k $KILL_S $b "$PY" -m andrea_edu.pipeline.timing --config ANDREA-120M -B 8 -T 1024 \
+  timeout -k $KILL_S $b "$PY" -m andrea_lab.pipeline_timing --config ANDREA-120M -B 8 -T 1024 \
     --dtype bfloat16 --repeats 10 --out "$OUT" >"$logs/pipeline.log" 2>&1
   rc=$?
   if [ $rc = 0 ]; then record pipeline pass $(( $(date +%s) - t0 )) $b "$(tail -n1 "$logs/pipeline.log")"
@@ -525,7 +525,7 @@ if [ "$REHEARSE" = 1 ]; then
   wait $pid_f1 $pid_f2 $pid_f3 $pid_f4 $pid_f5
   fw="$work/faults"
   # a sticky error: one process stopped, reported once with backend and case; the other whole
-  merged="$("$PY" -m andrea_edu.bench gpu-check --merge "$fw/wmma/gpucheck.json" "$fw/naive/gpucheck.json" --out "$fw" 2>&1)"
+  merged="$("$PY" -m andrea_lab.bench gpu-check --merge "$fw/wmma/gpucheck.json" "$fw/naive/gpucheck.json" --out "$fw" 2>&1)"
   if verdict="$("$PY" - "$fw/gpucheck.json" 2>&1 <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -9,13 +9,13 @@ checked before anything is copied:
   bench_<suite>_<gpu>.json  andrea_edu.bench.results.read_results_file, as GPU data (the file
                             name must match its device; a CPU file is refused)      -> landed
   pipeline_<gpu>.json       andrea_edu.pipeline.timing.load_pipeline_timing, as GPU -> landed
-  gpucheck.json             andrea_edu.bench.gpucheck.read_report                  -> landed
+  gpucheck.json             andrea_lab.bench.gpucheck.read_report                  -> landed
   gpu_summary.md            must be a GPU run's, not a rehearsal's (nothing is landed from a
                             rehearsal: it measured nothing)                         -> kept out
   notebooks.tar.gz, logs.tar.gz  archives for the reader of the run                 -> kept out
 Any other file, or any file that fails its check, stops the landing with one line naming it;
 nothing is copied then. DIR (default: the repository's book/data) gets the landed files and
-their sha256 lines in DIR/SHA256SUMS (andrea_edu.env.write_files_as_unit: all files and the
+their sha256 lines in DIR/SHA256SUMS (andrea_lab.store.write_files_as_unit: all files and the
 manifest, or none); into the committed folder (book/data) their pins too, written into
 andrea_edu/data_pins.py (the book refuses a committed file without its pin). A file already
 committed there is replaced only with --replace. After
@@ -63,7 +63,7 @@ def check_file(path: Path) -> str:
             raise ValueError(f"{path}: no pipeline timing in it")
         return f"{name}: {t.device}, {len(t.steps)} steps, forward {t.forward_ms:.3f} ms"
     if name == "gpucheck.json":
-        from andrea_edu.bench.gpucheck import read_report
+        from andrea_lab.bench.gpucheck import read_report
         rep = read_report(path)
         return (f"{name}: {rep['device']['name']}, {rep['n_cases'] - rep['n_failed']}/"
                 f"{rep['n_cases']} cases passed, complete={rep['complete']}")
@@ -87,7 +87,8 @@ def land(out: Path, data: Path, replace: bool = False, dry_run: bool = False) ->
     import hashlib
 
     from andrea_edu import data_pins
-    from andrea_edu.env import MANIFEST, read_manifest, write_files_as_unit
+    from andrea_edu.data import MANIFEST, read_manifest
+    from andrea_lab.store import write_files_as_unit
     files = sorted(p for p in out.iterdir() if p.is_file() and not p.name.startswith(".")
                    and p.name != MANIFEST)
     if not files:

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def check_all(folder: Path) -> list[str]:
     """One line per problem of `folder` against the pins (empty: every file matches)."""
     from andrea_edu import data_pins
-    from andrea_edu.env import MANIFEST
+    from andrea_edu.data import MANIFEST
     names = sorted({p.name for p in folder.iterdir() if p.is_file() and p.name != MANIFEST
                     and not p.name.startswith(".")} | set(data_pins.PINS))
     return [f"{folder / n}: {problem}" for n in names
@@ -35,7 +35,7 @@ def listed_as_is(path: Path) -> None:
     import hashlib
 
     from andrea_edu import data_pins
-    from andrea_edu.env import MANIFEST, read_manifest
+    from andrea_edu.data import MANIFEST, read_manifest
     if not data_pins.pinned(path.parent):
         raise ValueError(f"{path}: not in the committed data folder (book/data); only its files "
                          f"are pinned")

@@ -107,7 +107,7 @@ def cases() -> list[tuple[str, str, Callable[[Any], Any], list]]:
 
 def classify(param: str, call: Callable[[Any], Any], bad) -> tuple[str, str]:
     """("clear", msg) | ("deep", why) | ("silent", repr of what it returned)."""
-    from andrea_edu.env import DataFileError
+    from andrea_edu.data import DataFileError
     try:
         out = call(bad)
     except (ValueError, TypeError, DataFileError, FileNotFoundError) as e:

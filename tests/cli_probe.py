@@ -28,10 +28,10 @@ NOWHERE = "/proc/andrea-no-such-dir/x"  # a folder no process can create
 
 def table() -> list[tuple[str, list[str]]]:
     """[(entry point, argv)]: "m:<module>" for python -m, "s:<script>" for scripts/<script>.py."""
-    B = "m:andrea_edu.bench.cli"
-    SW, TT = "m:andrea_edu.heads.sweep", "m:andrea_edu.heads.text_training"
-    TL, PR = "m:andrea_edu.heads.text_longer", "m:andrea_edu.heads.path_runs"
-    TM, PT = "m:andrea_edu.kernels.time_model", "m:andrea_edu.pipeline.timing"
+    B = "m:andrea_lab.bench.cli"
+    SW, TT = "m:andrea_lab.sweep", "m:andrea_lab.text_training"
+    TL, PR = "m:andrea_lab.text_longer", "m:andrea_lab.path_runs"
+    TM, PT = "m:andrea_edu.kernels.time_model", "m:andrea_lab.pipeline_timing"
     EX, XS = "m:andrea_edu.notebook.execute", "m:andrea_edu.notebook.exercises"
     rows = [(B, []), (B, ["--bogus"]), (B, ["nosuch"]), (B, ["layout", "--bogus"])]
     rows += [(B, ["layout", *a]) for a in (

@@ -6,8 +6,9 @@ functions), so a circle is caught even where Python would tolerate it at run tim
 Layers, from the bottom:
     kernels   the .cu sources and everything about them (compiler, launcher, emulator, limits):
               imports nothing of the package outside itself
-    core      the package's root: config, env, projections, layout, attention (the dispatcher,
-              which uses the kernels) and model (whose forward calls the dispatcher)
+    core      the package's root: config, env, data (committed data, read), projections, layout,
+              attention (the dispatcher, which uses the kernels) and model (whose forward calls
+              the dispatcher)
     heads, pipeline, bench      computation and measurement (heads and pipeline may use bench)
     notebook  the tooling that runs and shows chapters (slider, live renderer, execute)
     figures   one module per chapter plus shared drawing helpers: they draw, never measure
@@ -15,7 +16,9 @@ Rules beyond the arrows: the root holds the core only (no CLI shims); a chapter 
 other chapter module; figures compute no timings; notebook tooling (Jupyter, widgets, ZeroMQ)
 lives in andrea_edu/notebook; a figures or tooling module re-exports nothing; every module's
 docstring says what it is, a chapter module's names its chapter, a subpackage's describes each
-of its modules and the chapters that use it.
+of its modules and the chapters that use it. The book reads committed data and the laboratory
+(andrea_lab) writes it: no andrea_edu module imports andrea_lab or calls a writer, and no chapter
+imports andrea_lab.
 """
 from __future__ import annotations
 
@@ -29,8 +32,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "andrea_edu"
 SUBPACKAGES = ("kernels", "heads", "pipeline", "bench", "notebook", "figures")
-CORE = ("andrea_edu.config", "andrea_edu.env", "andrea_edu.projections", "andrea_edu.layout",
-        "andrea_edu.attention", "andrea_edu.model", "andrea_edu.data_pins")
+CORE = ("andrea_edu.config", "andrea_edu.env", "andrea_edu.data", "andrea_edu.data_pins",
+        "andrea_edu.projections", "andrea_edu.layout", "andrea_edu.attention", "andrea_edu.model")
 TOOLING_LIBRARIES = ("ipywidgets", "nbclient", "nbconvert", "nbformat", "jupyter_client", "zmq")
 TIMERS = ("perf_counter", "perf_counter_ns", "process_time", "monotonic", "monotonic_ns",
           "Event", "elapsed_time", "synchronize", "time_fn", "time_fns", "timeit")
@@ -387,6 +390,63 @@ def test_each_subpackage_says_what_it_holds_and_which_chapters_use_it(sub):
     chapters = [t for t in chapter_titles().values() if short_title(t).lower() in flat]
     assert chapters or "every chapter" in flat, \
         f"andrea_edu/{sub}/__init__.py names no chapter that uses it"
+
+
+# ---------------------------------------------------------------- the book reads, the laboratory writes
+LAB = "andrea_lab"  # what makes, writes and re-checks book/data: only scripts and tests import it
+WRITERS = ("write_files_as_unit", "write_json_atomic", "folder_lock", "recover_units",
+           "seal_folder", "manifest_text", "write_results", "save_sweep", "save_timing",
+           "save_run", "save_toy", "save_paths", "save_variant", "save_long")
+
+
+def lab_reach(tree: ast.AST) -> list[str]:
+    """What in a module's source reaches the laboratory: an import of andrea_lab (a statement,
+    or importlib.import_module / __import__ of a name in it) or a call to one of its writers."""
+    found = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            found += [a.name for a in n.names if a.name.split(".")[0] == LAB]
+        elif isinstance(n, ast.ImportFrom):
+            if not n.level and (n.module or "").split(".")[0] == LAB:
+                found.append(n.module or "")
+        elif isinstance(n, ast.Call):
+            f = n.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
+                else None
+            if name in WRITERS:
+                found.append(f"{name}()")
+            elif name in ("import_module", "__import__") and n.args and \
+                    isinstance(n.args[0], ast.Constant) and \
+                    str(n.args[0].value).split(".")[0] == LAB:
+                found.append(str(n.args[0].value))
+    return found
+
+
+def test_the_lab_finder_sees_planted_faults():
+    assert lab_reach(ast.parse("from andrea_lab.store import seal_folder")) == ["andrea_lab.store"]
+    assert lab_reach(ast.parse("def f():\n    import andrea_lab.bench")) == ["andrea_lab.bench"]
+    assert lab_reach(ast.parse("store.write_files_as_unit([(p, w)])")) == ["write_files_as_unit()"]
+    assert lab_reach(ast.parse("with folder_lock(d):\n    pass")) == ["folder_lock()"]
+    assert lab_reach(ast.parse("importlib.import_module('andrea_lab.sweep')")) == \
+        ["andrea_lab.sweep"]
+    assert lab_reach(ast.parse('"""made by andrea_lab.store.write_json_atomic"""')) == []
+    assert lab_reach(ast.parse("from ..data import read_manifest")) == []
+
+
+def test_no_book_module_imports_the_laboratory_or_calls_a_writer():
+    bad = {m: lab_reach(_tree(m)) for m in modules()}
+    bad = {m: f for m, f in bad.items() if f}
+    assert not bad, ("andrea_edu reads committed data only (andrea_edu.data); what writes is the "
+                     f"laboratory's (andrea_lab), which no andrea_edu module imports: {bad}")
+
+
+def test_the_laboratory_is_installed_beside_the_book_and_no_chapter_imports_it():
+    assert (ROOT / LAB / "__init__.py").is_file()
+    assert f'"{LAB}*"' in (ROOT / "pyproject.toml").read_text()  # a package of the install
+    for nb in sorted((ROOT / "book").glob("*.ipynb")):
+        code = "\n".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"]
+                         if c["cell_type"] == "code")
+        assert not re.search(rf"\b(import|from)\s+{LAB}\b", code), nb.name
 
 
 def _notebook_imports(nb_path: Path) -> set[str]:

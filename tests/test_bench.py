@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from andrea_edu.data import DataFileError
 from andrea_edu import bench
-from andrea_edu.bench import cases as bench_cases, cli, suites, timing
-from andrea_edu.env import seal_folder
+from andrea_edu.bench import cases as bench_cases, suites, timing
+from andrea_lab.bench import cli
+from andrea_lab.bench.results import write_results
+from andrea_lab.store import seal_folder
 
 REPO = Path(__file__).resolve().parents[1]
 CHAPTER = REPO / "book" / "config_mirrors_hardware.ipynb"
@@ -109,7 +112,7 @@ def test_a_timing_that_waits_for_a_core_or_sits_on_a_quantum_fails_the_check():
 # ---------------------------------------------------------------- the CPU run and its JSON
 @pytest.fixture(scope="module")
 def cpu_results(tmp_path_factory):
-    """`python -m andrea_edu.bench all --fast` on this CPU, into a fresh folder."""
+    """`python -m andrea_lab.bench all --fast` on this CPU, into a fresh folder."""
     out = tmp_path_factory.mktemp("bench")
     code = cli.main(["all", "--fast", "--no-progress", "--out", str(out)])
     return code, out
@@ -169,7 +172,7 @@ def test_load_results_prefers_gpu_and_handles_missing(cpu_results, tmp_path):
     assert _found(bench.load_results("layout", data_dir_=tmp_path))["provenance"]["device"] \
         == "NVIDIA H200"
     (tmp_path / "bench_layout_nvidia-h200.json").write_text("{not json")
-    with pytest.raises(bench.ResultsFileError, match="bench_layout_nvidia-h200.json: not valid"):
+    with pytest.raises(DataFileError, match="bench_layout_nvidia-h200.json: not valid"):
         bench.load_results("layout", data_dir_=tmp_path)  # a damaged file: its reason, not a
     with pytest.warns(RuntimeWarning, match="not valid JSON"):  # silent fallback
         got = _found(bench.load_results("layout", data_dir_=tmp_path, errors="warn"))
@@ -215,7 +218,7 @@ def test_invalid_results_are_rejected(cpu_results, mutate, validator, monkeypatc
     with pytest.raises(ValueError):
         bench.validate_result(bad)
     with pytest.raises(ValueError):
-        bench.write_results(bad, out / "never")
+        write_results(bad, out / "never")
     assert not (out / "never").exists() or not list((out / "never").iterdir())
 
 
@@ -271,15 +274,16 @@ def test_deadline_skips_cases_instead_of_timing(tmp_path):
 # ---------------------------------------------------------------- CLI plumbing
 def test_gpu_check_delegates_to_gpucheck(monkeypatch):
     seen = []
-    fake = types.ModuleType("andrea_edu.bench.gpucheck")
+    fake = types.ModuleType("andrea_lab.bench.gpucheck")
 
     def fake_main(argv):
         seen.append(argv)
         return 3
 
     setattr(fake, "main", fake_main)  # a stand-in module built at run time
-    monkeypatch.setitem(sys.modules, "andrea_edu.bench.gpucheck", fake)
-    monkeypatch.setattr(bench, "gpucheck", fake, raising=False)
+    monkeypatch.setitem(sys.modules, "andrea_lab.bench.gpucheck", fake)
+    import andrea_lab.bench as lab_bench
+    monkeypatch.setattr(lab_bench, "gpucheck", fake, raising=False)
     assert cli.main(["gpu-check", "--out", "x"]) == 3
     assert seen == [["--out", "x"]]
 
@@ -361,7 +365,7 @@ def test_chapter_runs_with_gpu_and_cpu_data_files(cpu_results, tmp_path, monkeyp
     _, out = cpu_results
     shutil.copy(out / "bench_headdim_cpu.json", tmp_path)
     gpu = _fake_gpu_results(json.loads((out / "bench_headdim_cpu.json").read_text()))
-    bench.write_results(gpu, tmp_path)
+    write_results(gpu, tmp_path)
     seal_folder(tmp_path)  # the copied CPU file too: the book reads only listed files
     text = _run_chapter(tmp_path, monkeypatch)
     assert "No GPU measurement exists yet" not in text

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from andrea_edu.data import DataFileError
 import torch
 
 from andrea_edu.heads import chapter_run as CR
@@ -55,7 +56,7 @@ def test_weights_that_are_not_the_entrys_stop_the_chapter_in_one_line(monkeypatc
                 "ablation": stored.ablation, "correlations": stored.correlations}
     monkeypatch.setattr(CR, "final_state", off)
     monkeypatch.setattr(S, "train", lambda *a, **k: pytest.fail("trained before the check"))
-    with pytest.raises(CR.ChapterRunError) as e:
+    with pytest.raises(DataFileError) as e:
         CR.chapter_run(CR.committed_settings(), progress=False)
     assert "eval_loss" in str(e.value) and "\n" not in str(e.value)
 

@@ -12,10 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_edu.bench import cli as bench_cli
-from andrea_edu.bench import gpucheck, runner
+from andrea_lab.bench import cli as bench_cli
+from andrea_edu.bench import runner
+from andrea_lab.bench import gpucheck
 from andrea_edu.heads import sweep
+from andrea_lab import sweep as lab_sweep
 from andrea_edu.pipeline import timing as pipeline_timing
+from andrea_lab import pipeline_timing as lab_timing
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -81,7 +84,7 @@ def test_bench_all_skipped_exits_nonzero_and_writes_nothing(capsys, tmp_path):
     (["--n-heads", "0"], "--n-heads", "divide"), (["--seeds", "-1"], "--seeds", ">= 0"),
     (["--workers", "0"], "--workers", "1.."), (["--out", "/"], "--out", "folder")])
 def test_sweep_refuses_bad_arguments(no_work, capsys, argv, flag, allowed):
-    assert sweep.main(argv) == 2
+    assert lab_sweep.main(argv) == 2
     _one_line(capsys, flag, allowed)
 
 
@@ -89,14 +92,14 @@ def test_sweep_refuses_bad_arguments(no_work, capsys, argv, flag, allowed):
     (["-B", "0"], "-B"), (["-T", "0"], "-T"), (["-T", "100000"], "-T"),
     (["--repeats", "-1"], "--repeats"), (["--out", "/dev/null"], "--out")])
 def test_pipeline_timing_refuses_bad_arguments(no_work, capsys, argv, flag):
-    assert pipeline_timing.main(argv) == 2
+    assert lab_timing.main(argv) == 2
     _one_line(capsys, flag)
 
 
 def test_pipeline_timing_refuses_a_cuda_backend_on_the_cpu(no_work, capsys):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    assert pipeline_timing.main(["--backend", "cuda-wmma", "--device", "cpu"]) == 2
+    assert lab_timing.main(["--backend", "cuda-wmma", "--device", "cpu"]) == 2
     _one_line(capsys, "--backend", "emulator")
 
 
@@ -112,8 +115,8 @@ def _parsers():
     from andrea_edu.notebook import execute
 
     yield "bench", bench_cli._parser()
-    yield "sweep", sweep._parser()
-    yield "pipeline.timing", pipeline_timing._parser(PRESETS)
+    yield "sweep", lab_sweep._parser()
+    yield "pipeline.timing", lab_timing._parser(PRESETS)
     yield "execute", execute._parser()
 
 
@@ -171,9 +174,9 @@ def test_help_describes_every_option(name, ap):
 
 
 @pytest.mark.parametrize("module, argv, prog", [
-    ("andrea_edu.pipeline.timing", ["--help"], "python -m andrea_edu.pipeline.timing"),
-    ("andrea_edu.heads.sweep", ["--help"], "python -m andrea_edu.heads.sweep"),
-    ("andrea_edu.bench", ["gpu-check", "--help"], "python -m andrea_edu.bench gpu-check"),
+    ("andrea_lab.pipeline_timing", ["--help"], "python -m andrea_lab.pipeline_timing"),
+    ("andrea_lab.sweep", ["--help"], "python -m andrea_lab.sweep"),
+    ("andrea_lab.bench", ["gpu-check", "--help"], "python -m andrea_lab.bench gpu-check"),
     ("andrea_edu.notebook.execute", ["--help"], "python -m andrea_edu.notebook.execute"),
 ])
 def test_each_command_runs_from_its_home_once(module, argv, prog):

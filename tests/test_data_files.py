@@ -12,7 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from andrea_lab.pipeline_timing import save_timing
+from andrea_edu.data import DataFileError
 from andrea_edu.bench import results as R
+from andrea_lab.bench.results import write_results
+from andrea_lab.sweep import save_sweep
 from andrea_edu.heads import sweep as W
 from andrea_edu.pipeline import timing as PT
 
@@ -61,7 +65,7 @@ def _mutate(kind, obj):
 def test_loader_names_the_file_and_the_reason(layout, kind, reason):
     folder, good = layout
     (folder / "bench_layout_cpu.json").write_text(json.dumps(_mutate(kind, copy.deepcopy(good))))
-    with pytest.raises(R.ResultsFileError) as e:
+    with pytest.raises(DataFileError) as e:
         R.load_results("layout", device="cpu", data_dir_=folder)
     msg = str(e.value)
     assert "\n" not in msg and "bench_layout_cpu.json" in msg and reason in msg, msg
@@ -72,7 +76,7 @@ def test_loader_names_the_file_and_the_reason(layout, kind, reason):
     ("[1, 2]", "not an object"), ('{"x": Infinity}', "Infinity"), ('{"x": NaN}', "NaN")])
 def test_damaged_or_non_finite_files_are_refused(tmp_path, text, reason):
     (tmp_path / "bench_layout_cpu.json").write_text(text)
-    with pytest.raises(R.ResultsFileError, match=reason):
+    with pytest.raises(DataFileError, match=reason):
         R.load_results("layout", data_dir_=tmp_path)
     with pytest.warns(RuntimeWarning, match="bench_layout_cpu.json"):
         assert R.load_results("layout", data_dir_=tmp_path, errors="warn") is None
@@ -82,7 +86,7 @@ def test_device_asked_for_must_match(layout):
     folder, good = layout
     fake = copy.deepcopy(good)  # CPU data in a GPU-named file
     (folder / "bench_layout_nvidia-h200.json").write_text(json.dumps(fake))
-    with pytest.raises(R.ResultsFileError, match="holds CPU results .* GPU results were asked"):
+    with pytest.raises(DataFileError, match="holds CPU results .* GPU results were asked"):
         R.load_results("layout", device="gpu", data_dir_=folder)
 
 
@@ -92,16 +96,16 @@ def test_fast_or_empty_run_does_not_replace_full_data(layout):
     fast = copy.deepcopy(good)
     fast["settings"]["fast"] = True
     with pytest.raises(FileExistsError, match="full-size"):
-        R.write_results(fast, folder)
+        write_results(fast, folder)
     empty = copy.deepcopy(good)
     for r in empty["records"]:
         r.update(status="skipped", reason="budget")
         for k in ("min_ms", "median_ms", "max_ms", "tflops"):
             r.pop(k, None)
     with pytest.raises(FileExistsError, match="no 'ok' record"):
-        R.write_results(empty, folder)
+        write_results(empty, folder)
     assert (folder / "bench_layout_cpu.json").read_text() == before
-    R.write_results(fast, folder, replace=True)  # asked for: done
+    write_results(fast, folder, replace=True)  # asked for: done
     assert json.loads((folder / "bench_layout_cpu.json").read_text())["settings"]["fast"]
 
 
@@ -164,7 +168,7 @@ def test_sweep_loader_refuses_bad_files_in_one_line(sweep_obj, tmp_path, name):
         path.write_text(text[: len(text) // 2])
     else:
         path.write_text(json.dumps(obj))
-    with pytest.raises(W.SweepFileError) as e:
+    with pytest.raises(DataFileError) as e:
         W.load_sweep(path)
     assert str(path) in str(e.value) and reason in str(e.value) and "\n" not in str(e.value)
 
@@ -183,8 +187,8 @@ def test_save_sweep_validates_before_writing(tmp_path, sweep_obj):
     key = next(iter(runs))
     bad = copy.deepcopy(runs[key])
     bad.train_loss = np.full_like(bad.train_loss, np.inf)
-    with pytest.raises(W.SweepFileError):
-        W.save_sweep(tmp_path / "s.json", {"what": "t"}, {key: bad})
+    with pytest.raises(DataFileError):
+        save_sweep(tmp_path / "s.json", {"what": "t"}, {key: bad})
     assert not (tmp_path / "s.json").exists()
 
 
@@ -199,7 +203,7 @@ def _pipeline_dict():
 
 def test_pipeline_round_trip_and_validation(tmp_path):
     t = PT.StepTiming.from_dict(_pipeline_dict())
-    path = t.save(tmp_path)
+    path = save_timing(t, tmp_path)
     assert path.name == "pipeline_cpu.json"
     assert PT.load_pipeline_timing("cpu", data_dir_=tmp_path) == t
     (tmp_path / "SHA256SUMS").unlink()  # a scratch folder: the value checks alone, next
@@ -212,12 +216,48 @@ def test_pipeline_round_trip_and_validation(tmp_path):
         else:
             d[change[0]] = change[1]
         path.write_text(json.dumps(d))
-        with pytest.raises(PT.PipelineFileError, match=reason) as e:
+        with pytest.raises(DataFileError, match=reason) as e:
             PT.load_pipeline_timing("cpu", data_dir_=tmp_path)
         assert "pipeline_cpu.json" in str(e.value)
     path.write_text('{"steps": [Infinity]}')
-    with pytest.raises(PT.PipelineFileError, match="Infinity"):
+    with pytest.raises(DataFileError, match="Infinity"):
         PT.load_pipeline_timing("cpu", data_dir_=tmp_path)
     (tmp_path / "pipeline_nvidia-h200.json").write_text(json.dumps(_pipeline_dict()))
-    with pytest.raises(PT.PipelineFileError, match="holds CPU data"):
+    with pytest.raises(DataFileError, match="holds CPU data"):
         PT.load_pipeline_timing("gpu", data_dir_=tmp_path)
+
+
+# ---------------------------------------------------------------- andrea_edu.data: one reader
+def test_load_reads_every_kind_through_its_loader_and_refuses_an_unknown_one():
+    from andrea_edu import data as D
+    from andrea_edu.heads import path_runs as PR
+    from andrea_edu.heads import text_runs as TR
+    prov, runs = D.load("sweep")
+    assert (prov, runs.keys()) == (W.load_sweep()[0], W.load_sweep()[1].keys())
+    run = D.load("realtext_run")
+    assert run.settings == TR.load_run(DATA / TR.RUN_FILE, with_model=False).settings
+    assert D.load("toy_lab_model")[0] == TR.load_toy(DATA / TR.TOY_FILE)[0]
+    assert D.load("realtext_paths") == PR.load_paths(DATA / PR.PATHS_FILE)
+    with pytest.raises(ValueError, match="kind='nosuch'.*one of realtext_paths, realtext_run"):
+        D.load("nosuch")
+
+
+def test_load_says_where_it_looked_when_the_file_is_missing(tmp_path, monkeypatch):
+    from andrea_edu import data as D
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
+    with pytest.raises(D.DataFileError, match="no committed specialization_sweep.json found"):
+        D.load("sweep")
+
+
+def test_provenance_reads_older_keys_under_todays_names():
+    from andrea_edu import data as D
+    bench = json.loads((DATA / "bench_layout_cpu.json").read_text())   # "date", "command"
+    p = D.provenance(bench)
+    assert p["date_utc"] == bench["provenance"]["date"] and "date" not in p
+    assert p["produced_by"] == bench["provenance"]["command"]
+    run = json.loads((DATA / "realtext_run.json").read_text())           # "cpu_provenance"
+    assert D.provenance(run)["cpu_numerics"] == run["provenance"]["cpu_provenance"]
+    sweep = json.loads((DATA / "specialization_sweep.json").read_text())  # today's keys already
+    assert D.provenance(sweep) == sweep["provenance"]
+    with pytest.raises(D.DataFileError, match="provenance must be an object"):
+        D.provenance({"provenance": [1]})

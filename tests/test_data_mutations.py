@@ -37,8 +37,10 @@ import pytest
 import torch
 
 from andrea_edu.bench import results as R
-from andrea_edu import data_pins, env
-from andrea_edu.env import MANIFEST, DataFileError, read_manifest, seal_folder
+from andrea_edu import data as bookdata
+from andrea_edu import data_pins
+from andrea_edu.data import MANIFEST, DataFileError, read_manifest
+from andrea_lab.store import seal_folder
 from andrea_edu.heads import path_runs as PR
 from andrea_edu.heads import sweep as W
 from andrea_edu.heads import text_runs as TR
@@ -124,7 +126,7 @@ DIGESTS = {"bench_headdim_cpu.json": _bench_digest, "bench_layout_cpu.json": _be
 
 
 def _gpucheck_digest(path):
-    from andrea_edu.bench.gpucheck import read_report
+    from andrea_lab.bench.gpucheck import read_report
     return _h(read_report(path))
 
 
@@ -467,7 +469,7 @@ def test_a_deleted_committed_file_is_refused_not_taken_for_no_data(name, manifes
         elif name.startswith("bench_"):
             R.load_results(name.split("_")[1], "cpu")
         else:
-            env.find_data_file(name)
+            bookdata.find_data_file(name)
 
 
 def test_the_issues_head_score_swap_renames_the_bracket_head_and_is_refused(tmp_path, monkeypatch):

@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from andrea_edu import data_pins, env
-from andrea_edu.env import MANIFEST, DataFileError, seal_folder
+from andrea_edu import data as bookdata
+from andrea_edu.data import MANIFEST, DataFileError
+from andrea_lab.store import seal_folder
 from andrea_edu.heads import text_runs as TR
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,11 +56,11 @@ def test_the_committed_folder_is_pinned_by_its_place_and_synthetic_folders_are_n
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "realtext_run.json").write_text("{}")
     seal_folder(tmp_path / "x")
-    assert env.manifest_problem(tmp_path / "x" / "realtext_run.json") is None
+    assert bookdata.manifest_problem(tmp_path / "x" / "realtext_run.json") is None
 
 
 def test_every_committed_file_matches_its_pin_and_the_check_command_says_so(capsys):
-    assert data_pins.PINS == env.read_manifest(DATA, required=True)
+    assert data_pins.PINS == bookdata.read_manifest(DATA, required=True)
     for name, sha in data_pins.PINS.items():
         assert data_pins.check(DATA / name, sha) is None
     assert data_pins.missing(DATA) is None
@@ -101,7 +103,7 @@ def test_a_file_added_or_deleted_by_hand_is_refused(tmp_path, monkeypatch):
     (data / "toy_lab_model.json").unlink()
     seal_folder(data)  # its line gone with it: the pins still know the file
     with pytest.raises(DataFileError, match="pinned in andrea_edu/data_pins.py but missing") as e:
-        env.find_data_file("toy_lab_model.json")
+        bookdata.find_data_file("toy_lab_model.json")
     assert "\n" not in str(e.value) and str(data / "toy_lab_model.json") in str(e.value)
 
 
@@ -136,7 +138,7 @@ def test_accept_rewrites_the_table_in_code_and_nothing_else(tmp_path, pin_copy):
     assert lines[0].startswith("bench_layout_my-gpu.json: pinned")
     sha = hashlib.sha256(new.read_bytes()).hexdigest()
     assert _table(pin_copy) == data_pins.PINS and data_pins.PINS[new.name] == sha
-    assert data_pins.check(new) is None and env.manifest_problem(new) is None
+    assert data_pins.check(new) is None and bookdata.manifest_problem(new) is None
     changed = pin_copy.read_text().splitlines()
     assert [ln for ln in changed if ln not in before.splitlines()] == \
         [f'    "{new.name}": "{sha}",']  # one line of code: what the review sees

@@ -14,8 +14,11 @@ from typing import Any
 import pytest
 
 from andrea_edu import env
+from andrea_edu import data as bookdata
+from andrea_lab import store
 from andrea_edu.heads import text_runs as TR
 from andrea_edu.heads import text_training as TT
+from andrea_lab.text_runs import save_run
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "book" / "data"
@@ -67,23 +70,23 @@ def _tiny_model():
 
 def test_save_run_refuses_existing_files_and_writes_both_beside(tmp_path):
     path = tmp_path / "my_experiment.json"
-    written = TR.save_run(_stand_in(_tiny_model()), path)
+    written = save_run(_stand_in(_tiny_model()), path)
     assert written == [tmp_path / "my_experiment_model.pt", path]
     d = json.loads(path.read_text())
     assert d["weights"]["file"] == "my_experiment_model.pt"
     before = {p: p.read_bytes() for p in written}
     with pytest.raises(FileExistsError, match="replace"):
-        TR.save_run(_stand_in(_tiny_model()), path)
+        save_run(_stand_in(_tiny_model()), path)
     assert {p: p.read_bytes() for p in written} == before  # nothing touched
-    TR.save_run(_stand_in(_tiny_model()), path, replace=True)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [env.MANIFEST, "my_experiment.json",
+    save_run(_stand_in(_tiny_model()), path, replace=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [bookdata.MANIFEST, "my_experiment.json",
                                                           "my_experiment_model.pt"]
-    assert env.manifest_problem(path) is None  # the pair is listed in the folder's manifest
+    assert bookdata.manifest_problem(path) is None  # the pair is listed in the folder's manifest
 
 
 def test_a_failed_unit_write_leaves_the_old_pair_and_no_temporary_file(tmp_path, monkeypatch):
     a, b = tmp_path / "w.pt", tmp_path / "r.json"
-    env.write_files_as_unit([(a, lambda p: p.write_text("old a")), (b, lambda p: p.write_text("old b"))])
+    store.write_files_as_unit([(a, lambda p: p.write_text("old a")), (b, lambda p: p.write_text("old b"))])
     real = os.replace
 
     def fail_on_json(src, dst):  # the weights are renamed, then the JSON's rename fails
@@ -92,7 +95,7 @@ def test_a_failed_unit_write_leaves_the_old_pair_and_no_temporary_file(tmp_path,
         return real(src, dst)
     monkeypatch.setattr(os, "replace", fail_on_json)
     with pytest.raises(OSError, match="disk full"):
-        env.write_files_as_unit([(a, lambda p: p.write_text("new a")),
+        store.write_files_as_unit([(a, lambda p: p.write_text("new a")),
                                  (b, lambda p: p.write_text("new b"))])
     monkeypatch.setattr(os, "replace", real)
     assert a.read_text() == "old a" and b.read_text() == "old b"  # the old set, whole
@@ -103,17 +106,17 @@ def test_a_writer_that_fails_before_the_renames_leaves_nothing(tmp_path):
     def boom(p):
         raise RuntimeError("training crashed while saving")
     with pytest.raises(RuntimeError):
-        env.write_files_as_unit([(tmp_path / "w.pt", lambda p: p.write_text("w")),
+        store.write_files_as_unit([(tmp_path / "w.pt", lambda p: p.write_text("w")),
                                  (tmp_path / "r.json", boom)])
     assert list(tmp_path.iterdir()) == []
 
 
 def test_writers_keep_a_folders_manifest_current(tmp_path):
-    (tmp_path / env.MANIFEST).write_text("")
-    path = env.write_json_atomic(tmp_path / "x.json", {"v": 1})
-    assert env.manifest_problem(path) is None and "x.json" in env.read_manifest(tmp_path)
+    (tmp_path / bookdata.MANIFEST).write_text("")
+    path = store.write_json_atomic(tmp_path / "x.json", {"v": 1})
+    assert bookdata.manifest_problem(path) is None and "x.json" in bookdata.read_manifest(tmp_path)
     path.write_text('{"v": 2}\n')  # edited behind the writer's back
-    problem = env.manifest_problem(path)
+    problem = bookdata.manifest_problem(path)
     assert problem is not None and "differs from the sha256" in problem
 
 
@@ -133,14 +136,14 @@ def test_writers_keep_a_folders_manifest_current(tmp_path):
 def test_text_training_checks_every_argument_before_training(args, words, capsys, monkeypatch):
     before = {p.name: p.stat().st_mtime_ns for p in DATA.iterdir()}
     monkeypatch.setattr(TT, "train", None)  # any training would fail loudly
-    _one_line_exit_2(*_main("andrea_edu.heads.text_training", args, capsys, monkeypatch), *words)
+    _one_line_exit_2(*_main("andrea_lab.text_training", args, capsys, monkeypatch), *words)
     assert {p.name: p.stat().st_mtime_ns for p in DATA.iterdir()} == before
     assert not Path(REPO / "x.json").exists()
 
 
 def test_sweep_command_refuses_to_replace_the_committed_sweep(capsys, monkeypatch):
     # named by hand: its default --out is andrea_runs/, never the book's data
-    _one_line_exit_2(*_main("andrea_edu.heads.sweep", ["--out", str(DATA / "specialization_sweep.json")],
+    _one_line_exit_2(*_main("andrea_lab.sweep", ["--out", str(DATA / "specialization_sweep.json")],
                             capsys, monkeypatch), "exists", "--replace")
 
 
@@ -149,16 +152,16 @@ def test_sweep_command_refuses_to_replace_the_committed_sweep(capsys, monkeypatc
     (["layout", "--out", ""], ["--out", "empty"]),
 ])
 def test_bench_checks_threads_and_out(args, words, capsys, monkeypatch):
-    _one_line_exit_2(*_main("andrea_edu.bench.cli", args, capsys, monkeypatch), *words)
+    _one_line_exit_2(*_main("andrea_lab.bench.cli", args, capsys, monkeypatch), *words)
 
 
 def test_a_child_killed_by_a_signal_is_reported_in_one_line(capfd):
     rc = subprocess.run([sys.executable, "-c",
                          "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]).returncode
     assert rc == -signal.SIGSEGV
-    assert env.child_status("python -m andrea_edu.bench", rc) == 128 + signal.SIGSEGV
+    assert env.child_status("python -m andrea_lab.bench", rc) == 128 + signal.SIGSEGV
     err = capfd.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "SIGSEGV" in err and "andrea_edu.bench" in err
+    assert len(err.splitlines()) == 1 and "SIGSEGV" in err and "andrea_lab.bench" in err
     assert env.child_status("x", 0) == 0 and env.child_status("x", 2) == 2
 
 
@@ -172,19 +175,19 @@ def test_settings_from_json_and_check():
 
 
 def test_bench_refuses_to_replace_committed_results(capsys, monkeypatch, tmp_path):
-    from andrea_edu.bench import cli
-    from andrea_edu.bench import results as R
+    from andrea_lab.bench import cli
+    from andrea_lab.bench.results import write_results
 
     def no_measuring(*a, **k):
         raise AssertionError("measured before refusing")
     monkeypatch.setattr(cli.bench_cases, "run_suite", no_measuring)
     monkeypatch.delenv("ANDREA_DATA_DIR", raising=False)
-    _one_line_exit_2(*_main("andrea_edu.bench.cli", ["layout", "--device", "cpu", "--out",
+    _one_line_exit_2(*_main("andrea_lab.bench.cli", ["layout", "--device", "cpu", "--out",
                                                      str(DATA)], capsys, monkeypatch),
                      "committed data", "--replace")
-    assert env.default_out_dir() == REPO / "andrea_runs"  # the default is never book/data
+    assert store.default_out_dir() == REPO / "andrea_runs"  # the default is never book/data
     obj = json.loads((DATA / "bench_layout_cpu.json").read_text())
     with pytest.raises(FileExistsError, match="committed data"):
-        R.write_results(obj, DATA)
-    R.write_results(obj, tmp_path)  # anywhere else: written
+        write_results(obj, DATA)
+    write_results(obj, tmp_path)  # anywhere else: written
     assert (tmp_path / "bench_layout_cpu.json").is_file()

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from andrea_lab.text_runs import save_run
+from andrea_edu.data import DataFileError
 from andrea_edu.config import AndreaConfig
 from andrea_edu.heads import detectors as D
 from andrea_edu.heads import text_corpus as tc
@@ -105,7 +107,7 @@ def test_training_is_repeatable_and_the_first_steps_are_the_runs_first_steps(tin
 def test_run_file_round_trip_and_one_line_errors(tiny_run, tmp_path):
     corpus, s, run = tiny_run
     path = tmp_path / "run.json"
-    TT.save_run(run, path)
+    save_run(run, path)
     back = TT.load_run(path)
     assert np.allclose(back.train_loss, run.train_loss, atol=1e-5)
     assert back.model is not None and run.model is not None  # both loaded with their model
@@ -117,14 +119,14 @@ def test_run_file_round_trip_and_one_line_errors(tiny_run, tmp_path):
     bad = tmp_path / "scratch" / "bad.json"  # beside no manifest: the value checks alone
     bad.parent.mkdir()
     bad.write_text(json.dumps(d))
-    with pytest.raises(TT.RunFileError) as e:
+    with pytest.raises(DataFileError) as e:
         TT.load_run(bad, with_model=False)
     assert str(bad) in str(e.value) and "scores" in str(e.value) and "\n" not in str(e.value)
     TT.weights_path(path).write_bytes(b"not the weights")
-    with pytest.raises(TT.RunFileError, match="sha256"):
+    with pytest.raises(DataFileError, match="sha256"):
         TT.load_run(path)
     bad.write_text("{")
-    with pytest.raises(TT.RunFileError, match="unreadable"):
+    with pytest.raises(DataFileError, match="unreadable"):
         TT.load_run(bad)
 
 
@@ -155,7 +157,7 @@ def test_toy_model_file_round_trip(tmp_path):
                               eval_every=3, eval_batch=8, n_probes=1, probe_batch=4)
     run = toy_training.train(s, progress=False)
     path = tmp_path / "toy.json"
-    from andrea_edu.heads.text_runs import save_toy
+    from andrea_lab.text_runs import save_toy
     save_toy(run, path, {"produced_by": "test"})
     s2, scores, model, cpu = TT.load_toy(path)
     assert s2 == s and np.allclose(scores, run.scores_after, atol=1e-4) and cpu >= 0
@@ -163,6 +165,6 @@ def test_toy_model_file_round_trip(tmp_path):
     assert run.model is not None  # a run just trained keeps its model
     torch.testing.assert_close(model(x)[0], run.model(x)[0])
     path.with_suffix(".pt").write_bytes(b"changed")
-    with pytest.raises(TT.RunFileError, match="sha256"):
+    with pytest.raises(DataFileError, match="sha256"):
         TT.load_toy(path)
     assert TT.toy_settings().steps == toy_training.default_settings(4, fast=False).steps

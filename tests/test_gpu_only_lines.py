@@ -1,4 +1,4 @@
-"""tests/gpu_only_lines.md stays honest: every GPU site in andrea_edu/ and in the chapters is
+"""tests/gpu_only_lines.md stays honest: every GPU site in andrea_edu/, andrea_lab/ and in the chapters is
 either reached on the CPU by a named test, or listed as GPU-only with its reason, and every
 listed place still exists and still holds a GPU call.
 
@@ -49,9 +49,10 @@ def _is_site(node: ast.AST) -> TypeGuard[ast.expr]:  # True only for an Attribut
 
 
 def python_sites() -> dict[str, list[int]]:
-    """'path::qualname' -> line numbers of its GPU sites, over andrea_edu/**/*.py."""
+    """'path::qualname' -> line numbers of its GPU sites, over andrea_edu/**/*.py and the
+    laboratory's andrea_lab/**/*.py."""
     out: dict[str, list[int]] = {}
-    for path in sorted((ROOT / "andrea_edu").rglob("*.py")):
+    for path in sorted([*(ROOT / "andrea_edu").rglob("*.py"), *(ROOT / "andrea_lab").rglob("*.py")]):
         rel = path.relative_to(ROOT).as_posix()
         tree = ast.parse(path.read_text())
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from andrea_edu.data import DataFileError
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
@@ -294,7 +296,7 @@ def _stand_in_run(fault_at=None):
 
 
 def test_a_sticky_error_stops_its_process_once_and_the_reports_merge():
-    from andrea_edu.bench import gpucheck
+    from andrea_lab.bench import gpucheck
     rows = []
     with pytest.raises(gpucheck.StickyError, match=r"backend cuda-flash, case B=\d+ nh=\d+"):
         gpucheck.run_sweep(log=lambda m: None, checkpoint=lambda r: rows.append(len(r)),
@@ -314,7 +316,7 @@ def test_a_sticky_error_stops_its_process_once_and_the_reports_merge():
 
 
 def test_a_gpucheck_report_is_checked_before_it_lands(tmp_path):
-    from andrea_edu.bench import gpucheck
+    from andrea_lab.bench import gpucheck
     good = gpucheck.run_sweep(log=lambda m: None, backends=("cuda-wmma",), run=_stand_in_run())
     rep = gpucheck.merge_reports([dict(schema=gpucheck.SCHEMA, device={"name": "stand-in"},
                                        complete=True, backends=["cuda-wmma"], cases=good,
@@ -329,7 +331,7 @@ def test_a_gpucheck_report_is_checked_before_it_lands(tmp_path):
         bad = json.loads(json.dumps(rep))
         damage(bad)
         path.write_text(json.dumps(bad))
-        with pytest.raises(gpucheck.GpucheckFileError, match=words) as e:
+        with pytest.raises(DataFileError, match=words) as e:
             gpucheck.read_report(path)
         assert "\n" not in str(e.value) and str(path) in str(e.value)
 

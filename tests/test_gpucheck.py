@@ -1,11 +1,11 @@
-"""Tests of andrea_edu.bench.gpucheck that run anywhere (the check itself needs a GPU)."""
+"""Tests of andrea_lab.bench.gpucheck that run anywhere (the check itself needs a GPU)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from andrea_edu.kernels import launch as cuda_launch
-from andrea_edu.bench import gpucheck
+from andrea_lab.bench import gpucheck
 from andrea_edu.attention import V2_HEAD_DIMS, V3_HEAD_DIMS
 
 

@@ -10,7 +10,7 @@ import matplotlib
 import pytest
 import torch
 
-from andrea_edu import env
+from andrea_lab import store
 from andrea_edu.attention import choose_backend
 from andrea_edu.bench import dispatched, load_results
 from andrea_edu.figures import config_mirrors_hardware as figs
@@ -101,7 +101,7 @@ def test_a_gpu_file_draws_its_measurement_over_the_band(sweep, tmp_path, monkeyp
     assert not any("measured" in s for s in ax.get_legend_handles_labels()[1])
 
     _fake_gpu_file(tmp_path)
-    env.seal_folder(tmp_path)  # the book reads only files its folder's manifest lists
+    store.seal_folder(tmp_path)  # the book reads only files its folder's manifest lists
     pts = dispatched.from_results(load_results("headdim", device="gpu"), HDS)
     assert set(pts) == {64, 72} and pts[72]["kernel"]["us"] == pytest.approx(3000)
     assert pts[72]["kernel"]["backend"] == "cuda-naive" and pts[72]["device"] == FAKE

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from andrea_edu.data import DataFileError
 import torch
 
 from andrea_edu.config import AndreaConfig
@@ -223,7 +225,6 @@ def test_committed_path_ablations_validate_and_recheck(tmp_path):
 
     from andrea_edu.heads import path_runs as PR
     from andrea_edu.heads import text_training as TT
-    from andrea_edu.heads.text_runs import RunFileError
     run_path, paths_path = TT.find_data(), TT.find_data(PR.PATHS_FILE)
     if run_path is None or paths_path is None:
         pytest.skip("no committed real-text run or path ablations next to this checkout")
@@ -231,12 +232,12 @@ def test_committed_path_ablations_validate_and_recheck(tmp_path):
     d = PR.load_paths(paths_path, sha)
     assert len(d["entries"]) == len(PR.grid(8)) + 2 * len(PR.ROUTES)
     assert PR.as_grid(d, 8).shape == (8, 8)
-    with pytest.raises(RunFileError, match="other weights"):
+    with pytest.raises(DataFileError, match="other weights"):
         PR.load_paths(paths_path, "0" * 64)
     bad = json.loads(paths_path.read_text())
     bad["entries"][3]["tv"] = 1.5
     (tmp_path / "p.json").write_text(json.dumps(bad))
-    with pytest.raises(RunFileError, match="tv must lie"):
+    with pytest.raises(DataFileError, match="tv must lie"):
         PR.load_paths(tmp_path / "p.json")
     run = TT.load_run(run_path)
     from andrea_edu.heads import text_corpus as tc
@@ -344,10 +345,12 @@ def test_variant_run_files_when_committed(name, monkeypatch):
     assert R.weights_path(path).name == v.weights and run.model is not None
     assert run.model.cfg.block_size == run.settings.seq_len
     assert 0 < run.cpu_seconds <= TL.CPU_BUDGET  # the budget, measured by the run
-    assert run.provenance["produced_by"] == (f"python -m {TL.MODULE} --variant {name} --out "
-                                             f"book/data/{v.file}")
+    from andrea_edu.figures import provenance as P  # a command that moved, under its name now
+    assert P.command(run.provenance["produced_by"]) == (f"python -m {TL.MODULE} --variant {name} "
+                                                        f"--out book/data/{v.file}")
+    from andrea_lab.text_runs import save_variant
     with pytest.raises(FileExistsError):
-        TL.save_variant(run, name, path)  # committed data is never overwritten unasked
+        save_variant(run, name, path)  # committed data is never overwritten unasked
     monkeypatch.delenv("ANDREA_FAST", raising=False)
     TL.clear_caches()
     assert TL.variant_run(name).settings == run.settings  # outside fast mode: the file

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from andrea_edu.bench import cli, results as R, timing
+from andrea_edu.bench import results as R, timing
+from andrea_lab.bench import cli
 
 DATA = Path(__file__).resolve().parents[1] / "book" / "data"
 
@@ -58,13 +59,14 @@ def test_a_run_stopped_after_measuring_saves_what_it_measured(tmp_path, monkeypa
 @pytest.mark.parametrize("planted", ["error", "sigterm"])
 def test_pipeline_timing_stopped_after_a_measured_pass_saves_it_labelled_incomplete(
         planted, tmp_path, monkeypatch, capsys):
-    """A failure (or SIGTERM) in the second timed pass of `python -m andrea_edu.pipeline.timing`
+    """A failure (or SIGTERM) in the second timed pass of `python -m andrea_lab.pipeline_timing`
     (tiny: ANDREA-12M at T=8): the first pass is saved apart, labelled incomplete, and no
     pipeline_cpu.json is written; one line says so."""
     import os
     import signal
 
     from andrea_edu.pipeline import timing as PT
+    from andrea_lab import pipeline_timing as lab_pt
     real, calls = PT._time_forward, []
 
     def second_pass_fails(model, idx, dev):  # called once per timed pass, after its steps
@@ -75,7 +77,7 @@ def test_pipeline_timing_stopped_after_a_measured_pass_saves_it_labelled_incompl
             raise RuntimeError("planted failure")
         return real(model, idx, dev)
     monkeypatch.setattr(PT, "_time_forward", second_pass_fails)
-    rc = PT.main(["--config", "ANDREA-12M", "-T", "8", "--repeats", "3", "--device", "cpu",
+    rc = lab_pt.main(["--config", "ANDREA-12M", "-T", "8", "--repeats", "3", "--device", "cpu",
                   "--backend", "reference", "--out", str(tmp_path)])
     err = capsys.readouterr().err.strip()
     assert rc == (128 + signal.SIGTERM if planted == "sigterm" else 1), err

@@ -15,7 +15,7 @@ import matplotlib
 import pytest
 import torch
 
-from andrea_edu.env import seal_folder
+from andrea_lab.store import seal_folder
 from andrea_edu.figures import kernel_worklog as figs
 from andrea_edu.figures.kernel_source import first_line
 from andrea_edu.kernels.emulator import emulate

@@ -16,8 +16,10 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import land_gpu_out  # noqa: E402
 
-from andrea_edu.bench import gpucheck, load_results, suites  # noqa: E402
-from andrea_edu.env import read_manifest  # noqa: E402
+from andrea_lab.pipeline_timing import save_timing
+from andrea_edu.bench import load_results, suites  # noqa: E402
+from andrea_lab.bench import gpucheck  # noqa: E402
+from andrea_edu.data import read_manifest  # noqa: E402
 
 SLUG = "synthetic-test-gpu"
 
@@ -45,7 +47,7 @@ def suite_out(tmp_path_factory):
     t = PT.time_steps(AndreaModel(tiny, seed=1), B=1, T=8, repeats=1, warmup=0)
     t.device_kind, t.device = "gpu", "Synthetic test GPU (not a measurement)"
     t.provenance.update(device_kind="gpu", device=t.device, device_slug=SLUG)
-    t.save(out)   # pipeline_<slug>.json: what "The final picture" re-rates with
+    save_timing(t, out)   # pipeline_<slug>.json: what "The final picture" re-rates with
     (out / "gpu_summary.md").write_text("# GPU suite: first-contact run\n")
     (out / "logs.tar.gz").write_bytes(b"")
     return out
@@ -110,7 +112,8 @@ def test_landing_into_the_committed_folder_pins_what_it_lands(suite_out, tmp_pat
     review sees a code diff; a file copied in by hand is refused."""
     from andrea_edu import data_pins
     from andrea_edu.bench.results import read_results_file
-    from andrea_edu.env import DataFileError, seal_folder
+    from andrea_edu.data import DataFileError
+    from andrea_lab.store import seal_folder
     copy = tmp_path / "data_pins_copy.py"
     shutil.copy(data_pins.PIN_FILE, copy)
     monkeypatch.setattr(data_pins, "PIN_FILE", copy)

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from andrea_edu import env
-from andrea_edu.env import MANIFEST, DataFileError
+from andrea_edu import data as bookdata
+from andrea_lab import store
+from andrea_edu.data import MANIFEST, DataFileError
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "book" / "data"
@@ -32,7 +33,7 @@ def _sha(p: Path) -> str:
 def test_a_manifest_cut_mid_line_is_an_error_naming_its_line(tmp_path, cut):
     (tmp_path / MANIFEST).write_bytes((DATA / MANIFEST).read_bytes()[:cut])
     with pytest.raises(DataFileError, match=r"SHA256SUMS: line \d+ is cut short") as e:
-        env.read_manifest(tmp_path)
+        bookdata.read_manifest(tmp_path)
     assert "\n" not in str(e.value)
 
 
@@ -49,11 +50,11 @@ def test_a_manifest_cut_mid_line_is_an_error_naming_its_line(tmp_path, cut):
 def test_a_malformed_manifest_is_an_error_naming_its_line(tmp_path, line, words):
     (tmp_path / MANIFEST).write_text(line, newline="")
     with pytest.raises(DataFileError, match=words):
-        env.read_manifest(tmp_path)
+        bookdata.read_manifest(tmp_path)
 
 
 def test_the_committed_manifest_parses_and_lists_every_data_file():
-    sums = env.read_manifest(DATA, required=True)
+    sums = bookdata.read_manifest(DATA, required=True)
     assert sorted(sums) == sorted(p.name for p in DATA.iterdir()
                                   if p.name != MANIFEST and not p.name.startswith("."))
     assert all(_sha(DATA / n) == h for n, h in sums.items())
@@ -92,22 +93,26 @@ def test_where_the_book_reads_data_the_manifest_is_required(tmp_path, monkeypatc
 def test_a_scratch_folder_needs_no_manifest_but_a_listed_one_must_match(tmp_path):
     p = tmp_path / "x.json"
     p.write_text("{}")
-    assert env.manifest_problem(p) is None  # not a data folder: the loaders' value checks only
-    env.seal_folder(tmp_path)
-    assert env.manifest_problem(p) is None
+    assert bookdata.manifest_problem(p) is None  # not a data folder: the loaders' value checks only
+    store.seal_folder(tmp_path)
+    assert bookdata.manifest_problem(p) is None
     (tmp_path / "y.json").write_text("{}")
-    assert "not listed" in (env.manifest_problem(tmp_path / "y.json") or "")
+    assert "not listed" in (bookdata.manifest_problem(tmp_path / "y.json") or "")
 
 
 # ---------------------------------------------------------------- the lock
-# the children load env.py alone (it imports only the standard library): 50 ms, not torch's 2 s
-_LOAD_ENV = (f"import importlib.util as u; s = u.spec_from_file_location('env', "
-             f"{str(REPO / 'andrea_edu' / 'env.py')!r}); env = u.module_from_spec(s); "
-             f"s.loader.exec_module(env)\n")
+# the children load data.py and the lab's store.py alone (they import only the standard
+# library): 50 ms, not torch's 2 s
+_LOAD_ENV = ("import importlib.util as u, sys\n"
+             "def _load(name, path):\n"
+             "    s = u.spec_from_file_location(name, path); m = u.module_from_spec(s)\n"
+             "    sys.modules[name] = m; s.loader.exec_module(m); return m\n"
+             f"bookdata = _load('andrea_edu.data', {str(REPO / 'andrea_edu' / 'data.py')!r})\n"
+             f"store = _load('andrea_lab.store', {str(REPO / 'andrea_lab' / 'store.py')!r})\n")
 _WRITER = _LOAD_ENV + textwrap.dedent("""
     import sys
     from pathlib import Path
-    write_json_atomic = env.write_json_atomic
+    write_json_atomic = store.write_json_atomic
     folder, who, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     for i in range(n):
         write_json_atomic(folder / f"{who}_{i % 10}.json", {"who": who, "i": i}, manifest=True)
@@ -118,7 +123,7 @@ def test_two_concurrent_writers_lose_no_manifest_entry(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), w, "50"], env=ENV)
              for w in ("a", "b")]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
-    sums = env.read_manifest(tmp_path, required=True)
+    sums = bookdata.read_manifest(tmp_path, required=True)
     files = sorted(p.name for p in tmp_path.iterdir() if p.name != MANIFEST)
     assert sorted(sums) == files and len(files) == 20
     assert all(_sha(tmp_path / n) == h for n, h in sums.items())  # none stale
@@ -140,12 +145,12 @@ _UNIT = _LOAD_ENV + textwrap.dedent("""
         return wrapped
     os.replace = step(os.replace)
     os.link = step(os.link)
-    env._fsync_file = step(env._fsync_file)
+    store._fsync_file = step(store._fsync_file)
     def weights(tmp):
         tmp.write_text("weights " + value)
     def run(tmp):
         tmp.write_text('{"weights": "weights %s"}' % value)
-    env.write_files_as_unit([(folder / "w.pt", weights), (folder / "r.json", run)], manifest=True)
+    store.write_files_as_unit([(folder / "w.pt", weights), (folder / "r.json", run)], manifest=True)
     print(steps[0])
 """)
 
@@ -157,14 +162,18 @@ def _unit(folder: Path, at: int, value: str) -> subprocess.CompletedProcess:
 
 def _state(folder: Path) -> str:
     """'old' or 'new' when the folder holds one whole set and its manifest agrees."""
-    env.manifest_problem(folder / "r.json")  # a reader finishes what a killed writer left
+    if any(p.name.startswith(".andrea-unit.") for p in folder.iterdir()):  # a decided unit
+        problem = bookdata.manifest_problem(folder / "r.json") or ""  # the book only reads:
+        assert "python -m andrea_lab.store recover" in problem, problem  # it refuses, naming
+    with store.folder_lock(folder):                                  # what finishes it
+        store.recover_units(folder)
     names = sorted(p.name for p in folder.iterdir())
     assert names == [MANIFEST, "r.json", "w.pt"], names  # no .tmp, .bak or journal left
     w = (folder / "w.pt").read_text().split()[1]
     r = json.loads((folder / "r.json").read_text())["weights"].split()[1]
     assert w == r, (w, r)  # never a mixture
-    assert env.manifest_problem(folder / "r.json") is None
-    assert env.manifest_problem(folder / "w.pt") is None
+    assert bookdata.manifest_problem(folder / "r.json") is None
+    assert bookdata.manifest_problem(folder / "w.pt") is None
     return w
 
 
@@ -198,11 +207,12 @@ def test_execute_refuses_an_out_in_the_book_unless_replace(out, capsys, monkeypa
 def test_pipeline_timing_writes_outside_the_book_and_replaces_only_when_asked(
         tmp_path, capsys, monkeypatch):
     from andrea_edu.pipeline import timing as PT
+    from andrea_lab import pipeline_timing as lab_timing
     monkeypatch.setenv("ANDREA_OUT_DIR", str(tmp_path))
     (tmp_path / "pipeline_cpu.json").write_text("{}")
     monkeypatch.setattr(PT, "time_steps", None)  # measuring would fail loudly
-    assert PT.main(["--config", "ANDREA-12M", "--device", "cpu"]) == 2
+    assert lab_timing.main(["--config", "ANDREA-12M", "--device", "cpu"]) == 2
     err = capsys.readouterr().err
     assert "exists" in err and "--replace" in err and len(err.strip().splitlines()) == 1
     monkeypatch.delenv("ANDREA_OUT_DIR")
-    assert env.default_out_dir() != DATA and DATA not in env.default_out_dir().parents
+    assert store.default_out_dir() != DATA and DATA not in store.default_out_dir().parents

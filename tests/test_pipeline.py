@@ -6,11 +6,15 @@ import math
 
 import matplotlib
 import pytest
+
+from andrea_edu.data import DataFileError
 import torch
 
+from andrea_lab.pipeline_timing import save_timing
 from andrea_edu import pipeline as P
 from andrea_edu.pipeline import ops as PO
 from andrea_edu.pipeline import timing as PT
+from andrea_lab import pipeline_timing as lab_timing
 from andrea_edu.pipeline import tracer as PTR
 from andrea_edu.bench.timing import attention_flops, matmul_flops
 from andrea_edu.config import ANDREA_120M, AndreaConfig, param_counts
@@ -213,7 +217,7 @@ def test_time_steps_shares_sum_to_one_with_every_step(model, tmp_path):
     with pytest.raises(ValueError, match="stat"):
         t.shares(stat="mean")
     assert t.forward_ms > 0 and t.marked_forward_ms > 0
-    path = t.save(tmp_path)
+    path = save_timing(t, tmp_path)
     assert path.name == "pipeline_cpu.json"
     back = PT.load_pipeline_timing("cpu", data_dir_=tmp_path)
     assert back is not None and back.shares() == pytest.approx(t.shares())
@@ -222,7 +226,7 @@ def test_time_steps_shares_sum_to_one_with_every_step(model, tmp_path):
     bad = json.loads(path.read_text())
     bad["device"] = "NVIDIA H200"  # a CPU file must say CPU
     (tmp_path / "pipeline_cpu.json").write_text(json.dumps(bad))
-    with pytest.raises(PT.PipelineFileError, match="pipeline_cpu.json.*labelled 'CPU"):
+    with pytest.raises(DataFileError, match="pipeline_cpu.json.*labelled 'CPU"):
         PT.load_pipeline_timing("cpu", data_dir_=tmp_path)  # never shown; the reason, named
     with pytest.warns(RuntimeWarning, match="skipped"):
         assert PT.load_pipeline_timing("cpu", data_dir_=tmp_path, errors="warn") is None
@@ -252,7 +256,7 @@ def test_time_steps_refuses_bad_arguments(model):
 
 
 def test_cli_writes_a_file(tmp_path, capsys):
-    assert PT.main(["--config", "ANDREA-12M", "-T", "8", "--repeats", "1", "--device", "cpu",
+    assert lab_timing.main(["--config", "ANDREA-12M", "-T", "8", "--repeats", "1", "--device", "cpu",
                     "--out", str(tmp_path)]) == 0
     assert (tmp_path / "pipeline_cpu.json").exists() and "%" in capsys.readouterr().out
 
@@ -288,7 +292,7 @@ def test_final_picture_shows_a_committed_gpu_file(model, tmp_path, monkeypatch):
     t.device, t.device_kind = "Fake GPU (test)", "gpu"
     t.provenance["device_slug"] = "fake-gpu"
     t.kernels = {"qkv": ["fake_gemm"], "attention": ["fake_attention"]}
-    t.save(tmp_path)
+    save_timing(t, tmp_path)
     monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("ANDREA_FAST", "1")
     monkeypatch.delenv("ANDREA_BOOK_BUILD", raising=False)

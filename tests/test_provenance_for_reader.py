@@ -1,4 +1,4 @@
-"""Provenance worded for a reader (andrea_edu/figures/provenance.py, env.where_looked): every
+"""Provenance worded for a reader (andrea_edu/figures/provenance.py, bookdata.where_looked): every
 committed record, formatted, carries no trace of the machine that made it, and still says what a
 reader needs (the command as typed in the repository, date, device, versions, commit)."""
 import json
@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from andrea_edu import env
+from andrea_edu import data as bookdata
 from andrea_edu.figures import provenance as P
 from test_book import build_residue_in
 
@@ -27,30 +28,32 @@ def test_every_committed_record_reads_clean(name, prov):
     assert not build_residue_in(text), (name, text)
     if "produced_by" in prov or "command" in prov:
         cmd = next(v for k, v in rows if k == "made by").strip("`")
-        assert cmd.startswith("python -m andrea_edu."), cmd
+        assert cmd.startswith(("python -m andrea_edu.", "python -m andrea_lab.")), cmd
         module = cmd.split()[2]
-        import importlib.util
-        assert importlib.util.find_spec(module) is not None, f"{name}: {module} does not exist"
+        assert P._module_exists(module), f"{name}: `python -m {module}` runs no command"
 
 
 def test_the_formatters_on_planted_records():
     assert P.command("python -m andrea_edu.specialization_sweep --out /tmp/h3/sweep_new.json",
                      "specialization_sweep.json") == \
-        "python -m andrea_edu.heads.sweep --out book/data/specialization_sweep.json"
+        "python -m andrea_lab.sweep --out book/data/specialization_sweep.json"
     assert P.command("python -m andrea_edu.x --out book/data/a.json") == \
         "python -m andrea_edu.x --out book/data/a.json"
     assert P.commit("0123456789abcdef0123-dirty (andrea_edu/x.py)") == \
         "0123456789 plus uncommitted edits"
     assert P.commit("0123456789abcdef") == "0123456789" and P.commit("unknown") == "unknown"
-    for old, new in P.RENAMED.items():  # each rename names a module gone and one that exists
-        import importlib.util
-        assert importlib.util.find_spec(new) is not None and not P._module_exists(old)
+    for old, new in P.RENAMED.items():  # each rename ends at a module that runs as a command
+        assert P._module_exists(new) or new in P.RENAMED, (old, new)
+    assert P.command("python -m andrea_edu.bench layout --out /x/bench_layout_cpu.json",
+                     "bench_layout_cpu.json") == \
+        "python -m andrea_lab.bench layout --out book/data/bench_layout_cpu.json"
+    assert not P._module_exists("andrea_edu.bench") and P._module_exists("andrea_lab.bench")
 
 
 def test_where_looked_names_folders_by_rule(monkeypatch, tmp_path):
-    monkeypatch.delenv(env.DATA_ENV, raising=False)
+    monkeypatch.delenv(bookdata.DATA_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
-    line = env.where_looked("x.json")
+    line = bookdata.where_looked("x.json")
     assert str(tmp_path) not in line and str(Path(env.__file__).parents[1]) not in line
     assert "book/data/x.json in the repository" in line and "data/x.json in the working" in line
     assert not build_residue_in(line)

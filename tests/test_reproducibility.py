@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from andrea_edu import env
+from andrea_edu import data as bookdata
+from andrea_lab import store
 
 REPO = Path(__file__).resolve().parents[1]
 X86 = env.is_x86()
@@ -192,41 +194,41 @@ def test_provenance_blocks_record_the_settings():
 # ---------------------------------------------------------------- data finder
 def test_data_dir_env_is_the_only_place_when_set(tmp_path, monkeypatch):
     monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
-    assert env.data_search_dirs() == [tmp_path]
-    assert env.find_data_file("specialization_sweep.json") is None
-    assert str(tmp_path) in env.where_looked("specialization_sweep.json")
+    assert bookdata.data_search_dirs() == [tmp_path]
+    assert bookdata.find_data_file("specialization_sweep.json") is None
+    assert str(tmp_path) in bookdata.where_looked("specialization_sweep.json")
 
 
 def test_finder_order_package_repository_then_notebook(tmp_path, monkeypatch):
     monkeypatch.delenv("ANDREA_DATA_DIR", raising=False)
     monkeypatch.chdir(tmp_path)  # a Colab-like working directory outside the clone
-    dirs = env.data_search_dirs()
+    dirs = bookdata.data_search_dirs()
     assert dirs[0] == REPO / "book" / "data"  # beside the installed package's repository
     assert dirs[1:] == [tmp_path / "data", tmp_path / "book" / "data",
                         tmp_path.parent / "book" / "data"]
-    assert env.find_data_file("specialization_sweep.json") == REPO / "book" / "data" / \
+    assert bookdata.find_data_file("specialization_sweep.json") == REPO / "book" / "data" / \
         "specialization_sweep.json"
 
 
 # ---------------------------------------------------------------- atomic writes
 def test_write_json_atomic_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch):
     path = tmp_path / "d.json"
-    env.write_json_atomic(path, {"v": 1})
+    store.write_json_atomic(path, {"v": 1})
     assert json.loads(path.read_text()) == {"v": 1}
 
     def boom(*a, **k):
         raise KeyboardInterrupt  # killed between writing the temporary file and the rename
     monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(KeyboardInterrupt):
-        env.write_json_atomic(path, {"v": 2, "big": list(range(1000))})
+        store.write_json_atomic(path, {"v": 2, "big": list(range(1000))})
     assert json.loads(path.read_text()) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["d.json"]  # no temporary file left
 
 
 def test_every_json_writer_is_atomic():
     """No writer of committed data writes in place (a plain write_text can leave half a file)."""
-    files = ["andrea_edu/bench/results.py", "andrea_edu/heads/sweep.py",
-             "andrea_edu/pipeline/timing.py", "andrea_edu/bench/gpucheck.py"]
+    files = ["andrea_lab/bench/results.py", "andrea_lab/sweep.py",
+             "andrea_lab/pipeline_timing.py", "andrea_lab/bench/gpucheck.py"]
     for f in files:
         src = (REPO / f).read_text()
         assert "write_json_atomic(" in src, f
@@ -253,7 +255,7 @@ def test_native_drops_inherited_pins(monkeypatch):
 def test_the_bench_command_times_unpinned(tmp_path):
     """The oneDNN cap turns bfloat16 matmuls into a reference loop (measured 736 ms instead of
     2.8 ms on an AVX512-BF16 Xeon): timing commands run themselves again unpinned."""
-    r = subprocess.run([sys.executable, "-m", "andrea_edu.bench", "layout", "--fast",
+    r = subprocess.run([sys.executable, "-m", "andrea_lab.bench", "layout", "--fast",
                         "--no-progress", "--out", str(tmp_path)], cwd=REPO, timeout=600,
                        env={**os.environ, **env.PINNED_ISA}, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -299,7 +301,8 @@ def test_one_commit_id_helper_names_the_changed_files(monkeypatch, tmp_path):
     import subprocess
 
     from andrea_edu import env
-    from andrea_edu.bench import gpucheck, timing
+    from andrea_edu.bench import timing
+    from andrea_lab.bench import gpucheck
     from andrea_edu.heads import sweep, text_training
 
     for mod in (timing, gpucheck, sweep, text_training):

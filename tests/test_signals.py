@@ -123,9 +123,9 @@ def test_the_timing_commands_rerun_through_run_child(monkeypatch):
         return 0
     monkeypatch.setattr(env, "timing_process_is_pinned", lambda: True)
     monkeypatch.setattr(env, "run_child", record)
-    assert env.rerun_unpinned("andrea_edu.bench") == 0
+    assert env.rerun_unpinned("andrea_lab.bench") == 0
     (cmd, child_env), = seen
-    assert cmd[1:3] == ["-m", "andrea_edu.bench"] and child_env["ANDREA_CPU_ISA"] == "native"
+    assert cmd[1:3] == ["-m", "andrea_lab.bench"] and child_env["ANDREA_CPU_ISA"] == "native"
 
 
 # ---------------------------------------------------------------- one line says what was left unwritten
@@ -139,6 +139,7 @@ def _sigterm_self() -> None:
 def test_a_sweep_stopped_by_sigterm_says_how_far_it_got_and_writes_nothing(tmp_path,
                                                                          monkeypatch, capsys):
     from andrea_edu.heads import sweep as W
+    from andrea_lab import sweep as lab_sweep
     calls: list = []
 
     def planted_train(settings, progress=True):
@@ -148,7 +149,7 @@ def test_a_sweep_stopped_by_sigterm_says_how_far_it_got_and_writes_nothing(tmp_p
         return object()  # a run (never saved: the sweep stops at the next one)
     monkeypatch.setattr(W, "train", planted_train)
     out = tmp_path / "sweep.json"
-    rc = W.main(["--n-heads", "1", "2", "--seeds", "0", "1", "2", "--workers", "1",
+    rc = lab_sweep.main(["--n-heads", "1", "2", "--seeds", "0", "1", "2", "--workers", "1",
                  "--out", str(out)])
     err = capsys.readouterr().err.strip()
     assert rc == 128 + signal.SIGTERM and len(err.splitlines()) == 1, err
@@ -166,6 +167,7 @@ def test_a_parallel_sweep_stopped_by_sigterm_ends_its_workers_at_once(tmp_path, 
     import threading
 
     from andrea_edu.heads import sweep as W
+    from andrea_lab import sweep as lab_sweep
     monkeypatch.setenv("_ANDREA_TEST_DIR", str(tmp_path))
     monkeypatch.setattr(W, "_one", _sleeping_run)  # forked workers find it in this module
 
@@ -175,7 +177,7 @@ def test_a_parallel_sweep_stopped_by_sigterm_ends_its_workers_at_once(tmp_path, 
             time.sleep(0.02)
         os.kill(os.getpid(), signal.SIGTERM)
     threading.Thread(target=stop_once_a_worker_runs, daemon=True).start()
-    rc = W.main(["--n-heads", "1", "2", "--seeds", "0", "--workers", "2",
+    rc = lab_sweep.main(["--n-heads", "1", "2", "--seeds", "0", "--workers", "2",
                  "--out", str(tmp_path / "s.json")])
     err = capsys.readouterr().err.strip()
     assert rc == 128 + signal.SIGTERM and "0 of 2 runs done, nothing written" in err, err
@@ -188,6 +190,7 @@ def test_a_training_stopped_by_sigterm_says_what_was_left_unwritten(flag, tmp_pa
                                                                    capsys):
     from andrea_edu.heads import text_training as TT
     from andrea_edu.heads import training
+    from andrea_lab import text_training as lab_tt
     monkeypatch.setenv("_ANDREA_PINNED", "1")  # no re-exec of this process with the pins
     if flag in ("--out", "text_longer"):  # the real-text trainings: stopped inside train
         monkeypatch.setattr(TT, "train", lambda s, progress=True: _sigterm_self())
@@ -209,11 +212,12 @@ def test_a_training_stopped_by_sigterm_says_what_was_left_unwritten(flag, tmp_pa
     out = tmp_path / "run.json"
     if flag == "text_longer":
         from andrea_edu.heads import text_longer as TL
+        from andrea_lab import text_longer as lab_tl
         with pytest.raises(SystemExit) as stop:
-            TL.main(["--out", str(out)])
+            lab_tl.main(["--out", str(out)])
         rc, prog = stop.value.code, f"python -m {TL.MODULE}"
     else:
-        rc, prog = TT.main([flag, str(out)]), TT.PROG
+        rc, prog = lab_tt.main([flag, str(out)]), lab_tt.PROG
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 128 + signal.SIGTERM and err, err
     last = err[-1]  # (a progress bar may write above it)

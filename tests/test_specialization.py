@@ -10,7 +10,8 @@ from andrea_edu.heads import corpus as C
 from andrea_edu.heads import training as S
 from andrea_edu.heads.gradient_pressure import MIN_SOLO, classify, gradient_pressure, sign_test
 from andrea_edu.model import AndreaModel
-from andrea_edu.heads.sweep import compare_runs, find_data, load_sweep, recheck, save_sweep
+from andrea_edu.heads.sweep import compare_runs, find_data, load_sweep, recheck
+from andrea_lab.sweep import save_sweep
 from andrea_edu.heads.two_places import two_places_table
 
 FAST = S.default_settings(4, fast=True)

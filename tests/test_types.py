@@ -1,4 +1,4 @@
-"""Static types: mypy (pinned in requirements.txt, configured in mypy.ini) over andrea_edu/,
+"""Static types: mypy (pinned in requirements.txt, configured in mypy.ini) over andrea_edu/, andrea_lab/,
 tests/ and scripts/ finds no error, and it does find the class of bug that broke every GPU call
 of `attention()` (issue 22): a name a module does not have, a wrong call arity, a misspelt
 attribute of a class.
@@ -25,7 +25,7 @@ import pytest
 pytest.importorskip("mypy", reason="mypy is in requirements.txt; this environment lacks it")
 
 REPO = Path(__file__).resolve().parents[1]
-CHECKED = ("andrea_edu", "tests", "scripts")
+CHECKED = ("andrea_edu", "andrea_lab", "tests", "scripts")
 # Third-party packages the planted checks treat as Any (their types are not what is tested,
 # and analysing torch alone takes a minute cold).
 SKIPPED = ("torch", "numpy", "matplotlib")

@@ -15,7 +15,7 @@ import pytest
 
 from book_toc import REPO
 from andrea_edu.bench import validate_result
-from andrea_edu.env import seal_folder
+from andrea_lab.store import seal_folder
 
 DATA = REPO / "book" / "data"
 FAKE = "Fake GPU (test)"

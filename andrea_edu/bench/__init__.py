@@ -3,7 +3,7 @@
 chapter shows: figures draw, bench measures.
 
     timing       FLOP formulas, time_fns (validate, warm up, take turns), provenance
-    results      the JSON schema of book/data/bench_*.json, validation, atomic writing, loading
+    results      the JSON schema of book/data/bench_*.json, validation, loading
     args         argument checks shared by every command line (one line, exit status 2)
     runner       the validate-then-time runner every suite shares, shapes per device
     cases        the head_dim sweep over every backend
@@ -16,18 +16,18 @@ chapter shows: figures draw, bench measures.
     launches     one launch for all heads vs one launch per (batch, head)
     dispatched   the kernel the dispatcher runs at one head_dim beside SDPA: validated, then timed
                  live on a GPU, or read from a GPU results file (the head_dim slider's points)
-    gpucheck     correctness of every kernel on a real GPU, JSON out
-    cli          python -m andrea_edu.bench {head-dim|projections|layout|all|gpu-check|gpu-suite}
+
+The command that writes them, python -m andrea_lab.bench, and the GPU correctness check
+(gpu-check) live in the laboratory package andrea_lab.bench, which no chapter imports.
 
 Results go to `book/data/bench_<suite>_<device>.json` (device: "cpu" or e.g. "nvidia-h200").
 """
-from andrea_edu.bench.results import (SCHEMA, SCHEMA_VERSION, SUITES, ResultsFileError,
-                                      data_dir, load_results, validate_result, write_results)
+from andrea_edu.bench.results import (SCHEMA, SCHEMA_VERSION, SUITES, data_dir, load_results,
+                                      validate_result)
 from andrea_edu.bench.timing import (ValidationError, attention_flops, check_close, device_slug,
                                      matmul_flops, pick_device, provenance, time_fn, time_fns,
                                      tolerance)
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "SUITES", "ResultsFileError", "ValidationError", "attention_flops",
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "SUITES", "ValidationError", "attention_flops",
            "check_close", "data_dir", "device_slug", "load_results", "matmul_flops",
-           "pick_device", "provenance", "time_fn", "time_fns", "tolerance", "validate_result",
-           "write_results"]
+           "pick_device", "provenance", "time_fn", "time_fns", "tolerance", "validate_result"]

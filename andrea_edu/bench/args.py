@@ -2,7 +2,7 @@
 
 Each check returns None when the value is fine, else one line that names the flag and what is
 allowed; `fail` prints that line as argparse does ("prog: error: ...") and returns exit status 2.
-Used by python -m andrea_edu.bench (gpu-check included), .heads.sweep, .pipeline.timing and
+Used by python -m andrea_lab.bench (gpu-check included), andrea_lab.sweep, andrea_lab.pipeline_timing and
 .notebook.execute, so that a bad --repeats or an unwritable --out is refused in a second, not
 after the whole suite.
 """
@@ -121,7 +121,7 @@ def committed_reason(path) -> str | None:
     if p == book or book in p.parents:
         return f"{path} lies in the book's folder {BOOK}"
     if p.is_file():
-        from andrea_edu.env import read_manifest
+        from andrea_edu.data import read_manifest
         try:
             if p.name in read_manifest(p.parent):
                 return f"{path} is committed data (listed in its folder's SHA256SUMS)"

@@ -1,20 +1,16 @@
-"""Benchmark results on disk: the JSON schema, validation, writing and loading.
+"""Benchmark results on disk: the JSON schema, validation and loading (the writer is the
+laboratory's andrea_lab.bench.results.write_results).
 
 Introduced in the chapter "The configuration mirrors the hardware"; every chapter that shows a
 committed measurement reads it with `load_results` (re-exported by andrea_edu.bench).
 
     validate_result(obj)                    ValueError unless obj follows SCHEMA (+ timing sanity)
-    write_results(obj, out_dir=None)        -> <out_dir>/bench_<suite>_<device_slug>.json
-                                            (default andrea_runs/, env.default_out_dir), with
-                                            the folder's SHA256SUMS if it has one, atomically;
-                                            never replaces
-                                            full data with a fast or empty run unless replace=True
     load_results(suite, device="any")       committed results (GPU first) or None; a file that
-                                            is there but invalid raises ResultsFileError (one
+                                            is there but invalid raises DataFileError (one
                                             line: the file and the reason)
     data_dir()                              where committed results live: $ANDREA_DATA_DIR,
                                             else the repository's book/data
-Files are found through andrea_edu.env.data_search_dirs ($ANDREA_DATA_DIR; beside the installed
+Files are found through andrea_edu.data.data_search_dirs ($ANDREA_DATA_DIR; beside the installed
 package's repository; relative to the notebook). Validation: the schema, plus what a schema does
 not say: timings finite and 0 <= min <= median <= max, TFLOP/s consistent with the FLOPs and the
 median (a timing scaled by 1000 is caught), the sizes every chapter reads present in params, and
@@ -30,11 +26,8 @@ import os
 import warnings
 from pathlib import Path
 
-from andrea_edu.env import (MANIFEST, DataFileError, data_search_dirs, default_out_dir,
-                            first_nonfinite, listed_but_missing,
-                            manifest_problem, read_manifest,
-                            where_looked,
-                            write_json_atomic)
+from andrea_edu.data import (MANIFEST, DataFileError, data_search_dirs, first_nonfinite,
+                             listed_but_missing, manifest_problem, read_manifest, where_looked)
 
 SCHEMA_VERSION = 1
 SUITES = ("headdim", "projections", "layout")
@@ -112,11 +105,6 @@ def _mini_validate(obj, schema: dict, path: str = "$") -> None:
     if isinstance(obj, list) and "items" in schema:
         for i, item in enumerate(obj):
             _mini_validate(item, schema["items"], f"{path}[{i}]")
-
-
-class ResultsFileError(DataFileError):
-    """A results file that is there but cannot be trusted: the message is one line, naming the
-    file and the reason. A chapter shows it instead of "nothing was measured"."""
 
 
 def validate_result(obj, expect_device: str | None = None, file_name: str | None = None) -> None:
@@ -322,42 +310,9 @@ def _check_record_values(obj: dict) -> None:
 
 def data_dir() -> Path:
     """Where committed results live: $ANDREA_DATA_DIR, else the repository's book/data (the
-    first of andrea_edu.env.data_search_dirs). Writers default to env.default_out_dir()."""
+    first of andrea_edu.data.data_search_dirs). Writers (andrea_lab.bench.results) default to
+    andrea_lab.store.default_out_dir()."""
     return data_search_dirs()[0]
-
-
-def _is_full(obj) -> bool:
-    """Full-size data: not a fast run, and at least one record measured."""
-    return not obj.get("settings", {}).get("fast", False) and any(
-        r.get("status") == "ok" for r in obj.get("records", []))
-
-
-def write_results(obj: dict, out_dir=None, replace: bool = False) -> Path:
-    """Validate obj and write it, atomically, to <out_dir>/bench_<suite>_<device_slug>.json.
-
-    Refuses (FileExistsError, nothing written) to replace a file of full-size measurements with
-    a fast run or a run that measured nothing, unless replace=True (the CLI's --replace)."""
-    validate_result(obj)
-    out = Path(out_dir) if out_dir is not None else default_out_dir()
-    path = out / f"bench_{obj['suite']}_{obj['provenance']['device_slug']}.json"
-    if path.exists() and not replace and is_committed(path):
-        raise FileExistsError(f"{path} is committed data (listed in {MANIFEST}); a new run does "
-                              f"not replace it unless asked (replace=True, on the command line "
-                              f"--replace, or write elsewhere with --out)")
-    if path.exists() and not replace and not _is_full(obj):
-        try:
-            old = json.loads(path.read_text())
-        except (OSError, ValueError):
-            old = None  # a damaged file is not worth keeping
-        if isinstance(old, dict) and _is_full(old):
-            why = ("a fast run" if obj.get("settings", {}).get("fast") else
-                   "a run with no 'ok' record")
-            raise FileExistsError(f"{path} holds full-size measurements; {why} does not replace "
-                                  f"them (pass replace=True, on the command line --replace, or "
-                                  f"write elsewhere with --out)")
-    # the folder's SHA256SUMS is kept current where there is one (book/data); none is made in
-    # a fresh folder (the GPU suite's $OUT holds at most 8 files)
-    return write_json_atomic(path, obj, indent=1, sort_keys=False)
 
 
 def is_committed(path) -> bool:
@@ -373,34 +328,34 @@ def _reject_constant(name):
 
 
 def read_results_file(path, expect_device: str | None = None) -> dict:
-    """One results file, parsed and validated; ResultsFileError (one line: the file and the
+    """One results file, parsed and validated; DataFileError (one line: the file and the
     reason) when it cannot be trusted."""
     path = Path(path)
     try:
         obj = json.loads(path.read_text(), parse_constant=lambda c: float(c))
     except json.JSONDecodeError as e:
-        raise ResultsFileError(f"{path}: not valid JSON (truncated or damaged?): {e}") from None
+        raise DataFileError(f"{path}: not valid JSON (truncated or damaged?): {e}") from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ResultsFileError(f"{path}: {e}") from None
+        raise DataFileError(f"{path}: {e}") from None
     problem = manifest_problem(path)
     if problem:
-        raise ResultsFileError(f"{path}: {problem}")
+        raise DataFileError(f"{path}: {problem}")
     bad = first_nonfinite(obj)
     if bad:
-        raise ResultsFileError(f"{path}: {bad} is NaN or Infinity; every number in a results "
+        raise DataFileError(f"{path}: {bad} is NaN or Infinity; every number in a results "
                                f"file must be finite (null where nothing was measured)")
     try:
         if not isinstance(obj, dict):
             raise ValueError(f"top level is {type(obj).__name__}, not an object")
         validate_result(obj, expect_device=expect_device, file_name=path.name)
     except (ValueError, KeyError, TypeError) as e:
-        raise ResultsFileError(f"{path}: {e}") from None
+        raise DataFileError(f"{path}: {e}") from None
     obj["_path"] = str(path)
     return obj
 
 
 def results_folder(suite: str) -> Path | None:
-    """The first folder of andrea_edu.env.data_search_dirs holding a bench_<suite>_*.json."""
+    """The first folder of andrea_edu.data.data_search_dirs holding a bench_<suite>_*.json."""
     for d in data_search_dirs():
         if d.is_dir() and (any(d.glob(f"bench_{suite}_*.json"))
                            or listed_but_missing(d, f"bench_{suite}_*.json")):
@@ -415,7 +370,7 @@ def load_results(suite: str, device: str = "any", data_dir_=None,
 
     device: "gpu" (any GPU file), "cpu", or "any" (a GPU file when one exists, else the CPU one).
     A file that is there but invalid (damaged, truncated, out of range, the wrong device) is
-    never shown: errors="raise" raises ResultsFileError naming the file and the reason;
+    never shown: errors="raise" raises DataFileError naming the file and the reason;
     errors="warn" warns the same line and goes on to the next file.
     """
     if suite not in SUITES:
@@ -430,7 +385,7 @@ def load_results(suite: str, device: str = "any", data_dir_=None,
     gone = listed_but_missing(folder, f"bench_{suite}_*.json")
     if gone:
         if errors == "raise":
-            raise ResultsFileError(gone)
+            raise DataFileError(gone)
         warnings.warn(f"{gone} (skipped, not shown)", RuntimeWarning)
     files = sorted(folder.glob(f"bench_{suite}_*.json"))
     gpu = [f for f in files if not f.name.endswith("_cpu.json")]
@@ -439,7 +394,7 @@ def load_results(suite: str, device: str = "any", data_dir_=None,
     for f in order:
         try:
             return read_results_file(f, expect_device="cpu" if f in cpu else "gpu")
-        except ResultsFileError as e:
+        except DataFileError as e:
             if errors == "raise":
                 raise
             warnings.warn(f"{e} (skipped, not shown)", RuntimeWarning)

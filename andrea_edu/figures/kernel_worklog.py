@@ -760,7 +760,7 @@ def model_beside_measured(results, nh: int, dtype, head_dims=HEAD_DIMS) -> list[
     """For a GPU head_dim results file: per measured (version, head_dim in head_dims), the time
     measured beside the model's bound for that GPU and case (measured / model: how far above
     its bound the kernel landed). With no file: one line naming where it was looked for."""
-    from andrea_edu.env import where_looked
+    from andrea_edu.data import where_looked
     from andrea_edu.kernels import time_model
 
     if not results:

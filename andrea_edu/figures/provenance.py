@@ -4,13 +4,13 @@ when and with what it was made, without the traces of the machine that made it.
 The records in book/data/ are kept as written (they are data); this module formats them at
 display time:
 - `command(cmd)`: the command as a reader types it from the repository root: an output path
-  outside the repository becomes book/data/<file>, and a module the library has since renamed
-  gets its current name (RENAMED);
+  outside the repository becomes book/data/<file>, and a command that has since moved (the
+  laboratory's, to andrea_lab) gets its current name (RENAMED);
 - `commit(sha)`: the short commit, and, where the record says the working tree had edits, that
   the code was that commit plus edits (no tool's marker);
 - `where(path)`: a folder or file as a reader of the book would name it (relative to the
   repository, or to the home folder), never the building machine's absolute path
-  (andrea_edu.env.reader_path, which env.where_looked uses too);
+  (andrea_edu.data.reader_path, which andrea_edu.data.where_looked uses too);
 - `rows(prov)`: [label, value] rows for a provenance table, from whichever of the usual keys a
   record has.
 """
@@ -21,21 +21,36 @@ import os
 import re
 from pathlib import Path
 
-from andrea_edu.env import reader_path
+from andrea_edu.data import reader_path
 
-# Modules that wrote committed data under an earlier name: {old: current}.
-RENAMED = {"andrea_edu.specialization_sweep": "andrea_edu.heads.sweep"}
+# Commands that wrote committed data under an earlier name: {old: newer} (followed until a
+# module that runs as a command; the laboratory's commands moved to andrea_lab).
+RENAMED = {"andrea_edu.specialization_sweep": "andrea_edu.heads.sweep",
+           "andrea_edu.heads.sweep": "andrea_lab.sweep",
+           "andrea_edu.bench": "andrea_lab.bench",
+           "andrea_edu.pipeline.timing": "andrea_lab.pipeline_timing",
+           "andrea_edu.heads.text_training": "andrea_lab.text_training",
+           "andrea_edu.heads.path_runs": "andrea_lab.path_runs",
+           "andrea_edu.heads.text_longer": "andrea_lab.text_longer"}
 _OUT = re.compile(r"(--[\w-]*out)(?:=|\s+)(\S+)")
 
 
-where = reader_path   # one rule for naming paths on a page (andrea_edu.env)
+where = reader_path   # one rule for naming paths on a page (andrea_edu.data)
 
 
 def _module_exists(name: str) -> bool:
+    """True when `python -m name` runs a command: a module whose source runs itself as
+    __main__, or a package with a __main__ module."""
     try:
-        return importlib.util.find_spec(name) is not None
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations is not None:
+            spec = importlib.util.find_spec(name + ".__main__")
+            return spec is not None
     except (ImportError, ValueError):
         return False
+    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+        return False
+    return "__main__" in Path(spec.origin).read_text(encoding="utf-8", errors="replace")
 
 
 def command(cmd: str, data_file: str = "") -> str:
@@ -54,8 +69,12 @@ def command(cmd: str, data_file: str = "") -> str:
 
     cmd = _OUT.sub(out, cmd)
     m = re.match(r"(python3? -m )([\w.]+)(.*)", cmd)
-    if m and not _module_exists(m.group(2)) and m.group(2) in RENAMED:
-        cmd = m.group(1) + RENAMED[m.group(2)] + m.group(3)
+    if m:
+        name, seen = m.group(2), set()
+        while name in RENAMED and name not in seen:  # the map is what moved: followed always
+            seen.add(name)
+            name = RENAMED[name]
+        cmd = m.group(1) + name + m.group(3)
     return cmd
 
 

@@ -3,7 +3,7 @@
 
 The chapter's live measurement (``projection_sweep``: BLAS calls, validation, then time per way)
 is ``andrea_edu.bench.matmuls``; the committed, provenance-carrying version of the same
-comparison is ``python -m andrea_edu.bench projections``. This module draws and formats.
+comparison is ``python -m andrea_lab.bench projections``. This module draws and formats.
 - ``fig_fused_matrix``: W_Q with the column blocks W_Q^h coloured, beside the per-head view.
 - ``fig_projection_timings``: BLAS calls and time per way for one (n_head, head_dim).
 - ``fig_param_breakdown`` / ``fig_attention_by_head``: where the parameters are; the attention

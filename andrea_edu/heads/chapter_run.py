@@ -27,8 +27,8 @@ import dataclasses
 import numpy as np
 import torch
 
-from andrea_edu.env import (DataFileError, cpu_provenance, find_data_file, same_cpu_numerics,
-                            where_looked)
+from andrea_edu.env import cpu_provenance, same_cpu_numerics
+from andrea_edu.data import DataFileError, find_data_file, where_looked
 from andrea_edu.heads import training as S
 from andrea_edu.heads.corpus import make_batch
 from andrea_edu.heads.measures import (LOSS_KEYS, ablation_table, head_output_correlations,
@@ -84,12 +84,6 @@ def check_weights(now: dict, stored: S.Run, exact: bool) -> dict:
     return {"diff": diff, "allowed": allowed, "ok": all(diff[k] <= allowed[k] for k in diff)}
 
 
-# ---------------------------------------------------------------- the run, assembled and checked
-class ChapterRunError(DataFileError):
-    """The committed files do not make one run on this machine (one line: which check, by how
-    much); the chapter stops rather than show another run's numbers."""
-
-
 def _sweep_entry(settings: S.Settings):
     from andrea_edu.heads.sweep import find_data, load_sweep
     path = find_data(say=False)
@@ -106,7 +100,7 @@ def chapter_run(settings: S.Settings, first_steps: int = FIRST_STEPS,
     hand: the sweep's entry with the model loaded and its final state (losses, scores, ablation,
     correlations) evaluated now from the weights, and checks = {"weights": check_weights(...),
     "retrain": sweep.recheck(...) of the first `first_steps` steps trained now, "exact": whether
-    this machine has the producer's CPU numerics, "provenance": the sweep's}; ChapterRunError
+    this machine has the producer's CPU numerics, "provenance": the sweep's}; DataFileError
     (one line) when the weights are not the entry's run. For any other settings (fast mode, a
     change), or when a file is missing: training.train_cached(settings), checks None."""
     from andrea_edu.heads import text_runs as TR
@@ -128,14 +122,14 @@ def chapter_run(settings: S.Settings, first_steps: int = FIRST_STEPS,
     same = {"eval_every", "n_probes"}  # evaluations and probes draw no randomness
     if {k: v for k, v in dataclasses.asdict(toy_s).items() if k not in same} != \
             {k: v for k, v in dataclasses.asdict(settings).items() if k not in same}:
-        raise ChapterRunError(f"{toy_path}: its settings are not the chapter run's "
+        raise DataFileError(f"{toy_path}: its settings are not the chapter run's "
                               f"({toy_s} vs {settings})")
     exact = same_cpu_numerics(cpu_provenance(), prov.get("cpu_numerics"))
     now = final_state(model, settings)
     weights = check_weights(now, stored, exact)
     if not weights["ok"]:
         worst = max(weights["diff"], key=lambda k: weights["diff"][k] / weights["allowed"][k])
-        raise ChapterRunError(f"{toy_path}: the weights evaluated now differ from the sweep "
+        raise DataFileError(f"{toy_path}: the weights evaluated now differ from the sweep "
                               f"entry's final {worst} by {weights['diff'][worst]:.2g} (allowed "
                               f"{weights['allowed'][worst]:.2g}): not the run the sweep records")
     live = S.train(settings, progress=progress, stop_after=first_steps)

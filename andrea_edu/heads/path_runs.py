@@ -12,7 +12,7 @@ ablation) and records the destination head's pattern change and the loss change:
     the previous-token head and L0H5 into the other readers alone: layer 0's MLP,
     layer 1's MLP, the output (`paths.forward_route`; no pattern, tv null)             6 entries
 
-    python -m andrea_edu.heads.path_runs --out book/data/realtext_paths.json
+    python -m andrea_lab.path_runs --out book/data/realtext_paths.json
 
 The file names the weights it was measured on (their sha256): `load_paths` refuses a file made for
 other weights, in one line.
@@ -26,12 +26,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+from andrea_edu.data import DataFileError
 import torch
 
 from .. import env
+from .. import data as bookdata
 from . import paths as PA
 from . import text_corpus as tc
-from .text_runs import RunFileError, TextRun, _need
+from .text_runs import TextRun, _need
 
 PATHS_FILE = "realtext_paths.json"
 SCHEMA = 1
@@ -45,7 +47,7 @@ def weights_sha256(run_path: Path) -> str:
     try:
         return str(json.loads(Path(run_path).read_text())["weights"]["sha256"])
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise RunFileError(f"{run_path}: names no weights sha256 ({type(e).__name__})") from None
+        raise DataFileError(f"{run_path}: names no weights sha256 ({type(e).__name__})") from None
 
 
 def grid(n_head: int, writers=WRITERS) -> list[tuple[str, list[PA.Path]]]:
@@ -92,7 +94,7 @@ def measure(run: TextRun, corpus: tc.Corpus, weights_sha256: str, entries=None) 
                          "loss": np.round(r["loss"][j], 6).tolist(),
                          "loss_se": np.round(r["loss_se"][j], 6).tolist()}
                         for j, (lab, ps) in enumerate(entries)] + routes,
-            "provenance": {"produced_by": "python -m andrea_edu.heads.path_runs --out "
+            "provenance": {"produced_by": "python -m andrea_lab.path_runs --out "
                                           "book/data/" + PATHS_FILE,
                            "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "cpu_provenance": env.cpu_provenance(), "machine": platform.machine(),
@@ -100,16 +102,6 @@ def measure(run: TextRun, corpus: tc.Corpus, weights_sha256: str, entries=None) 
                            "code_sha256": hashlib.sha256(Path(PA.__file__).read_bytes()).hexdigest()[:16],
                            "cpu_seconds": round(time.process_time() - c0, 1),
                            "wall_seconds": round(time.perf_counter() - t0, 1)}}
-
-
-def save_paths(d: dict, path: Path, replace: bool = False) -> None:
-    """Write atomically (temporary file, then rename); refuse an existing file unless replace."""
-    path = Path(path)
-    if path.exists() and not replace:
-        raise FileExistsError(f"{path} exists; nothing written (pass replace=True, on the command "
-                              f"line --replace, or another --out)")
-    env.write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))],
-                            manifest=True)
 
 
 def expected_entries(n_head: int) -> list[tuple[str, list]]:
@@ -127,15 +119,15 @@ def _is_num(x) -> bool:
 def load_paths(path: Path, weights_sha256: str | None = None) -> dict:
     """Read and validate (values, not only keys: every entry present once, in order, with the
     paths its label names, finite numbers in range; the folder's SHA256SUMS when there is one);
-    RunFileError (a DataFileError) with one line naming the file otherwise."""
+    DataFileError with one line naming the file otherwise."""
     path = Path(path)
     try:
         d = json.loads(path.read_text(), parse_constant=lambda c: float("nan"))
     except (OSError, ValueError) as e:
-        raise RunFileError(f"{path}: unreadable ({type(e).__name__})") from None
-    problem = env.manifest_problem(path)
+        raise DataFileError(f"{path}: unreadable ({type(e).__name__})") from None
+    problem = bookdata.manifest_problem(path)
     _need(problem is None, path, problem or "")
-    bad = env.first_nonfinite(d)
+    bad = bookdata.first_nonfinite(d)
     _need(bad is None, path, f"{bad} is NaN or infinite; expected a finite number")
     _need(isinstance(d, dict) and d.get("schema") == SCHEMA, path, f"schema must be {SCHEMA}")
     for k in ("weights_sha256", "windows", "base_loss", "entries", "provenance"):
@@ -212,38 +204,3 @@ def recheck(run: TextRun, corpus: tc.Corpus, d: dict, labels: list[str]) -> dict
                    float(np.nanmax(np.abs(np.subtract(e["loss"], old["loss"], dtype=float)))))
     return {"labels": labels, "max_abs_diff": diff, "tol": RECHECK_TOL,
             "agrees": bool(diff <= RECHECK_TOL), "cpu_seconds": fresh["provenance"]["cpu_seconds"]}
-
-
-def main(argv: list[str] | None = None) -> None:
-    import argparse
-    from .text_training import find_data, load_run
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--replace", action="store_true", help="overwrite an existing --out")
-    args = ap.parse_args(argv)
-    from andrea_edu.bench.args import check_out_file
-    if args.out.suffix != ".json":
-        ap.error(f"--out {args.out} must end in .json")
-    unwritable = check_out_file("--out", str(args.out), "realtext_paths.json")
-    if unwritable:  # before measuring, not after it
-        ap.error(unwritable)
-    if args.out.exists() and not args.replace:
-        ap.error(f"--out {args.out} exists: pass --replace to overwrite committed data")
-    torch.set_num_threads(1)
-    src = find_data()
-    if src is None:
-        raise SystemExit("no committed real-text run (book/data/realtext_run.json) found")
-    run = load_run(src)
-    sha = weights_sha256(src)
-    d = measure(run, tc.corpus_cached(), sha)
-    save_paths(d, args.out, replace=args.replace)
-    print(f"wrote {args.out}: {len(d['entries'])} entries, {d['provenance']['cpu_seconds']} s CPU, "
-          f"{d['provenance']['wall_seconds']} s wall")
-
-
-if __name__ == "__main__":  # its CPU numbers are committed: pinned, as env.PINNED_ISA says
-    from andrea_edu.env import rerun_pinned
-    rc = rerun_pinned("andrea_edu.heads.path_runs")  # None: pinned already
-    if rc is None:
-        main()
-    raise SystemExit(rc or 0)

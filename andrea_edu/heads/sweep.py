@@ -2,9 +2,9 @@
 
 Introduced in "Why heads specialize" (seeds) and "Why twelve heads, not one wider head" (n_head at
 a fixed d_model and budget). One run takes about 40 s of one CPU core, so the 15 runs of the
-chapters' sweep are computed once by this module's command line and committed:
+chapters' sweep are computed once by the laboratory's command line and committed:
 
-    python -m andrea_edu.heads.sweep --out book/data/specialization_sweep.json
+    python -m andrea_lab.sweep --out book/data/specialization_sweep.json
 
 The file records how it was made (machine, versions, commit, date, settings, command, a hash of
 the code that produced the numbers, the wall and CPU time of every run). A chapter that loads it
@@ -20,19 +20,15 @@ settings on one machine (`recheck`, CROSS_ISA_SPREAD), and says which comparison
 
 Validation: `load_sweep` checks the file against SWEEP_SCHEMA plus the invariants a run must
 satisfy (finite losses, one run per (n_head, seed), settings that match the key), and fails with
-one line naming the file and the reason (SweepFileError).
+one line naming the file and the reason (DataFileError).
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime
-import hashlib
-import inspect
 import json
 import os
 import platform
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -41,11 +37,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from andrea_edu.env import (DataFileError, __version__, cpu_provenance, data_search_dirs,
-                            find_data_file, first_nonfinite, git_commit, holds_text,
-                            manifest_problem,
-                            same_cpu_numerics, where_looked, write_json_atomic)
-from andrea_edu.bench.args import check_int, check_out_file, fail, first_problem
+from andrea_edu.env import __version__, cpu_provenance, git_commit, same_cpu_numerics
+from andrea_edu.data import (DataFileError, data_search_dirs, find_data_file, first_nonfinite, holds_text, manifest_problem, where_looked)
 from andrea_edu.heads.training import Run, Settings, default_settings, train
 
 N_HEADS = (1, 2, 4, 8, 16)  # d_model 64: head_dim 64, 32, 16, 8, 4
@@ -55,14 +48,12 @@ DATA_NAME = "specialization_sweep.json"
 
 def code_hash() -> str:
     """sha256 of the source of every module whose code decides the sweep's numbers."""
-    from andrea_edu import attention, config, model, projections
+    from andrea_edu import attention, config, env, model, projections
     from andrea_edu.heads import (corpus, gradient_pressure, measures as head_measures,
                                   training as specialization)
-    h = hashlib.sha256()
-    for mod in (attention, config, corpus, model, projections, head_measures, specialization,
-                gradient_pressure):
-        h.update(inspect.getsource(mod).encode())
-    return h.hexdigest()[:16]
+    # `attention` here is the function andrea_edu exports (its source alone), as recorded so far
+    return env.code_hash((attention, config, corpus, model, projections, head_measures,
+                          specialization, gradient_pressure))
 
 
 def provenance(base: Settings, n_heads, seeds, wall_seconds: float,
@@ -150,17 +141,8 @@ def run_sweep(n_heads=N_HEADS, seeds=SEEDS, base: Settings | None = None, worker
     return provenance(base, n_heads, seeds, wall, *([command] if command else [])), runs
 
 
-def save_sweep(path, prov: dict, runs: dict) -> Path:
-    """Write the sweep atomically (temporary file + rename: an interrupted write leaves the old
-    file whole); the payload is validated first, so a file this writes always loads."""
-    payload = {"provenance": prov,
-               "runs": [{"n_head": n, "seed": s, **r.to_dict()} for (n, s), r in runs.items()]}
-    validate_sweep(payload, str(path))
-    return write_json_atomic(path, payload, manifest=True, separators=(",", ":"))
-
-
 def find_data(name: str = DATA_NAME, say: bool = True) -> Path | None:
-    """book/data/<name> through andrea_edu.env.data_search_dirs: $ANDREA_DATA_DIR, beside the
+    """book/data/<name> through andrea_edu.data.data_search_dirs: $ANDREA_DATA_DIR, beside the
     installed package's repository, then relative to the notebook. When nothing is found and
     `say`, prints every place it looked (before a caller starts computing the sweep itself)."""
     path = find_data_file(name)
@@ -168,11 +150,6 @@ def find_data(name: str = DATA_NAME, say: bool = True) -> Path | None:
         print(where_looked(name) + ": the sweep will be computed now, which takes a while",
               flush=True)
     return path
-
-
-# ---------------------------------------------------------------- the file's schema
-class SweepFileError(DataFileError):
-    """A sweep file that cannot be trusted; the message is one line naming the file and why."""
 
 
 _RUN_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -274,14 +251,14 @@ def _check_values(bad, at: str, r: dict, st: Settings) -> None:
 
 
 def validate_sweep(obj, where: str = "sweep") -> None:
-    """SweepFileError unless obj follows SWEEP_SCHEMA and its runs make sense: n_head and seed
+    """DataFileError unless obj follows SWEEP_SCHEMA and its runs make sense: n_head and seed
     match the run's settings, no (n_head, seed) twice, exactly the runs the provenance's n_heads
     x seeds name, settings the provenance's base_settings with that n_head and seed (when it
     records them), and every value within what it can take (`_check_values`: losses finite, > 0
     and at most 2 ln vocab; scores, chance in [0, 1]; correlations in [-1, 1], symmetric;
     eval_steps and probe steps those the settings make; the parameter count the model's)."""
     def bad(msg):
-        raise SweepFileError(f"{where}: {msg}")
+        raise DataFileError(f"{where}: {msg}")
     if not isinstance(obj, dict):
         bad(f"top level is {type(obj).__name__}, not an object with 'provenance' and 'runs'")
     for k in ("provenance", "runs"):
@@ -349,30 +326,30 @@ def validate_sweep(obj, where: str = "sweep") -> None:
 
 def load_sweep(path=None) -> tuple[dict, dict]:
     """(provenance, {(n_head, seed): Run}) from the JSON; runs carry no model.
-    Raises FileNotFoundError (saying where it looked) or SweepFileError (one line: the file and
+    Raises FileNotFoundError (saying where it looked) or DataFileError (one line: the file and
     what is wrong with it: not JSON, truncated, a field missing, a duplicate run...)."""
     path = Path(path) if path is not None else find_data(say=False)
     if path is None or not path.is_file():
         looked = (where_looked(DATA_NAME) if path is None else f"no sweep file at {path}")
         raise FileNotFoundError(f"{looked}: create it with `python -m "
-                                f"andrea_edu.heads.sweep --out book/data/{DATA_NAME}`")
+                                f"andrea_lab.sweep --out book/data/{DATA_NAME}`")
     try:
         data = json.loads(Path(path).read_text(), parse_constant=lambda c: float("nan"))
     except json.JSONDecodeError as e:
-        raise SweepFileError(f"{path}: not valid JSON (truncated or damaged?): {e}") from None
+        raise DataFileError(f"{path}: not valid JSON (truncated or damaged?): {e}") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise SweepFileError(f"{path}: cannot be read: {e}") from None
+        raise DataFileError(f"{path}: cannot be read: {e}") from None
     problem = manifest_problem(path)
     if problem:
-        raise SweepFileError(f"{path}: {problem}")
+        raise DataFileError(f"{path}: {problem}")
     bad = first_nonfinite(data, skip=lambda at: at.endswith(".eval_loss"))
     if bad:
-        raise SweepFileError(f"{path}: {bad} is NaN or infinite; expected a finite number")
+        raise DataFileError(f"{path}: {bad} is NaN or infinite; expected a finite number")
     validate_sweep(data, str(path))
     try:
         runs = {(d["n_head"], d["seed"]): Run.from_dict(d) for d in data["runs"]}
     except (KeyError, TypeError, ValueError) as e:
-        raise SweepFileError(f"{path}: a run cannot be rebuilt ({type(e).__name__}: {e})") from None
+        raise DataFileError(f"{path}: a run cannot be rebuilt ({type(e).__name__}: {e})") from None
     return data["provenance"], runs
 
 
@@ -489,84 +466,3 @@ def pattern_heads(runs: dict, n_head: int | None = None, threshold: float | None
         out[name] = {"calls": calls, "scores": scores, "above": above, "at": at, "below": below,
                      "carries": carries, "n": n, "verdict": verdict, "says": says}
     return out
-
-
-# ---------------------------------------------------------------- the command line
-def _parser() -> argparse.ArgumentParser:
-    d_model = default_settings(fast=False).d_model
-    ap = argparse.ArgumentParser(
-        prog="python -m andrea_edu.heads.sweep",
-        description=__doc__.splitlines()[0] + " The instruction sets of torch's CPU libraries "
-        "are pinned to AVX2 (ANDREA_CPU_ISA=native turns that off).")
-    ap.add_argument("--out", default=None,
-                    help=f"JSON file to write (atomically, with its folder's SHA256SUMS); default "
-                         f"$ANDREA_OUT_DIR or andrea_runs/{DATA_NAME}, never the book's data "
-                         f"unless named (--out book/data/{DATA_NAME} --replace)")
-    ap.add_argument("--replace", action="store_true",
-                    help="replace an existing --out file (refused otherwise, before training)")
-    ap.add_argument("--n-heads", type=int, nargs="+", default=list(N_HEADS), metavar="N",
-                    help=f"head counts to train; each must divide d_model={d_model} "
-                         f"(default: {' '.join(map(str, N_HEADS))})")
-    ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), metavar="S",
-                    help=f"training seeds run for every n_head, integers >= 0 (default: "
-                         f"{' '.join(map(str, SEEDS))})")
-    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                    help="parallel single-threaded training processes, 1.."
-                         f"{os.cpu_count() or 1} (default %(default)s)")
-    return ap
-
-
-def _check_args(args) -> str | None:
-    d_model = default_settings(fast=False).d_model
-    ok_heads = [n for n in range(1, d_model + 1) if d_model % n == 0]
-    for n in args.n_heads:
-        if n not in ok_heads:
-            return (f"--n-heads: {n} is not allowed; each must divide d_model={d_model}: "
-                    f"one of {' '.join(map(str, ok_heads))}")
-    if len(set(args.n_heads)) != len(args.n_heads):
-        return "--n-heads: a head count is given twice; allowed: distinct divisors of d_model"
-    if any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
-        return "--seeds: must be distinct integers >= 0"
-    exists = (f"--out: {args.out} exists; pass --replace to overwrite it, or choose another "
-              f"path" if args.out and Path(args.out).exists() and not args.replace else None)
-    return first_problem(check_int("--workers", args.workers, 1, max(1, os.cpu_count() or 1)),
-                         check_out_file("--out", args.out, f"book/data/{DATA_NAME}"), exists)
-
-
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    ap = _parser()
-    args = ap.parse_args(argv)
-    if args.out is None:
-        from andrea_edu.env import default_out_dir
-        args.out = str(default_out_dir() / DATA_NAME)
-    problem = _check_args(args)
-    if problem:  # before any training: one line, exit status 2 (argparse's convention)
-        return fail(ap.prog, problem)
-    base = default_settings(fast=False)
-    command = ("python -m andrea_edu.heads.sweep " + " ".join(argv)).strip()
-    from andrea_edu.env import sigterm_interrupts, stop_signal
-    path = None
-    try:
-        with sigterm_interrupts():  # SIGTERM as Ctrl-C: one line says what was left unwritten
-            prov, runs = run_sweep(args.n_heads, args.seeds, base, workers=args.workers,
-                                   command=command)
-            path = save_sweep(args.out, prov, runs)  # all or nothing
-            print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB): {len(runs)} runs in "
-                  f"{prov['total_wall_seconds']} s")
-    except KeyboardInterrupt as e:
-        import signal
-        sig = stop_signal(e)
-        total = len(args.n_heads) * len(args.seeds)
-        done, total = getattr(e, "runs_done", (total, total))
-        print(f"{ap.prog}: stopped by {signal.Signals(sig).name}: {done} of {total} runs done, "
-              + (f"{path} written whole" if path is not None else
-                 f"nothing written to {args.out}"), file=sys.stderr)
-        return 128 + sig
-    return 0
-
-
-if __name__ == "__main__":  # its CPU numbers are committed: pinned, as env.PINNED_ISA says
-    from andrea_edu.env import rerun_pinned
-    rc = rerun_pinned("andrea_edu.heads.sweep")  # None: pinned already
-    sys.exit(main() if rc is None else rc)

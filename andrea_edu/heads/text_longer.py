@@ -22,7 +22,7 @@ steps was stopped when its measured rate under load projected about 600 s; the c
 the 600-step run. The evaluations (every `eval_every` steps) and the final ablation change no
 weight; the long run's use half the windows (each twice as long).
 
-    python -m andrea_edu.heads.text_longer --variant deep --out book/data/realtext_deep_run.json
+    python -m andrea_lab.text_longer --variant deep --out book/data/realtext_deep_run.json
 
 re-executes itself with the CPU instruction-set pins of `text_training.CPU_PINS`, trains with one
 torch thread, writes the run JSON and its weights (`<stem>_model.pt`, sha256 in the JSON)
@@ -33,15 +33,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import text_runs as R
 from . import text_training as TT
 
-MODULE = "andrea_edu.heads.text_longer"
+MODULE = "andrea_lab.text_longer"  # the command that trains and writes a variant
 CPU_BUDGET = 600.0  # seconds of CPU per run (issue 20: "<= 10 minutes CPU for any new training run")
 
 
@@ -102,20 +100,6 @@ def command(name: str, path: Path) -> str:
     return f"python -m {MODULE} --variant {name} --out {p.as_posix()}"
 
 
-def save_variant(run: R.TextRun, name: str, path: Path, replace: bool = False) -> list[Path]:
-    """`text_runs.save_run` (the JSON and `weights_path(path)` as one unit, existing files
-    refused unless replace), with this run's provenance lines."""
-    v = variant(name)
-    run.provenance = {**run.provenance, "produced_by": command(name, path),
-                      "what": f"the real-text model with {v.what}, to look for induction heads",
-                      "cpu_budget_seconds": CPU_BUDGET}
-    return R.save_run(run, Path(path), replace=replace)
-
-
-def save_long(run: R.TextRun, path: Path, replace: bool = False) -> list[Path]:
-    return save_variant(run, "long", path, replace)
-
-
 @functools.lru_cache(maxsize=4)
 def load_variant(name: str):
     """The committed run of `name` (validated, with its model), or None when it is not there;
@@ -170,58 +154,3 @@ def _evidence(name: str, fast: bool, B: int) -> dict:
     model = variant_run(name, fast).model
     assert model is not None  # a committed run loads its weights; a trained one has its model
     return IN.evidence(model, tokens=range(1, model.cfg.vocab_size), B=B)
-
-
-def main(argv: list[str] | None = None) -> None:
-    import argparse
-    ap = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.splitlines()[0])
-    ap.add_argument("--variant", default="long", help=f"one of {', '.join(VARIANTS)}")
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--replace", action="store_true", help="replace existing output files")
-    ap.add_argument("--steps", type=int, help="fewer steps (a test of this command)")
-    args = ap.parse_args(argv)
-    raw = sys.argv[1:] if argv is None else argv
-    if args.variant not in VARIANTS:
-        ap.error(f"--variant {args.variant!r}: allowed {', '.join(VARIANTS)}")
-    if args.out.suffix != ".json":
-        ap.error(f"--out {args.out} must end in .json (the weights go beside it as .pt)")
-    from andrea_edu.bench.args import check_out_file
-    unwritable = check_out_file("--out", str(args.out), "realtext_long_run.json")
-    if unwritable:  # before training, not after it
-        ap.error(unwritable)
-    there = R.outputs_exist([args.out, R.weights_path(args.out)])
-    if there and not args.replace:
-        ap.error(f"--out: {', '.join(map(str, there))} exist(s): committed data is not "
-                 f"overwritten; pass --replace, or choose another path")
-    if args.steps is not None and args.steps < 1:
-        ap.error(f"--steps {args.steps}: allowed an integer >= 1")
-    if not os.environ.get("_ANDREA_PINNED"):
-        env = TT.pinned_env()
-        env["_ANDREA_PINNED"] = "1"
-        os.execve(sys.executable, [sys.executable, "-m", MODULE, *raw], env)
-    s = variant_settings(args.variant, False)
-    if args.steps:
-        s = dataclasses.replace(s, steps=args.steps, eval_every=max(1, args.steps // 2))
-    from andrea_edu.env import sigterm_interrupts
-    written: list = []
-    try:
-        with sigterm_interrupts():  # SIGTERM as Ctrl-C: one line says what was left unwritten
-            run = TT.train(s, progress=True)
-            save_variant(run, args.variant, args.out, args.replace)  # all or nothing
-            written = [args.out, R.weights_path(args.out)]
-            over = run.cpu_seconds > CPU_BUDGET
-            print(f"wrote {args.out}: {run.wall_seconds:.0f} s wall, {run.cpu_seconds:.0f} s CPU"
-                  + (f" (OVER the {CPU_BUDGET:.0f} s budget)" if over else "") + "; "
-                  + "; ".join(f"{x['pattern']}: L{x['head'][0]}H{x['head'][1]} {x['score']:.3f} "
-                              f"({x['ratio']:.1f}x uniform, {x['verdict']})"
-                              for x in run.summary(TT.SCORE_TOL)))
-    except KeyboardInterrupt as e:
-        sys.exit(TT._stopped(e, args, written, prog=ap.prog))
-
-
-if __name__ == "__main__":  # its CPU numbers are committed: pinned, as env.PINNED_ISA says
-    from andrea_edu.env import rerun_pinned
-    rc = rerun_pinned("andrea_edu.heads.text_longer")  # None: pinned already
-    if rc is None:
-        main()
-    raise SystemExit(rc or 0)

@@ -3,7 +3,7 @@
 Introduced in the chapter "Heads on real text"; `text_training` makes the runs (and re-exports
 these names). A run is a JSON file (settings, provenance, losses, scores, ablation) plus the
 model's weights beside it (`realtext_model.pt`), the JSON holding their sha256. `load_run` raises
-RunFileError with one line that names the file and the reason.
+DataFileError with one line that names the file and the reason.
 """
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,8 @@ import numpy as np
 import torch
 
 from ..config import AndreaConfig
-from ..env import (DataFileError, fast_mode, first_nonfinite, holds_text, manifest_problem,
-                   write_files_as_unit)
+from ..env import fast_mode
+from ..data import DataFileError, find_data_file, first_nonfinite, holds_text, manifest_problem
 from ..model import AndreaModel
 from . import detectors as D
 from . import text_corpus as tc
@@ -133,53 +132,19 @@ def _refuse_existing(paths, replace: bool) -> None:
                               f"replace=True, on the command line --replace, or another --out)")
 
 
-def _write_json_with_weights(path: Path, wpath: Path, state: dict, d: dict) -> None:
-    """The weights and the JSON naming them (file, sha256) as one unit: both temporary files
-    written first, the weights renamed, the JSON last (env.write_files_as_unit)."""
-    def write_weights(tmp: Path) -> None:
-        torch.save(state, tmp)
-        d["weights"] = {"file": wpath.name, "sha256": hashlib.sha256(tmp.read_bytes()).hexdigest()}
-
-    def write_json(tmp: Path) -> None:
-        tmp.write_text(json.dumps(d, indent=1) + "\n")
-    write_files_as_unit([(wpath, write_weights), (path, write_json)], manifest=True)
-
-
-def save_run(run: TextRun, path: Path, replace: bool = False) -> list[Path]:
-    """Write the run JSON and its weights (`weights_path(path)`) as one unit; the JSON names the
-    weights file and its sha256. Refuses (FileExistsError, nothing written) when either file
-    exists, unless replace=True. Returns the paths written."""
-    path = Path(path)
-    d = run.to_dict()
-    if run.model is None:
-        _refuse_existing([path], replace)
-        write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))],
-                            manifest=True)
-        return [path]
-    wpath = weights_path(path)
-    _refuse_existing([path, wpath], replace)
-    state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
-    _write_json_with_weights(path, wpath, state, d)
-    return [wpath, path]
-
-
-class RunFileError(DataFileError):
-    """A committed run file that cannot be used; the message is one line naming file and reason."""
-
-
 def _need(cond: bool, path: Path, reason: str) -> None:
     if not cond:
-        raise RunFileError(f"{path}: {reason}")
+        raise DataFileError(f"{path}: {reason}")
 
 
 def _numeric(d: dict, key: str, path: Path, shape: tuple) -> np.ndarray:
-    """d[key] as a float array of `shape` (JSON null -> nan); RunFileError otherwise."""
+    """d[key] as a float array of `shape` (JSON null -> nan); DataFileError otherwise."""
     _need(not holds_text(d[key]), path, f"{key} must be an array of numbers of shape {shape}, "
           f"got text")
     try:
         a = np.asarray(d[key], dtype=float)
     except (TypeError, ValueError):
-        raise RunFileError(f"{path}: {key} must be an array of numbers of shape {shape}, got a "
+        raise DataFileError(f"{path}: {key} must be an array of numbers of shape {shape}, got a "
                            f"non-numeric or ragged entry") from None
     _need(a.shape == shape, path, f"{key} has shape {a.shape}, expected {shape}")
     return a
@@ -207,7 +172,7 @@ def _read_json(path: Path) -> dict:
     try:
         d = json.loads(path.read_text(), parse_constant=lambda c: float("nan"))
     except (OSError, ValueError) as e:
-        raise RunFileError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
+        raise DataFileError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
     problem = manifest_problem(path)
     _need(problem is None, path, problem or "")
     bad = first_nonfinite(d)
@@ -228,15 +193,15 @@ def _settings(cls, d: dict, path: Path):
         s = cls(**d["settings"])
         s.check(machine=False)
     except TypeError as e:
-        raise RunFileError(f"{path}: settings do not match {cls.__name__} ({e})") from None
+        raise DataFileError(f"{path}: settings do not match {cls.__name__} ({e})") from None
     except ValueError as e:  # SettingsError: the field and what is allowed
-        raise RunFileError(f"{path}: settings: {e}") from None
+        raise DataFileError(f"{path}: settings: {e}") from None
     return s
 
 
 def load_run(path: Path, with_model: bool = True) -> TextRun:
     """Read and validate a run JSON (and its weights when with_model): its structure and its
-    values (RunFileError, one line: the file, the field, what was expected). Values: the sha256
+    values (DataFileError, one line: the file, the field, what was expected). Values: the sha256
     in the folder's SHA256SUMS when listed; settings TextSettings accepts (sizes >= 1, lr > 0);
     eval_steps exactly 0, eval_every, ..., steps; losses finite, > 0 (training) or >= 0
     (evaluation) and at most twice the uniform guess ln(vocab_size); scores in [0, 1], a
@@ -319,12 +284,12 @@ def _load_weights(path: Path, wpath: Path, sha: str, cfg: AndreaConfig, seed: in
     try:
         state = torch.load(wpath, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - any unpickling failure is one line
-        raise RunFileError(f"{wpath}: not a weights file torch.load reads ({type(e).__name__})") from None
+        raise DataFileError(f"{wpath}: not a weights file torch.load reads ({type(e).__name__})") from None
     model = AndreaModel(cfg, seed=seed)
     try:
         model.load_state_dict(state)
     except (RuntimeError, TypeError, AttributeError) as e:
-        raise RunFileError(f"{wpath}: weights do not fit the settings "
+        raise DataFileError(f"{wpath}: weights do not fit the settings "
                            f"({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
     bad = [k for k, v in state.items() if not torch.isfinite(v).all()]
     _need(not bad, wpath, f"weights {bad[:3]} hold NaN or infinity")
@@ -332,13 +297,10 @@ def _load_weights(path: Path, wpath: Path, sha: str, cfg: AndreaConfig, seed: in
 
 
 def find_data(name: str = RUN_FILE) -> Path | None:
-    """The committed file: $ANDREA_DATA_DIR, then book/data beside the package, then ./data."""
-    cands = []
-    if os.environ.get("ANDREA_DATA_DIR"):
-        cands.append(Path(os.environ["ANDREA_DATA_DIR"]) / name)
-    cands += [Path(__file__).resolve().parents[2] / "book" / "data" / name,
-              Path.cwd() / "data" / name, Path.cwd() / "book" / "data" / name]
-    return next((p for p in cands if p.exists()), None)
+    """The committed file, found as every committed file is (andrea_edu.data.find_data_file:
+    $ANDREA_DATA_DIR alone when set, else book/data beside the package, then from the
+    working directory); None when it is not there."""
+    return find_data_file(name)
 
 
 # ---------------------------------------------------------------- the toy laboratory's model
@@ -353,23 +315,8 @@ def toy_settings():
     return dataclasses.replace(s, n_probes=1, eval_every=s.steps)
 
 
-def save_toy(run, path: Path, provenance: dict, replace: bool = False) -> list[Path]:
-    """The toy run's settings, final scores and weights (JSON + `toy_weights_path(path)`), as
-    one unit; refuses existing files unless replace=True (as `save_run`)."""
-    path = Path(path)
-    wpath = toy_weights_path(path)
-    _refuse_existing([path, wpath], replace)
-    state = {k: v.detach().clone() for k, v in run.model.state_dict().items()}
-    d = {"schema": SCHEMA, "settings": dataclasses.asdict(run.settings),
-         "scores_after": np.round(np.asarray(run.scores_after, dtype=float), 4).tolist(),
-         "wall_seconds": round(run.wall_seconds, 2), "cpu_seconds": round(run.cpu_seconds, 2),
-         "provenance": provenance}
-    _write_json_with_weights(path, wpath, state, d)
-    return [wpath, path]
-
-
 def load_toy(path: Path):
-    """(settings, scores_after (3, L, nh), model, cpu_seconds) of a saved toy run; RunFileError
+    """(settings, scores_after (3, L, nh), model, cpu_seconds) of a saved toy run; DataFileError
     (one line: the file, the field, what was expected) when it cannot be used: settings the toy
     Settings accepts, scores in [0, 1], times >= 0, the weights file matching its sha256."""
     from . import training as toy_training

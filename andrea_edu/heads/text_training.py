@@ -1,8 +1,8 @@
 """Train a small ANDREA on the standard library's source (CPU, one thread) and record its heads.
 
-Introduced in the chapter "Heads on real text". The committed run is made with
+Introduced in the chapter "Heads on real text". The committed run is made by the laboratory,
 
-    python -m andrea_edu.heads.text_training --out book/data/realtext_run.json
+    python -m andrea_lab.text_training --out book/data/realtext_run.json
 
 which re-executes itself with the CPU instruction-set pins (CPU_PINS: ATen, MKL and oneDNN held to
 AVX2) set before torch is imported, trains `TextSettings()` and writes the run JSON (provenance,
@@ -14,7 +14,7 @@ The live re-check (`recheck_losses`, or `--recheck N`) trains the schedule's fir
 steps again, in a subprocess with the same pins, and compares its training losses with the
 committed ones (stored to 5 decimals): they must agree within RECHECK_TOL.
 
-How the tolerances were measured (python -m andrea_edu.heads.text_training --measure-spread, on an
+How the tolerances were measured (python -m andrea_lab.text_training --measure-spread, on an
 Intel Xeon with AVX-512, 2 cores; and two full runs):
   * the first 40 steps under each of the 8 combinations of ATEN_CPU_CAPABILITY (unset = AVX512
     there, avx2) x MKL_CBWR (unset, AVX2,STRICT) x ONEDNN_MAX_CPU_ISA (unset, AVX2): losses within
@@ -34,7 +34,6 @@ knobs removed (the command pins them otherwise).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib
 import json
 import math
@@ -56,8 +55,8 @@ from . import detectors as D
 from . import text_corpus as tc
 from .training import RunSettings, SettingsError, _progress_bar, _threads, fit
 from .text_runs import (FAST, RUN_FILE, SCHEMA, TOY_FILE, WEIGHTS_FILE,  # noqa: F401
-                        RunFileError, TextRun, TextSettings, default_settings, find_data,
-                        load_run, load_toy, save_run, toy_settings, weights_path)
+                        TextRun, TextSettings, default_settings, find_data,
+                        load_run, load_toy, toy_settings, weights_path)
 
 # The pins the committed file is produced with, set before torch is imported (_reexec_pinned):
 # the book's shared AVX2 level (env.PINNED_ISA) where env has it.
@@ -70,7 +69,7 @@ ABLATION_SEED = 2025  # held-out windows of the final ablation
 RECHECK_STEPS = 40
 RECHECK_TOL = 1e-4  # nats: measured, see the module docstring
 SCORE_TOL = 0.01  # absolute score: measured, see the module docstring
-MODULE = "andrea_edu.heads.text_training"  # for `python -m` (this file may run as __main__)
+MODULE = "andrea_edu.heads.text_training"  # the re-check subprocess: python -m MODULE --recheck
 
 
 def train(settings: TextSettings | None = None, progress: bool = True,
@@ -156,22 +155,16 @@ def code_hash() -> str:
     """Hash of the code that decides a run's numbers: the corpus, the detectors, the model, the
     projections and attention it uses, and this module's settings and training loop (not its
     tolerances, which are measured after a run exists)."""
-    import inspect
-    h = hashlib.sha256()
-    for name in ("model", "projections", "attention", "heads.text_corpus", "heads.detectors"):
-        mod = importlib.import_module("andrea_edu." + name)
-        assert mod.__file__ is not None  # a module of this package, loaded from its .py file
-        h.update(Path(mod.__file__).read_bytes())
-    for obj in (RunSettings, TextSettings, fit, train):
-        h.update(inspect.getsource(obj).encode())
-    return h.hexdigest()[:16]
+    mods = [importlib.import_module("andrea_edu." + name) for name in
+            ("model", "projections", "attention", "heads.text_corpus", "heads.detectors")]
+    return env.code_hash((*mods, RunSettings, TextSettings, fit, train))
 
 
 def provenance(corpus: tc.Corpus) -> dict:
     cp = corpus.provenance
     return {
         "what": "a small ANDREA trained on the Python standard library's source, CPU",
-        "produced_by": "python -m andrea_edu.heads.text_training --out book/data/" + RUN_FILE,
+        "produced_by": "python -m andrea_lab.text_training --out book/data/" + RUN_FILE,
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         **({"cpu_provenance": env.cpu_provenance()} if hasattr(env, "cpu_provenance") else {}),
         "cpu": env.cpu_name(), "machine": platform.machine(), "cores": os.cpu_count(),
@@ -197,18 +190,6 @@ def pinned_env(pins: dict | None = None) -> dict:
         else:
             env[k] = v
     return env
-
-
-def _reexec_pinned(argv: list[str]) -> None:
-    """Re-run this command with CPU_PINS set, unless they are in effect already (torch is imported
-    by now, and the pins only act when set before that: ATen's level tells whether they did)."""
-    set_ = all(os.environ.get(k) == v for k, v in CPU_PINS.items())
-    if os.environ.get("_ANDREA_PINNED") or (
-            set_ and torch.backends.cpu.get_cpu_capability() == CPU_PINS["ATEN_CPU_CAPABILITY"].upper()):
-        return
-    env = pinned_env()
-    env["_ANDREA_PINNED"] = "1"
-    os.execve(sys.executable, [sys.executable, "-m", MODULE, *argv], env)
 
 
 def recheck_losses(settings: TextSettings, n_steps: int = RECHECK_STEPS, pins: dict | None = None,
@@ -271,183 +252,36 @@ def compare_scores(a: TextRun, b: TextRun) -> dict:
             "best_heads": (D.best_heads(a.scores_after), D.best_heads(b.scores_after))}
 
 
-PROG = "python -m " + MODULE
+def recheck_record(settings: TextSettings, n_steps: int) -> dict:
+    """The first n_steps training losses of `settings`, with the numerics they ran under: what
+    `recheck_losses` reads back from its pinned subprocess."""
+    r = train(settings, progress=False, stop_after=n_steps)
+    return {"train_loss": r.train_loss.tolist(), "wall_seconds": r.wall_seconds,
+            "cpu_seconds": r.cpu_seconds,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "pins": {k: os.environ.get(k) for k in CPU_PINS}}
 
 
-def _once(parse):
-    """An argparse action for a flag that may be given once: a second --out would silently win
-    over the first (argparse keeps the last), so it is refused."""
+def _recheck_main(argv: list[str] | None = None) -> int:
+    """python -m andrea_edu.heads.text_training --recheck N --settings JSON: the subprocess
+    `recheck_losses` runs; prints `recheck_record` as one JSON line and writes nothing (making
+    and writing runs is the laboratory's: python -m andrea_lab.text_training)."""
     import argparse
-
-    class Once(argparse.Action):
-        def __call__(self, parser, namespace, values, option_string=None):
-            if getattr(namespace, self.dest, None) is not None:
-                parser.error(f"{option_string} given twice; give it once")
-            setattr(namespace, self.dest, values)
-    return Once
-
-
-def _parser():
-    import argparse
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, action=_once(Path), help="write the run JSON here and its weights beside it "
-                    "(<stem>_model.pt, <stem> without a trailing _run: realtext_run.json -> "
-                    "realtext_model.pt)")
-    ap.add_argument("--replace", action="store_true",
-                    help="replace existing output files (refused otherwise)")
-    ap.add_argument("--recheck", type=int, help="print the first N training losses as JSON")
-    ap.add_argument("--settings", help="TextSettings fields as a JSON object (for --recheck)")
-    ap.add_argument("--steps", type=int, help="override the number of steps (testing), >= 1")
-    ap.add_argument("--no-pin", action="store_true", help="do not set CPU_PINS")
-    ap.add_argument("--toy-out", type=Path, action=_once(Path), help="train the toy chapter's model, save it here "
-                    "(the JSON, and its weights beside it with the suffix .pt)")
-    ap.add_argument("--measure-spread", action="store_true",
-                    help="re-check under every combination of the pins; print the spread")
-    ap.add_argument("--compare", nargs=2, type=Path, metavar="RUN",
-                    help="print the score differences of two run files")
-    return ap
-
-
-def _check_args(args) -> tuple[str | None, TextSettings | None]:
-    """(the first problem as one line, or None; the settings to train). Runs before any work."""
-    from andrea_edu.bench.args import check_int, check_out_file, first_problem
-    from .text_runs import outputs_exist, toy_weights_path, weights_path
-    s = None
-    if args.toy_out is not None:  # the toy run has its own fixed settings (toy_settings)
-        ignored = [f for f, v in (("--steps", args.steps), ("--settings", args.settings),
-                                  ("--recheck", args.recheck), ("--compare", args.compare),
-                                  ("--out", args.out)) if v is not None]
-        if ignored or args.measure_spread:
-            return (f"--toy-out trains the toy chapter's model with its own settings; "
-                    f"{', '.join(ignored) or '--measure-spread'} would be ignored: give "
-                    f"--toy-out alone (with --replace, --no-pin)"), None
+    ap = argparse.ArgumentParser(prog="python -m " + MODULE,
+                                 description="The first N training losses of a run, as JSON.")
+    ap.add_argument("--recheck", type=int, required=True, help="how many steps, 1..steps")
+    ap.add_argument("--settings", required=True, help="TextSettings fields as a JSON object")
+    a = ap.parse_args(argv)
     try:
-        if args.settings is not None:
-            s = TextSettings.from_json(args.settings, base=default_settings(False))
-        else:
-            s = default_settings(False)
-        if args.steps is not None:
-            p = check_int("--steps", args.steps, 1)
-            if p:
-                return p, None
-            s = dataclasses.replace(s, steps=args.steps)
+        s = TextSettings.from_json(a.settings, base=default_settings(False))
         s.check()
-    except SettingsError as e:
-        return f"--settings: {e}" if args.settings is not None else str(e), None
-    except TypeError as e:  # a value JSON holds but a dataclass field cannot take
-        return f"--settings: {e}", None
-    outs = []
-    for flag, out, derived in (("--out", args.out, weights_path),
-                               ("--toy-out", args.toy_out, toy_weights_path)):
-        if out is None:
-            continue
-        if str(out) in ("", "."):
-            return f"{flag}: an empty path is not allowed; give a file such as book/data/{RUN_FILE}", None
-        if out.suffix != ".json":
-            return f"{flag}: {out} must end in .json (the weights go beside it as .pt)", None
-        p = check_out_file(flag, str(out), f"book/data/{RUN_FILE}")
-        if p:
-            return p, None
-        outs += [out, derived(out)]
-    there = outputs_exist(outs)
-    if there and not args.replace:
-        flag = "--toy-out" if args.toy_out is not None else "--out"
-        return (f"{flag}: {', '.join(map(str, there))} exist(s); pass --replace to overwrite, "
-                f"or choose another path"), None
-    problem = first_problem(
-        check_int("--recheck", args.recheck, 1, s.steps),
-        *(f"--compare: {p} is not a file" for p in (args.compare or []) if not p.is_file()))
-    return problem, s
-
-
-def main(argv: list[str] | None = None) -> int:
-    from andrea_edu.bench.args import fail
-    ap = _parser()
-    args = ap.parse_args(argv)
-    raw = sys.argv[1:] if argv is None else argv
-    problem, s = _check_args(args)
-    if problem:  # before any training: one line, exit status 2 (argparse's convention)
-        return fail(PROG, problem)
-    assert s is not None
-    if args.recheck and not args.measure_spread:
-        r = train(s, progress=False, stop_after=args.recheck)
-        print(json.dumps({"train_loss": r.train_loss.tolist(), "wall_seconds": r.wall_seconds,
-                          "cpu_seconds": r.cpu_seconds,
-                          "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                          "pins": {k: os.environ.get(k) for k in CPU_PINS}}))
-        return 0
-    if args.measure_spread:
-        for k, v in measure_spread(args.recheck or RECHECK_STEPS).items():
-            print(f"{k}: max |loss diff| {v['max_abs_diff']:.2e} ({v['cpu_capability']}, "
-                  f"{v['wall_seconds']:.1f} s)")
-        return 0
-    if args.compare:
-        try:
-            print(compare_scores(*(load_run(p, with_model=False) for p in args.compare)))
-        except RunFileError as e:
-            return fail(PROG, str(e))
-        return 0
-    if args.out is None and args.toy_out is None:
-        return fail(PROG, "give --out PATH, --toy-out PATH or --recheck N")
-    if args.no_pin and not os.environ.get("_ANDREA_NATIVE"):  # knobs left to the libraries
-        env = pinned_env(dict.fromkeys(CPU_PINS))
-        env["_ANDREA_NATIVE"] = "1"
-        os.execve(sys.executable, [sys.executable, "-m", MODULE, *raw], env)
-    if not args.no_pin:
-        _reexec_pinned(raw)
-    from ..env import sigterm_interrupts
-    from .text_runs import save_toy
-    written: list = []
-    try:
-        with sigterm_interrupts():  # SIGTERM as Ctrl-C: one line says what was left unwritten
-            if args.toy_out:
-                toy, prov = _train_toy(args)
-                written = save_toy(toy, args.toy_out, prov, replace=args.replace)  # a unit
-                print(f"wrote {', '.join(map(str, written))}: {toy.wall_seconds:.0f} s wall, "
-                      f"{toy.cpu_seconds:.0f} s CPU")
-                return 0
-            run = train(s, progress=True)
-            written = save_run(run, args.out, replace=args.replace)  # all or nothing
-            print(f"wrote {', '.join(map(str, written))}: {run.wall_seconds:.0f} s wall, "
-                  f"{run.cpu_seconds:.0f} s CPU; "
-                  + "; ".join(f"{x['pattern']}: L{x['head'][0]}H{x['head'][1]} {x['score']:.3f} "
-                              f"({x['ratio']:.1f}x uniform, {x['verdict']})"
-                              for x in run.summary(SCORE_TOL)))
-    except KeyboardInterrupt as e:
-        return _stopped(e, args, written)
+    except (SettingsError, TypeError) as e:
+        ap.error(f"--settings: {e}")
+    if not 1 <= a.recheck <= s.steps:
+        ap.error(f"--recheck: {a.recheck} is not allowed; an integer in 1..{s.steps}")
+    print(json.dumps(recheck_record(s, a.recheck)))
     return 0
 
 
-def _train_toy(args):
-    """The toy chapter's model, trained, and its provenance."""
-    from . import training as toy_training
-    toy = toy_training.train(toy_settings(), progress=True)
-    prov = {k: v for k, v in provenance(tc.corpus_cached()).items()
-            if k not in ("corpus", "code_hash", "what")}
-    prov["what"] = "the toy laboratory's model (heads.training, CHAPTER_SEED), for its circuits"
-    prov["produced_by"] = f"{PROG} --toy-out {args.toy_out}"
-    return toy, prov
-
-
-def _stopped(e: KeyboardInterrupt, args, written: list, prog: str = PROG) -> int:
-    """One line on stderr for a training stopped by Ctrl-C or SIGTERM: how far it got and what
-    was left unwritten (the writes are units: the files are all new or all as before); the exit
-    status is 128 + the signal's number."""
-    import signal
-
-    from ..env import stop_signal
-    from .text_runs import toy_weights_path
-    sig = stop_signal(e)
-    toy = getattr(args, "toy_out", None) is not None  # (text_longer has no --toy-out)
-    json_out = args.toy_out if toy else args.out
-    outs = [json_out, (toy_weights_path if toy else weights_path)(json_out)]
-    done = getattr(e, "steps_done", None)
-    where = f" at training step {done[0]} of {done[1]}" if done else ""
-    left = (f"{', '.join(map(str, written))} written whole" if written else
-            f"nothing written ({', '.join(map(str, outs))} as before)")
-    print(f"{prog}: stopped by {signal.Signals(sig).name}{where}; {left}", file=sys.stderr)
-    return 128 + sig
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_recheck_main())

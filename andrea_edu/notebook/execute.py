@@ -102,11 +102,15 @@ def execute_notebook(path, timeout: float = 600, kernel: str = "python3", out_di
     r = execute_nb(nb, path.parent, timeout, kernel, name=str(path))
     written = None
     if out_dir is not None:
-        from andrea_edu.env import write_files_as_unit
         written = Path(out_dir) / path.name
         text = nbformat.writes(nb)  # temporary file + rename: the old copy or the new, whole
-        write_files_as_unit([(written, lambda tmp: tmp.write_text(text, encoding="utf-8"))],
-                            manifest=False)
+        written.parent.mkdir(parents=True, exist_ok=True)
+        tmp = written.with_name(f".{written.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, written)  # an executed notebook, not committed data: no manifest
+        finally:
+            tmp.unlink(missing_ok=True)
     return {"path": str(path), **r, "written": str(written) if written else None}
 
 

@@ -3,7 +3,7 @@ pipeline").
 
     steps    the five attention steps per layer and the rest of the model, read off the model
              object, with FLOP and byte formulas; a step-by-step forward equal to model(idx)
-    timing   time per step and per group (python -m andrea_edu.pipeline.timing)
+    timing   time per step and per group (written by python -m andrea_lab.pipeline_timing)
     ops      which aten ops and GPU kernels each step really ran
     tracer   one token through one layer: shapes, strides, view or copy, first values
 

@@ -8,8 +8,6 @@ Introduced in the chapter "The final picture".
     t.ops["qkv"]               # the aten ops the step ran, e.g. ["aten.mm.default", ...]
     t.kernels                  # {step: CUDA kernel names} from torch.profiler (GPU only)
     t.decision                 # the attention dispatcher's Decision, as a dict
-    t.save("book/data", replace=True)  # pipeline_<device>.json there, with provenance
-                               # (default folder: andrea_runs/, never the book's own)
     load_pipeline_timing("gpu")    # a committed GPU measurement, or None
 
 How it measures: `pipeline.model_in_steps` runs the model's own forward with a mark after each
@@ -20,13 +18,12 @@ marks' own overhead shows. Op names come from a separate untimed pass under a To
 that records every aten op, CUDA kernel names from a torch.profiler pass on a GPU
 (`pipeline_ops`).
 
-CLI (writes the JSON the chapter reads; run it on a GPU machine to commit a GPU measurement):
-    python -m andrea_edu.pipeline.timing --config ANDREA-120M -B 8 -T 1024 --dtype bfloat16
+The laboratory writes the JSON the chapter reads (andrea_lab.pipeline_timing; run it on a GPU
+machine to commit a GPU measurement):
+    python -m andrea_lab.pipeline_timing --config ANDREA-120M -B 8 -T 1024 --dtype bfloat16
 """
 from __future__ import annotations
 
-import argparse
-import contextlib
 import dataclasses
 import json
 import math
@@ -38,6 +35,7 @@ from typing import Any
 
 import torch
 
+from andrea_edu.data import DataFileError
 from andrea_edu.pipeline.steps import GROUPS, STEP_INFO, model_in_steps
 from andrea_edu.pipeline.ops import OpRecorder, main_ops, profile_steps
 
@@ -141,21 +139,6 @@ class StepTiming:
     def file_name(self) -> str:
         return pipeline_file_name(self.provenance.get("device_slug", self.device_kind))
 
-    def save(self, out_dir=None, replace: bool = False) -> Path:
-        """Write pipeline_<device_slug>.json into out_dir (default: `env.default_out_dir()`,
-        andrea_runs/, never the book's data folder), with the folder's SHA256SUMS, as one unit.
-        An existing file is replaced only with replace=True (FileExistsError otherwise)."""
-        from andrea_edu.env import default_out_dir, write_json_atomic
-
-        out = Path(out_dir) if out_dir is not None else default_out_dir()
-        path = out / self.file_name()
-        StepTiming.from_dict(self.to_dict())  # what is written must load again
-        if path.exists() and not replace:
-            raise FileExistsError(f"{path} exists; a new timing does not replace it unless asked "
-                                  f"(replace=True, on the command line --replace, or another "
-                                  f"--out)")
-        return write_json_atomic(path, self.to_dict(), manifest=True, indent=1)
-
     @classmethod
     def from_dict(cls, d: dict) -> "StepTiming":
         """Rebuild from `to_dict()`'s output; ValueError names what is missing or wrong."""
@@ -190,10 +173,6 @@ class StepTiming:
 
 def _finite_nonneg(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
-
-
-class PipelineFileError(ValueError):
-    """A pipeline timing file that is there but cannot be trusted (one line: file, reason)."""
 
 
 def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 1,
@@ -343,11 +322,11 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
     """A committed measurement: device "gpu" (any GPU file), "cpu", or "any" (GPU first).
     None when there is no file. A file that is there but invalid (damaged, NaN/Infinity or
     negative timings, a field missing, the wrong device for its name) is never shown:
-    errors="raise" raises PipelineFileError, one line naming the file and the reason;
+    errors="raise" raises DataFileError, one line naming the file and the reason;
     errors="warn" warns that line and goes on."""
     import warnings
 
-    from andrea_edu.env import data_search_dirs, listed_but_missing, manifest_problem
+    from andrea_edu.data import data_search_dirs, listed_but_missing, manifest_problem
 
     if device not in ("gpu", "cpu", "any"):
         raise ValueError(f"device={device!r} is not one of 'gpu', 'cpu', 'any'")
@@ -365,14 +344,14 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
     gone = listed_but_missing(folder, "pipeline_*.json")  # committed, then deleted: damage
     if gone:
         if errors == "raise":
-            raise PipelineFileError(gone)
+            raise DataFileError(gone)
         warnings.warn(f"{gone} (skipped, not shown)", RuntimeWarning)
     files = sorted(folder.glob("pipeline_*.json"))
     gpu = [f for f in files if f.name != "pipeline_cpu.json"]
     cpu = [f for f in files if f.name == "pipeline_cpu.json"]
 
     def bad(f, why):
-        raise PipelineFileError(f"{f}: {why}")
+        raise DataFileError(f"{f}: {why}")
     for f in {"gpu": gpu, "cpu": cpu, "any": gpu + cpu}[device]:
         try:
             try:
@@ -396,150 +375,8 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
                 bad(f, f"holds {t.device_kind.upper()} data ({t.device}) in a file named for "
                        f"{want.upper()} data")
             return t
-        except PipelineFileError as e:
+        except DataFileError as e:
             if errors == "raise":
                 raise
             warnings.warn(f"{e} (skipped, not shown)", RuntimeWarning)
     return None
-
-
-def _parser(presets) -> argparse.ArgumentParser:
-    from andrea_edu.attention import BACKENDS
-
-    ap = argparse.ArgumentParser(prog="python -m andrea_edu.pipeline.timing",
-                                 description="Time each step of one ANDREA forward pass and write "
-                                             "pipeline_<device>.json (atomically).")
-    ap.add_argument("--config", default="ANDREA-120M", choices=sorted(presets),
-                    help="model preset (default %(default)s)")
-    ap.add_argument("-B", type=int, default=1, help="batch size, an integer >= 1 (default 1)")
-    ap.add_argument("-T", type=int, default=128,
-                    help="sequence length, 1..the preset's block_size (default 128)")
-    ap.add_argument("--dtype", default="float32", choices=sorted(DTYPES),
-                    help="parameter and activation dtype (default %(default)s)")
-    ap.add_argument("--backend", default="auto", choices=BACKENDS,
-                    help="attention backend (default auto: the dispatcher decides)")
-    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
-                    help="auto = cuda when torch sees a GPU; cuda without one is refused")
-    ap.add_argument("--repeats", type=int, default=5,
-                    help="timed forward passes, an integer >= 1 (default 5)")
-    ap.add_argument("--out", default=None,
-                    help="folder for the JSON (default: $ANDREA_OUT_DIR, else andrea_runs/; "
-                         "never the book's data unless named here)")
-    ap.add_argument("--replace", action="store_true",
-                    help="allow the run to replace an existing pipeline_<device>.json (a "
-                         "committed one included)")
-    return ap
-
-
-def forward_bytes(cfg, B: int, T: int, dtype: str) -> int:
-    """A lower bound of what one forward pass holds at once: the parameters, one layer's
-    activations (about 16 x B x T x d_model values), its attention scores (B x n_head x T x T, as
-    the reference backend builds them) and the logits (B x T x vocab_size)."""
-    from andrea_edu.config import param_counts
-    size = torch.tensor([], dtype=DTYPES[dtype]).element_size()
-    return size * (param_counts(cfg).total + 16 * B * T * cfg.d_model
-                   + B * cfg.n_head * T * T + B * T * cfg.vocab_size)
-
-
-def _too_big(cfg, B: int, T: int, dtype: str) -> str | None:
-    """One line when a forward of this size cannot fit in this machine's memory, else None."""
-    import os
-    try:
-        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-    need = forward_bytes(cfg, B, T, dtype)
-    if need > ram:
-        return (f"-B/-T: B={B}, T={T} needs at least {need / 2**30:.0f} GiB for one forward "
-                f"pass of {cfg.name} in {dtype}; this machine has {ram / 2**30:.0f} GiB")
-    return None
-
-
-def main(argv=None) -> int:
-    from andrea_edu.bench.args import (check_device, check_int, check_out_dir, fail,
-                                       first_problem)
-    from andrea_edu.env import default_out_dir
-    from andrea_edu.config import PRESETS
-    from andrea_edu.model import AndreaModel
-
-    ap = _parser(PRESETS)
-    a = ap.parse_args(argv)
-    cfg = PRESETS[a.config]
-    problem = first_problem(check_int("-B", a.B, 1), check_int("-T", a.T, 1, cfg.block_size),
-                            check_int("--repeats", a.repeats, 1),
-                            check_device("--device", a.device), check_out_dir("--out", a.out))
-    if problem is None:
-        problem = _too_big(cfg, a.B, a.T, a.dtype)
-    if problem:  # before building a 120M-parameter model: one line, exit status 2
-        return fail(ap.prog, problem)
-    from andrea_edu.bench.timing import pick_device
-
-    dev = pick_device(a.device)
-    if a.backend.startswith("cuda") and dev != "cuda":
-        return fail(ap.prog, f"--backend: {a.backend} needs a CUDA GPU and this run is on the "
-                             f"CPU; allowed here: auto, reference, sdpa, emulator")
-    from andrea_edu.bench.timing import device_slug
-    slug = device_slug(torch.cuda.get_device_properties(0).name) if dev == "cuda" else "cpu"
-    target = Path(a.out if a.out is not None else default_out_dir()) / pipeline_file_name(slug)
-    if target.exists() and not a.replace:  # before measuring: the target is known
-        return fail(ap.prog, f"--out: {target} exists; add --replace to replace it, or give "
-                             f"another --out")
-    from andrea_edu.env import sigterm_interrupts, stop_signal
-    t: StepTiming | None = None
-    wrote: Path | None = None
-    try:
-        with sigterm_interrupts():
-            # built on the CPU (its seeded initialisation uses a CPU generator), then moved
-            model = AndreaModel(cfg, backend=a.backend).to(device=dev, dtype=DTYPES[a.dtype])
-            t = time_steps(model, a.B, a.T, repeats=a.repeats, warmup=2)
-            print(t.label())
-            for k, v in t.shares().items():
-                print(f"  {k:28s} {100 * v:5.1f} %")
-            wrote = t.save(a.out, replace=a.replace)  # all or nothing
-            print(f"wrote {wrote}")
-    except (Exception, KeyboardInterrupt) as e:
-        if wrote is not None:  # stopped after the write: it is whole
-            print(f"{ap.prog}: stopped ({type(e).__name__}) after writing {wrote} whole",
-                  file=sys.stderr)
-            return 128 + stop_signal(e) if isinstance(e, KeyboardInterrupt) else 1
-        return _stopped(ap.prog, e, t, a.out, target, stop_signal(e))
-    return 0
-
-
-def _stopped(prog: str, e: BaseException, t: StepTiming | None, out, target: Path,
-             signum: int) -> int:
-    """After a failure or a signal: what was measured is saved apart, labelled incomplete, as
-    bench does (bench.cli._save_incomplete), and one line says so; the exit status is 128 +
-    the signal's number, 2 for a refusal before anything was measured, 1 otherwise."""
-    from andrea_edu.bench.args import fail
-    from andrea_edu.bench.cli import _save_incomplete
-    interrupted = isinstance(e, KeyboardInterrupt)
-    import signal
-    why = (f"stopped by {signal.Signals(signum).name}" if interrupted else
-           f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-    partial = getattr(e, "partial", None)
-    if partial is None and t is not None:  # measured whole, then the report or the write failed
-        partial = dict(t.to_dict(), incomplete=why)
-    if partial is None:
-        if interrupted:
-            print(f"{prog}: {why} before a pass was measured; {target} was not written",
-                  file=sys.stderr)
-            return 128 + signum
-        if isinstance(e, ValueError):  # e.g. a backend that cannot run this dtype or device
-            return fail(prog, str(e).splitlines()[0])
-        raise e
-    try:
-        where = _save_incomplete(partial, out, name=f"incomplete_{target.name}")
-    except OSError as e2:  # the disk is full, the folder gone: say so, in the same line
-        print(f"{prog}: {why}; what was measured could not be saved either ({e2}); {target} "
-              f"was not written", file=sys.stderr)
-        return 128 + signum if interrupted else 1
-    print(f"{prog}: {why} after measuring {partial['repeats']} pass(es); what was measured is "
-          f"saved, labelled incomplete, in {where}; {target} was not written", file=sys.stderr)
-    return 128 + signum if interrupted else 1
-
-
-if __name__ == "__main__":
-    from andrea_edu.env import rerun_unpinned
-    rc = rerun_unpinned("andrea_edu.pipeline.timing")  # 0 is a child's success: not "go on"
-    raise SystemExit(main() if rc is None else rc)

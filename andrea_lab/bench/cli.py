@@ -1,11 +1,11 @@
-"""The command line: python -m andrea_edu.bench {head-dim|projections|layout|all|gpu-check|gpu-suite}.
+"""The command line: python -m andrea_lab.bench {head-dim|projections|layout|all|gpu-check|gpu-suite}.
 
-    python -m andrea_edu.bench head-dim            # sweep head_dim, per backend -> andrea_runs/
-    python -m andrea_edu.bench projections         # per-head (36 matmuls), fused (3), c_attn (1)
-    python -m andrea_edu.bench layout              # strided vs contiguous matmul, .contiguous()
-    python -m andrea_edu.bench all                 # the three above, on this machine
-    python -m andrea_edu.bench gpu-check --out D   # andrea_edu.bench.gpucheck.main
-    python -m andrea_edu.bench gpu-suite --out D   # everything GPU, <= 5 min on an H200
+    python -m andrea_lab.bench head-dim            # sweep head_dim, per backend -> andrea_runs/
+    python -m andrea_lab.bench projections         # per-head (36 matmuls), fused (3), c_attn (1)
+    python -m andrea_lab.bench layout              # strided vs contiguous matmul, .contiguous()
+    python -m andrea_lab.bench all                 # the three above, on this machine
+    python -m andrea_lab.bench gpu-check --out D   # andrea_lab.bench.gpucheck.main
+    python -m andrea_lab.bench gpu-suite --out D   # everything GPU, <= 5 min on an H200
 
 Arguments are checked before anything runs (one line naming the flag, exit status 2). A fast
 run, or one that measured nothing, never replaces full-size data unless --replace says so.
@@ -24,13 +24,15 @@ from andrea_edu.bench import suites as bench_cases
 from andrea_edu.bench.args import (check_device, check_int, check_number, check_out_dir,
                                    check_threads, fail,
                                    first_problem)
-from andrea_edu.bench.results import data_dir, write_results
+from andrea_edu.bench.results import data_dir
+from andrea_lab.bench.results import write_results
 from andrea_edu.bench.timing import pick_device
-from andrea_edu.env import default_out_dir, fast_mode, sigterm_interrupts
+from andrea_edu.env import fast_mode, sigterm_interrupts
+from andrea_lab.store import default_out_dir
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m andrea_edu.bench",
+    ap = argparse.ArgumentParser(prog="python -m andrea_lab.bench",
                                  description=__doc__.split("\n")[0],
                                  epilog="CPU instruction sets are pinned to AVX2 (ANDREA_CPU_ISA="
                                  "native turns that off); provenance records them.",
@@ -70,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--replace", action="store_true",
                        help="allow a fast run, or one that measured nothing, to replace a file "
                             "of full-size measurements")
-    g = sub.add_parser("gpu-check", help="andrea_edu.bench.gpucheck.main (extra arguments "
+    g = sub.add_parser("gpu-check", help="andrea_lab.bench.gpucheck.main (extra arguments "
                        "passed on; see gpu-check --help)")
     g.add_argument("rest", nargs=argparse.REMAINDER,
                    help="everything after gpu-check, passed on untouched (e.g. --out DIR; see "
@@ -98,9 +100,9 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["gpu-check"]:  # everything after the word goes to gpucheck untouched
         try:
-            from andrea_edu.bench import gpucheck
+            from andrea_lab.bench import gpucheck
         except ImportError as e:
-            print(f"gpu-check: andrea_edu.bench.gpucheck is not available ({e})", file=sys.stderr)
+            print(f"gpu-check: andrea_lab.bench.gpucheck is not available ({e})", file=sys.stderr)
             return 2
         return int(gpucheck.main(argv[1:]) or 0)
     ap = _parser()
@@ -128,7 +130,7 @@ def main(argv=None) -> int:
         if problem:
             return fail(prog, problem)
     deadline = None if args.budget_s is None else time.monotonic() + args.budget_s
-    command = "python -m andrea_edu.bench " + " ".join(argv)
+    command = "python -m andrea_lab.bench " + " ".join(argv)
     bad = nothing = 0
     with sigterm_interrupts():  # SIGTERM as Ctrl-C: what was measured is saved, labelled
         # incomplete
@@ -177,10 +179,11 @@ def main(argv=None) -> int:
 
 
 def _save_incomplete(obj: dict, out, name: str | None = None) -> Path:
-    """incomplete_bench_<suite>_<device>.json (or `name`: pipeline.timing's
-    incomplete_pipeline_<device>.json) beside the results (or in env.default_out_dir() when
+    """incomplete_bench_<suite>_<device>.json (or `name`: andrea_lab.pipeline_timing's
+    incomplete_pipeline_<device>.json) beside the results (or in store.default_out_dir() when
     that folder is committed data): never a file the loaders read."""
-    from andrea_edu.env import MANIFEST, write_json_atomic
+    from andrea_edu.data import MANIFEST
+    from andrea_lab.store import write_json_atomic
     folder = Path(out) if out is not None else default_out_dir()
     if (folder / MANIFEST).exists():
         folder = default_out_dir()
@@ -204,7 +207,8 @@ def _checkpoint(args):
 def _would_replace_full(suites, device, fast, out) -> str | None:
     """The reason to refuse, when a fast run would land on a file of full-size measurements,
     or any run on a committed file (listed in its folder's SHA256SUMS)."""
-    from andrea_edu.bench.results import _is_full, is_committed
+    from andrea_edu.bench.results import is_committed
+    from andrea_lab.bench.results import _is_full
     from andrea_edu.bench.timing import device_slug
     folder = Path(out) if out is not None else data_dir()
     slug = "cpu" if device == "cpu" else device_slug(torch.cuda.get_device_properties(0).name)

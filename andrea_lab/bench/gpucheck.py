@@ -1,6 +1,6 @@
 """Check the CUDA kernels on a real GPU in a few minutes, and write what was found as JSON.
 
-    python -m andrea_edu.bench gpu-check --out DIR
+    python -m andrea_lab.bench gpu-check --out DIR
 
 On a machine with an NVIDIA GPU this
   1. sweeps the readers' entry point, `andrea_edu.attention(q, k, v, causal, backend=...)`, with
@@ -44,7 +44,8 @@ from typing import Any, Callable
 
 import torch
 
-from andrea_edu.env import DataFileError, __version__, cpu_provenance, git_commit
+from andrea_edu.env import __version__, cpu_provenance, git_commit
+from andrea_edu.data import DataFileError
 
 from andrea_edu.kernels import registry
 from andrea_edu.kernels.limits import V3_MIN_SM
@@ -247,7 +248,7 @@ def summarize(report: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m andrea_edu.bench gpu-check", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m andrea_lab.bench gpu-check", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True,
                     help="folder for gpucheck.json (created if missing; must be writable)")
@@ -281,7 +282,7 @@ def main(argv=None) -> int:
               "(torch.cuda.is_available() is False); nothing was written. On a CPU machine "
               "run the CPU tests (pytest) and use backend='emulator'.", file=sys.stderr)
         return 2
-    from andrea_edu.env import write_json_atomic
+    from andrea_lab.store import write_json_atomic
     out = Path(args.out)
     t0 = time.perf_counter()
     report: dict[str, Any] = dict(
@@ -342,18 +343,18 @@ _CASE_KEYS = {"backend": str, "passed": bool}
 def read_report(path) -> dict:
     """A gpucheck.json, checked: the schema name, a device with a name, every case a record with
     a backend and a boolean passed, the counts agreeing with the cases, no NaN or Infinity, no
-    case twice. GpucheckFileError (one line: the file and the reason) otherwise."""
+    case twice. DataFileError (one line: the file and the reason) otherwise."""
     import json
 
-    from andrea_edu.env import first_nonfinite
+    from andrea_edu.data import first_nonfinite
     path = Path(path)
 
     def bad(why: str):
-        raise GpucheckFileError(f"{path}: {why}")
+        raise DataFileError(f"{path}: {why}")
     try:
         rep = json.loads(path.read_text(), parse_constant=lambda c: bad(f"{c} is not a number"))
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        if isinstance(e, GpucheckFileError):
+        if isinstance(e, DataFileError):
             raise
         bad(f"not readable JSON: {e}")
     if not isinstance(rep, dict) or rep.get("schema") != SCHEMA:
@@ -398,10 +399,6 @@ def read_report(path) -> dict:
     return rep
 
 
-class GpucheckFileError(DataFileError):
-    """A gpucheck.json that is there but cannot be trusted (one line: file, reason)."""
-
-
 def _fail(prog: str, problem: str) -> int:
     from andrea_edu.bench.args import fail
     return fail(prog, problem)
@@ -411,7 +408,7 @@ def _merge_main(prog: str, paths: list[str], out: Path) -> int:
     """--merge: the per-backend reports that exist (a process killed before its first write
     left none: that backend is named as missing), merged into out/gpucheck.json."""
     import json
-    from andrea_edu.env import write_json_atomic
+    from andrea_lab.store import write_json_atomic
     parts, missing = [], []
     for p in paths:
         try:

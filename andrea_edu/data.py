@@ -1,0 +1,362 @@
+"""Committed data, read: the one module through which the book reads `book/data/`.
+
+A chapter reads a committed measurement with `load(kind)` (or the kind's own loader, which
+`LOADERS` names); what made the file lives in the laboratory package `andrea_lab`, which the
+book never imports. Here:
+
+    where          data_search_dirs, find_data_file / find_data (one finder), where_looked
+    the manifest   read_manifest (strict), manifest_problem (a file the book may read matches
+                   its sha256 in SHA256SUMS), listed_but_missing
+    one error      DataFileError: every loader raises it, one line naming the file and field
+    one schema     PROVENANCE_KEYS and `provenance(record)`: a record's provenance block under
+                   today's key names (older files' keys mapped at read time, never rewritten)
+    one table      LOADERS: kind -> (file name, loader module, loader function)
+
+Nothing here writes, locks for writing or finishes another writer's work: a unit a killed
+writer left half done is refused with the command that finishes it
+(`python -m andrea_lab.store recover DIR`).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+from pathlib import Path
+
+# ---------------------------------------------------------------- committed data: where it is
+DATA_ENV = "ANDREA_DATA_DIR"
+
+
+def data_search_dirs() -> list[Path]:
+    """Where committed measurements are looked for, in order:
+    1. $ANDREA_DATA_DIR, when set, and then nowhere else (a reader or a test points the book at
+       other data, or at an empty folder, and gets exactly that);
+    2. book/data beside the installed package's repository (the clone an install cell made:
+       an editable install, or the clone put on sys.path), found from this file's location;
+    3. relative to the working directory, i.e. to the notebook: data/ (a chapter runs in book/),
+       book/data (the repository root), ../book/data.
+    """
+    return [d for d, _ in _search_dirs()]
+
+
+def _search_dirs() -> list[tuple[Path, str]]:
+    """data_search_dirs with, for each, how a reader names it (never an absolute folder of the
+    machine that ran it, except the one the reader set in ANDREA_DATA_DIR)."""
+    if os.environ.get(DATA_ENV, "").strip():
+        given = os.environ[DATA_ENV].strip()
+        return [(Path(given).expanduser(), str(Path(given) / "{name}") + f" (from {DATA_ENV})")]
+    cwd = Path.cwd()
+    dirs = [(Path(__file__).resolve().parents[1] / "book" / "data",
+             "book/data/{name} in the repository andrea_edu was installed from"),
+            (cwd / "data", "data/{name} in the working directory"),
+            (cwd / "book" / "data", "book/data/{name} in the working directory"),
+            (cwd.parent / "book" / "data", "../book/data/{name} from the working directory")]
+    out, seen = [], set()
+    for d, label in dirs:  # the same folder reached twice is looked in once
+        key = os.path.normcase(os.path.realpath(d))
+        if key not in seen:
+            seen.add(key)
+            out.append((d, label))
+    return out
+
+
+def find_data_file(name: str) -> Path | None:
+    """The first data_search_dirs()/<name> that is a file, or None (see `where_looked`). A file
+    its folder's SHA256SUMS lists but that is gone is an error (DataFileError), not "no data":
+    committed data that was deleted is damage."""
+    for d in data_search_dirs():
+        if (d / name).is_file():
+            return d / name
+        problem = listed_but_missing(d, name)
+        if problem:
+            raise DataFileError(problem)
+    return None
+
+
+def listed_but_missing(folder, pattern: str) -> str | None:
+    """One line when folder/SHA256SUMS lists a file matching `pattern` (fnmatch) that is not
+    there (or the manifest cannot be read), or, in the committed folder, when a file pinned in
+    andrea_edu/data_pins.py is gone (`data_pins.missing`); None otherwise."""
+    import fnmatch
+    folder = Path(folder)
+    if (folder / MANIFEST).exists():
+        try:
+            sums = read_manifest(folder)
+        except DataFileError as e:
+            return str(e)
+        gone = sorted(n for n in sums if fnmatch.fnmatchcase(n, pattern)
+                      and not (folder / n).is_file())
+        if gone:
+            return (f"{folder / gone[0]}: listed in {folder / MANIFEST} but missing (committed "
+                    f"data deleted: restore it, e.g. git checkout, or remove its line with the "
+                    f"command that writes the folder)")
+    from andrea_edu import data_pins  # the committed folder: a pinned file gone, line and all
+    return data_pins.missing(folder, pattern)
+
+
+def reader_path(path) -> str:
+    """A path as a reader of the book names it: relative to the repository root when inside it,
+    else to the home folder (~/...), else as given (a folder the reader chose). Pages never show
+    the absolute folders of the machine that built them."""
+    p = Path(os.path.abspath(os.path.expanduser(str(path))))
+    for base, prefix in ((Path(__file__).resolve().parents[1], ""), (Path.home(), "~/")):
+        try:
+            return prefix + p.relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return str(path)
+
+
+def where_looked(name: str) -> str:
+    """One line for a reader: every place `find_data_file(name)` tried, in order, named by its
+    rule rather than by the absolute folders of the machine that ran it."""
+    return (f"no committed {name} found; looked in: "
+            + "; ".join(label.replace("{name}", name) for _, label in _search_dirs())
+            + f" (set {DATA_ENV} to the folder that holds it)")
+
+
+class DataFileError(ValueError):
+    """A data file that cannot be trusted. str() is one line: the file, the field, what was
+    expected and what was found. The one error of every loader of committed data (bench
+    results, the sweep, the real-text runs and path ablations, the pipeline timing, the
+    chapter run's check, a gpucheck report), so a chapter catches this one."""
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(str(message).split()))  # one line, whatever it quotes
+
+
+def first_nonfinite(obj, where: str = "", skip=None) -> str | None:
+    """The path (e.g. "runs[3].scores[0][1]") of the first NaN or infinity in a parsed JSON
+    tree, or None; skip(path) -> True leaves a subtree out (a field where NaN means "none")."""
+    import math
+    if skip is not None and skip(where):
+        return None
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else (where or "$")
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for k, v in items:
+        got = first_nonfinite(v, f"{where}.{k}" if isinstance(k, str) else f"{where}[{k}]", skip)
+        if got:
+            return got.lstrip(".")
+    return None
+
+
+def holds_text(obj) -> bool:
+    """True when a parsed JSON value holds a string anywhere (numpy would read "0.34" as a
+    number: a number stored as text is damage, not data)."""
+    if isinstance(obj, str):
+        return True
+    if isinstance(obj, dict):
+        return any(holds_text(v) for v in obj.values())
+    if isinstance(obj, list):
+        return any(holds_text(v) for v in obj)
+    return False
+
+
+# ---------------------------------------------------------------- the manifest, read
+MANIFEST = "SHA256SUMS"  # beside committed data: "<sha256>  <name>" per line (sha256sum -c reads it)
+_JOURNAL = ".andrea-unit."  # .andrea-unit.<tag>.json: a unit's renames, written before the first
+_TAG = "andrea-"  # temporary and backup files: .<name>.andrea-<pid>-<random>.tmp / .bak
+
+
+def _hex64(s: str) -> bool:
+    return len(s) == 64 and all(c in "0123456789abcdef" for c in s)
+
+
+def read_manifest(folder, required: bool = False) -> dict[str, str]:
+    """{file name: sha256} of folder/SHA256SUMS, parsed strictly: every line exactly
+    '<64 lowercase hex digits>  <file name>' (sha256sum's text or binary form), the last one
+    ended by a newline (a manifest cut short is damage, not a shorter list), no name twice, no
+    folder in a name. DataFileError naming the manifest and the line otherwise. No manifest:
+    {} (DataFileError when `required`)."""
+    path = Path(folder) / MANIFEST
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        if required:
+            raise DataFileError(f"{path}: missing; committed data is checked against it (restore "
+                                f"it, e.g. git checkout {MANIFEST}, or rewrite the data with the "
+                                f"command that made it)") from None
+        return {}
+    except OSError as e:
+        raise DataFileError(f"{path}: cannot be read ({e.strerror or e})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataFileError(f"{path}: not UTF-8 text (byte {e.start}); damaged") from None
+    lines = text.split("\n")
+    if lines[-1] != "":
+        raise DataFileError(f"{path}: line {len(lines)} is cut short (no newline at its end): "
+                            f"the manifest is truncated or damaged")
+    out: dict[str, str] = {}
+    for i, line in enumerate(lines[:-1], 1):
+        sha, sep, name = line[:64], line[64:66], line[66:]
+        if not (_hex64(sha) and sep in ("  ", " *") and name and name == name.strip()
+                and "/" not in name and "\\" not in name and name not in (".", "..")):
+            raise DataFileError(f"{path}: line {i} is not '<64 lowercase hex digits>  <file "
+                                f"name>': {line[:80]!r}")
+        if name in out:
+            raise DataFileError(f"{path}: line {i} lists {name} a second time")
+        out[name] = sha
+    return out
+
+
+def is_data_folder(folder) -> bool:
+    """True when `folder` holds committed data: it has a SHA256SUMS, or it is a folder the book
+    reads data from (`data_search_dirs`: $ANDREA_DATA_DIR, the repository's book/data, ...).
+    There the manifest is required and every file must be listed in it."""
+    folder = Path(folder)
+    if (folder / MANIFEST).exists():
+        return True
+    key = os.path.normcase(os.path.realpath(folder))
+    return any(os.path.normcase(os.path.realpath(d)) == key for d in data_search_dirs())
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _tag_pid(name: str) -> int | None:
+    """The writer's pid in '.<name>.andrea-<pid>-<rand>.tmp' (or .bak, or a journal), else None."""
+    import re
+    m = re.search(r"andrea-(\d+)-[0-9a-f]+\.(tmp|bak|json)$", name)
+    return int(m.group(1)) if m else None
+
+
+def pending_units(folder) -> list[Path]:
+    """Journals of units whose writer died (kill -9) between its first and its last rename, and
+    temporary/backup files of writers that are gone."""
+    folder = Path(folder)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    out = []
+    for n in names:
+        pid = _tag_pid(n)
+        if pid is not None and n.startswith(".") and not _pid_alive(pid):
+            out.append(folder / n)
+    return sorted(out)
+
+
+def manifest_problem(path) -> str | None:
+    """None when `path` may be read: it matches its sha256 in its folder's SHA256SUMS, or its
+    folder holds no committed data (`is_data_folder` false: a scratch folder). Otherwise one
+    line: the manifest missing or damaged (its line named), the file not listed in it (a file
+    the manifest lacks is refused), or its content differing from the recorded sha256. In the
+    committed folder (book/data) the file must also match its pin in andrea_edu/data_pins.py
+    (`data_pins.check`): a manifest regenerated over a damaged file does not vouch for it. A unit
+    write a killed writer left half done is refused (the laboratory finishes it: the book only
+    reads); temporary files of a writer killed before its journal are ignored (the old set is whole)."""
+    import hashlib
+    path = Path(path)
+    folder = path.parent
+    unfinished = [p for p in pending_units(folder) if p.name.startswith(_JOURNAL)]
+    if unfinished:  # a decided unit whose writer died: the folder holds part of each set
+        return (f"a write killed half way left {reader_path(folder)} between two versions "
+                f"({unfinished[0].name}); finish it with `python -m andrea_lab.store recover "
+                f"{reader_path(folder)}`, or run the command that writes it again")
+    from andrea_edu import data_pins  # the committed folder's pins, whatever SHA256SUMS says
+    pinned = data_pins.check(path)
+    if pinned:
+        return pinned
+    if not is_data_folder(folder):
+        return None
+    for attempt in (0, 1):
+        try:
+            sums = read_manifest(folder, required=True)
+        except DataFileError as e:
+            return f"its folder's manifest cannot be trusted ({e})"
+        want = sums.get(path.name)
+        if want is None:
+            return (f"not listed in {folder / MANIFEST}; a data file the manifest lacks is "
+                    f"refused (write it with the command that makes it, which lists it)")
+        try:
+            got = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError as e:
+            return f"cannot be read ({e.strerror or e})"
+        if got == want:
+            return None
+        if attempt == 0:  # a writer may be between its renames: wait for it, look again
+            _wait_for_writer(folder)
+    return (f"content differs from the sha256 recorded for it in {MANIFEST} (damaged or "
+            f"edited by hand: rewrite it with the command that made it, which updates "
+            f"{MANIFEST})")
+
+
+def _wait_for_writer(folder: Path) -> None:
+    """Block until no writer holds the folder (a shared flock on it, released at once): a
+    writer between its renames finishes first. Reading only: it never changes the folder."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not Linux/macOS
+        return
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
+# ---------------------------------------------------------------- one provenance schema, read
+# Today's key -> the older keys committed files carry for it (mapped when read; files stay as
+# they were committed: their sha256 is in SHA256SUMS).
+PROVENANCE_KEYS = {"date_utc": ("date",), "cpu_numerics": ("cpu_provenance",),
+                   "produced_by": ("command",)}
+
+
+def provenance(record: dict) -> dict:
+    """A record's provenance block under today's key names: an older key (`PROVENANCE_KEYS`)
+    is read as its new name when the new one is absent; every other key as it is."""
+    p = record.get("provenance", record) if isinstance(record, dict) else None
+    if not isinstance(p, dict):
+        raise DataFileError(f"provenance must be an object, got {type(p).__name__}")
+    out = dict(p)
+    for new, olds in PROVENANCE_KEYS.items():
+        for old in olds:
+            if new not in out and old in out:
+                out[new] = out.pop(old)
+    return out
+
+
+# ---------------------------------------------------------------- one table: kind -> loader
+# kind: (file name, module, loader). Each loader validates what it reads (schema, types,
+# ranges) and raises DataFileError in one line; `load(kind)` finds the file and calls it.
+LOADERS: dict[str, tuple[str, str, str]] = {
+    "sweep": ("specialization_sweep.json", "andrea_edu.heads.sweep", "load_sweep"),
+    "realtext_run": ("realtext_run.json", "andrea_edu.heads.text_runs", "load_run"),
+    "toy_lab_model": ("toy_lab_model.json", "andrea_edu.heads.text_runs", "load_toy"),
+    "realtext_paths": ("realtext_paths.json", "andrea_edu.heads.path_runs", "load_paths"),
+}
+
+
+def find_data(name: str) -> Path | None:
+    """The one data finder: `find_data_file(name)` (the search order of `data_search_dirs`),
+    the file's manifest checked (DataFileError when its folder's SHA256SUMS refuses it)."""
+    path = find_data_file(name)
+    if path is not None:
+        problem = manifest_problem(path)
+        if problem:
+            raise DataFileError(f"{reader_path(path)}: {problem}")
+    return path
+
+
+def load(kind: str, path=None):
+    """The committed record of `kind` (a key of LOADERS), validated by its loader; path
+    overrides where it is read from. DataFileError when it is missing or cannot be trusted."""
+    if kind not in LOADERS:
+        raise ValueError(f"kind={kind!r} is not a kind of committed data; one of "
+                         f"{', '.join(sorted(LOADERS))}")
+    name, module, fn = LOADERS[kind]
+    if path is None:
+        path = find_data(name)
+        if path is None:
+            raise DataFileError(where_looked(name))
+    return getattr(importlib.import_module(module), fn)(Path(path))

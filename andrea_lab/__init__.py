@@ -1,0 +1,20 @@
+"""andrea_lab: the laboratory that makes, writes and re-checks the book's committed data.
+
+Only scripts and tests import it; a chapter never does: andrea_edu reads committed data through
+andrea_edu.data, and tests/test_architecture.py fails on any andrea_edu module that imports this
+package.
+
+    bench       python -m andrea_lab.bench {head-dim|projections|layout|all|gpu-check|gpu-suite}:
+                the benchmarks' results JSON (write_results) and the GPU correctness check
+    sweep       python -m andrea_lab.sweep: the toy laboratory's n_head x seed sweep (save_sweep)
+    pipeline_timing  python -m andrea_lab.pipeline_timing: time per step, pipeline_<device>.json
+                (save_timing)
+    text_training  python -m andrea_lab.text_training: the real-text run and the toy chapter's
+                model (its --recheck runs the book's own andrea_edu.heads.text_training --recheck)
+    path_runs   python -m andrea_lab.path_runs: the real-text model's path ablations
+    text_longer python -m andrea_lab.text_longer: the longer real-text variants
+    text_runs   their writers: save_run, save_toy, save_paths, save_variant
+    store       the one manifest writer: write_files_as_unit, write_json_atomic, folder_lock,
+                recover_units, seal_folder, default_out_dir
+                (python -m andrea_lab.store recover DIR: finish a unit write a killed writer left)
+"""

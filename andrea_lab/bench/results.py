@@ -1,0 +1,43 @@
+"""Writing a benchmark's results: validated, then written atomically (andrea_lab.store) to
+<out_dir>/bench_<suite>_<device_slug>.json; the book reads them with andrea_edu.bench.results."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from andrea_edu.bench.results import MANIFEST, is_committed, validate_result
+from andrea_lab.store import default_out_dir, write_json_atomic
+
+
+def _is_full(obj) -> bool:
+    """Full-size data: not a fast run, and at least one record measured."""
+    return not obj.get("settings", {}).get("fast", False) and any(
+        r.get("status") == "ok" for r in obj.get("records", []))
+
+
+def write_results(obj: dict, out_dir=None, replace: bool = False) -> Path:
+    """Validate obj and write it, atomically, to <out_dir>/bench_<suite>_<device_slug>.json.
+
+    Refuses (FileExistsError, nothing written) to replace a file of full-size measurements with
+    a fast run or a run that measured nothing, unless replace=True (the CLI's --replace)."""
+    validate_result(obj)
+    out = Path(out_dir) if out_dir is not None else default_out_dir()
+    path = out / f"bench_{obj['suite']}_{obj['provenance']['device_slug']}.json"
+    if path.exists() and not replace and is_committed(path):
+        raise FileExistsError(f"{path} is committed data (listed in {MANIFEST}); a new run does "
+                              f"not replace it unless asked (replace=True, on the command line "
+                              f"--replace, or write elsewhere with --out)")
+    if path.exists() and not replace and not _is_full(obj):
+        try:
+            old = json.loads(path.read_text())
+        except (OSError, ValueError):
+            old = None  # a damaged file is not worth keeping
+        if isinstance(old, dict) and _is_full(old):
+            why = ("a fast run" if obj.get("settings", {}).get("fast") else
+                   "a run with no 'ok' record")
+            raise FileExistsError(f"{path} holds full-size measurements; {why} does not replace "
+                                  f"them (pass replace=True, on the command line --replace, or "
+                                  f"write elsewhere with --out)")
+    # the folder's SHA256SUMS is kept current where there is one (book/data); none is made in
+    # a fresh folder (the GPU suite's $OUT holds at most 8 files)
+    return write_json_atomic(path, obj, indent=1, sort_keys=False)

@@ -1,0 +1,50 @@
+"""The real-text model's path ablations, measured and committed (andrea_edu.heads.path_runs
+measures, reads and re-checks them):
+
+    python -m andrea_lab.path_runs --out book/data/realtext_paths.json
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from andrea_edu.bench.args import check_out_file
+from andrea_edu.heads import path_runs as PR
+from andrea_edu.heads import text_corpus as tc
+from andrea_edu.heads import text_training as TT
+from andrea_lab.text_runs import save_paths
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m andrea_lab.path_runs",
+                                 description=PR.__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--replace", action="store_true", help="overwrite an existing --out")
+    args = ap.parse_args(argv)
+    if args.out.suffix != ".json":
+        ap.error(f"--out {args.out} must end in .json")
+    unwritable = check_out_file("--out", str(args.out), "realtext_paths.json")
+    if unwritable:  # before measuring, not after it
+        ap.error(unwritable)
+    if args.out.exists() and not args.replace:
+        ap.error(f"--out {args.out} exists: pass --replace to overwrite committed data")
+    torch.set_num_threads(1)
+    src = TT.find_data()
+    if src is None:
+        raise SystemExit("no committed real-text run (book/data/realtext_run.json) found")
+    run = TT.load_run(src)
+    sha = PR.weights_sha256(src)
+    d = PR.measure(run, tc.corpus_cached(), sha)
+    save_paths(d, args.out, replace=args.replace)
+    print(f"wrote {args.out}: {len(d['entries'])} entries, {d['provenance']['cpu_seconds']} s CPU, "
+          f"{d['provenance']['wall_seconds']} s wall")
+
+
+if __name__ == "__main__":  # its CPU numbers are committed: pinned, as env.PINNED_ISA says
+    from andrea_edu.env import rerun_pinned
+    rc = rerun_pinned("andrea_lab.path_runs")  # None: pinned already
+    if rc is None:
+        main()
+    raise SystemExit(rc or 0)

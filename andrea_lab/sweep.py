@@ -1,0 +1,108 @@
+"""The toy laboratory's sweep, made and written: n_head x seeds trained on the CPU and
+committed as book/data/specialization_sweep.json (validated before it is written).
+
+    python -m andrea_lab.sweep --out book/data/specialization_sweep.json --replace
+
+The training and the reading are the book's (andrea_edu.heads.sweep: run_sweep, load_sweep,
+validate_sweep, recheck); this module writes.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from andrea_edu.bench.args import check_int, check_out_file, fail, first_problem
+from andrea_edu.heads import sweep as book_sweep
+from andrea_edu.heads.sweep import DATA_NAME, N_HEADS, SEEDS, validate_sweep
+from andrea_edu.heads.training import default_settings
+from andrea_lab.store import default_out_dir, write_json_atomic
+
+
+def save_sweep(path, prov: dict, runs: dict) -> Path:
+    """Write the sweep atomically (temporary file + rename: an interrupted write leaves the old
+    file whole); the payload is validated first, so a file this writes always loads."""
+    payload = {"provenance": prov,
+               "runs": [{"n_head": n, "seed": s, **r.to_dict()} for (n, s), r in runs.items()]}
+    validate_sweep(payload, str(path))
+    return write_json_atomic(path, payload, manifest=True, separators=(",", ":"))
+
+
+def _parser() -> argparse.ArgumentParser:
+    d_model = default_settings(fast=False).d_model
+    ap = argparse.ArgumentParser(
+        prog="python -m andrea_lab.sweep",
+        description=book_sweep.__doc__.splitlines()[0] + " The instruction sets of torch's CPU libraries "
+        "are pinned to AVX2 (ANDREA_CPU_ISA=native turns that off).")
+    ap.add_argument("--out", default=None,
+                    help=f"JSON file to write (atomically, with its folder's SHA256SUMS); default "
+                         f"$ANDREA_OUT_DIR or andrea_runs/{DATA_NAME}, never the book's data "
+                         f"unless named (--out book/data/{DATA_NAME} --replace)")
+    ap.add_argument("--replace", action="store_true",
+                    help="replace an existing --out file (refused otherwise, before training)")
+    ap.add_argument("--n-heads", type=int, nargs="+", default=list(N_HEADS), metavar="N",
+                    help=f"head counts to train; each must divide d_model={d_model} "
+                         f"(default: {' '.join(map(str, N_HEADS))})")
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), metavar="S",
+                    help=f"training seeds run for every n_head, integers >= 0 (default: "
+                         f"{' '.join(map(str, SEEDS))})")
+    ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+                    help="parallel single-threaded training processes, 1.."
+                         f"{os.cpu_count() or 1} (default %(default)s)")
+    return ap
+
+
+def _check_args(args) -> str | None:
+    d_model = default_settings(fast=False).d_model
+    ok_heads = [n for n in range(1, d_model + 1) if d_model % n == 0]
+    for n in args.n_heads:
+        if n not in ok_heads:
+            return (f"--n-heads: {n} is not allowed; each must divide d_model={d_model}: "
+                    f"one of {' '.join(map(str, ok_heads))}")
+    if len(set(args.n_heads)) != len(args.n_heads):
+        return "--n-heads: a head count is given twice; allowed: distinct divisors of d_model"
+    if any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
+        return "--seeds: must be distinct integers >= 0"
+    exists = (f"--out: {args.out} exists; pass --replace to overwrite it, or choose another "
+              f"path" if args.out and Path(args.out).exists() and not args.replace else None)
+    return first_problem(check_int("--workers", args.workers, 1, max(1, os.cpu_count() or 1)),
+                         check_out_file("--out", args.out, f"book/data/{DATA_NAME}"), exists)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = _parser()
+    args = ap.parse_args(argv)
+    if args.out is None:
+        args.out = str(default_out_dir() / DATA_NAME)
+    problem = _check_args(args)
+    if problem:  # before any training: one line, exit status 2 (argparse's convention)
+        return fail(ap.prog, problem)
+    base = default_settings(fast=False)
+    command = ("python -m andrea_lab.sweep " + " ".join(argv)).strip()
+    from andrea_edu.env import sigterm_interrupts, stop_signal
+    path = None
+    try:
+        with sigterm_interrupts():  # SIGTERM as Ctrl-C: one line says what was left unwritten
+            prov, runs = book_sweep.run_sweep(args.n_heads, args.seeds, base,
+                                              workers=args.workers, command=command)
+            path = save_sweep(args.out, prov, runs)  # all or nothing
+            print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB): {len(runs)} runs in "
+                  f"{prov['total_wall_seconds']} s")
+    except KeyboardInterrupt as e:
+        import signal
+        sig = stop_signal(e)
+        total = len(args.n_heads) * len(args.seeds)
+        done, total = getattr(e, "runs_done", (total, total))
+        print(f"{ap.prog}: stopped by {signal.Signals(sig).name}: {done} of {total} runs done, "
+              + (f"{path} written whole" if path is not None else
+                 f"nothing written to {args.out}"), file=sys.stderr)
+        return 128 + sig
+    return 0
+
+
+if __name__ == "__main__":  # its CPU numbers are committed: pinned, as env.PINNED_ISA says
+    from andrea_edu.env import rerun_pinned
+    rc = rerun_pinned("andrea_lab.sweep")  # None: pinned already
+    sys.exit(main() if rc is None else rc)
