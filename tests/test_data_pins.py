@@ -72,7 +72,7 @@ def test_a_regenerated_manifest_does_not_vouch_for_a_changed_committed_file(tmp_
                                                                           monkeypatch):
     """The issue's head-score swap in a clone's book/data, SHA256SUMS regenerated over it."""
     data = _checkout(tmp_path, ["realtext_run.json", "realtext_model.pt"])
-    monkeypatch.setenv(env.DATA_ENV, str(data))
+    monkeypatch.setenv(bookdata.DATA_ENV, str(data))
     assert TR.load_run(data / "realtext_run.json").model is not None  # as committed: read
     d = json.loads((data / "realtext_run.json").read_text())
     last = d["scores"][-1][1]
@@ -93,7 +93,7 @@ def test_a_regenerated_manifest_does_not_vouch_for_a_changed_committed_file(tmp_
 def test_a_file_added_or_deleted_by_hand_is_refused(tmp_path, monkeypatch):
     data = _checkout(tmp_path, ["bench_layout_cpu.json", "toy_lab_model.json",
                                 "toy_lab_model.pt"])
-    monkeypatch.setenv(env.DATA_ENV, str(data))
+    monkeypatch.setenv(bookdata.DATA_ENV, str(data))
     from andrea_edu.bench import results as R
     assert R.load_results("layout", "cpu") is not None
     shutil.copy(DATA / "bench_layout_cpu.json", data / "bench_layout_my-gpu.json")

@@ -123,7 +123,8 @@ def test_the_fourth_version_is_its_own_module_not_a_copy_of_a_spec(fourth):
 
 
 def test_a_fourth_version_flows_through_dispatcher_emulator_model_bench_and_gpu_suite(fourth):
-    from andrea_edu.bench import gpucheck, suites
+    from andrea_edu.bench import suites
+    from andrea_lab.bench import gpucheck
 
     # the dispatcher: the newest registered kernel is tried first
     assert "cuda-split" in backends() and registry.versions() == ("v1", "v2", "v3", "v4")

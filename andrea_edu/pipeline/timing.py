@@ -24,6 +24,7 @@ machine to commit a GPU measurement):
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
