@@ -122,7 +122,8 @@ CLAIMS: tuple[Registered, ...] = (
                           "and induction)",
                           ("The same, in a transformer trained at scale on natural text "
                            "(GPT-2 small, ANDREA-120M's shape)", TRAINED))),
-    Registered("no-labels", _S, "No labels train this specialization.", "Why heads specialize"),
+    Registered("no-labels", _S, "No labels train this specialization.", "Why heads specialize",
+               trained=True),
     Registered("sorted-through-wo", _S, "The training signal alone, propagated through W_O, "
                "sorts the heads.", "Why heads specialize", trained=True,
                phrasings=("The training signal, propagated through W_O, sorts the heads",)),
@@ -204,6 +205,12 @@ PUBLISHED: dict[str, list[tuple[str, str]]] = {
         "occurrence of the current token. The positional and syntactic kinds are found; the "
         "source's examples (a matching parenthesis, the most recent named entity) are not the "
         "patterns these papers test")],
+    "no-labels": [(
+        "holds",
+        "Clark et al. 2019: BERT is pre-trained on masked-language modelling and next-sentence "
+        "prediction only, with no syntactic or coreference labels, yet its heads follow syntactic "
+        "relations and coreference; Olsson et al. 2022: previous-token and induction heads form "
+        "in language models trained only to predict the next token")],
     "gradient-pressure": [(
         "not observed here",
         "No paper cited here measures the gradients of redundant against unique heads during "
