@@ -148,8 +148,9 @@ def test_a_data_command_reruns_itself_pinned_when_started_without_the_pins(monke
     assert child["ATEN_CPU_CAPABILITY"] == "avx2" and child["MKL_CBWR"] == "COMPATIBLE"
     monkeypatch.setenv("ANDREA_CPU_ISA", "native")
     assert env.rerun_pinned("andrea_edu.heads.sweep") is None and len(seen) == 1
-    for f in ("sweep", "path_runs", "text_longer"):
-        assert f'rerun_pinned("andrea_edu.heads.{f}")' in (REPO / "andrea_edu/heads" / f"{f}.py").read_text()
+    for f in ("sweep", "path_runs"):   # the laboratory's data commands; text_longer re-runs
+        assert f'rerun_pinned("andrea_lab.{f}")' in (REPO / "andrea_lab" / f"{f}.py").read_text()
+    assert "TT.pinned_env()" in (REPO / "andrea_lab" / "text_longer.py").read_text()  # (itself)
 
 
 @needs_x86
