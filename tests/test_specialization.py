@@ -96,10 +96,11 @@ def test_one_definition_measures_the_toy_batch_and_its_real_text_form_alike():
         key[p][b.mask(p)] = b.key[b.mask(p)]
     tb = tc.TextBatch(idx=b.idx, targets=b.targets, key=key, where=[("toy", i) for i in range(6)])
     model = AndreaModel(FAST.model_config(), seed=1)
-    maps = model.attention_maps(b.idx)
+    with torch.no_grad():
+        maps = model.attention_maps(b.idx)
+        pp = model.per_position_loss(b.idx, b.targets)
     torch.testing.assert_close(M.scores_from_maps(maps, b), M.scores_from_maps(maps, tb),
                                rtol=0, atol=0, equal_nan=True)
-    pp = model.per_position_loss(b.idx, b.targets)
     np.testing.assert_array_equal(M.pattern_losses(pp, b), M.pattern_losses(pp, tb))
     np.testing.assert_array_equal(M.ablation(model, b, chunk=None)[0],
                                   M.ablation(model, tb, chunk=None)[0])
