@@ -84,7 +84,8 @@ def test_head_scores_in_chunks_equal_one_pass():
     assert torch.equal(M.head_scores(m, b, chunk=None), whole)  # one pass: the same bits
     torch.testing.assert_close(M.per_position_loss(m, b, chunk=2),
                                M.per_position_loss(m, b, chunk=None))
-    for bad in (0, -1, 2.0, "2", True):
+    bads: tuple = (0, -1, 2.0, "2", True)
+    for bad in bads:
         with pytest.raises(ValueError, match=r"^chunk=.*int >= 1") as e:
             M.head_scores(m, b, chunk=bad)
         assert "\n" not in str(e.value)

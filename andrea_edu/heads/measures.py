@@ -111,12 +111,13 @@ def head_scores(model: AndreaModel, batch: LabelledBatch, chunk: int | None = 32
     """S (3, L, nh): the pattern scores of every head on `batch`, `chunk` windows at a time
     (each chunk's scores weighted by its labelled queries) without keeping every map at once;
     chunk None: `scores_from_maps` of the whole batch's maps."""
-    if _chunk(chunk) is None:
+    step = _chunk(chunk)
+    if step is None:
         return scores_from_maps(model.attention_maps(batch.idx), batch)
     tot: torch.Tensor | None = None
     n = torch.zeros(N_PATTERNS)
-    for i in range(0, batch.idx.shape[0], chunk):
-        sub = batch.slice(i, i + chunk)
+    for i in range(0, batch.idx.shape[0], step):
+        sub = batch.slice(i, i + step)
         w = torch.tensor([float(sub.mask(p).sum()) for p in range(N_PATTERNS)])  # (3,)
         s = scores_from_maps(model.attention_maps(sub.idx), sub).nan_to_num(0.0)  # (3, L, nh)
         tot = s * w[:, None, None] if tot is None else tot + s * w[:, None, None]
