@@ -11,7 +11,7 @@ import torch
 from andrea_lab.text_runs import save_run
 from andrea_edu.data import DataFileError
 from andrea_edu.config import AndreaConfig
-from andrea_edu.heads import detectors as D
+from andrea_edu.heads import detectors as D, measures as M
 from andrea_edu.heads import text_corpus as tc
 from andrea_edu.heads import text_training as TT
 from andrea_edu.model import AndreaModel
@@ -36,8 +36,8 @@ def test_uniform_attention_scores_exactly_the_baseline():
     uni = torch.ones(T, T).tril()
     uni = uni / uni.sum(-1, keepdim=True)  # (T, T)
     maps = uni.expand(2, 3, 4, T, T)  # (L, B, nh, T, T)
-    S = D.scores_from_maps(maps, b)
-    base = D.baseline(b)
+    S = M.scores_from_maps(maps, b)
+    base = M.baseline(b)
     for p in tc.PATTERNS:
         assert torch.allclose(S[p], torch.full((2, 4), base[p], dtype=torch.float32))
     assert base[tc.BRACKET] == pytest.approx(1 / 6) and base[tc.IDENT] == pytest.approx(1 / 10)
@@ -49,9 +49,9 @@ def test_a_previous_token_map_scores_one():
     prev[0, 0] = 1
     prev[torch.arange(1, T), torch.arange(T - 1)] = 1
     maps = torch.stack([prev, torch.eye(T)]).reshape(1, 1, 2, T, T).expand(1, 3, 2, T, T)
-    S = D.scores_from_maps(maps, b)  # head 0 previous-token, head 1 attends to itself
+    S = M.scores_from_maps(maps, b)  # head 0 previous-token, head 1 attends to itself
     assert S[tc.PREV, 0, 0] == 1 and S[tc.PREV, 0, 1] == 0
-    assert D.best_heads(S)[tc.PREV] == (0, 0)
+    assert M.best_heads(S)[tc.PREV] == (0, 0)
 
 
 def test_verdict_margins():
@@ -69,7 +69,7 @@ def test_ablation_of_a_silent_head_changes_nothing_and_of_a_live_one_something()
         m.blocks[0].attn.W_O[8:16] = 0  # head 1 writes nothing
         m.blocks[0].attn.W_O.mul_(20)  # the others write a lot
     b = _batch(4)
-    Dt, SE = D.ablation(m, b)
+    Dt, SE = M.ablation(m, b)
     assert Dt.shape == SE.shape == (1, 4, 4)
     assert np.all(Dt[0, 1] == 0) and np.abs(Dt[0, [0, 2, 3], 0]).min() > 0
     assert torch.equal(m.blocks[0].attn.W_O[8:16], torch.zeros(8, 32))  # restored, still silent
@@ -79,8 +79,18 @@ def test_head_scores_in_chunks_equal_one_pass():
     m = AndreaModel(AndreaConfig(d_model=32, n_head=4, n_layer=2, vocab_size=10, block_size=T),
                     seed=1)
     b = _batch(5)
-    whole = D.scores_from_maps(m.attention_maps(b.idx), b)
-    torch.testing.assert_close(D.head_scores(m, b, chunk=2), whole)
+    whole = M.scores_from_maps(m.attention_maps(b.idx), b)
+    torch.testing.assert_close(M.head_scores(m, b, chunk=2), whole)
+    assert torch.equal(M.head_scores(m, b, chunk=None), whole)  # one pass: the same bits
+    torch.testing.assert_close(M.per_position_loss(m, b, chunk=2),
+                               M.per_position_loss(m, b, chunk=None))
+    bads: tuple = (0, -1, 2.0, "2", True)
+    for bad in bads:
+        with pytest.raises(ValueError, match=r"^chunk=.*int >= 1") as e:
+            M.head_scores(m, b, chunk=bad)
+        assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="chunk"):
+        M.attention_maps(m, b, chunk=None)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- training and the run file

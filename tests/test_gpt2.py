@@ -116,7 +116,7 @@ def test_detectors_run_on_a_gpt2_shaped_model_with_another_tokenizer():
     """The chapter's GPT-2 path, on a random small GPT-2 and a made-up tokenizer (no download)."""
     import re
 
-    from andrea_edu.heads import detectors as D
+    from andrea_edu.heads import detectors as D, measures as M
     from andrea_edu.heads import text_corpus as tc
     ours = G.from_transformers(_hf(0))
     corpus = tc.corpus_cached()
@@ -125,7 +125,7 @@ def test_detectors_run_on_a_gpt2_shaped_model_with_another_tokenizer():
         spans = [m.span() for m in re.finditer(r"\w{1,2}|\s+|.", text)]
         return [hash(text[a:b]) % 101 for a, b in spans], spans
     b = tc.token_batch(corpus, pieces, 3, 40, seed=0)
-    S = D.head_scores(ours, b, chunk=2)
+    S = M.head_scores(ours, b, chunk=2)
     assert S.shape == (3, 2, 4) and torch.isfinite(S[tc.PREV]).all()
-    assert D.scores_verdict(S, D.baseline(b), tol=0.02) in ("holds", "holds with a caveat",
+    assert D.scores_verdict(S, M.baseline(b), tol=0.02) in ("holds", "holds with a caveat",
                                                              "does not hold")

@@ -86,6 +86,32 @@ def test_score_is_the_probability_on_the_designated_key():
     assert S.chance_scores(b)["previous token"] == pytest.approx(1 / 3)
 
 
+def test_one_definition_measures_the_toy_batch_and_its_real_text_form_alike():
+    """The measures read a batch through mask(p)/key_of(p): the toy's Batch and the same labels
+    written as real text's TextBatch (one key row per pattern) give the same numbers, bit for bit."""
+    from andrea_edu.heads import measures as M, text_corpus as tc
+    b = C.make_batch(6, 24, seed=3)
+    key = torch.full((3, 6, 24), -1, dtype=torch.long)
+    for p in range(3):
+        key[p][b.mask(p)] = b.key[b.mask(p)]
+    tb = tc.TextBatch(idx=b.idx, targets=b.targets, key=key, where=[("toy", i) for i in range(6)])
+    model = AndreaModel(FAST.model_config(), seed=1)
+    with torch.no_grad():
+        maps = model.attention_maps(b.idx)
+        pp = model.per_position_loss(b.idx, b.targets)
+    torch.testing.assert_close(M.scores_from_maps(maps, b), M.scores_from_maps(maps, tb),
+                               rtol=0, atol=0, equal_nan=True)
+    np.testing.assert_array_equal(M.pattern_losses(pp, b), M.pattern_losses(pp, tb))
+    np.testing.assert_array_equal(M.ablation(model, b, chunk=None)[0],
+                                  M.ablation(model, tb, chunk=None)[0])
+    np.testing.assert_array_equal(M.baseline(b, torch.float32), M.baseline(tb, torch.float32))
+    assert list(S.chance_scores(b).values()) == list(M.baseline(tb, torch.float32))
+    assert M.best_heads(M.scores_from_maps(maps, b)) == [
+        (c["layer"], c["head"]) for c in M.best_head_calls(M.scores_from_maps(maps, b)).values()]
+    sub = b.slice(2, 4)
+    assert torch.equal(sub.idx, b.idx[2:4]) and torch.equal(sub.floor, b.floor[2:4])
+
+
 def test_detect_takes_the_best_pattern_above_the_threshold():
     s = np.zeros((3, 1, 3))
     s[:, 0, 0] = [0.9, 0.2, 0.95]  # both above: the higher wins
@@ -114,10 +140,10 @@ def test_head_grad_norms_match_the_per_head_slices():
             assert G[l, h].item() == pytest.approx(expect.item(), rel=1e-5)
 
 
-def test_ablation_table_and_solo_values_are_loss_differences(fast_run):
+def test_ablation_and_solo_values_are_loss_differences(fast_run):
     model, b = fast_run.model, C.make_batch(16, FAST.seq_len, seed=5)
-    d = S.ablation_table(model, b)
-    assert d.shape == (FAST.n_layer, FAST.n_head, 4)
+    d, se = S.ablation(model, b, chunk=None)
+    assert d.shape == se.shape == (FAST.n_layer, FAST.n_head, 4)
     with torch.no_grad():
         base = model.per_position_loss(b.idx, b.targets).mean().item()
         with model.ablate([(1, 2)]):
@@ -302,7 +328,7 @@ def test_a_clearly_specialised_head_is_needed_for_its_pattern(committed):
     for (n, seed), r in runs.items():
         if n != 4:
             continue
-        for i, (name, b) in enumerate(S.best_heads(r.scores_after).items()):
+        for i, (name, b) in enumerate(S.best_head_calls(r.scores_after).items()):
             if b["call"] == "above":
                 hit = r.ablation[b["layer"], b["head"], 1 + i]
                 assert hit > 0.1, ((n, seed), name, b, hit)

@@ -13,8 +13,8 @@ from andrea_edu import env
 from andrea_edu.heads import sweep as W
 from andrea_edu.heads.gradient_pressure import (CAVEAT_RATIO, RATIO_MARGIN, VERDICT_RATIO,
                                                 Pressure, Unmeasured, gradient_pressure)
-from andrea_edu.heads.measures import (DETECT_THRESHOLD, PATTERN_NAMES, SCORE_MARGIN, best_heads,
-                                       threshold_call)
+from andrea_edu.heads.measures import (DETECT_THRESHOLD, PATTERN_NAMES, SCORE_MARGIN,
+                                       best_head_calls, threshold_call)
 
 SWEEP = Path(__file__).resolve().parents[1] / "book" / "data" / W.DATA_NAME
 
@@ -40,10 +40,10 @@ def test_the_margin_covers_the_measured_cross_machine_spread():
     assert SCORE_MARGIN >= max(abs(a - DETECT_THRESHOLD), abs(b - DETECT_THRESHOLD))
 
 
-def test_best_heads_reads_the_best_head_per_pattern():
+def test_best_head_calls_read_the_best_head_per_pattern():
     s = np.zeros((3, 2, 2))
     s[0, 1, 0], s[1, 0, 1], s[2, 1, 1] = 0.9, 0.55, 0.2
-    b = best_heads(s)
+    b = best_head_calls(s)
     assert (b["previous token"]["layer"], b["previous token"]["head"]) == (1, 0)
     assert [b[p]["call"] for p in PATTERN_NAMES] == ["above", "at the threshold", "below"]
 

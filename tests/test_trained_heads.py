@@ -171,11 +171,11 @@ def _planted(n_sent=8, T=10, L=2, nh=3, seed=0):
 def test_a_planted_head_is_found_held_out_against_uniform_and_random():
     maps, items = _planted()
     uniform_maps = [np.full_like(m, 1.0 / m.shape[-1]) for m in maps]
-    (r,) = S.best_heads(maps, uniform_maps, {"previous token": items})
+    (r,) = S.held_out_best_heads(maps, uniform_maps, {"previous token": items})
     assert r.head == (1, 2) and r.mass == pytest.approx(1.0) and r.win == 1.0
     assert r.uniform == pytest.approx(0.1) and r.random_mass == pytest.approx(0.1)
     assert r.over_uniform == pytest.approx(10.0) and S.found(r)
-    (flat,) = S.best_heads(uniform_maps, uniform_maps, {"previous token": items})
+    (flat,) = S.held_out_best_heads(uniform_maps, uniform_maps, {"previous token": items})
     assert flat.over_uniform == pytest.approx(1.0) and not S.found(flat)
     with pytest.raises(ValueError, match="no probe items"):
         S.head_table(maps, [i for i in items if i.half == 0], half=1)
@@ -189,7 +189,7 @@ def test_a_head_chosen_on_one_half_is_scored_on_the_other():
         if s % 2 == 0:
             m[0, 0] = m[1, 2] * 1.0
             m[1, 2] = 0.5 * m[1, 2] + 0.5 / m.shape[-1]
-    (r,) = S.best_heads(maps, maps, {"previous token": items})
+    (r,) = S.held_out_best_heads(maps, maps, {"previous token": items})
     assert r.head == (0, 0) and r.mass == pytest.approx(0.1) and r.best_all > r.mass
 
 
@@ -198,7 +198,7 @@ def test_the_trained_models_patterns_on_part_of_the_probe_set(model):
     sentences = P.texts(probes)[::4]
     maps, toks, _ = S.attention_maps(model, [t for _, t in sentences])
     rmaps, _, _ = S.attention_maps(MiniLM.random_init(0), [t for _, t in sentences])
-    by = {r.pattern: r for r in S.best_heads(maps, rmaps, P.items(toks, sentences, probes))}
+    by = {r.pattern: r for r in S.held_out_best_heads(maps, rmaps, P.items(toks, sentences, probes))}
     prev = by["previous token"]
     assert S.found(prev) and prev.mass > 0.9 and prev.random_mass < 0.2
     verdict, text = S.claim_verdict(list(by.values()))

@@ -1,7 +1,7 @@
 """Figures and formatted text of the chapter "Heads on real text".
 
-Draws and formats what `andrea_edu.heads.text_corpus`, `.text_training`, `.detectors`,
-and `.circuits` computed; decides nothing (verdicts come from `detectors`).
+Draws and formats what `andrea_edu.heads.text_corpus`, `.text_training`, `.measures`,
+`.detectors` and `.circuits` computed; decides nothing (verdicts come from `detectors`).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from IPython.display import HTML, Markdown, display
 
 from andrea_edu.figures import provenance
 from andrea_edu.figures.viz import head_color, heatmap
-from andrea_edu.heads import detectors as D
+from andrea_edu.heads import detectors as D, measures as M
 from andrea_edu.heads import text_corpus as tc
 
 PATTERN_COLORS = {"all": "#555555", "previous token": "#1f77b4", "matching bracket": "#d62728",
@@ -46,8 +46,7 @@ def mode_line(fast: bool) -> None:
 
 def window(batch: tc.TextBatch, b: int) -> tc.TextBatch:
     """The one-window batch of window b."""
-    return tc.TextBatch(idx=batch.idx[b: b + 1], targets=batch.targets[b: b + 1],
-                        key=batch.key[:, b: b + 1], where=batch.where[b: b + 1])
+    return batch.slice(b, b + 1)
 
 
 # ---------------------------------------------------------------- the corpus
@@ -80,7 +79,7 @@ def show_corpus(corpus: tc.Corpus, committed_prov: dict | None) -> None:
 
 def show_label_counts(batch: tc.TextBatch) -> None:
     n = batch.idx.numel()
-    base = D.baseline(batch)
+    base = M.baseline(batch)
     table(["pattern", "kind (source)", "labelled queries", "share of positions",
            "score of uniform attention"],
           [[tc.PATTERNS[p], tc.PATTERN_KIND[p], f"{int(batch.mask(p).sum()):,}",
@@ -859,7 +858,7 @@ def identifier_sentence(ids: dict, tol: float) -> None:
 
 # ---------------------------------------------------------------- the exercises' cells
 def show_bracket_heads(scores, baseline, at: str, n: int = 3) -> None:
-    """The n heads with the highest bracket score (scores (3, L, nh) of detectors.head_scores)."""
+    """The n heads with the highest bracket score (scores (3, L, nh) of measures.head_scores)."""
     s, u = np.asarray(scores)[tc.BRACKET], float(np.asarray(baseline)[tc.BRACKET])
     order = np.argsort(-s, axis=None)[:n]
     table(["head", "bracket score", "times uniform"],

@@ -4,7 +4,8 @@ head").
     corpus             the toy laboratory: sequences built to hold three patterns, every
                        position labelled (previous token, matching bracket, recent entity)
     training           train a small ANDREA on it on the CPU, deterministically
-    measures           what each head does: pattern scores, ablation, chance levels
+    measures           what each head does, in either laboratory: pattern scores, losses,
+                       the uniform baseline, ablation; the toy's detection threshold
     gradient_pressure  do redundant heads receive smaller gradients?
     verdict_words      the verdict words every rating of a claim answers in (the box shows them)
     sweep              n_head x seeds at a fixed parameter count (made by python -m andrea_lab.sweep)
@@ -17,7 +18,7 @@ head").
     text_corpus        the Python standard library's own source as a corpus, parser-made labels
     text_training      a small ANDREA trained on it on the CPU, committed with provenance
     text_runs          a real-text run's settings and files (atomic writes, validated loads)
-    detectors          the three patterns per head on real text, against the uniform baseline
+    detectors          real text's verdicts: each pattern's best head against 5x uniform
     circuits           QK = W_Q^h W_K^h^T (where a head looks), OV = W_V^h W_O[h] (what it writes)
     gpt2               GPT-2's weights in AndreaModel (transformers state dict or safetensors file)
   Circuits across layers (chapter "Heads on real text", last sections):

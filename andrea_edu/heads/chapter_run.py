@@ -31,8 +31,8 @@ from andrea_edu.env import cpu_provenance, same_cpu_numerics
 from andrea_edu.data import DataFileError, find_data_file, where_looked
 from andrea_edu.heads import training as S
 from andrea_edu.heads.corpus import make_batch
-from andrea_edu.heads.measures import (LOSS_KEYS, ablation_table, head_output_correlations,
-                                       pattern_losses, scores_from_maps)
+from andrea_edu.heads.measures import (ablation, head_output_correlations, pattern_losses,
+                                       scores_from_maps)
 
 FIRST_STEPS = 100  # re-trained live: 1/15 of the run, the steps sweep.recheck compares
 STORED_ROUNDING = {"eval_loss": 5e-5, "ablation": 5e-5, "scores": 5e-4, "correlations": 5e-4}
@@ -60,10 +60,9 @@ def final_state(model, s: S.Settings) -> dict:
         with torch.no_grad():
             with model.capture_attention() as maps:
                 per_pos = model.per_position_loss(ev.idx, ev.targets)
-            d = pattern_losses(per_pos, ev)
-            return {"eval_loss": np.array([d[k] for k in LOSS_KEYS], dtype=float),
+            return {"eval_loss": pattern_losses(per_pos, ev).astype(float),  # (4,), LOSS_KEYS
                     "scores": scores_from_maps(torch.stack(maps), ev).numpy().astype(float),
-                    "ablation": np.asarray(ablation_table(model, ev), dtype=float),
+                    "ablation": np.asarray(ablation(model, ev, chunk=None)[0], dtype=float),
                     "correlations": np.asarray(head_output_correlations(model, ev), dtype=float)}
     finally:
         torch.set_num_threads(before)

@@ -54,6 +54,7 @@ VOCAB_SIZE = len(VOCAB)
 # Pattern labels. NONE: the next token is free (a content token, a filler, a new segment...).
 NONE, POSITIONAL, SYNTACTIC, SEMANTIC = 0, 1, 2, 3
 PATTERNS = {POSITIONAL: "previous token", SYNTACTIC: "matching bracket", SEMANTIC: "recent entity"}
+PATTERN_IDS = tuple(PATTERNS)  # the label of pattern p = 0, 1, 2 (the measures' order)
 PATTERN_KIND = {POSITIONAL: "positional", SYNTACTIC: "syntactic", SEMANTIC: "semantic"}
 
 MAX_DEPTH = 2  # brackets nest at most two deep (three learns too slowly for a CPU budget)
@@ -163,6 +164,20 @@ class Batch:
     def tokens(self, b: int = 0) -> list[str]:
         """The input tokens of sequence b, as strings (figure labels)."""
         return decode(self.idx[b])
+
+    def mask(self, p: int) -> torch.Tensor:
+        """(B, T) bool: the positions pattern p (0, 1, 2: PATTERN_IDS' order) decides."""
+        return self.pattern == PATTERN_IDS[p]
+
+    def key_of(self, p: int) -> torch.Tensor:
+        """(B, T): the key position each of pattern p's queries designates (`key`, one for all
+        patterns here: a position has one label)."""
+        return self.key
+
+    def slice(self, a: int, b: int) -> Batch:
+        """Sequences a..b-1."""
+        return Batch(idx=self.idx[a:b], targets=self.targets[a:b], pattern=self.pattern[a:b],
+                     key=self.key[a:b], floor=self.floor[a:b])
 
 
 def make_batch(batch_size: int, seq_len: int, seed: int | None = None,

@@ -252,10 +252,9 @@ def identifier_readings(model: AndreaModel, corpus: tc.Corpus, batch: tc.TextBat
                         chunk: int = 32) -> dict:
     """`identifier_scores` over a whole batch, `chunk` windows of maps at a time:
     {reading: (scores (L, nh), uniform, number of queries)}."""
-    from .detectors import _slice
     tot: dict = {}
     for a in range(0, batch.idx.shape[0], chunk):
-        sub = _slice(batch, a, a + chunk)
+        sub = batch.slice(a, a + chunk)
         part = identifier_scores(model.attention_maps(sub.idx), identifier_targets(corpus, sub))
         for k, (sc, u, n) in part.items():
             if n:

@@ -1,29 +1,47 @@
-"""What each head does, measured on one batch: pattern losses, scores, ablations, gradients.
+"""What each head does, measured on one labelled batch of either laboratory: pattern losses,
+scores, the uniform baseline, ablations, solo values, gradients.
 
-Introduced in the chapter "Why heads specialize" (`specialization.train` calls these during and
-after training; the chapter calls them on the trained model).
+The one home of these measures for the toy laboratory (chapter "Why heads specialize":
+`heads.training` calls them during and after training, the chapter on the trained model) and
+for real text (chapter "Heads on real text": `heads.text_training`, `heads.paths`, the chapter).
+A batch is either lab's (`corpus.Batch`, `text_corpus.TextBatch`): both give `idx`, `targets`
+(B, T), `mask(p)` (B, T) bool, the queries pattern p labels, `key_of(p)` (B, T), the key each
+designates, and `slice(a, b)`, windows a..b-1; p = 0, 1, 2 in the lab's pattern order. What the
+labs decide from the measures stays with each: the toy's detection threshold here (`detect`,
+`threshold_call`, `best_head_calls`; PATTERN_NAMES and LOSS_KEYS below are the toy's), real
+text's ratio to the baseline in `heads.detectors` (its LOSS_KEYS name real text's patterns).
 
-Definitions (the chapter quotes them; p is a pattern, l a layer, h a head, A the attention
-probabilities of `AndreaModel.capture_attention`, positions t where p decides the next token):
+Definitions (the chapters quote them; p is a pattern, l a layer, h a head, A the attention
+probabilities of `AndreaModel.capture_attention`, Q_p the positions t where p decides the next
+token, kappa_p(t) the key position p designates there):
 
-pattern loss    mean next-token cross-entropy (nats) over the positions of pattern p, on a fixed
-                evaluation batch. Its floor is the corpus generator's own -ln P (0, except where
-                a closing bracket's timing is a coin flip).
-score           S[p, l, h] = mean over those positions t of A[l, h, t, key_p(t)]: the probability
-                that head h, querying from t, puts on the one key position the pattern designates
-                (t-1; the innermost open bracket; the latest named entity). 1 = all of it there.
-                Uniform causal attention would score the mean of 1/(t+1) (`chance_scores`).
-detected        a head is detected for p when S[p, l, h] >= DETECT_THRESHOLD (0.5: at least half
-                of its probability on the designated key); the highest-scoring such pattern.
-ablation        Δ[l, h, p]: the increase of the pattern loss when head (l, h)'s row block of W_O
-                is zeroed (`AndreaModel.ablate`), the rest of the model untouched.
+pattern loss    mean next-token cross-entropy (nats) over the positions of Q_p ("all": every
+                position), on a fixed evaluation batch. The toy's floor is its generator's own
+                -ln P (0, except where a closing bracket's timing is a coin flip).
+score           S[p, l, h] = mean over t in Q_p of A[l, h, t, kappa_p(t)]: the probability that
+                head h, querying from t, puts on the one key position the pattern designates
+                (t-1; the innermost open bracket; the latest named entity or identifier). 1 = all
+                of it there; NaN for a pattern with no labelled query in the batch.
+baseline        U[p] = mean over t in Q_p of 1/(t+1): the score of uniform causal attention
+                (`baseline`; the toy's `chance_scores` is the same, in float32, by name).
+detected        (toy) a head is detected for p when S[p, l, h] >= DETECT_THRESHOLD (0.5: at
+                least half of its probability on the designated key); the highest-scoring such.
+ablation        D[l, h, p]: the increase of the pattern loss when head (l, h)'s row block of W_O
+                is zeroed (`AndreaModel.ablate`), the rest of the model untouched; its standard
+                error is over windows (each window's mean change), a sampling error.
 solo value      V[l, h, p]: how much loss head (l, h) recovers on its own, i.e. loss with every
                 head of layer l ablated minus loss with every head of layer l but h ablated.
 gradient norm   G[step, l, h]: the Frobenius norm of the loss gradient with respect to head h's own
                 parameters: its columns of W_Q, W_K, W_V (in c_attn) and its rows of W_O, at
                 every training step, before the optimizer moves them.
+
+chunk (where a function takes one): windows per forward pass, so that a large batch never holds
+every map at once; None: the whole batch in one pass, as the toy laboratory's runs are recorded
+(a different chunking can move the last bits of a loss or score).
 """
 from __future__ import annotations
+
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -34,9 +52,9 @@ from andrea_edu.heads.corpus import PATTERNS, Batch
 from andrea_edu.model import AndreaModel
 from andrea_edu.projections import head_contributions, project_c_attn
 
-PATTERN_IDS = tuple(PATTERNS)  # (POSITIONAL, SYNTACTIC, SEMANTIC)
 PATTERN_NAMES = tuple(PATTERNS.values())  # ("previous token", "matching bracket", "recent entity")
-LOSS_KEYS = ("all",) + PATTERN_NAMES  # the columns of every loss table: whole batch, then patterns
+LOSS_KEYS = ("all",) + PATTERN_NAMES  # the columns of the toy's loss tables: whole batch, patterns
+N_PATTERNS = 3  # both labs label three patterns, p = 0, 1, 2
 DETECT_THRESHOLD = 0.5
 # How far one head's score moves when only the CPU's rounding changes (two x86 machines before
 # the instruction-set pins): the chapter run's best matching-bracket head scored 0.505 on one and
@@ -45,41 +63,185 @@ DETECT_THRESHOLD = 0.5
 SCORE_MARGIN = 0.1
 
 
-def pattern_losses(per_position: torch.Tensor, batch: Batch) -> dict[str, float]:
-    """Mean loss over the whole batch ("all") and over each pattern's positions."""
-    out = {"all": float(per_position.mean())}
-    for p, name in PATTERNS.items():
-        m = batch.pattern == p
-        out[name] = float(per_position[m].mean()) if m.any() else float("nan")
+class LabelledBatch(Protocol):
+    """What the measures read of a batch (`corpus.Batch` and `text_corpus.TextBatch` have it)."""
+
+    idx: torch.Tensor  # (B, T) long
+    targets: torch.Tensor  # (B, T) long
+
+    def mask(self, p: int) -> torch.Tensor: ...  # (B, T) bool: the queries pattern p labels
+
+    def key_of(self, p: int) -> torch.Tensor: ...  # (B, T) long: the key each designates
+
+    def slice(self, a: int, b: int) -> LabelledBatch: ...  # windows a..b-1
+
+
+def _chunk(chunk, allow_none: bool = True) -> int | None:
+    if (chunk is None and allow_none) or (isinstance(chunk, int) and not isinstance(chunk, bool)
+                                          and chunk >= 1):
+        return chunk
+    raise ValueError(f"chunk={chunk!r} is not allowed; an int >= 1 (windows per forward pass)"
+                     + (" or None (the whole batch in one pass)" if allow_none else ""))
+
+
+# ---------------------------------------------------------------- scores
+def scores_from_maps(maps: torch.Tensor, batch: LabelledBatch) -> torch.Tensor:
+    """maps (L, B, nh, T, T) -> S (3, L, nh), see the module docstring; a pattern with no
+    labelled query scores NaN."""
+    L, B, nh, T, _ = maps.shape
+    by_query = maps.permute(1, 3, 4, 0, 2)  # (B, T, T, L, nh): [window, query, key]
+    out = torch.full((N_PATTERNS, L, nh), float("nan"))
+    for p in range(N_PATTERNS):
+        b, t = torch.nonzero(batch.mask(p), as_tuple=True)  # labelled (window, query)
+        if len(b):
+            out[p] = by_query[b, t, batch.key_of(p)[b, t]].mean(dim=0)  # (n, L, nh) -> (L, nh)
     return out
 
 
+@torch.no_grad()
+def attention_maps(model: AndreaModel, batch: LabelledBatch, chunk: int = 32) -> torch.Tensor:
+    """(L, B, nh, T, T) attention probabilities, computed `chunk` windows at a time."""
+    _chunk(chunk, allow_none=False)
+    return torch.cat([model.attention_maps(batch.idx[i: i + chunk])
+                      for i in range(0, batch.idx.shape[0], chunk)], dim=1)
+
+
+@torch.no_grad()
+def head_scores(model: AndreaModel, batch: LabelledBatch, chunk: int | None = 32) -> torch.Tensor:
+    """S (3, L, nh): the pattern scores of every head on `batch`, `chunk` windows at a time
+    (each chunk's scores weighted by its labelled queries) without keeping every map at once;
+    chunk None: `scores_from_maps` of the whole batch's maps."""
+    step = _chunk(chunk)
+    if step is None:
+        return scores_from_maps(model.attention_maps(batch.idx), batch)
+    tot: torch.Tensor | None = None
+    n = torch.zeros(N_PATTERNS)
+    for i in range(0, batch.idx.shape[0], step):
+        sub = batch.slice(i, i + step)
+        w = torch.tensor([float(sub.mask(p).sum()) for p in range(N_PATTERNS)])  # (3,)
+        s = scores_from_maps(model.attention_maps(sub.idx), sub).nan_to_num(0.0)  # (3, L, nh)
+        tot = s * w[:, None, None] if tot is None else tot + s * w[:, None, None]
+        n += w
+    if tot is None:
+        raise ValueError("head_scores: the batch holds no windows (batch.idx has 0 rows)")
+    out = tot / n[:, None, None]
+    out[n == 0] = float("nan")
+    return out
+
+
+def baseline(batch: LabelledBatch, dtype: torch.dtype = torch.float64) -> np.ndarray:
+    """U (3,): the score of uniform causal attention, the mean of 1/(t+1) over each pattern's
+    queries (NaN: none), computed in `dtype` (the toy's recorded `chance_scores`: float32)."""
+    T = batch.idx.shape[1]
+    inv = 1.0 / (torch.arange(T, dtype=dtype) + 1)  # (T,)
+    out = []
+    for p in range(N_PATTERNS):
+        m = batch.mask(p)
+        out.append(float(inv.expand(m.shape)[m].mean()) if m.any() else float("nan"))
+    return np.array(out)
+
+
+def best_heads(scores) -> list[tuple[int, int]]:
+    """For each pattern, the (layer, head) with the highest score (NaN ignored); scores
+    (3, L, nh). The toy's `best_head_calls` adds each one's score and threshold call; the trained
+    encoder's `trained.patterns.held_out_best_heads` picks on one half of its probe sentences and
+    scores on the other."""
+    s = check_scores("scores", scores, N_PATTERNS)
+    out = []
+    for p in range(s.shape[0]):
+        layer, head = np.unravel_index(np.nanargmax(s[p]), s[p].shape)
+        out.append((int(layer), int(head)))
+    return out
+
+
+# ---------------------------------------------------------------- losses and ablations
+def pattern_losses(per_position: torch.Tensor, batch: LabelledBatch) -> np.ndarray:
+    """(4,) mean loss over every position ("all"), then over each pattern's queries (NaN: none),
+    in the order of LOSS_KEYS (the toy's) and detectors.LOSS_KEYS (real text's)."""
+    out = [float(per_position.mean())]
+    for p in range(N_PATTERNS):
+        m = batch.mask(p)
+        out.append(float(per_position[m].mean()) if m.any() else float("nan"))
+    return np.array(out)
+
+
+@torch.no_grad()
+def per_position_loss(model: AndreaModel, batch: LabelledBatch, heads=(),
+                      chunk: int | None = 64) -> torch.Tensor:
+    """(B, T) next-token loss with the heads in `heads` ((layer, head) pairs) ablated (W_O row
+    blocks zeroed), `chunk` windows per forward pass (None: one pass)."""
+    _chunk(chunk)
+    with model.ablate(heads):
+        if chunk is None:
+            return model.per_position_loss(batch.idx, batch.targets)
+        return torch.cat([model.per_position_loss(batch.idx[i: i + chunk],
+                                                  batch.targets[i: i + chunk])
+                          for i in range(0, batch.idx.shape[0], chunk)])
+
+
+def window_means(per_pos: torch.Tensor, batch: LabelledBatch) -> np.ndarray:
+    """(4, B): each window's mean loss over all positions and over each pattern (NaN: none)."""
+    rows = [per_pos.mean(dim=1)]
+    for p in range(N_PATTERNS):
+        m = batch.mask(p).float()
+        rows.append((per_pos * m).sum(1) / m.sum(1))  # nan where a window has no label
+    return torch.stack(rows).double().numpy()
+
+
+def standard_errors(dw: np.ndarray) -> np.ndarray:
+    """(4,): the standard error over windows of each row of dw (4, B), NaN windows left out
+    (NaN where fewer than two remain)."""
+    out = np.zeros(dw.shape[0])
+    for k in range(dw.shape[0]):
+        v = dw[k][~np.isnan(dw[k])]
+        out[k] = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.nan
+    return out
+
+
+@torch.no_grad()
+def ablation(model: AndreaModel, batch: LabelledBatch,
+             chunk: int | None = 64) -> tuple[np.ndarray, np.ndarray]:
+    """(D, SE): each (L, nh, 4), the pattern-loss increase when one head is ablated (last axis:
+    "all", then the three patterns), and its standard error over windows (module docstring)."""
+    L, nh = model.cfg.n_layer, model.cfg.n_head
+    base_pos = per_position_loss(model, batch, chunk=chunk)
+    base = pattern_losses(base_pos, batch)
+    base_w = window_means(base_pos, batch)
+    D, SE = np.zeros((L, nh, 4)), np.zeros((L, nh, 4))
+    for l in range(L):
+        for h in range(nh):
+            pos = per_position_loss(model, batch, [(l, h)], chunk=chunk)
+            D[l, h] = pattern_losses(pos, batch) - base
+            SE[l, h] = standard_errors(window_means(pos, batch) - base_w)  # (4, B) -> (4,)
+    return D, SE
+
+
+@torch.no_grad()
+def solo_values(model: AndreaModel, batch: LabelledBatch, chunk: int | None = 64) -> np.ndarray:
+    """V (L, nh, 4): loss with all heads of the layer ablated minus loss with all but h ablated."""
+    L, nh = model.cfg.n_layer, model.cfg.n_head
+    out = np.zeros((L, nh, 4))
+
+    def losses(heads):
+        return pattern_losses(per_position_loss(model, batch, heads, chunk=chunk), batch)
+
+    for l in range(L):
+        none = losses([(l, h) for h in range(nh)])
+        for h in range(nh):
+            out[l, h] = none - losses([(l, j) for j in range(nh) if j != h])
+    return out
+
+
+# ---------------------------------------------------------------- the toy's floors and detection
 def floors(batch: Batch) -> dict[str, float]:
-    """The generator's irreducible loss on each pattern's positions of `batch`."""
+    """The toy generator's irreducible loss on each pattern's positions of `batch`."""
     return {name: float(batch.floor[batch.pattern == p].mean()) for p, name in PATTERNS.items()}
 
 
-def scores_from_maps(maps: torch.Tensor, batch: Batch) -> torch.Tensor:
-    """maps (L, B, nh, T, T) -> S (3, L, nh), see the module docstring."""
-    L, B, nh, T, _ = maps.shape
-    by_query = maps.permute(1, 3, 4, 0, 2)  # (B, T, T, L, nh): [sequence, query, key]
-    out = torch.zeros(len(PATTERN_IDS), L, nh)
-    for i, p in enumerate(PATTERN_IDS):
-        b, t = torch.nonzero(batch.pattern == p, as_tuple=True)  # labelled (sequence, query)
-        k = batch.key[b, t]  # the designated key of each
-        out[i] = by_query[b, t, k].mean(dim=0)  # (n, L, nh) -> (L, nh)
-    return out
-
-
 def chance_scores(batch: Batch) -> dict[str, float]:
-    """The score of a head that spreads its attention evenly over keys 0..t: mean of 1/(t+1)."""
-    t = torch.arange(batch.idx.shape[1]).expand_as(batch.pattern).float()
-    return {name: float((1 / (t + 1))[batch.pattern == p].mean()) for p, name in PATTERNS.items()}
-
-
-def head_scores(model: AndreaModel, batch: Batch) -> torch.Tensor:
-    """S (3, L, nh): the pattern scores of every head on `batch`."""
-    return scores_from_maps(model.attention_maps(batch.idx), batch)
+    """The toy's `baseline` by pattern name, in float32 as its runs record it: the score of a
+    head that spreads its attention evenly over keys 0..t, the mean of 1/(t+1)."""
+    return dict(zip(PATTERN_NAMES, map(float, baseline(batch, torch.float32))))
 
 
 def detect(scores, threshold: float = DETECT_THRESHOLD) -> dict[tuple[int, int], str | None]:
@@ -114,51 +276,22 @@ def threshold_call(score: float, threshold: float = DETECT_THRESHOLD,
     return "at the threshold"
 
 
-def best_heads(scores, threshold: float = DETECT_THRESHOLD,
-               margin: float = SCORE_MARGIN) -> dict[str, dict]:
-    """Per pattern: the best-scoring head, its score and `threshold_call`; scores (3, L, nh)."""
+def best_head_calls(scores, threshold: float = DETECT_THRESHOLD,
+                    margin: float = SCORE_MARGIN) -> dict[str, dict]:
+    """The toy's patterns by name: the best-scoring head (`best_heads`), its score and its
+    `threshold_call`; scores (3, L, nh)."""
     check_real("threshold", threshold, 0.0, 1.0)
     check_real("margin", margin, 0.0)
     s = check_scores("scores", scores, len(PATTERN_NAMES))
     out = {}
-    for i, name in enumerate(PATTERN_NAMES):
-        l, h = np.unravel_index(np.nanargmax(s[i]), s[i].shape)
-        out[name] = {"layer": int(l), "head": int(h), "score": float(s[i, l, h]),
+    for i, (name, (l, h)) in enumerate(zip(PATTERN_NAMES, best_heads(s))):
+        out[name] = {"layer": l, "head": h, "score": float(s[i, l, h]),
                      "call": threshold_call(float(s[i, l, h]), threshold, margin)}
     return out
 
 
 @torch.no_grad()
-def _losses(model: AndreaModel, batch: Batch, heads=()) -> np.ndarray:
-    with model.ablate(heads):
-        per_pos = model.per_position_loss(batch.idx, batch.targets)  # (B, T)
-    d = pattern_losses(per_pos, batch)
-    return np.array([d[k] for k in LOSS_KEYS])  # (4,)
-
-
-@torch.no_grad()
-def ablation_table(model: AndreaModel, batch: Batch) -> np.ndarray:
-    """Δ (L, nh, 4): loss increase when one head's W_O rows are zeroed; last axis LOSS_KEYS."""
-    L, nh = model.cfg.n_layer, model.cfg.n_head
-    base = _losses(model, batch)
-    return np.stack([np.stack([_losses(model, batch, [(l, h)]) - base for h in range(nh)])
-                     for l in range(L)])  # (L, nh, 4)
-
-
-@torch.no_grad()
-def solo_values(model: AndreaModel, batch: Batch) -> np.ndarray:
-    """V (L, nh, 4): loss with all heads of the layer ablated minus loss with all but h ablated."""
-    L, nh = model.cfg.n_layer, model.cfg.n_head
-    out = np.zeros((L, nh, len(LOSS_KEYS)))
-    for l in range(L):
-        none = _losses(model, batch, [(l, h) for h in range(nh)])
-        for h in range(nh):
-            out[l, h] = none - _losses(model, batch, [(l, j) for j in range(nh) if j != h])
-    return out
-
-
-@torch.no_grad()
-def head_output_correlations(model: AndreaModel, batch: Batch) -> np.ndarray:
+def head_output_correlations(model: AndreaModel, batch: LabelledBatch) -> np.ndarray:
     """C (L, nh, nh): Pearson correlation between the heads' contributions to the residual
     stream (head_h . W_O[rows of h], flattened over batch, positions and features)."""
     inputs = []

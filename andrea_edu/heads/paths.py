@@ -21,7 +21,7 @@ Measures (per path, on a batch of windows):
                   intact attention rows, 0.5 sum_k |A'_tk - A_tk|: 0 unchanged, 1 disjoint.
   loss change     the model's next-character loss with the path removed minus intact, on every
                   position and on each pattern's labelled queries (`detectors.LOSS_KEYS`), with a
-                  standard error over windows, as the head ablation of `detectors.ablation`.
+                  standard error over windows, as the head ablation of `measures.ablation`.
 """
 from __future__ import annotations
 
@@ -168,7 +168,7 @@ def path_effects(model: AndreaModel, batch, paths_list, chunk: int = 32) -> dict
 
     batch: a `text_corpus.TextBatch`. Returns {"tv": (n,), "loss": (n, 4), "loss_se": (n, 4),
     "base_loss": (4,)}; tv is measured on the destination head of the entry's first path."""
-    from . import detectors as D
+    from . import measures as M
     n = len(paths_list)
     for ps in paths_list:
         _check(model, ps)
@@ -186,15 +186,12 @@ def path_effects(model: AndreaModel, batch, paths_list, chunk: int = 32) -> dict
             lg2, maps2, _, _ = _run(model, resid[l2], l2, ps, outs)  # from the dst layer on
             pos[j, a: a + chunk] = per_position_loss(lg2, tgt)
             tv_sum[j] += total_variation(maps2[0, :, h2], maps[l2, :, h2]) * idx.shape[0]
-    base = D.pattern_losses(base_pos, batch)
-    base_w = D._window_means(base_pos, batch)
+    base = M.pattern_losses(base_pos, batch)
+    base_w = M.window_means(base_pos, batch)
     loss, se = np.zeros((n, 4)), np.zeros((n, 4))
     for j in range(n):
-        loss[j] = D.pattern_losses(pos[j], batch) - base
-        dw = D._window_means(pos[j], batch) - base_w
-        for k in range(4):
-            v = dw[k][~np.isnan(dw[k])]
-            se[j, k] = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.nan
+        loss[j] = M.pattern_losses(pos[j], batch) - base
+        se[j] = M.standard_errors(M.window_means(pos[j], batch) - base_w)
     return {"tv": tv_sum / rows, "loss": loss, "loss_se": se, "base_loss": base}
 
 
@@ -236,7 +233,7 @@ def forward_route(model: AndreaModel, idx: torch.Tensor, src: tuple[int, int], r
 def route_effects(model: AndreaModel, batch, src: tuple[int, int], readers, chunk: int = 32) -> dict:
     """{"loss": (n, 4), "loss_se": (n, 4), "base_loss": (4,)}: the loss change (detectors.LOSS_KEYS)
     when head src is removed from each reader of `readers` alone (see `forward_route`)."""
-    from . import detectors as D
+    from . import measures as M
     for r in readers:
         _reader_ok(model, src, r)
     rows = batch.idx.shape[0]
@@ -247,13 +244,10 @@ def route_effects(model: AndreaModel, batch, src: tuple[int, int], readers, chun
         base_pos[a: a + chunk] = per_position_loss(forward(model, idx)[0], tgt)
         for j, r in enumerate(readers):
             pos[j, a: a + chunk] = per_position_loss(forward_route(model, idx, src, r), tgt)
-    base = D.pattern_losses(base_pos, batch)
-    base_w = D._window_means(base_pos, batch)
+    base = M.pattern_losses(base_pos, batch)
+    base_w = M.window_means(base_pos, batch)
     loss, se = np.zeros((len(readers), 4)), np.zeros((len(readers), 4))
     for j in range(len(readers)):
-        loss[j] = D.pattern_losses(pos[j], batch) - base
-        dw = D._window_means(pos[j], batch) - base_w
-        for k in range(4):
-            v = dw[k][~np.isnan(dw[k])]
-            se[j, k] = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.nan
+        loss[j] = M.pattern_losses(pos[j], batch) - base
+        se[j] = M.standard_errors(M.window_means(pos[j], batch) - base_w)
     return {"loss": loss, "loss_se": se, "base_loss": base}

@@ -438,7 +438,7 @@ def pattern_heads(runs: dict, n_head: int | None = None, threshold: float | None
     Returns {pattern: {"calls": {(n_head, seed): call}, "scores": [...], "above", "at",
     "below", "carries", "n", "verdict", "says"}}."""
     from andrea_edu.heads.measures import (DETECT_THRESHOLD, PATTERN_NAMES, SCORE_MARGIN,
-                                           best_heads)
+                                           best_head_calls)
     threshold = DETECT_THRESHOLD if threshold is None else threshold
     margin = SCORE_MARGIN if margin is None else margin
     chosen = {k: r for k, r in runs.items() if n_head is None or k[0] == n_head}
@@ -450,7 +450,7 @@ def pattern_heads(runs: dict, n_head: int | None = None, threshold: float | None
         scores: list[float] = []
         carries = 0
         for key, r in sorted(chosen.items()):
-            b = best_heads(r.scores_after, threshold, margin)[name]
+            b = best_head_calls(r.scores_after, threshold, margin)[name]
             calls[key] = b["call"]
             scores.append(round(b["score"], 3))
             carries += int(np.argmax(r.ablation[b["layer"], b["head"], 1:])) == i

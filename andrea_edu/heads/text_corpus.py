@@ -282,6 +282,15 @@ class TextBatch:
         """(B, T) bool: the queries that pattern p labels."""
         return self.key[p] >= 0
 
+    def key_of(self, p: int) -> torch.Tensor:
+        """(B, T): the key of pattern p for each query (-1: not labelled)."""
+        return self.key[p]
+
+    def slice(self, a: int, b: int) -> TextBatch:
+        """Windows a..b-1."""
+        return TextBatch(idx=self.idx[a:b], targets=self.targets[a:b], key=self.key[:, a:b],
+                         where=self.where[a:b])
+
 
 def _window_offsets(files, n: int, T: int, rng: random.Random):
     """n (file, start) pairs, files drawn in proportion to their length, starts uniform."""

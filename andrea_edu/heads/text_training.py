@@ -51,7 +51,7 @@ import torch
 from .. import env
 from ..env import book_build, die_with_parent, git_commit
 from ..model import AndreaModel
-from . import detectors as D
+from . import detectors as D, measures as M
 from . import text_corpus as tc
 from .training import RunSettings, SettingsError, _progress_bar, _threads, fit
 from .text_runs import (FAST, RUN_FILE, SCHEMA, TOY_FILE, WEIGHTS_FILE,  # noqa: F401
@@ -98,11 +98,11 @@ def train(settings: TextSettings | None = None, progress: bool = True,
             assert ev is not None  # evaluations run only in a full run, which made ev
             model.eval()
             eval_steps.append(step)
-            eval_loss.append(D.pattern_losses(D.per_position_loss(model, ev), ev))
-            scores.append(D.head_scores(model, ev).numpy())
+            eval_loss.append(M.pattern_losses(M.per_position_loss(model, ev), ev))
+            scores.append(M.head_scores(model, ev).numpy())
             model.train()
             if progress and not book_build():
-                best = scores[-1].reshape(3, -1).max(axis=1) / D.baseline(ev)
+                best = scores[-1].reshape(3, -1).max(axis=1) / M.baseline(ev)
                 bar.write(f"step {step}: val loss {eval_loss[-1][0]:.3f}, best head / uniform: "
                           + ", ".join(f"{n} {r:.1f}x" for n, r in zip(D.PATTERN_NAMES, best)))
 
@@ -117,9 +117,9 @@ def train(settings: TextSettings | None = None, progress: bool = True,
         if full:
             evaluate(n_steps)
             ab = tc.labelled_batch(c, s.ablation_batch, s.seq_len, seed=ABLATION_SEED)
-            abl, abl_se = D.ablation(model, ab)
+            abl, abl_se = M.ablation(model, ab)
             assert ev is not None  # made above in a full run
-            base = D.baseline(ev)
+            base = M.baseline(ev)
         else:
             abl = abl_se = np.zeros((s.n_layer, s.n_head, 4))
             base = np.zeros(3)
@@ -152,11 +152,12 @@ def mkl_cbwr() -> str | None:
 
 
 def code_hash() -> str:
-    """Hash of the code that decides a run's numbers: the corpus, the detectors, the model, the
-    projections and attention it uses, and this module's settings and training loop (not its
-    tolerances, which are measured after a run exists)."""
+    """Hash of the code that decides a run's numbers: the corpus, the measures and detectors, the
+    model, the projections and attention it uses, and this module's settings and training loop
+    (not its tolerances, which are measured after a run exists)."""
     mods = [importlib.import_module("andrea_edu." + name) for name in
-            ("model", "projections", "attention", "heads.text_corpus", "heads.detectors")]
+            ("model", "projections", "attention", "heads.text_corpus", "heads.measures",
+             "heads.detectors")]
     return env.code_hash((*mods, RunSettings, TextSettings, fit, train))
 
 
@@ -249,7 +250,7 @@ def compare_scores(a: TextRun, b: TextRun) -> dict:
     return {"max_score_diff": float(np.nanmax(np.abs(a.scores_after - b.scores_after))),
             "max_ablation_diff": float(np.nanmax(np.abs(a.ablation - b.ablation))),
             "final_loss_diff": float(abs(a.eval_loss[-1, 0] - b.eval_loss[-1, 0])),
-            "best_heads": (D.best_heads(a.scores_after), D.best_heads(b.scores_after))}
+            "best_heads": (M.best_heads(a.scores_after), M.best_heads(b.scores_after))}
 
 
 def recheck_record(settings: TextSettings, n_steps: int) -> dict:

@@ -27,14 +27,14 @@ import numpy as np
 import torch
 
 from andrea_edu.config import AndreaConfig
-from andrea_edu.heads.corpus import VOCAB_SIZE, make_batch
+from andrea_edu.heads.corpus import PATTERN_IDS, VOCAB_SIZE, make_batch
 from andrea_edu.env import book_build, fast_mode
-from andrea_edu.heads.measures import (DETECT_THRESHOLD, LOSS_KEYS, PATTERN_IDS, PATTERN_NAMES,
-                                       SCORE_MARGIN, ablation_table, best_heads, chance_scores,
+from andrea_edu.heads.measures import (DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, SCORE_MARGIN,
+                                       ablation, best_head_calls, best_heads, chance_scores,
                                        detect, floors, head_grad_norms, head_output_correlations,
                                        head_param_norms, head_scores, max_other_correlation,
-                                       pattern_losses,
-                                       scores_from_maps, solo_values, threshold_call)
+                                       pattern_losses, scores_from_maps, solo_values,
+                                       threshold_call)
 from andrea_edu.model import AndreaModel, count_parameters, count_parameters_by_part
 
 EVAL_SEED = 12345  # every run is evaluated on the same batch, whatever its training seed
@@ -319,9 +319,8 @@ def train(settings: Settings | None = None, progress: bool = True,
         def evaluate(step):
             with torch.no_grad(), model.capture_attention() as maps:
                 per_pos = model.per_position_loss(ev.idx, ev.targets)  # (B, T)
-            d = pattern_losses(per_pos, ev)
             eval_steps.append(step)
-            eval_loss.append([d[k] for k in LOSS_KEYS])
+            eval_loss.append(pattern_losses(per_pos, ev))  # (4,), LOSS_KEYS
             scores.append(scores_from_maps(torch.stack(maps), ev).numpy())
 
         def before_step(step):
@@ -329,8 +328,8 @@ def train(settings: Settings | None = None, progress: bool = True,
                 evaluate(step)
             if step in probe_at:
                 param_norm.append(head_param_norms(model).numpy())
-                probes.append({"step": step, "delta": ablation_table(model, pb)[..., 0],
-                               "solo": solo_values(model, pb)[..., 0],
+                probes.append({"step": step, "delta": ablation(model, pb, chunk=None)[0][..., 0],
+                               "solo": solo_values(model, pb, chunk=None)[..., 0],
                                "corr_max": max_other_correlation(
                                    head_output_correlations(model, pb))})
 
@@ -344,7 +343,7 @@ def train(settings: Settings | None = None, progress: bool = True,
         bar = _progress_bar(n_steps, f"training {L} layers x {nh} heads", progress)
         train_loss = fit(model, s, n_steps, next_batch, bar, before_step, after_backward)
         evaluate(n_steps)
-        ablation = ablation_table(model, ev)
+        ablation_d, _ = ablation(model, ev, chunk=None)  # one pass, as the runs are recorded
         corr = head_output_correlations(model, ev)
     bounds = [p["step"] for p in probes] + [n_steps]
     for p, lo, hi in zip(probes, bounds, bounds[1:]):
@@ -353,7 +352,7 @@ def train(settings: Settings | None = None, progress: bool = True,
                param_by_part=count_parameters_by_part(model), train_loss=train_loss,
                eval_steps=eval_steps, eval_loss=np.array(eval_loss), scores=np.stack(scores),
                floors=floors(ev), chance=chance_scores(ev), grad_norm=grads, probes=probes,
-               ablation=ablation, correlations=corr,
+               ablation=ablation_d, correlations=corr,
                wall_seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0,
                model=model, param_norm=np.stack(param_norm))
 

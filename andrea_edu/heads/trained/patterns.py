@@ -16,7 +16,7 @@ number to read, win rates beside it.
 
     attention_maps(model, texts) -> ([(L, nh, T, T) array per sentence], tokens, runs)
     head_table(maps, items) -> {"mass", "win", "prefer": (L, nh) arrays, "uniform": float}
-    best_heads(trained_maps, random_maps, items) -> one Result per pattern
+    held_out_best_heads(trained_maps, random_maps, items) -> one Result per pattern
 """
 from __future__ import annotations
 
@@ -101,8 +101,12 @@ def _held_out(maps, items):
     return (int(lh[0]), int(lh[1])), test, float(test["mass"][lh]), float(test["win"][lh]), pref
 
 
-def best_heads(trained_maps, random_maps, patterns: dict[str, list[Item]]) -> list[Result]:
-    """One Result per pattern that has items in both halves."""
+def held_out_best_heads(trained_maps, random_maps,
+                        patterns: dict[str, list[Item]]) -> list[Result]:
+    """One Result per pattern that has items in both halves: the head with the largest mass
+    chosen on half 0 and scored on half 1, for the trained and the random-init model. Not the
+    labs' `heads.measures.best_heads`, which takes the argmax of one score table on the batch
+    it was measured on: here the choice and the number come from different sentences."""
     out = []
     for name, its in patterns.items():
         if not any(i.half == 0 for i in its) or not any(i.half == 1 for i in its):
