@@ -396,7 +396,7 @@ LOADERS: dict[str, Kind] = {
                               "load_results", ("projections",)),
     "bench_layout": Kind("bench_layout_*.json", "andrea_edu.bench.results", "load_results",
                          ("layout",)),
-    "pipeline_timing": Kind("pipeline_timing_*.json", "andrea_edu.pipeline.timing",
+    "pipeline_timing": Kind("pipeline_*.json", "andrea_edu.pipeline.timing",
                             "load_pipeline_timing"),
 }
 

@@ -493,11 +493,11 @@ def dispatch_table(tree: ast.AST) -> dict[str, tuple[str, str]]:
     for n in ast.walk(tree):
         if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", None) == "LOADERS":
             assert isinstance(n.value, ast.Dict)
-            out = {}
+            out: dict[str, tuple[str, str]] = {}
             for k, v in zip(n.value.keys, n.value.values):
                 assert isinstance(k, ast.Constant) and isinstance(v, ast.Call), ast.dump(v)
-                file, module, function = (ast.literal_eval(a) for a in v.args[:3])
-                out[k.value] = (module, function)
+                file, module, function = (str(ast.literal_eval(a)) for a in v.args[:3])
+                out[str(k.value)] = (module, function)
             return out
     raise AssertionError("andrea_edu/data.py has no LOADERS table")
 
