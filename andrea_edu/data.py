@@ -1,7 +1,7 @@
 """Committed data, read: the one module through which the book reads `book/data/`.
 
-A chapter reads a committed measurement with `load(kind)` (or the kind's own loader, which
-`LOADERS` names); what made the file lives in the laboratory package `andrea_lab`, which the
+A chapter reads a committed measurement with `load(kind)` (which calls the kind's own loader,
+named in `LOADERS`); what made the file lives in the laboratory package `andrea_lab`, which the
 book never imports. Here:
 
     where          data_search_dirs, find_data_file / find_data (one finder), where_looked
@@ -9,8 +9,11 @@ book never imports. Here:
                    its sha256 in SHA256SUMS), listed_but_missing
     one error      DataFileError: every loader raises it, one line naming the file and field
     one schema     PROVENANCE_KEYS and `provenance(record)`: a record's provenance block under
-                   today's key names (older files' keys mapped at read time, never rewritten)
-    one table      LOADERS: kind -> (file name, loader module, loader function)
+                   today's key names (older files' keys mapped at read time, never rewritten);
+                   `new_provenance(what, produced_by, **own)`, the one builder every writer
+                   calls, makes a block under those names (a dict: the laboratory writes it)
+    one table      LOADERS: kind -> Kind(file, loader module, loader function); `load(kind)`,
+                   the one entry a chapter reads committed data through
 
 Nothing here writes, locks for writing or finishes another writer's work: a unit a killed
 writer left half done is refused with the command that finishes it
@@ -22,6 +25,7 @@ import contextlib
 import importlib
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 # ---------------------------------------------------------------- committed data: where it is
 DATA_ENV = "ANDREA_DATA_DIR"
@@ -326,14 +330,74 @@ def provenance(record: dict) -> dict:
     return out
 
 
+def new_provenance(what: str, produced_by: str, **own) -> dict:
+    """The provenance block of a record written now, under today's keys (`PROVENANCE_KEYS`):
+    what it is, the command that made it, the UTC date, the CPU's numerics (the CPU, its
+    instruction-set pins and the level ATen used: `env.cpu_provenance`), the versions (python,
+    torch, numpy, andrea_edu), the platform and the commit; then the writer's own keys (`own`:
+    its device, settings, corpus, code hash, wall time...), which may not rename a shared one.
+    The one builder of every writer (bench results, the pipeline timing, the sweep, the real-text
+    runs and path ablations); `provenance(record)` reads what it builds. It only builds a dict:
+    the laboratory writes it."""
+    import datetime
+    import platform
+
+    import numpy as np
+    import torch
+
+    from andrea_edu.env import __version__, cpu_provenance, git_commit
+    shared = {"what": what, "produced_by": produced_by,
+              "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "cpu_numerics": cpu_provenance(), "python": platform.python_version(),
+              "torch": torch.__version__, "numpy": np.__version__, "andrea_edu": __version__,
+              "platform": platform.platform(), "git_commit": git_commit()}
+    clash = sorted(k for k in own if k in shared
+                   or any(k in olds for olds in PROVENANCE_KEYS.values()))
+    if clash:
+        raise ValueError(f"own={clash}: shared provenance keys or their older names; the "
+                         f"builder sets {', '.join(shared)} itself")
+    return {**shared, **own}
+
+
 # ---------------------------------------------------------------- one table: kind -> loader
-# kind: (file name, module, loader). Each loader validates what it reads (schema, types,
-# ranges) and raises DataFileError in one line; `load(kind)` finds the file and calls it.
-LOADERS: dict[str, tuple[str, str, str]] = {
-    "sweep": ("specialization_sweep.json", "andrea_edu.heads.sweep", "load_sweep"),
-    "realtext_run": ("realtext_run.json", "andrea_edu.heads.text_runs", "load_run"),
-    "toy_lab_model": ("toy_lab_model.json", "andrea_edu.heads.text_runs", "load_toy"),
-    "realtext_paths": ("realtext_paths.json", "andrea_edu.heads.path_runs", "load_paths"),
+class Kind(NamedTuple):
+    """One kind of committed data: its file (a glob where the loader picks among files by
+    device), the loader that validates it (module and function, named, not imported: see
+    below), and the leading arguments the loader takes for this kind."""
+    file: str
+    module: str
+    function: str
+    args: tuple = ()
+
+    @property
+    def finds_its_file(self) -> bool:
+        """True for a glob: the loader looks for the file itself (a GPU file before the CPU
+        one, or a variant's file), and answers None when there is none."""
+        return any(c in self.file for c in "*?[")
+
+
+# Each loader validates what it reads (schema, types, ranges) and raises DataFileError in one
+# line; `load(kind)` finds the file and calls it. The loaders return record types defined above
+# this module (heads' Run and TextRun, the pipeline's StepTiming), so the table NAMES them and
+# `load` imports one when it is called: the one reach of this module above the core, and
+# `tests/test_architecture.py` reads this table (every name a read-only loader in heads, bench
+# or pipeline; no other import above the core here). A registration by the layers above would
+# make load(kind) depend on what a chapter happened to import first.
+LOADERS: dict[str, Kind] = {
+    "sweep": Kind("specialization_sweep.json", "andrea_edu.heads.sweep", "load_sweep"),
+    "realtext_run": Kind("realtext_run.json", "andrea_edu.heads.text_runs", "load_run"),
+    "realtext_variant": Kind("realtext_*_run.json", "andrea_edu.heads.text_longer",
+                             "load_variant"),
+    "toy_lab_model": Kind("toy_lab_model.json", "andrea_edu.heads.text_runs", "load_toy"),
+    "realtext_paths": Kind("realtext_paths.json", "andrea_edu.heads.path_runs", "load_paths"),
+    "bench_headdim": Kind("bench_headdim_*.json", "andrea_edu.bench.results", "load_results",
+                          ("headdim",)),
+    "bench_projections": Kind("bench_projections_*.json", "andrea_edu.bench.results",
+                              "load_results", ("projections",)),
+    "bench_layout": Kind("bench_layout_*.json", "andrea_edu.bench.results", "load_results",
+                         ("layout",)),
+    "pipeline_timing": Kind("pipeline_*.json", "andrea_edu.pipeline.timing",
+                            "load_pipeline_timing"),
 }
 
 
@@ -348,15 +412,32 @@ def find_data(name: str) -> Path | None:
     return path
 
 
-def load(kind: str, path=None):
-    """The committed record of `kind` (a key of LOADERS), validated by its loader; path
-    overrides where it is read from. DataFileError when it is missing or cannot be trusted."""
+def load(kind: str, path=None, *, missing: str = "raise", **options):
+    """The committed record of `kind` (a key of LOADERS), validated by its loader: the one
+    entry through which a chapter reads `book/data/`. path overrides where a one-file kind is
+    read from; options go to the loader (device="gpu" for a benchmark, name= for a variant,
+    weights_sha256= for the path ablations). missing="raise": DataFileError saying where it
+    looked when there is no file; missing="none": None (a chapter that computes it instead).
+    DataFileError whenever a file is there but cannot be trusted."""
     if kind not in LOADERS:
         raise ValueError(f"kind={kind!r} is not a kind of committed data; one of "
                          f"{', '.join(sorted(LOADERS))}")
-    name, module, fn = LOADERS[kind]
+    if missing not in ("raise", "none"):
+        raise ValueError(f"missing={missing!r} is not one of 'raise', 'none'")
+    k = LOADERS[kind]
+    fn = getattr(importlib.import_module(k.module), k.function)
+    if k.finds_its_file:
+        if path is not None:
+            raise ValueError(f"path=: a {kind} is looked for by its loader ({k.file}); "
+                             f"point ANDREA_DATA_DIR at the folder instead")
+        got = fn(*k.args, **options)
+        if got is None and missing == "raise":
+            raise DataFileError(where_looked(k.file))
+        return got
     if path is None:
-        path = find_data(name)
+        path = find_data(k.file)
         if path is None:
-            raise DataFileError(where_looked(name))
-    return getattr(importlib.import_module(module), fn)(Path(path))
+            if missing == "none":
+                return None
+            raise DataFileError(where_looked(k.file))
+    return fn(*k.args, Path(path), **options)

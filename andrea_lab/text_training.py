@@ -16,10 +16,9 @@ import os
 import sys
 from pathlib import Path
 
-from andrea_edu.data import DataFileError
+from andrea_edu.data import DataFileError, new_provenance
 import torch
 
-from andrea_edu.heads import text_corpus as tc
 from andrea_edu.heads import text_training as TT
 from andrea_edu.heads import training as toy_training
 from andrea_edu.heads.text_runs import (RUN_FILE, TextSettings, default_settings,
@@ -185,10 +184,9 @@ def main(argv: list[str] | None = None) -> int:
 def _train_toy(args):
     """The toy chapter's model, trained, and its provenance."""
     toy = toy_training.train(TT.toy_settings(), progress=True)
-    prov = {k: v for k, v in TT.provenance(tc.corpus_cached()).items()
-            if k not in ("corpus", "code_hash", "what")}
-    prov["what"] = "the toy laboratory's model (heads.training, CHAPTER_SEED), for its circuits"
-    prov["produced_by"] = f"{PROG} --toy-out {args.toy_out}"
+    prov = new_provenance(
+        "the toy laboratory's model (heads.training, CHAPTER_SEED), for its circuits",
+        f"{PROG} --toy-out {args.toy_out}", **TT.cpu_keys())
     return toy, prov
 
 

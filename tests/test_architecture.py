@@ -480,3 +480,105 @@ def test_a_chapter_takes_figures_only_from_the_module_named_after_it(nb):
     figs = {m for m in _notebook_imports(nb) if m.startswith("andrea_edu.figures")} - shared
     assert figs <= {f"andrea_edu.figures.{nb.stem}"}, figs
     assert (PKG / "figures" / f"{nb.stem}.py").is_file(), f"no andrea_edu/figures/{nb.stem}.py"
+
+
+# ---------------------------------------------------------------- data.load's table: the one reach up
+LOADER_LAYERS = ("heads", "bench", "pipeline")  # where a loader of committed data may live
+
+
+def dispatch_table(tree: ast.AST) -> dict[str, tuple[str, str]]:
+    """{kind: (module, function)} of data.py's LOADERS, read from its source: the loaders
+    `load(kind)` imports by name when called (the records they return are defined above the
+    core, so the table names them rather than importing them)."""
+    for n in ast.walk(tree):
+        if isinstance(n, ast.AnnAssign) and getattr(n.target, "id", None) == "LOADERS":
+            assert isinstance(n.value, ast.Dict)
+            out: dict[str, tuple[str, str]] = {}
+            for k, v in zip(n.value.keys, n.value.values):
+                assert isinstance(k, ast.Constant) and isinstance(v, ast.Call), ast.dump(v)
+                file, module, function = (str(ast.literal_eval(a)) for a in v.args[:3])
+                out[str(k.value)] = (module, function)
+            return out
+    raise AssertionError("andrea_edu/data.py has no LOADERS table")
+
+
+def dynamic_imports(tree: ast.AST) -> list[str]:
+    """The argument of every importlib.import_module / __import__ call, as source."""
+    return [ast.unparse(n.args[0]) for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and (getattr(n.func, "attr", None) or getattr(n.func, "id", None))
+            in ("import_module", "__import__") and n.args]
+
+
+def loader_problems(table: dict[str, tuple[str, str]], tree: ast.AST) -> list[str]:
+    """What is wrong with data.py's reach above the core: a loader outside heads/bench/
+    pipeline or missing, a loader module that reaches the laboratory, or an import_module of
+    anything but a table entry's module (`k.module`)."""
+    mods = modules()
+    bad = []
+    for kind, (module, function) in table.items():
+        if module not in mods or layer(module) not in LOADER_LAYERS:
+            bad.append(f"{kind}: {module} is not a module of {LOADER_LAYERS}")
+            continue
+        t = _tree(module)
+        if not any(isinstance(n, ast.FunctionDef) and n.name == function for n in t.body):
+            bad.append(f"{kind}: {module} defines no {function}")
+        if lab_reach(t):
+            bad.append(f"{kind}: {module} reaches the laboratory ({lab_reach(t)})")
+    bad += [f"import_module({a})" for a in dynamic_imports(tree) if a != "k.module"]
+    return bad
+
+
+def test_data_load_reaches_above_the_core_only_through_its_table():
+    """andrea_edu.data is core, yet `load(kind)` returns heads', bench's and the pipeline's
+    records: it imports their read-only loaders by the names in LOADERS when called. That is
+    its one reach above the core, stated here: every name in the table is a loader function
+    in heads, bench or pipeline (never a writer, never the laboratory), and data.py imports
+    nothing else dynamically (statically it imports the core only: the layer rule)."""
+    tree = _tree("andrea_edu.data")
+    table = dispatch_table(tree)
+    assert {"sweep", "realtext_run", "bench_headdim", "pipeline_timing"} <= set(table)
+    assert loader_problems(table, tree) == []
+    import andrea_edu.data as D
+    assert {k: (v.module, v.function) for k, v in D.LOADERS.items()} == table
+
+
+def test_the_table_rule_catches_planted_faults():
+    tree = _tree("andrea_edu.data")
+    table = dispatch_table(tree)
+    up = {**table, "x": ("andrea_edu.figures.viz", "plain_log")}        # a loader in figures
+    gone = {**table, "x": ("andrea_edu.heads.sweep", "no_such_loader")}
+    assert loader_problems(up, tree) == ["x: andrea_edu.figures.viz is not a module of "
+                                         "('heads', 'bench', 'pipeline')"]
+    assert loader_problems(gone, tree) == ["x: andrea_edu.heads.sweep defines no no_such_loader"]
+    sneak = ast.parse("import importlib\nimportlib.import_module('andrea_edu.figures.viz')")
+    assert loader_problems(table, sneak) == ["import_module('andrea_edu.figures.viz')"]
+
+
+def direct_reads(code: str, loaders: set[str]) -> list[str]:
+    """Calls in a chapter's code of a kind's own loader (`load_sweep(...)`, `bench.load_results
+    (...)`), which the chapter should reach through `andrea_edu.data.load(kind)`."""
+    found = []
+    for n in ast.walk(ast.parse(code)):
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
+                else None
+            if name in loaders:
+                found.append(name)
+    return found
+
+
+def _chapter_code(nb: Path) -> str:
+    cells = json.loads(nb.read_text())["cells"]
+    return "\n".join("\n".join(l for l in "".join(c["source"]).splitlines()
+                               if not l.lstrip().startswith(("%", "!")))
+                     for c in cells if c["cell_type"] == "code")
+
+
+def test_chapters_read_committed_data_through_data_load():
+    table = dispatch_table(_tree("andrea_edu.data"))
+    loaders = {fn for _, fn in table.values()} | {"read_results_file"}
+    assert direct_reads("x = bench.load_results('headdim')\ny = load('sweep')", loaders) == \
+        ["load_results"]  # the finder sees a planted direct read
+    bad = {nb.stem: direct_reads(_chapter_code(nb), loaders) for nb in CHAPTERS}
+    assert not {k: v for k, v in bad.items() if v}, bad

@@ -128,7 +128,10 @@ def test_cpu_run_writes_valid_labelled_json(cpu_results):
         bench.validate_result(obj)
         prov = obj["provenance"]
         assert prov["device_kind"] == "cpu" and prov["device"].startswith("CPU: ")
-        assert prov["torch"] == torch.__version__ and prov["date"] and prov["git_commit"]
+        assert prov["torch"] == torch.__version__ and prov["date_utc"] and prov["git_commit"]
+        # a file written now carries the one schema's keys, never the older names
+        assert prov["produced_by"] is not None and prov["cpu_numerics"]["machine"]
+        assert not {"date", "command", "cpu_provenance"} & set(prov)
         assert obj["settings"]["timer"] == "perf_counter"
         ok = [r for r in obj["records"] if r["status"] == "ok"]
         assert ok and all(r["median_ms"] > 0 and r["max_abs_err"] is not None for r in ok)

@@ -238,8 +238,15 @@ def test_load_reads_every_kind_through_its_loader_and_refuses_an_unknown_one():
     assert run.settings == TR.load_run(DATA / TR.RUN_FILE, with_model=False).settings
     assert D.load("toy_lab_model")[0] == TR.load_toy(DATA / TR.TOY_FILE)[0]
     assert D.load("realtext_paths") == PR.load_paths(DATA / PR.PATHS_FILE)
-    with pytest.raises(ValueError, match="kind='nosuch'.*one of realtext_paths, realtext_run"):
+    from andrea_edu.bench import results as R
+    for suite in R.SUITES:  # a kind whose loader picks the file (GPU first, else CPU)
+        got = D.load(f"bench_{suite}", device="cpu")
+        assert got == R.load_results(suite, device="cpu") and got["suite"] == suite
+    assert D.load("bench_headdim", device="gpu", missing="none") is None  # none committed yet
+    with pytest.raises(ValueError, match="kind='nosuch'.*one of bench_headdim, bench_layout"):
         D.load("nosuch")
+    with pytest.raises(ValueError, match="missing='maybe' is not one of"):
+        D.load("sweep", missing="maybe")
 
 
 def test_load_says_where_it_looked_when_the_file_is_missing(tmp_path, monkeypatch):
@@ -247,6 +254,11 @@ def test_load_says_where_it_looked_when_the_file_is_missing(tmp_path, monkeypatc
     monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
     with pytest.raises(D.DataFileError, match="no committed specialization_sweep.json found"):
         D.load("sweep")
+    assert D.load("sweep", missing="none") is None  # a chapter that computes it instead
+    with pytest.raises(D.DataFileError, match=r"no committed pipeline_\*.json"):
+        D.load("pipeline_timing", device="any")
+    assert D.load("pipeline_timing", device="any", missing="none") is None
+    assert D.load("realtext_variant", name="long", missing="none") is None
 
 
 def test_provenance_reads_older_keys_under_todays_names():
@@ -261,3 +273,27 @@ def test_provenance_reads_older_keys_under_todays_names():
     assert D.provenance(sweep) == sweep["provenance"]
     with pytest.raises(D.DataFileError, match="provenance must be an object"):
         D.provenance({"provenance": [1]})
+
+
+def test_every_writer_builds_its_provenance_with_the_one_builder():
+    """New records get today's keys: the shared ones from data.new_provenance, then each
+    writer's own; an own key that is a shared one or an older name of one is refused."""
+    import dataclasses
+
+    from andrea_edu import data as D
+    from andrea_edu.bench import timing
+    from andrea_edu.heads import sweep, text_training as TT
+    from andrea_edu.heads.training import default_settings
+    shared = set(D.new_provenance("w", "c"))
+    assert {"what", "produced_by", *D.PROVENANCE_KEYS} <= shared
+    old = {o for olds in D.PROVENANCE_KEYS.values() for o in olds}
+    blocks = {"bench": timing.provenance("cpu", "cmd"),
+              "sweep": sweep.provenance(default_settings(), (1, 2), (0,), 1.0),
+              "text run cpu": D.new_provenance("w", "c", **TT.cpu_keys())}
+    for name, b in blocks.items():
+        assert shared <= set(b) and not old & set(b), name
+        assert D.provenance(b) == b, name  # read back as written: nothing to map
+    assert blocks["sweep"]["base_settings"] == dataclasses.asdict(default_settings())
+    for bad in ("date", "cpu_provenance", "command", "git_commit"):
+        with pytest.raises(ValueError, match=r"own=\['" + bad):
+            D.new_provenance("w", "c", **{bad: 1})

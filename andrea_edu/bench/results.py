@@ -27,7 +27,8 @@ import warnings
 from pathlib import Path
 
 from andrea_edu.data import (MANIFEST, DataFileError, data_search_dirs, first_nonfinite,
-                             listed_but_missing, manifest_problem, read_manifest, where_looked)
+                             listed_but_missing, manifest_problem, provenance, read_manifest,
+                             where_looked)
 
 SCHEMA_VERSION = 1
 SUITES = ("headdim", "projections", "layout")
@@ -59,13 +60,13 @@ SCHEMA = {
         "provenance": {
             "type": "object",
             "required": ["device_kind", "device", "device_slug", "driver", "cuda", "torch",
-                         "andrea_edu", "git_commit", "date"],
+                         "andrea_edu", "git_commit", "date_utc"],
             "properties": {"device_kind": {"enum": ["cpu", "gpu"]},
                            "device": {"type": "string"}, "device_slug": {"type": "string"},
                            "driver": {"type": ["string", "null"]},
                            "cuda": {"type": ["string", "null"]}, "torch": {"type": "string"},
                            "andrea_edu": {"type": "string"}, "git_commit": {"type": "string"},
-                           "date": {"type": "string"},
+                           "date_utc": {"type": "string"},
                            # shown in the chapters' captions: a number, never text or negative
                            "load_avg_1min": {"type": ["number", "null"], "minimum": 0},
                            "cpu_threads": {"type": ["integer", "null"], "minimum": 1},
@@ -113,6 +114,9 @@ def validate_result(obj, expect_device: str | None = None, file_name: str | None
     non-negative TFLOP/s equal to flops / median (so a timing scaled by 1000 is caught);
     expect_device "cpu"/"gpu": the file must be that kind; file_name: its device part must be
     the file's device_slug (CPU data in a GPU-named file is refused)."""
+    if isinstance(obj, dict) and isinstance(obj.get("provenance"), dict):
+        # the schema names today's keys; a file committed under older ones is read as them
+        obj = {**obj, "provenance": provenance(obj)}
     try:
         import jsonschema
     except ImportError:

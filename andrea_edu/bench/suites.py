@@ -99,7 +99,8 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
     try:
         if threads:
             torch.set_num_threads(threads)
-        prov = bench.provenance(device, command)  # records the thread count in use
+        prov = bench.provenance(device, command,  # records the thread count in use
+                                what=f"the {suite} benchmark suite")
         with torch.no_grad():  # not inference_mode: under it aten.matmul is not decomposed,
             suites[suite](r, fast, progress, **options)  # and count_aten_ops would miss mm/bmm
     except (Exception, KeyboardInterrupt) as e:  # keep what was measured: raised below

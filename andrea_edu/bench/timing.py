@@ -24,9 +24,7 @@ Rules every suite follows (as llm.c's dev/cuda and Triton's tutorials do):
 """
 from __future__ import annotations
 
-import datetime as _dt
 import os
-import platform
 import re
 import statistics
 import subprocess
@@ -36,7 +34,7 @@ from typing import Any
 
 import torch
 
-from andrea_edu.env import cpu_name, git_commit
+from andrea_edu.env import cpu_name
 
 __all__ = ["attention_flops", "matmul_flops", "time_fn", "time_fns", "timing_ok", "timing_quality",
            "spread_text", "checked_ratio", "refusal", "ms_cell", "check_cell", "check_close", "tolerance", "provenance", "pick_device", "device_slug",
@@ -85,28 +83,25 @@ def device_slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "gpu"
 
 
-def provenance(device: str, command: str = "") -> dict:
-    """Where a measurement came from: device, versions, commit, date (goes into every file)."""
-    from andrea_edu.env import __version__, cpu_provenance
+def provenance(device: str, command: str = "", what: str = "timings") -> dict:
+    """Where a measurement came from (goes into every file): the one schema's shared keys
+    (`andrea_edu.data.new_provenance`: command as produced_by, UTC date, CPU numerics,
+    versions, commit) and the timing's own: device, driver, CUDA, threads, the load."""
+    from andrea_edu.data import new_provenance
 
-    p: dict[str, Any] = {"device_kind": "gpu" if device == "cuda" else "cpu",
-         "torch": torch.__version__, "cuda": torch.version.cuda,
-         "andrea_edu": __version__, "python": platform.python_version(),
-         "git_commit": git_commit(), "command": command,
-         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    own: dict[str, Any] = {"device_kind": "gpu" if device == "cuda" else "cpu",
+                           "cuda": torch.version.cuda}
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
-        p.update(device=torch.cuda.get_device_name(0), device_slug=device_slug(props.name),
-                 compute_capability=f"{props.major}.{props.minor}",
-                 sm_count=props.multi_processor_count, driver=_driver_version())
+        own.update(device=torch.cuda.get_device_name(0), device_slug=device_slug(props.name),
+                   compute_capability=f"{props.major}.{props.minor}",
+                   sm_count=props.multi_processor_count, driver=_driver_version())
     else:
-        p.update(device=f"CPU: {cpu_name()}", device_slug="cpu", driver=None,
-                 cpu_threads=torch.get_num_threads(), cpu_count=os.cpu_count())
-    # the CPU, its instruction-set pins and the level ATen really used (decides CPU low bits)
-    p["cpu_numerics"] = cpu_provenance()
+        own.update(device=f"CPU: {cpu_name()}", device_slug="cpu", driver=None,
+                   cpu_threads=torch.get_num_threads(), cpu_count=os.cpu_count())
     if hasattr(os, "getloadavg"):  # other work on a shared machine slows CPU timings: say so
-        p["load_avg_1min"] = round(os.getloadavg()[0], 2)
-    return p
+        own["load_avg_1min"] = round(os.getloadavg()[0], 2)
+    return new_provenance(what, command, **own)
 
 
 # ------------------------------------------------------------------------- timing

@@ -26,6 +26,7 @@ import torch
 from matplotlib.patches import Rectangle
 
 from andrea_edu.attention import choose_backend
+from andrea_edu.data import provenance
 from andrea_edu.figures.viz import plain_log
 from andrea_edu.kernels import head_dim_evidence as evidence
 from andrea_edu.kernels import registry, tiles
@@ -419,7 +420,7 @@ def provenance_line(res, what: str, live=None) -> str:
     """One Markdown bullet saying where a measurement came from (only the fields it has)."""
     if res is None:
         return f"- {what}: **none exists yet**."
-    p = res["provenance"]
+    p = provenance(res)  # today's keys, whichever a file was committed under
     src = ("measured live in this notebook" if res is live
            else f"`{str(res.get('_path', '')).split('/')[-1]}`")
     parts: list[str | None] = [f"{p['device']} ({src})", f"torch {p['torch']}"]
@@ -427,7 +428,7 @@ def provenance_line(res, what: str, live=None) -> str:
         parts += [f"CUDA {p['cuda']}" if p.get("cuda") else None,
                   f"driver {p['driver']}" if p.get("driver") else None]
     parts += [f"andrea_edu {p['andrea_edu']}", f"commit {str(p['git_commit'])[:12]}",
-              str(p["date"])[:10], f"{res['settings']['repeats']} repeats",
+              str(p["date_utc"])[:10], f"{res['settings']['repeats']} repeats",
               str(res["settings"]["dtype"])]
     return f"- {what}: " + ", ".join(x for x in parts if x) + "."
 

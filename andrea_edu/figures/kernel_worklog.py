@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from andrea_edu.data import provenance
 # Shown kernel code is its own concept (andrea_edu.figures.kernel_source, shared by any chapter
 # that shows code); the chapter imports it from there.
 from andrea_edu.figures.kernel_source import _code, _first_sentence, version_header
@@ -202,9 +203,9 @@ def measured_rows(results, nh: int, head_dims=HEAD_DIMS, shape: str = "ANDREA-12
 
 
 def _device(results) -> str:
-    prov = results["provenance"]
+    prov = provenance(results)  # today's keys, whichever a file was committed under
     return f"{prov['device']} (driver {prov.get('driver')}, CUDA {prov.get('cuda')}, " \
-           f"{prov.get('date', '')[:10]}, commit {prov.get('git_commit', '')[:8]})"
+           f"{prov.get('date_utc', '')[:10]}, commit {prov.get('git_commit', '')[:8]})"
 
 
 def model_gpu(results, model_gpus: dict) -> str | None:

@@ -21,7 +21,7 @@ import os
 import re
 from pathlib import Path
 
-from andrea_edu.data import reader_path
+from andrea_edu.data import provenance, reader_path
 
 # Commands that wrote committed data under an earlier name: {old: newer} (followed until a
 # module that runs as a command; the laboratory's commands moved to andrea_lab).
@@ -88,22 +88,22 @@ def commit(sha: str, length: int = 10) -> str:
     return m.group(1)[:length] + (" plus uncommitted edits" if m.group(2) else "")
 
 
-# key in a record -> label in a table, in the order shown
-_LABELS = (("produced_by", "made by"), ("command", "made by"), ("date_utc", "date (UTC)"),
-           ("date", "date (UTC)"), ("device", "device"), ("torch", "torch"),
-           ("andrea_edu", "andrea_edu"), ("git_commit", "code (commit)"))
+# key in a record (today's name: andrea_edu.data.provenance reads older files' keys under it)
+# -> label in a table, in the order shown
+_LABELS = (("produced_by", "made by"), ("date_utc", "date (UTC)"), ("device", "device"),
+           ("torch", "torch"), ("andrea_edu", "andrea_edu"), ("git_commit", "code (commit)"))
 
 
 def rows(prov: dict, data_file: str = "") -> list[list[str]]:
     """[label, value] rows for a provenance table: the command (as a reader types it), date,
     device, versions and commit, for the keys `prov` has."""
-    out, seen = [], set()
+    prov = provenance(prov)  # an older file's "command", "date" under today's names
+    out = []
     for key, label in _LABELS:
-        if key not in prov or label in seen:
+        if key not in prov:
             continue
-        seen.add(label)
         v = prov[key]
-        v = (f"`{command(v, data_file)}`" if key in ("produced_by", "command") else
+        v = (f"`{command(v, data_file)}`" if key == "produced_by" else
              f"`{commit(v)}`" if key == "git_commit" else str(v))
         out.append([label, v])
     return out

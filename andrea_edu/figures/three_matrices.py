@@ -17,6 +17,7 @@ import torch
 
 from andrea_edu import projections as P
 from andrea_edu.bench.matmuls import projection_roofline
+from andrea_edu.data import provenance
 from andrea_edu.kernels import gpus
 from andrea_edu.figures.viz import head_colors
 
@@ -179,7 +180,7 @@ def gpu_projection_table(gpu_results) -> str:
                 "`book/data/bench_projections_<gpu>.json`), so this page shows no GPU number. On "
                 "a machine with an NVIDIA GPU the measurement cell above runs on it, live, in "
                 "bfloat16.")
-    prov, settings = gpu_results["provenance"], gpu_results["settings"]
+    prov, settings = provenance(gpu_results), gpu_results["settings"]  # today's keys
     table = ["| n_head | way | BLAS calls | median (ms) | TFLOP/s | time / fused |",
              "|---|---|---|---|---|---|"]
     for r in rows:
@@ -188,5 +189,5 @@ def gpu_projection_table(gpu_results) -> str:
         table.append("| " + " | ".join("-" if v is None else (f"{v:.3g}" if isinstance(v, float)
                                                                 else str(v)) for v in cells) + " |")
     return (f"Committed measurement from **{prov['device']}** (torch {prov['torch']}, CUDA "
-            f"{prov.get('cuda') or '-'}, {prov['date'][:10]}, {settings['dtype']}):\n\n"
+            f"{prov.get('cuda') or '-'}, {prov['date_utc'][:10]}, {settings['dtype']}):\n\n"
             + "\n".join(table))

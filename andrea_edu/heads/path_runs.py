@@ -27,9 +27,7 @@ from pathlib import Path
 
 import numpy as np
 from andrea_edu.data import DataFileError
-import torch
 
-from .. import env
 from .. import data as bookdata
 from . import paths as PA
 from . import text_corpus as tc
@@ -94,14 +92,13 @@ def measure(run: TextRun, corpus: tc.Corpus, weights_sha256: str, entries=None) 
                          "loss": np.round(r["loss"][j], 6).tolist(),
                          "loss_se": np.round(r["loss_se"][j], 6).tolist()}
                         for j, (lab, ps) in enumerate(entries)] + routes,
-            "provenance": {"produced_by": "python -m andrea_lab.path_runs --out "
-                                          "book/data/" + PATHS_FILE,
-                           "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                           "cpu_provenance": env.cpu_provenance(), "machine": platform.machine(),
-                           "torch": torch.__version__,
-                           "code_sha256": hashlib.sha256(Path(PA.__file__).read_bytes()).hexdigest()[:16],
-                           "cpu_seconds": round(time.process_time() - c0, 1),
-                           "wall_seconds": round(time.perf_counter() - t0, 1)}}
+            "provenance": bookdata.new_provenance(
+                "path ablations of the committed real-text model (heads.paths)",
+                "python -m andrea_lab.path_runs --out book/data/" + PATHS_FILE,
+                machine=platform.machine(),
+                code_sha256=hashlib.sha256(Path(PA.__file__).read_bytes()).hexdigest()[:16],
+                cpu_seconds=round(time.process_time() - c0, 1),
+                wall_seconds=round(time.perf_counter() - t0, 1))}
 
 
 def expected_entries(n_head: int) -> list[tuple[str, list]]:

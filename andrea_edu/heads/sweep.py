@@ -25,20 +25,18 @@ one line naming the file and the reason (DataFileError).
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import os
-import platform
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
-from andrea_edu.env import __version__, cpu_provenance, git_commit, same_cpu_numerics
-from andrea_edu.data import (DataFileError, data_search_dirs, find_data_file, first_nonfinite, holds_text, manifest_problem, where_looked)
+from andrea_edu.env import cpu_name, cpu_provenance, same_cpu_numerics
+from andrea_edu.data import (DataFileError, data_search_dirs, find_data_file, first_nonfinite,
+                             holds_text, manifest_problem, new_provenance, where_looked)
 from andrea_edu.heads.training import Run, Settings, default_settings, train
 
 N_HEADS = (1, 2, 4, 8, 16)  # d_model 64: head_dim 64, 32, 16, 8, 4
@@ -58,19 +56,14 @@ def code_hash() -> str:
 
 def provenance(base: Settings, n_heads, seeds, wall_seconds: float,
                command: str = "andrea_edu.heads.sweep.run_sweep(...)") -> dict:
-    cpu = cpu_provenance()  # the CPU, the ISA pins and the level ATen really used
-    return {
-        "what": "specialization runs: toy ANDREA trained on andrea_edu.heads.corpus, per n_head and seed",
-        "produced_by": command,
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": f"CPU: {cpu.get('cpu')} ({os.cpu_count()} cores), one torch thread per run",
-        "cpu_numerics": cpu,
-        "platform": platform.platform(), "python": platform.python_version(),
-        "torch": torch.__version__, "numpy": np.__version__, "andrea_edu": __version__,
-        "git_commit": git_commit(), "code_hash": code_hash(),
-        "base_settings": dataclasses.asdict(base), "n_heads": list(n_heads), "seeds": list(seeds),
-        "total_wall_seconds": round(wall_seconds, 1),
-    }
+    """The sweep's provenance: the one schema's shared keys (`andrea_edu.data.new_provenance`)
+    and the sweep's own: the device, the code hash, the settings, the grid, the wall time."""
+    return new_provenance(
+        "specialization runs: toy ANDREA trained on andrea_edu.heads.corpus, per n_head and seed",
+        command,
+        device=f"CPU: {cpu_name()} ({os.cpu_count()} cores), one torch thread per run",
+        code_hash=code_hash(), base_settings=dataclasses.asdict(base), n_heads=list(n_heads),
+        seeds=list(seeds), total_wall_seconds=round(wall_seconds, 1))
 
 
 def _one(args) -> dict:

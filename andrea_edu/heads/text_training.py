@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from .. import env
-from ..env import book_build, die_with_parent, git_commit
+from ..env import book_build, die_with_parent
 from ..model import AndreaModel
 from . import detectors as D, measures as M
 from . import text_corpus as tc
@@ -161,20 +161,22 @@ def code_hash() -> str:
     return env.code_hash((*mods, RunSettings, TextSettings, fit, train))
 
 
+def cpu_keys() -> dict:
+    """The CPU as the real-text chapter shows it under a run: name, machine, cores, ATen's
+    level, the three pins, MKL's branch (a run's own provenance keys)."""
+    return {"cpu": env.cpu_name(), "machine": platform.machine(), "cores": os.cpu_count(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "pins": {k: os.environ.get(k) for k in CPU_PINS}, "mkl_cbwr": mkl_cbwr()}
+
+
 def provenance(corpus: tc.Corpus) -> dict:
-    cp = corpus.provenance
-    return {
-        "what": "a small ANDREA trained on the Python standard library's source, CPU",
-        "produced_by": "python -m andrea_lab.text_training --out book/data/" + RUN_FILE,
-        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        **({"cpu_provenance": env.cpu_provenance()} if hasattr(env, "cpu_provenance") else {}),
-        "cpu": env.cpu_name(), "machine": platform.machine(), "cores": os.cpu_count(),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "pins": {k: os.environ.get(k) for k in CPU_PINS}, "mkl_cbwr": mkl_cbwr(),
-        "torch": torch.__version__, "numpy": np.__version__, "python": sys.version.split()[0],
-        "git_commit": git_commit(), "code_hash": code_hash(),
-        "corpus": {k: v for k, v in cp.items()},
-    }
+    """A run's provenance: the one schema's shared keys (`andrea_edu.data.new_provenance`) and
+    the run's own: its CPU (`cpu_keys`), the code hash and the corpus it read."""
+    from ..data import new_provenance
+    return new_provenance(
+        "a small ANDREA trained on the Python standard library's source, CPU",
+        "python -m andrea_lab.text_training --out book/data/" + RUN_FILE,
+        **cpu_keys(), code_hash=code_hash(), corpus=dict(corpus.provenance))
 
 
 # ---------------------------------------------------------------- the pinned subprocess

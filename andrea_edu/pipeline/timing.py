@@ -210,7 +210,8 @@ def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 
         steps = [{"layer": layer, "name": name, "median_ms": statistics.median(v),
                   "min_ms": min(v)} for (layer, name), v in per_step.items()]
         prov = provenance("cuda" if dev == "cuda" else "cpu",
-                          command="pipeline_timing.time_steps")
+                          command="pipeline_timing.time_steps",
+                          what="the forward pass's five steps per layer, timed")
         decision = clock.info.get("attention", {}).get("decision")
         return StepTiming(
             config=getattr(model.cfg, "name", "custom"), B=B, T=T,
