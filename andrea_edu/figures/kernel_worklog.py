@@ -488,7 +488,8 @@ def evidence_markdown(ev: dict, scores: dict, models: dict, models_4090: dict) -
             row("... per score", lambda v: f"{ev[v]['smem_bytes_per_tile'] / scores[v]:.0f}"),
             row("**per thread and block**", lambda v: ""),
             row("registers", lambda v: str(ev[v]["registers"])),
-            row("spill bytes", lambda v: str(ev[v]["spill_stores"] + ev[v]["spill_loads"])),
+            row("spill bytes (stores / loads)",
+                lambda v: f'{ev[v]["spill_stores"]} / {ev[v]["spill_loads"]}'),
             row("blocks per SM, H200", lambda v: str(ev[v]["blocks_per_sm"]["H200"])),
             row("blocks per SM, RTX 4090", lambda v: str(ev[v]["blocks_per_sm"]["RTX 4090"])),
             row("shared memory per block (B)", lambda v: f"{ev[v].get('shared_bytes', 0):,}"),
@@ -609,8 +610,8 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
     ax.set_xlabel("per score (one query-key pair), per warp; log scale", fontsize=8)
     ax.legend(fontsize=7, loc="best")
     e = ev[version, head_dim]
-    ax.set_title(f"{version}, head_dim={head_dim}: {e['registers']} registers, "
-                 f"{e['spill_stores'] + e['spill_loads']} spill bytes,\nblocks/SM H200 "
+    ax.set_title(f"{version}, head_dim={head_dim}: {e['registers']} registers, spill bytes "
+                 f"{e['spill_stores']} / {e['spill_loads']} (stores / loads),\nblocks/SM H200 "
                  f"{e['blocks_per_sm']['H200']}, RTX 4090 {e['blocks_per_sm']['RTX 4090']}",
                  fontsize=9)
     gpus = list(models[version, head_dim])
