@@ -301,15 +301,17 @@ def test_one_commit_id_helper_names_the_changed_files(monkeypatch, tmp_path):
     import shutil
     import subprocess
 
-    from andrea_edu import env
+    from andrea_edu import data, env
     from andrea_edu.bench import timing
     from andrea_lab.bench import gpucheck
     from andrea_edu.heads import sweep, text_training
 
-    for mod in (timing, gpucheck, sweep, text_training):
-        assert mod.git_commit is env.git_commit and not hasattr(mod, "_git_commit")
+    for mod in (timing, gpucheck, sweep, text_training, data):  # no commit helper of their own
+        assert getattr(mod, "git_commit", env.git_commit) is env.git_commit, mod.__name__
+        assert not hasattr(mod, "_git_commit"), mod.__name__
     monkeypatch.setenv("ANDREA_GIT_COMMIT", "abc123")
     assert env.git_commit() == "abc123"
+    assert data.new_provenance("a test", "python -m x")["git_commit"] == "abc123"  # the builder
     monkeypatch.delenv("ANDREA_GIT_COMMIT")
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
