@@ -60,8 +60,10 @@ def _check_sequence(toks: list[str], pattern: list[int], key: list[int], floor: 
 def test_every_label_agrees_with_the_tokens(seed):
     b = C.make_batch(32, 64, seed=seed)
     total = {C.POSITIONAL: 0, C.SYNTACTIC: 0, C.SEMANTIC: 0}
+    pattern, key = C.labels(b)
+    assert b.floor is not None
     for i in range(32):
-        seen = _check_sequence(b.tokens(i), b.pattern[i].tolist(), b.key[i].tolist(),
+        seen = _check_sequence(C.tokens(b, i), pattern[i].tolist(), key[i].tolist(),
                                b.floor[i].tolist(), C.decode(b.targets[i]))
         for p in total:
             total[p] += seen[p]
@@ -72,12 +74,31 @@ def test_every_label_agrees_with_the_tokens(seed):
 @given(seed=st.integers(0, 2**31 - 1), T=st.integers(1, 80))
 def test_labels_hold_for_any_seed_and_length(seed, T):
     b = C.make_batch(2, T, seed=seed)
-    assert b.idx.shape == b.targets.shape == b.pattern.shape == (2, T)
+    pattern, key = C.labels(b)
+    assert b.floor is not None
+    assert b.idx.shape == b.targets.shape == pattern.shape == b.floor.shape == (2, T)
+    assert b.key.shape == (3, 2, T)
     assert torch.equal(b.idx[:, 1:], b.targets[:, :-1])  # targets are the next tokens
     for i in range(2):
-        _check_sequence(b.tokens(i), b.pattern[i].tolist(), b.key[i].tolist(),
+        _check_sequence(C.tokens(b, i), pattern[i].tolist(), key[i].tolist(),
                         b.floor[i].tolist(), C.decode(b.targets[i]))
-    assert (b.key < torch.arange(T) + 1).all()  # the answer is never in the future
+    assert (key < torch.arange(T) + 1).all()  # the answer is never in the future
+    # One label per position: pattern p's row holds the key exactly where p decides, -1 elsewhere.
+    assert ((b.key >= 0).sum(dim=0) <= 1).all()
+    for p, label in enumerate(C.PATTERN_IDS):
+        assert torch.equal(b.mask(p), pattern == label)
+        assert torch.equal(b.key_of(p), torch.where(pattern == label, key, -1))
+    assert torch.equal(C.from_labels(b.idx, b.targets, pattern, key, b.floor).key, b.key)
+
+
+def test_from_labels_refuses_labels_that_do_not_fit():
+    z = torch.zeros(1, 3, dtype=torch.long)
+    for pat, key, words in (([[0, 5, 0]], [[-1, 0, -1]], "pattern must hold"),
+                            ([[0, C.POSITIONAL, 0]], [[-1, -1, -1]], "key must be >= 0"),
+                            ([[0, 0, 0]], [[-1, -1, 1]], "key must be >= 0")):
+        with pytest.raises(ValueError, match=words) as e:
+            C.from_labels(z, z, torch.tensor(pat), torch.tensor(key), torch.zeros(1, 3))
+        assert "\n" not in str(e.value)
 
 
 def test_brackets_balance_within_each_segment():
@@ -98,9 +119,10 @@ def test_references_point_at_the_latest_entity_across_segments():
     b = C.make_batch(64, 64, seed=11)
     far = 0
     for i in range(64):
-        toks = b.tokens(i)
-        for t in torch.nonzero(b.pattern[i] == C.SEMANTIC).flatten().tolist():
-            k = int(b.key[i, t])
+        toks = C.tokens(b, i)
+        sem = C.PATTERN_IDS.index(C.SEMANTIC)
+        for t in torch.nonzero(b.mask(sem)[i]).flatten().tolist():
+            k = int(b.key_of(sem)[i, t])
             assert toks[k] in C.ENTITIES
             assert not any(x in C.ENTITIES for x in toks[k + 1 : t + 1])  # nothing newer
             far += (t - k) > 4
@@ -109,7 +131,7 @@ def test_references_point_at_the_latest_entity_across_segments():
 
 def test_same_seed_same_batch_and_different_seed_different_batch():
     a, b, c = C.make_batch(8, 40, seed=5), C.make_batch(8, 40, seed=5), C.make_batch(8, 40, seed=6)
-    for f in ("idx", "targets", "pattern", "key", "floor"):
+    for f in ("idx", "targets", "key", "floor"):
         assert torch.equal(getattr(a, f), getattr(b, f))
     assert not torch.equal(a.idx, c.idx)
     r1, r2 = random.Random(9), random.Random(9)
@@ -151,7 +173,7 @@ def test_a_variant_changes_the_batches_drawn_inside_it_and_nothing_after():
     before = C.SEGMENT_WEIGHTS, C.MAX_DEPTH
     with C.variant(segment_weights=(0.2, 0.8, 0.0)):
         b = C.make_batch(16, 48, seed=1)
-        assert not (b.pattern == C.SEMANTIC).any()
+        assert not b.mask(C.PATTERN_IDS.index(C.SEMANTIC)).any()
     with C.variant(max_depth=3):
         deep = C.make_batch(64, 48, seed=1)
     assert (C.SEGMENT_WEIGHTS, C.MAX_DEPTH) == before
@@ -163,5 +185,5 @@ def test_a_variant_changes_the_batches_drawn_inside_it_and_nothing_after():
             d += (t in C.OPENERS) - (t in C.CLOSERS)
             best = max(best, d)
         return best
-    assert max(depth(deep.tokens(i)) for i in range(64)) == 3
-    assert max(depth(C.make_batch(64, 48, seed=1).tokens(i)) for i in range(64)) == 2
+    assert max(depth(C.tokens(deep, i)) for i in range(64)) == 3
+    assert max(depth(C.tokens(C.make_batch(64, 48, seed=1), i)) for i in range(64)) == 2

@@ -13,6 +13,7 @@ from andrea_edu.data import DataFileError
 from andrea_edu.config import AndreaConfig
 from andrea_edu.heads import detectors as D, measures as M
 from andrea_edu.heads import text_corpus as tc
+from andrea_edu.heads.batch import Batch
 from andrea_edu.heads import text_training as TT
 from andrea_edu.model import AndreaModel
 
@@ -28,7 +29,7 @@ def _batch(B=3):
     key[tc.PREV, :, 1:] = torch.arange(T - 1)
     key[tc.BRACKET, :, 5] = 2
     key[tc.IDENT, :, 9] = 4
-    return tc.TextBatch(idx=idx[:, :-1], targets=idx[:, 1:], key=key, where=[("x", 0)] * B)
+    return Batch(idx=idx[:, :-1], targets=idx[:, 1:], key=key, where=[("x", 0)] * B)
 
 
 def test_uniform_attention_scores_exactly_the_baseline():

@@ -15,6 +15,7 @@ from andrea_edu.heads import composition as CO
 from andrea_edu.heads import induction as IN
 from andrea_edu.heads import paths as PA
 from andrea_edu.heads import text_corpus as tc
+from andrea_edu.heads.batch import Batch
 from andrea_edu.model import AndreaModel
 
 V, T = 16, 16
@@ -175,8 +176,8 @@ def test_path_effects_and_errors(model):
     idx = torch.randint(0, V, (4, T), generator=g)
     key = torch.full((3, 4, T), -1, dtype=torch.long)
     key[tc.PREV, :, 1:] = torch.arange(T - 1)
-    batch = tc.TextBatch(idx=idx[:, :-1].contiguous(), targets=idx[:, 1:].contiguous(),
-                         key=key[:, :, :-1].contiguous(), where=[("x", 0)] * 4)
+    batch = Batch(idx=idx[:, :-1].contiguous(), targets=idx[:, 1:].contiguous(),
+                  key=key[:, :, :-1].contiguous(), where=[("x", 0)] * 4)
     r = PA.path_effects(model, batch, [[PA.Path(0, 0, 1, 0, "k")], [PA.Path(0, 1, 1, 1, "v")]])
     assert r["tv"].shape == (2,) and r["loss"].shape == (2, 4) and r["tv"][0] > r["tv"][1]
     with pytest.raises(ValueError, match="inputs"):
@@ -277,7 +278,7 @@ def test_circuit_figures_render_and_calls_follow_the_numbers(model, monkeypatch)
         def decode(ids):
             return "".join("abcdefghijklmnop"[int(i)] for i in ids)
     ids = IN.repeated_batch(V, 1, T // 2, seed=3)
-    batch = tc.TextBatch(idx=ids, targets=ids, key=torch.full((3, 1, T), -1), where=[("x", 0)])
+    batch = Batch(idx=ids, targets=ids, key=torch.full((3, 1, T), -1), where=[("x", 0)])
     plt.close(F.fig_pair(maps, _Corpus, batch, 0, 0, T, 0, 0, "K", 15.8))
 
 

@@ -68,7 +68,7 @@ def _toy_batch():
     pat = torch.tensor([[0, 0, C.POSITIONAL, 0, C.SEMANTIC]])
     key = torch.tensor([[-1, -1, 1, -1, 0]])
     z = torch.zeros(1, 5, dtype=torch.long)
-    return C.Batch(idx=z, targets=z, pattern=pat, key=key, floor=torch.zeros(1, 5))
+    return C.from_labels(z, z, pat, key, torch.zeros(1, 5))
 
 
 def test_score_is_the_probability_on_the_designated_key():
@@ -86,30 +86,36 @@ def test_score_is_the_probability_on_the_designated_key():
     assert S.chance_scores(b)["previous token"] == pytest.approx(1 / 3)
 
 
-def test_one_definition_measures_the_toy_batch_and_its_real_text_form_alike():
-    """The measures read a batch through mask(p)/key_of(p): the toy's Batch and the same labels
-    written as real text's TextBatch (one key row per pattern) give the same numbers, bit for bit."""
-    from andrea_edu.heads import measures as M, text_corpus as tc
+def test_the_measures_read_the_toy_labels_through_the_one_batch_type():
+    """Both labs build the one heads.batch.Batch; the toy's one label per position reaches the
+    measures through its per-pattern key rows: scores, losses and floors equal a direct reading
+    of `corpus.labels` (query by query), and a slice keeps every field."""
+    from andrea_edu.heads import measures as M
+    from andrea_edu.heads.batch import Batch
     b = C.make_batch(6, 24, seed=3)
-    key = torch.full((3, 6, 24), -1, dtype=torch.long)
-    for p in range(3):
-        key[p][b.mask(p)] = b.key[b.mask(p)]
-    tb = tc.TextBatch(idx=b.idx, targets=b.targets, key=key, where=[("toy", i) for i in range(6)])
+    assert type(b) is Batch and b.key.shape == (3, 6, 24) and b.where == []
+    assert b.floor is not None
+    pattern, key = C.labels(b)
     model = AndreaModel(FAST.model_config(), seed=1)
     with torch.no_grad():
-        maps = model.attention_maps(b.idx)
+        maps = model.attention_maps(b.idx)  # (L, B, nh, T, T)
         pp = model.per_position_loss(b.idx, b.targets)
-    torch.testing.assert_close(M.scores_from_maps(maps, b), M.scores_from_maps(maps, tb),
-                               rtol=0, atol=0, equal_nan=True)
-    np.testing.assert_array_equal(M.pattern_losses(pp, b), M.pattern_losses(pp, tb))
-    np.testing.assert_array_equal(M.ablation(model, b, chunk=None)[0],
-                                  M.ablation(model, tb, chunk=None)[0])
-    np.testing.assert_array_equal(M.baseline(b, torch.float32), M.baseline(tb, torch.float32))
-    assert list(S.chance_scores(b).values()) == list(M.baseline(tb, torch.float32))
-    assert M.best_heads(M.scores_from_maps(maps, b)) == [
-        (c["layer"], c["head"]) for c in M.best_head_calls(M.scores_from_maps(maps, b)).values()]
+    s, losses, fl = M.scores_from_maps(maps, b), M.pattern_losses(pp, b), M.floors(b)
+    for p, label in enumerate(C.PATTERN_IDS):
+        qs = [(i, t) for i in range(6) for t in range(24) if int(pattern[i, t]) == label]
+        assert qs, C.PATTERNS[label]
+        want = torch.stack([maps[:, i, :, t, int(key[i, t])] for i, t in qs]).mean(dim=0)
+        torch.testing.assert_close(s[p], want)
+        assert losses[1 + p] == pytest.approx(float(torch.stack([pp[i, t] for i, t in qs]).mean()))
+        assert fl[C.PATTERNS[label]] == pytest.approx(
+            float(torch.stack([b.floor[i, t] for i, t in qs]).mean()))
+    assert M.best_heads(s) == [(c["layer"], c["head"]) for c in M.best_head_calls(s).values()]
     sub = b.slice(2, 4)
-    assert torch.equal(sub.idx, b.idx[2:4]) and torch.equal(sub.floor, b.floor[2:4])
+    assert torch.equal(sub.idx, b.idx[2:4]) and torch.equal(sub.key, b.key[:, 2:4])
+    assert sub.floor is not None
+    assert torch.equal(sub.floor, b.floor[2:4]) and sub.where == []
+    with pytest.raises(ValueError, match="no floor"):
+        M.floors(Batch(idx=b.idx, targets=b.targets, key=b.key))
 
 
 def test_detect_takes_the_best_pattern_above_the_threshold():

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from andrea_edu.heads import text_corpus as tc
+from andrea_edu.heads.batch import Batch
 
 SNIPPET = '''def f(a, b):
     """A docstring with ( and [ that are not brackets."""
@@ -90,6 +91,7 @@ def test_identifier_labels_point_at_the_next_character_of_the_earlier_copy():
 def test_real_windows_agree_with_their_labels(corpus):
     T = 64
     b = tc.labelled_batch(corpus, 8, T, seed=3, split="train")
+    assert type(b) is Batch and b.key.shape == (3, 8, T) and b.floor is None  # the toy's type
     t = np.arange(T)
     for p in tc.PATTERNS:
         m = b.mask(p).numpy()

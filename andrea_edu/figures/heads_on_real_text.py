@@ -15,6 +15,7 @@ from andrea_edu.figures import provenance
 from andrea_edu.figures.viz import head_color, heatmap
 from andrea_edu.heads import detectors as D, measures as M
 from andrea_edu.heads import text_corpus as tc
+from andrea_edu.heads.batch import Batch
 
 PATTERN_COLORS = {"all": "#555555", "previous token": "#1f77b4", "matching bracket": "#d62728",
                   "recent identifier": "#2ca02c"}
@@ -44,7 +45,7 @@ def mode_line(fast: bool) -> None:
                      "trained; its numbers are not meaningful" if fast else "full") + "**.")
 
 
-def window(batch: tc.TextBatch, b: int) -> tc.TextBatch:
+def window(batch: Batch, b: int) -> Batch:
     """The one-window batch of window b."""
     return batch.slice(b, b + 1)
 
@@ -77,7 +78,7 @@ def show_corpus(corpus: tc.Corpus, committed_prov: dict | None) -> None:
         md(f"The committed run below was trained on {what}.")
 
 
-def show_label_counts(batch: tc.TextBatch) -> None:
+def show_label_counts(batch: Batch) -> None:
     n = batch.idx.numel()
     base = M.baseline(batch)
     table(["pattern", "kind (source)", "labelled queries", "share of positions",
@@ -86,7 +87,7 @@ def show_label_counts(batch: tc.TextBatch) -> None:
             f"{float(batch.mask(p).sum()) / n:.1%}", f"{base[p]:.4f}"] for p in tc.PATTERNS])
 
 
-def example_html(corpus: tc.Corpus, batch: tc.TextBatch, b: int, start: int, length: int) -> str:
+def example_html(corpus: tc.Corpus, batch: Batch, b: int, start: int, length: int) -> str:
     """One window as text: each labelled bracket query and its opener, each identifier query and
     its key, coloured by pattern (previous token is every position, so it is not drawn)."""
     chars = corpus.decode(batch.idx[b, start: start + length])
@@ -106,7 +107,7 @@ def example_html(corpus: tc.Corpus, batch: tc.TextBatch, b: int, start: int, len
             + "</pre>")
 
 
-def pick_example(batch: tc.TextBatch, length: int = 48) -> tuple[int, int]:
+def pick_example(batch: Batch, length: int = 48) -> tuple[int, int]:
     """A window (b, start) of `length` holding the most bracket and identifier labels whose keys
     lie inside it (deterministic)."""
     best, arg = -1, (0, 0)
@@ -205,7 +206,7 @@ def recheck_sentence(cmp: dict, n_steps: int, same: bool, committed: dict | None
 
 
 # ---------------------------------------------------------------- detectors
-def rescore_sentence(live, run, batch: tc.TextBatch, same_corpus: bool) -> None:
+def rescore_sentence(live, run, batch: Batch, same_corpus: bool) -> None:
     """Compare the scores recomputed now from the committed weights with the committed ones."""
     n = batch.idx.shape[0]
     diff = float(np.nanmax(np.abs(np.asarray(live) - run.scores_after)))

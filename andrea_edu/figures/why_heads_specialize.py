@@ -10,7 +10,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from andrea_edu.heads.corpus import PATTERNS, Batch
+from andrea_edu.heads.batch import Batch
+from andrea_edu.heads.corpus import PATTERNS, labels, tokens
 from andrea_edu.heads.measures import DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, detect
 from andrea_edu.figures.viz import PATTERN_COLORS, caption, head_color, heatmap
 
@@ -24,10 +25,11 @@ def pick_example(batch: Batch, length: int = 28) -> tuple[int, int]:
     key inside the window; the most even such window (largest count of the rarest pattern)."""
     best, best_key = (0, 0), None
     T = batch.idx.shape[1]
+    pattern, key_at = labels(batch)
     for b in range(batch.idx.shape[0]):
         for start in range(0, T - length + 1, 2):
-            pat = batch.pattern[b, start:start + length]
-            inside = batch.key[b, start:start + length] >= start  # the key is in the window
+            pat = pattern[b, start:start + length]
+            inside = key_at[b, start:start + length] >= start  # the key is in the window
             counts = [int(((pat == p) & inside).sum()) for p in PATTERNS]
             key = (min(counts), sum(counts))
             if min(counts) > 0 and (best_key is None or key > best_key):
@@ -45,13 +47,14 @@ def fig_attention_grid(maps: torch.Tensor, batch: Batch, scores, b: int, start: 
     """
     L, _, nh, T, _ = maps.shape
     sl = slice(start, start + length)
-    toks = batch.tokens(b)[sl]
+    toks = tokens(batch, b)[sl]
+    pattern, key = labels(batch)
     found = detect(scores, threshold)
     fig, axes = plt.subplots(L, nh, figsize=(2.9 * nh + 0.6, 3.1 * L + 0.9), squeeze=False)
     marks: dict[str, list[tuple[int, int]]] = {PATTERNS[p]: [] for p in PATTERNS}
     for t in range(start, start + length):
-        p = int(batch.pattern[b, t])
-        k = int(batch.key[b, t])
+        p = int(pattern[b, t])
+        k = int(key[b, t])
         if p and start <= k < start + length:
             marks[PATTERNS[p]].append((t - start, k - start))
     for l in range(L):
@@ -216,14 +219,15 @@ def example_html(batch: Batch, b: int, start: int = 0, length: int | None = None
 
     T = batch.idx.shape[1]
     end = T if length is None else min(T, start + length)
-    toks = batch.tokens(b)
+    toks = tokens(batch, b)
+    pattern, key = labels(batch)
     style: dict[int, list[str]] = {}
     for t in range(start, end):
-        p = int(batch.pattern[b, t])
+        p = int(pattern[b, t])
         if p:
             c = PATTERN_COLORS[PATTERNS[p]]
             style.setdefault(t, []).append(f"border-bottom:3px solid {c}")
-            k = int(batch.key[b, t])
+            k = int(key[b, t])
             if start <= k < end:
                 style.setdefault(k, []).append(f"outline:1.5px solid {c}")
     spans = [f'<span style="padding:0 2px;margin:1px;{";".join(style.get(t, []))}">'
@@ -309,7 +313,8 @@ def fig_specialists(maps: torch.Tensor, batch: Batch, scores, b: int, start: int
     attention over one window of one example (rows: queries, columns: keys), and circles on the
     keys that pattern designates. What specializes, shown before any statistic."""
     sl = slice(start, start + length)
-    toks = batch.tokens(b)[sl]
+    toks = tokens(batch, b)[sl]
+    pattern, key = labels(batch)
     shown = shown_heads(scores)
     fig, axes = plt.subplots(1, 3, figsize=(SPECIALISTS_WIDTH_IN, 5.6))
     for ax, (i, p) in zip(axes, enumerate(PATTERN_NAMES)):
@@ -318,8 +323,8 @@ def fig_specialists(maps: torch.Tensor, batch: Batch, scores, b: int, start: int
                 cmap="Greys")
         ax.set_xticks(range(length), toks, rotation=90, fontsize=TOKEN_FONTSIZE)
         ax.set_yticks(range(length), toks, fontsize=TOKEN_FONTSIZE)
-        pts = [(t - start, int(batch.key[b, t]) - start) for t in range(start, start + length)
-               if PATTERNS.get(int(batch.pattern[b, t])) == p and start <= int(batch.key[b, t])]
+        pts = [(t - start, int(key[b, t]) - start) for t in range(start, start + length)
+               if PATTERNS.get(int(pattern[b, t])) == p and start <= int(key[b, t])]
         if pts:
             q, k = zip(*pts)
             ax.scatter(k, q, s=28, facecolors="none", edgecolors=PATTERN_COLORS[p], linewidths=1.4)

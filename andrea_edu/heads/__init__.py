@@ -1,6 +1,7 @@
 """Heads that specialize (Part "Heads": "Why heads specialize", "Why twelve heads, not one wider
 head").
 
+    batch              the one labelled batch both laboratories build (and the measures read)
     corpus             the toy laboratory: sequences built to hold three patterns, every
                        position labelled (previous token, matching bracket, recent entity)
     training           train a small ANDREA on it on the CPU, deterministically

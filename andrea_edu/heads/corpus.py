@@ -28,16 +28,18 @@ semantic, "recent entity"  named entities, filler words, then a reference:
     across whatever segments lie in between. Key position: that entity. With 12 names, copying
     *some* entity of the context already helps, and copying the *latest* one solves it.
 
-Every label sits on the query position t whose target (the token at t+1) the pattern decides.
+Every label sits on the query position t whose target (the token at t+1) the pattern decides;
+`make_batch` returns the one labelled `heads.batch.Batch` of both laboratories.
 """
 from __future__ import annotations
 
 import contextlib
 import math
 import random
-from dataclasses import dataclass
 
 import torch
+
+from andrea_edu.heads.batch import Batch
 
 DIGITS = [str(i) for i in range(8)]  # the digit counter runs up to "7"
 LETTERS = list("abcdefgh")  # the letter counter wraps around: h -> a
@@ -148,41 +150,49 @@ def generate_stream(rng: random.Random, length: int) -> _Stream:
     return st
 
 
-@dataclass
-class Batch:
-    """B sequences of T positions. At position t: idx[t] the input token, targets[t] the next
-    token, pattern[t] the pattern that decides targets[t] (NONE, POSITIONAL, SYNTACTIC, SEMANTIC),
-    key[t] the position (< t+1) that holds the answer (-1 where pattern is NONE), floor[t] the
-    irreducible loss -ln P(targets[t] | idx[:t+1]) of a decided target (0 except at closers)."""
+def from_labels(idx: torch.Tensor, targets: torch.Tensor, pattern: torch.Tensor, key: torch.Tensor,
+                floor: torch.Tensor) -> Batch:
+    """The labelled `Batch` of B sequences of T positions from the toy's one label per position:
+    pattern[b, t] the pattern that decides targets[b, t] (NONE, POSITIONAL, SYNTACTIC, SEMANTIC),
+    key[b, t] the position (< t+1) that holds the answer (-1 where pattern is NONE), floor[b, t]
+    the irreducible loss -ln P(targets[b, t] | idx[b, :t+1]) of a decided target (0 except at
+    closers). Pattern p's row of the batch's key (p = 0, 1, 2: PATTERN_IDS' order) holds key
+    where pattern is PATTERN_IDS[p], -1 elsewhere; `labels` gives (pattern, key) back. Labels
+    that do not fit (a pattern outside NONE..SEMANTIC, a labelled position without a key >= 0,
+    a key on an unlabelled one) raise ValueError."""
+    if pattern.shape != key.shape or bool(((pattern < NONE) | (pattern > SEMANTIC)).any()):
+        seen = sorted(set(pattern.flatten().tolist()))
+        raise ValueError(f"pattern must hold {NONE}..{SEMANTIC} (NONE, POSITIONAL, SYNTACTIC, "
+                         f"SEMANTIC) in key's shape {tuple(key.shape)}, got shape "
+                         f"{tuple(pattern.shape)}, values {seen}")
+    if bool(((pattern != NONE) != (key >= 0)).any()):
+        raise ValueError("key must be >= 0 exactly where pattern is not NONE (a labelled position "
+                         "names its answer's position, an unlabelled one -1)")
+    rows = torch.full((len(PATTERN_IDS),) + tuple(pattern.shape), -1, dtype=torch.long)
+    for p, label in enumerate(PATTERN_IDS):
+        at = pattern == label
+        rows[p][at] = key[at]
+    return Batch(idx=idx, targets=targets, key=rows, floor=floor)
 
-    idx: torch.Tensor  # (B, T) long
-    targets: torch.Tensor  # (B, T) long
-    pattern: torch.Tensor  # (B, T) long
-    key: torch.Tensor  # (B, T) long
-    floor: torch.Tensor  # (B, T) float
 
-    def tokens(self, b: int = 0) -> list[str]:
-        """The input tokens of sequence b, as strings (figure labels)."""
-        return decode(self.idx[b])
+def labels(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """(pattern, key), each (B, T): the toy's one label per position (`from_labels`), read back
+    from the batch's per-pattern rows (NONE and -1 where no pattern labels the position)."""
+    pattern = torch.full(tuple(batch.idx.shape), NONE, dtype=torch.long)
+    for p, label in enumerate(PATTERN_IDS):
+        pattern[batch.mask(p)] = label
+    return pattern, batch.key.max(dim=0).values
 
-    def mask(self, p: int) -> torch.Tensor:
-        """(B, T) bool: the positions pattern p (0, 1, 2: PATTERN_IDS' order) decides."""
-        return self.pattern == PATTERN_IDS[p]
 
-    def key_of(self, p: int) -> torch.Tensor:
-        """(B, T): the key position each of pattern p's queries designates (`key`, one for all
-        patterns here: a position has one label)."""
-        return self.key
-
-    def slice(self, a: int, b: int) -> Batch:
-        """Sequences a..b-1."""
-        return Batch(idx=self.idx[a:b], targets=self.targets[a:b], pattern=self.pattern[a:b],
-                     key=self.key[a:b], floor=self.floor[a:b])
+def tokens(batch: Batch, b: int = 0) -> list[str]:
+    """The input tokens of sequence b, as strings (figure labels)."""
+    return decode(batch.idx[b])
 
 
 def make_batch(batch_size: int, seq_len: int, seed: int | None = None,
                rng: random.Random | None = None) -> Batch:
-    """A labelled batch: give `seed` (the batch is a function of it) or a running `rng`."""
+    """A labelled batch (`from_labels`): give `seed` (the batch is a function of it) or a running
+    `rng`."""
     for name, v in (("batch_size", batch_size), ("seq_len", seq_len)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
@@ -197,7 +207,7 @@ def make_batch(batch_size: int, seq_len: int, seed: int | None = None,
     pat = torch.tensor([r[1][1:] for r in rows], dtype=torch.long)  # (B, T): label of t+1 on t
     src = torch.tensor([r[2][1:] for r in rows], dtype=torch.long)  # (B, T)
     nll = torch.tensor([r[3][1:] for r in rows], dtype=torch.float32)  # (B, T)
-    return Batch(idx=tok[:, :-1], targets=tok[:, 1:], pattern=pat, key=src, floor=nll)
+    return from_labels(tok[:, :-1], tok[:, 1:], pat, src, nll)
 
 
 def check_variant(segment_weights=None, max_depth=None) -> None:

@@ -48,6 +48,7 @@ import torch.nn.functional as F
 from ..model import AndreaModel
 from . import circuits as K
 from . import text_corpus as tc
+from .batch import Batch
 from .composition import folded
 
 
@@ -208,7 +209,7 @@ def _occurrences(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return prev, length, off
 
 
-def identifier_targets(corpus: tc.Corpus, batch: tc.TextBatch) -> dict[str, torch.Tensor]:
+def identifier_targets(corpus: tc.Corpus, batch: Batch) -> dict[str, torch.Tensor]:
     """For the recent-identifier queries of `batch` (its IDENT mask): "induction" (B, T), the key
     the book's detector uses (next character of the earlier occurrence); "duplicate" (B, T), the
     same character of the earlier occurrence; "span_start", "span_end" (B, T), the earlier
@@ -248,7 +249,7 @@ def identifier_scores(maps: torch.Tensor, targets: dict[str, torch.Tensor]) -> d
 
 
 @torch.no_grad()
-def identifier_readings(model: AndreaModel, corpus: tc.Corpus, batch: tc.TextBatch,
+def identifier_readings(model: AndreaModel, corpus: tc.Corpus, batch: Batch,
                         chunk: int = 32) -> dict:
     """`identifier_scores` over a whole batch, `chunk` windows of maps at a time:
     {reading: (scores (L, nh), uniform, number of queries)}."""

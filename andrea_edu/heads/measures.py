@@ -4,7 +4,7 @@ scores, the uniform baseline, ablations, solo values, gradients.
 The one home of these measures for the toy laboratory (chapter "Why heads specialize":
 `heads.training` calls them during and after training, the chapter on the trained model) and
 for real text (chapter "Heads on real text": `heads.text_training`, `heads.paths`, the chapter).
-A batch is either lab's (`corpus.Batch`, `text_corpus.TextBatch`): both give `idx`, `targets`
+A batch is the one `heads.batch.Batch` both labs build: the measures read its `idx`, `targets`
 (B, T), `mask(p)` (B, T) bool, the queries pattern p labels, `key_of(p)` (B, T), the key each
 designates, and `slice(a, b)`, windows a..b-1; p = 0, 1, 2 in the lab's pattern order. What the
 labs decide from the measures stays with each: the toy's detection threshold here (`detect`,
@@ -41,14 +41,13 @@ every map at once; None: the whole batch in one pass, as the toy laboratory's ru
 """
 from __future__ import annotations
 
-from typing import Protocol
-
 import numpy as np
 import torch
 
 from andrea_edu.attention import attention
 from andrea_edu.env import check_real, check_scores
-from andrea_edu.heads.corpus import PATTERNS, Batch
+from andrea_edu.heads.batch import Batch
+from andrea_edu.heads.corpus import PATTERNS
 from andrea_edu.model import AndreaModel
 from andrea_edu.projections import head_contributions, project_c_attn
 
@@ -63,19 +62,6 @@ DETECT_THRESHOLD = 0.5
 SCORE_MARGIN = 0.1
 
 
-class LabelledBatch(Protocol):
-    """What the measures read of a batch (`corpus.Batch` and `text_corpus.TextBatch` have it)."""
-
-    idx: torch.Tensor  # (B, T) long
-    targets: torch.Tensor  # (B, T) long
-
-    def mask(self, p: int) -> torch.Tensor: ...  # (B, T) bool: the queries pattern p labels
-
-    def key_of(self, p: int) -> torch.Tensor: ...  # (B, T) long: the key each designates
-
-    def slice(self, a: int, b: int) -> LabelledBatch: ...  # windows a..b-1
-
-
 def _chunk(chunk, allow_none: bool = True) -> int | None:
     if (chunk is None and allow_none) or (isinstance(chunk, int) and not isinstance(chunk, bool)
                                           and chunk >= 1):
@@ -85,7 +71,7 @@ def _chunk(chunk, allow_none: bool = True) -> int | None:
 
 
 # ---------------------------------------------------------------- scores
-def scores_from_maps(maps: torch.Tensor, batch: LabelledBatch) -> torch.Tensor:
+def scores_from_maps(maps: torch.Tensor, batch: Batch) -> torch.Tensor:
     """maps (L, B, nh, T, T) -> S (3, L, nh), see the module docstring; a pattern with no
     labelled query scores NaN."""
     L, B, nh, T, _ = maps.shape
@@ -99,7 +85,7 @@ def scores_from_maps(maps: torch.Tensor, batch: LabelledBatch) -> torch.Tensor:
 
 
 @torch.no_grad()
-def attention_maps(model: AndreaModel, batch: LabelledBatch, chunk: int = 32) -> torch.Tensor:
+def attention_maps(model: AndreaModel, batch: Batch, chunk: int = 32) -> torch.Tensor:
     """(L, B, nh, T, T) attention probabilities, computed `chunk` windows at a time."""
     _chunk(chunk, allow_none=False)
     return torch.cat([model.attention_maps(batch.idx[i: i + chunk])
@@ -107,7 +93,7 @@ def attention_maps(model: AndreaModel, batch: LabelledBatch, chunk: int = 32) ->
 
 
 @torch.no_grad()
-def head_scores(model: AndreaModel, batch: LabelledBatch, chunk: int | None = 32) -> torch.Tensor:
+def head_scores(model: AndreaModel, batch: Batch, chunk: int | None = 32) -> torch.Tensor:
     """S (3, L, nh): the pattern scores of every head on `batch`, `chunk` windows at a time
     (each chunk's scores weighted by its labelled queries) without keeping every map at once;
     chunk None: `scores_from_maps` of the whole batch's maps."""
@@ -129,7 +115,7 @@ def head_scores(model: AndreaModel, batch: LabelledBatch, chunk: int | None = 32
     return out
 
 
-def baseline(batch: LabelledBatch, dtype: torch.dtype = torch.float64) -> np.ndarray:
+def baseline(batch: Batch, dtype: torch.dtype = torch.float64) -> np.ndarray:
     """U (3,): the score of uniform causal attention, the mean of 1/(t+1) over each pattern's
     queries (NaN: none), computed in `dtype` (the toy's recorded `chance_scores`: float32)."""
     T = batch.idx.shape[1]
@@ -155,7 +141,7 @@ def best_heads(scores) -> list[tuple[int, int]]:
 
 
 # ---------------------------------------------------------------- losses and ablations
-def pattern_losses(per_position: torch.Tensor, batch: LabelledBatch) -> np.ndarray:
+def pattern_losses(per_position: torch.Tensor, batch: Batch) -> np.ndarray:
     """(4,) mean loss over every position ("all"), then over each pattern's queries (NaN: none),
     in the order of LOSS_KEYS (the toy's) and detectors.LOSS_KEYS (real text's)."""
     out = [float(per_position.mean())]
@@ -166,7 +152,7 @@ def pattern_losses(per_position: torch.Tensor, batch: LabelledBatch) -> np.ndarr
 
 
 @torch.no_grad()
-def per_position_loss(model: AndreaModel, batch: LabelledBatch, heads=(),
+def per_position_loss(model: AndreaModel, batch: Batch, heads=(),
                       chunk: int | None = 64) -> torch.Tensor:
     """(B, T) next-token loss with the heads in `heads` ((layer, head) pairs) ablated (W_O row
     blocks zeroed), `chunk` windows per forward pass (None: one pass)."""
@@ -179,7 +165,7 @@ def per_position_loss(model: AndreaModel, batch: LabelledBatch, heads=(),
                           for i in range(0, batch.idx.shape[0], chunk)])
 
 
-def window_means(per_pos: torch.Tensor, batch: LabelledBatch) -> np.ndarray:
+def window_means(per_pos: torch.Tensor, batch: Batch) -> np.ndarray:
     """(4, B): each window's mean loss over all positions and over each pattern (NaN: none)."""
     rows = [per_pos.mean(dim=1)]
     for p in range(N_PATTERNS):
@@ -199,7 +185,7 @@ def standard_errors(dw: np.ndarray) -> np.ndarray:
 
 
 @torch.no_grad()
-def ablation(model: AndreaModel, batch: LabelledBatch,
+def ablation(model: AndreaModel, batch: Batch,
              chunk: int | None = 64) -> tuple[np.ndarray, np.ndarray]:
     """(D, SE): each (L, nh, 4), the pattern-loss increase when one head is ablated (last axis:
     "all", then the three patterns), and its standard error over windows (module docstring)."""
@@ -217,7 +203,7 @@ def ablation(model: AndreaModel, batch: LabelledBatch,
 
 
 @torch.no_grad()
-def solo_values(model: AndreaModel, batch: LabelledBatch, chunk: int | None = 64) -> np.ndarray:
+def solo_values(model: AndreaModel, batch: Batch, chunk: int | None = 64) -> np.ndarray:
     """V (L, nh, 4): loss with all heads of the layer ablated minus loss with all but h ablated."""
     L, nh = model.cfg.n_layer, model.cfg.n_head
     out = np.zeros((L, nh, 4))
@@ -234,8 +220,13 @@ def solo_values(model: AndreaModel, batch: LabelledBatch, chunk: int | None = 64
 
 # ---------------------------------------------------------------- the toy's floors and detection
 def floors(batch: Batch) -> dict[str, float]:
-    """The toy generator's irreducible loss on each pattern's positions of `batch`."""
-    return {name: float(batch.floor[batch.pattern == p].mean()) for p, name in PATTERNS.items()}
+    """The toy generator's irreducible loss on each pattern's positions of `batch` (a toy batch:
+    real text's has no floor)."""
+    floor = batch.floor
+    if floor is None:
+        raise ValueError("floors: the batch has no floor (only the toy corpus's batches carry the "
+                         "generator's irreducible loss)")
+    return {name: float(floor[batch.mask(p)].mean()) for p, name in enumerate(PATTERN_NAMES)}
 
 
 def chance_scores(batch: Batch) -> dict[str, float]:
@@ -291,7 +282,7 @@ def best_head_calls(scores, threshold: float = DETECT_THRESHOLD,
 
 
 @torch.no_grad()
-def head_output_correlations(model: AndreaModel, batch: LabelledBatch) -> np.ndarray:
+def head_output_correlations(model: AndreaModel, batch: Batch) -> np.ndarray:
     """C (L, nh, nh): Pearson correlation between the heads' contributions to the residual
     stream (head_h . W_O[rows of h], flattened over batch, positions and features)."""
     inputs = []

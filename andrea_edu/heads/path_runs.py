@@ -31,6 +31,7 @@ from andrea_edu.data import DataFileError
 from .. import data as bookdata
 from . import paths as PA
 from . import text_corpus as tc
+from .batch import Batch
 from .text_runs import TextRun, _need
 
 PATHS_FILE = "realtext_paths.json"
@@ -59,7 +60,7 @@ def grid(n_head: int, writers=WRITERS) -> list[tuple[str, list[PA.Path]]]:
     return out
 
 
-def ablation_windows(run: TextRun, corpus: tc.Corpus, n: int | None = None) -> tc.TextBatch:
+def ablation_windows(run: TextRun, corpus: tc.Corpus, n: int | None = None) -> Batch:
     from .text_training import ABLATION_SEED
     return tc.labelled_batch(corpus, n or run.settings.ablation_batch, run.settings.seq_len,
                              seed=ABLATION_SEED)

@@ -166,7 +166,7 @@ def path_effects(model: AndreaModel, batch, paths_list, chunk: int = 32) -> dict
     """For each entry of `paths_list` (a list of Path lists, each one intervention): the change of
     its destination head's pattern and of the loss (detectors.LOSS_KEYS) with standard errors.
 
-    batch: a `text_corpus.TextBatch`. Returns {"tv": (n,), "loss": (n, 4), "loss_se": (n, 4),
+    batch: a real-text `heads.batch.Batch`. Returns {"tv": (n,), "loss": (n, 4), "loss_se": (n, 4),
     "base_loss": (4,)}; tv is measured on the destination head of the entry's first path."""
     from . import measures as M
     n = len(paths_list)

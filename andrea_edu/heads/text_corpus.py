@@ -54,6 +54,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from andrea_edu.heads.batch import Batch
+
 EXCLUDED = ("antigravity.py", "this.py")  # a joke that opens a browser, and a rot13 poem
 SPLIT_SEED = 0
 VALID_FRACTION = 0.15
@@ -268,30 +270,6 @@ def file_labels(text: str) -> dict:
 
 
 # ---------------------------------------------------------------- windows and batches
-@dataclass
-class TextBatch:
-    """B windows of T characters. key[p, b, t]: the key position (0..t) of pattern p for query t,
-    or -1; targets[b, t] = idx[b, t+1] of the text."""
-
-    idx: torch.Tensor  # (B, T) long
-    targets: torch.Tensor  # (B, T) long
-    key: torch.Tensor  # (3, B, T) long
-    where: list  # (file name, start offset) of each window
-
-    def mask(self, p: int) -> torch.Tensor:
-        """(B, T) bool: the queries that pattern p labels."""
-        return self.key[p] >= 0
-
-    def key_of(self, p: int) -> torch.Tensor:
-        """(B, T): the key of pattern p for each query (-1: not labelled)."""
-        return self.key[p]
-
-    def slice(self, a: int, b: int) -> TextBatch:
-        """Windows a..b-1."""
-        return TextBatch(idx=self.idx[a:b], targets=self.targets[a:b], key=self.key[:, a:b],
-                         where=self.where[a:b])
-
-
 def _window_offsets(files, n: int, T: int, rng: random.Random):
     """n (file, start) pairs, files drawn in proportion to their length, starts uniform."""
     usable = [f for f in files if len(f.text) > T + 1]
@@ -309,7 +287,7 @@ def train_batch(corpus: Corpus, B: int, T: int, rng: random.Random) -> tuple[tor
     return a[:, :-1], a[:, 1:]
 
 
-def labelled_batch(corpus: Corpus, B: int, T: int, seed: int, split: str = "valid") -> TextBatch:
+def labelled_batch(corpus: Corpus, B: int, T: int, seed: int, split: str = "valid") -> Batch:
     """B labelled windows of the validation (or training) files, a function of `seed`."""
     files = {"valid": corpus.valid, "train": corpus.train}[split]
     rng = random.Random(seed)
@@ -327,13 +305,13 @@ def labelled_batch(corpus: Corpus, B: int, T: int, seed: int, split: str = "vali
         where.append((f.name, s))
     a = torch.from_numpy(np.stack(idx))  # (B, T+1)
     key = torch.from_numpy(np.stack(keys, axis=1))  # (3, B, T)
-    return TextBatch(idx=a[:, :-1], targets=a[:, 1:], key=key, where=where)
+    return Batch(idx=a[:, :-1], targets=a[:, 1:], key=key, where=where)
 
 
 BRACKET_QUERIES = ("before", "closer")
 
 
-def bracket_queries(batch: TextBatch, at: str) -> TextBatch:
+def bracket_queries(batch: Batch, at: str) -> Batch:
     """`batch` with the bracket pattern's queries moved: at="before" (the labels as made: the
     character before each closer, the one that predicts it) or at="closer" (the closing bracket
     itself, one position later; a closer whose predecessor is the window's last character falls
@@ -345,12 +323,13 @@ def bracket_queries(batch: TextBatch, at: str) -> TextBatch:
     if at == "closer":
         key[BRACKET] = -1
         key[BRACKET, :, 1:] = batch.key[BRACKET, :, :-1]
-    return TextBatch(idx=batch.idx, targets=batch.targets, key=key, where=list(batch.where))
+    return Batch(idx=batch.idx, targets=batch.targets, key=key, floor=batch.floor,
+                 where=list(batch.where))
 
 
 # ---------------------------------------------------------------- other tokenizers (GPT-2's BPE)
 def token_batch(corpus: Corpus, tokenize, B: int, T: int, seed: int, split: str = "valid",
-                chars_per_window: int | None = None) -> TextBatch:
+                chars_per_window: int | None = None) -> Batch:
     """B labelled windows of T tokens of another tokenizer, `tokenize(text) -> (ids, offsets)`
     with offsets[i] = (start, end) characters of token i. The character labels carry over where
     token boundaries allow: a bracket where the closer starts its token (query: the token before
@@ -391,5 +370,5 @@ def token_batch(corpus: Corpus, tokenize, B: int, T: int, seed: int, split: str 
         keys.append(k)
         where.append((f.name, s))
     a = torch.from_numpy(np.stack(idx))  # (B, T+1)
-    return TextBatch(idx=a[:, :-1], targets=a[:, 1:], key=torch.from_numpy(np.stack(keys, axis=1)),
+    return Batch(idx=a[:, :-1], targets=a[:, 1:], key=torch.from_numpy(np.stack(keys, axis=1)),
                      where=where)
