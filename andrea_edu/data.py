@@ -378,7 +378,7 @@ class Kind(NamedTuple):
 
 # Each loader validates what it reads (schema, types, ranges) and raises DataFileError in one
 # line; `load(kind)` finds the file and calls it. The loaders return record types defined above
-# this module (heads' Run and TextRun, the pipeline's StepTiming), so the table NAMES them and
+# this module (heads' Run, the pipeline's StepTiming), so the table NAMES them and
 # `load` imports one when it is called: the one reach of this module above the core, and
 # `tests/test_architecture.py` reads this table (every name a read-only loader in heads, bench
 # or pipeline; no other import above the core here). A registration by the layers above would

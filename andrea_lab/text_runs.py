@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from andrea_edu.heads import text_longer as TL
-from andrea_edu.heads.text_runs import (SCHEMA, TextRun, _refuse_existing, toy_weights_path,
+from andrea_edu.heads.run import Run
+from andrea_edu.heads.text_runs import (SCHEMA, _refuse_existing, toy_weights_path,
                                         weights_path)
 from andrea_lab.store import write_files_as_unit
 
@@ -31,7 +32,7 @@ def _write_json_with_weights(path: Path, wpath: Path, state: dict, d: dict) -> N
     write_files_as_unit([(wpath, write_weights), (path, write_json)], manifest=True)
 
 
-def save_run(run: TextRun, path: Path, replace: bool = False) -> list[Path]:
+def save_run(run: Run, path: Path, replace: bool = False) -> list[Path]:
     """Write the run JSON and its weights (`weights_path(path)`) as one unit; the JSON names the
     weights file and its sha256. Refuses (FileExistsError, nothing written) when either file
     exists, unless replace=True. Returns the paths written."""
@@ -74,7 +75,7 @@ def save_paths(d: dict, path: Path, replace: bool = False) -> None:
                         manifest=True)
 
 
-def save_variant(run: TextRun, name: str, path: Path, replace: bool = False) -> list[Path]:
+def save_variant(run: Run, name: str, path: Path, replace: bool = False) -> list[Path]:
     """`text_runs.save_run` (the JSON and `weights_path(path)` as one unit, existing files
     refused unless replace), with this run's provenance lines."""
     v = TL.variant(name)
@@ -84,5 +85,5 @@ def save_variant(run: TextRun, name: str, path: Path, replace: bool = False) -> 
     return save_run(run, Path(path), replace=replace)
 
 
-def save_long(run: TextRun, path: Path, replace: bool = False) -> list[Path]:
+def save_long(run: Run, path: Path, replace: bool = False) -> list[Path]:
     return save_variant(run, "long", path, replace)

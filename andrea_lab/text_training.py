@@ -24,7 +24,7 @@ from andrea_edu.heads import training as toy_training
 from andrea_edu.heads.text_runs import (RUN_FILE, TextSettings, default_settings,
                                         outputs_exist, toy_weights_path, weights_path)
 from andrea_edu.heads.text_training import CPU_PINS, RECHECK_STEPS, SCORE_TOL
-from andrea_edu.heads.training import SettingsError
+from andrea_edu.heads.run import SettingsError
 from andrea_lab.text_runs import save_run, save_toy
 
 MODULE = "andrea_lab.text_training"  # for `python -m` (this file may run as __main__)

@@ -68,6 +68,7 @@ def test_the_assembled_run_is_the_entry_with_its_model_and_a_live_recheck(stored
     assert run.model is not None and run.settings == stored.settings
     assert np.array_equal(run.scores[:-1], stored.scores[:-1])  # the history is the entry's
     assert np.abs(run.scores[-1] - stored.scores[-1]).max() <= 5e-4 + CR.OTHER_NUMERICS
+    assert run.grad_norm is not None
     assert len(run.probes) == stored.settings.n_probes and run.grad_norm.shape[0] == 10
 
 

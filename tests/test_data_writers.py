@@ -58,7 +58,7 @@ class _Run:  # what save_run reads of a run
         return {"schema": TR.SCHEMA, "x": 1}
 
 
-def _stand_in(model) -> Any:  # a _Run passed where save_run expects a TextRun
+def _stand_in(model) -> Any:  # a _Run passed where save_run expects a Run
     return _Run(model)
 
 

@@ -36,6 +36,7 @@ def test_training_lowers_the_loss(fast_run):
 def test_same_seed_same_run_different_seed_different_run(fast_run):
     again = S.train(FAST, progress=False)
     assert np.array_equal(again.train_loss, fast_run.train_loss)
+    assert again.grad_norm is not None and fast_run.grad_norm is not None
     assert np.array_equal(again.grad_norm, fast_run.grad_norm)
     assert np.array_equal(again.scores, fast_run.scores)
     other = S.train(dataclasses.replace(FAST, seed=FAST.seed + 1), progress=False)
@@ -245,7 +246,7 @@ def test_gradient_pressure_needs_enough_cells():
 # ------------------------------------------------------------------ sweep file
 def test_run_survives_json_and_the_sweep_file_round_trips(tmp_path, fast_run):
     d = json.loads(json.dumps(fast_run.to_dict()))
-    back = S.Run.from_dict(d)
+    back = S.Run.from_dict(d, S.Settings(**d["settings"]))
     assert back.settings == fast_run.settings
     assert np.allclose(back.train_loss, fast_run.train_loss, atol=5e-5)
     assert back.final_loss == pytest.approx(fast_run.final_loss, abs=5e-5)
@@ -256,7 +257,7 @@ def test_run_survives_json_and_the_sweep_file_round_trips(tmp_path, fast_run):
     assert cmp["max_diff_first_steps"] <= 5e-5
     assert max(cmp["final_loss_diff"].values()) <= 5e-5
     with pytest.raises(ValueError, match="settings differ"):
-        compare_runs(fast_run, S.Run.from_dict({**d, "settings": {**d["settings"], "seed": 7}}))
+        compare_runs(fast_run, S.Run.from_dict(d, S.Settings(**{**d["settings"], "seed": 7})))
     with pytest.raises(FileNotFoundError, match="specialization_sweep"):
         load_sweep(tmp_path / "missing.json")
 

@@ -4,6 +4,8 @@ head").
     batch              the one labelled batch both laboratories build (and the measures read)
     corpus             the toy laboratory: sequences built to hold three patterns, every
                        position labelled (previous token, matching bracket, recent entity)
+    run                one training run of either laboratory: the settings both share, the
+                       record (losses, scores, baseline, ablation, each lab's extras), its JSON
     training           train a small ANDREA on it on the CPU, deterministically
     measures           what each head does, in either laboratory: pattern scores, losses,
                        the uniform baseline, ablation; the toy's detection threshold

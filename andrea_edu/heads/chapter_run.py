@@ -7,7 +7,7 @@ probes with each head's gradient norm averaged between them, ablation, correlati
 final weights are toy_lab_model.pt (written by heads.text_training --toy-out; evaluations and
 probes draw no randomness, so that run's weights are this one's).
 
-`chapter_run(settings)` puts them together into a `training.Run` with its model, and checks them
+`chapter_run(settings)` puts them together into a `heads.run.Run` with its model, and checks them
 now, against each other and against this machine:
   * the weights are the run's: evaluated now, they give the entry's final losses, scores,
     ablation table and head correlations (`final_state`, `check_weights`); the run's final

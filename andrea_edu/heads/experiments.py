@@ -21,7 +21,8 @@ import torch
 from andrea_edu.heads import corpus
 from andrea_edu.heads.measures import (DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, detect,
                                        head_grad_norms, threshold_call)
-from andrea_edu.heads.training import Run, Settings, _threads, fit, train
+from andrea_edu.heads.run import Run
+from andrea_edu.heads.training import Settings, _threads, fit, train
 
 
 # ---------------------------------------------------------------- another corpus

@@ -32,7 +32,8 @@ from .. import data as bookdata
 from . import paths as PA
 from . import text_corpus as tc
 from .batch import Batch
-from .text_runs import TextRun, _need
+from .run import Run
+from .text_runs import TextSettings, _need
 
 PATHS_FILE = "realtext_paths.json"
 SCHEMA = 1
@@ -60,13 +61,16 @@ def grid(n_head: int, writers=WRITERS) -> list[tuple[str, list[PA.Path]]]:
     return out
 
 
-def ablation_windows(run: TextRun, corpus: tc.Corpus, n: int | None = None) -> Batch:
+def ablation_windows(run: Run, corpus: tc.Corpus, n: int | None = None) -> Batch:
     from .text_training import ABLATION_SEED
+    if not isinstance(run.settings, TextSettings):
+        raise ValueError(f"run: a real-text run (heads.text_runs.load_run) is needed; this is a "
+                         f"{run.lab} run")
     return tc.labelled_batch(corpus, n or run.settings.ablation_batch, run.settings.seq_len,
                              seed=ABLATION_SEED)
 
 
-def measure(run: TextRun, corpus: tc.Corpus, weights_sha256: str, entries=None) -> dict:
+def measure(run: Run, corpus: tc.Corpus, weights_sha256: str, entries=None) -> dict:
     """Every entry of `grid` (or the given (label, paths) list) on the run's ablation windows."""
     if run.model is None:
         raise ValueError("run.model is None: load the run with its weights (with_model=True)")
@@ -187,7 +191,7 @@ def as_grid(d: dict, n_head: int, key: str = "tv", col: int = 0) -> np.ndarray:
     return out
 
 
-def recheck(run: TextRun, corpus: tc.Corpus, d: dict, labels: list[str]) -> dict:
+def recheck(run: Run, corpus: tc.Corpus, d: dict, labels: list[str]) -> dict:
     """Re-measure the `labels` entries on the same windows; the largest difference from the file
     (tv and loss, nats) against RECHECK_TOL (the file rounds to 1e-6)."""
     known = dict(grid(run.settings.n_head))

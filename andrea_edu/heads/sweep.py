@@ -37,7 +37,8 @@ import numpy as np
 from andrea_edu.env import cpu_name, cpu_provenance, same_cpu_numerics
 from andrea_edu.data import (DataFileError, data_search_dirs, find_data_file, first_nonfinite,
                              holds_text, manifest_problem, new_provenance, where_looked)
-from andrea_edu.heads.training import Run, Settings, default_settings, train
+from andrea_edu.heads.run import Run
+from andrea_edu.heads.training import Settings, default_settings, train
 
 N_HEADS = (1, 2, 4, 8, 16)  # d_model 64: head_dim 64, 32, 16, 8, 4
 SEEDS = (0, 1, 2)
@@ -48,10 +49,10 @@ def code_hash() -> str:
     """sha256 of the source of every module whose code decides the sweep's numbers."""
     from andrea_edu import attention, config, env, model, projections
     from andrea_edu.heads import (corpus, gradient_pressure, measures as head_measures,
-                                  training as specialization)
+                                  run as run_record, training as specialization)
     # `attention` here is the function andrea_edu exports (its source alone), as recorded so far
     return env.code_hash((attention, config, corpus, model, projections, head_measures,
-                          specialization, gradient_pressure))
+                          specialization, gradient_pressure, run_record))
 
 
 def provenance(base: Settings, n_heads, seeds, wall_seconds: float,
@@ -115,7 +116,7 @@ def run_sweep(n_heads=N_HEADS, seeds=SEEDS, base: Settings | None = None, worker
                 futures = [ex.submit(_one, (j, False)) for j in jobs]
                 for fut in as_completed(futures):
                     d = fut.result()
-                    runs[(d["n_head"], d["seed"])] = Run.from_dict(d)
+                    runs[(d["n_head"], d["seed"])] = Run.from_dict(d, Settings(**d["settings"]))
                     if progress:
                         print(f"[sweep] n_head={d['n_head']} seed={d['seed']}: "
                               f"{d['wall_seconds']:.0f} s ({len(runs)}/{len(jobs)})", flush=True)
@@ -191,7 +192,7 @@ def _check_values(bad, at: str, r: dict, st: Settings) -> None:
     """The values of one run: what each quantity can take, and agreement between fields."""
     from andrea_edu.heads.corpus import VOCAB_SIZE
     from andrea_edu.heads.measures import PATTERN_NAMES
-    from andrea_edu.heads.training import KEEP_TRAIN_STEPS
+    from andrea_edu.heads.run import KEEP_TRAIN_STEPS
     from andrea_edu.model import AndreaModel, count_parameters, count_parameters_by_part
     top = 2 * np.log(VOCAB_SIZE)  # twice a uniform guess's loss: no run gets there
     L, nh = st.n_layer, st.n_head
@@ -340,7 +341,7 @@ def load_sweep(path=None) -> tuple[dict, dict]:
         raise DataFileError(f"{path}: {bad} is NaN or infinite; expected a finite number")
     validate_sweep(data, str(path))
     try:
-        runs = {(d["n_head"], d["seed"]): Run.from_dict(d) for d in data["runs"]}
+        runs = {(d["n_head"], d["seed"]): Run.from_dict(d, Settings(**d["settings"])) for d in data["runs"]}
     except (KeyError, TypeError, ValueError) as e:
         raise DataFileError(f"{path}: a run cannot be rebuilt ({type(e).__name__}: {e})") from None
     return data["provenance"], runs

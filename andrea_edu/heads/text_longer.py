@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import text_runs as R
+from .run import Run
 from . import text_training as TT
 
 MODULE = "andrea_lab.text_longer"  # the command that trains and writes a variant
@@ -112,7 +113,7 @@ def load_variant(name: str):
 EXERCISE_FAST = dict(steps=4, eval_every=2, eval_batch=8, ablation_batch=8)
 
 
-def variant_run(name: str, fast: bool | None = None) -> R.TextRun:
+def variant_run(name: str, fast: bool | None = None) -> Run:
     """The run `name` for a chapter cell: the committed file (validated, with its model), or,
     in fast mode, EXERCISE_FAST steps of its settings trained now (seconds; not the run, and
     said so by its provenance's "what"); with no committed file outside fast mode, the whole
@@ -127,7 +128,7 @@ def clear_caches() -> None:
 
 
 @functools.lru_cache(maxsize=4)
-def _variant_run(name: str, fast: bool) -> R.TextRun:
+def _variant_run(name: str, fast: bool) -> Run:
     v = variant(name)
     if not fast:
         committed = load_variant(name)

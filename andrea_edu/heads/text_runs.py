@@ -1,7 +1,7 @@
-"""A real-text run's settings, its record, and its files: written atomically, validated on load.
+"""A real-text run's settings and its files: written atomically, validated on load.
 
 Introduced in the chapter "Heads on real text"; `text_training` makes the runs (and re-exports
-these names). A run is a JSON file (settings, provenance, losses, scores, ablation) plus the
+these names); the record is `heads.run.Run`, the one run type of both laboratories. A run is a JSON file (settings, provenance, losses, scores, ablation) plus the
 model's weights beside it (`realtext_model.pt`), the JSON holding their sha256. `load_run` raises
 DataFileError with one line that names the file and the reason.
 """
@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -22,13 +22,12 @@ from ..config import AndreaConfig
 from ..env import fast_mode
 from ..data import DataFileError, find_data_file, first_nonfinite, holds_text, manifest_problem
 from ..model import AndreaModel
-from . import detectors as D
 from . import text_corpus as tc
-from .training import RunSettings
+from .run import TEXT_SCHEMA, Run, RunSettings
 
 RUN_FILE = "realtext_run.json"
 WEIGHTS_FILE = "realtext_model.pt"
-SCHEMA = 1
+SCHEMA = TEXT_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -37,6 +36,7 @@ class TextSettings(RunSettings):
     1200 AdamW steps of 32 windows (4.9M characters, 1.5 passes over the training files).
     The fields, schedule and checks it shares with the toy runs are heads.training.RunSettings'."""
 
+    LAB: ClassVar[str] = "text"
     n_head: int = 8
     d_model: int = 128
     n_layer: int = 2
@@ -64,44 +64,6 @@ FAST = dict(steps=60, eval_every=30, eval_batch=32, ablation_batch=32)
 def default_settings(fast: bool | None = None, **changes) -> TextSettings:
     fast = fast_mode() if fast is None else fast
     return TextSettings(**{**(FAST if fast else {}), **changes})
-
-
-@dataclass
-class TextRun:
-    settings: TextSettings
-    provenance: dict
-    train_loss: np.ndarray  # (steps,)
-    eval_steps: list
-    eval_loss: np.ndarray  # (n_eval, 4) LOSS_KEYS
-    scores: np.ndarray  # (n_eval, 3, L, nh)
-    baseline: np.ndarray  # (3,)
-    ablation: np.ndarray  # (L, nh, 4)
-    ablation_se: np.ndarray  # (L, nh, 4)
-    wall_seconds: float
-    cpu_seconds: float
-    model: AndreaModel | None = None
-
-    @property
-    def scores_after(self) -> np.ndarray:
-        return self.scores[-1]
-
-    def summary(self, tol: float) -> list[dict]:
-        """detectors.summary of the final scores; tol: the verdicts' score margin (SCORE_TOL)."""
-        return D.summary(self.scores_after, self.baseline, self.ablation, self.ablation_se, tol)
-
-    def to_dict(self) -> dict:
-        def r(a, n=5):  # rounded nested lists, nan (a pattern with no labelled query) as null
-            a = np.round(np.asarray(a, dtype=float), n)
-            out = a.astype(object)
-            out[np.isnan(a)] = None
-            return out.tolist()
-        return {"schema": SCHEMA, "settings": dataclasses.asdict(self.settings),
-                "provenance": self.provenance, "train_loss": r(self.train_loss),
-                "eval_steps": list(self.eval_steps), "eval_loss": r(self.eval_loss),
-                "scores": r(self.scores, 4), "baseline": r(self.baseline, 6),
-                "ablation": r(self.ablation), "ablation_se": r(self.ablation_se),
-                "wall_seconds": round(self.wall_seconds, 2),
-                "cpu_seconds": round(self.cpu_seconds, 2)}
 
 
 # ---------------------------------------------------------------- saving and loading
@@ -199,7 +161,7 @@ def _settings(cls, d: dict, path: Path):
     return s
 
 
-def load_run(path: Path, with_model: bool = True) -> TextRun:
+def load_run(path: Path, with_model: bool = True) -> Run:
     """Read and validate a run JSON (and its weights when with_model): its structure and its
     values (DataFileError, one line: the file, the field, what was expected). Values: the sha256
     in the folder's SHA256SUMS when listed; settings TextSettings accepts (sizes >= 1, lr > 0);
@@ -271,10 +233,7 @@ def load_run(path: Path, with_model: bool = True) -> TextRun:
         _need("weights" in d, path, "no weights file is named (key 'weights')")
         wpath, sha = _weights_entry(d, path)
         model = _load_weights(path, wpath, sha, s.model_config(vocab), s.seed)
-    return TextRun(settings=s, provenance=d["provenance"], train_loss=a["train_loss"],
-                   eval_steps=d["eval_steps"], eval_loss=a["eval_loss"], scores=a["scores"],
-                   baseline=a["baseline"], ablation=a["ablation"], ablation_se=a["ablation_se"],
-                   wall_seconds=wall, cpu_seconds=cpu, model=model)
+    return Run.from_dict({**d, "wall_seconds": wall, "cpu_seconds": cpu}, s, model)
 
 
 def _load_weights(path: Path, wpath: Path, sha: str, cfg: AndreaConfig, seed: int) -> AndreaModel:

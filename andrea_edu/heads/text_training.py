@@ -53,9 +53,10 @@ from ..env import book_build, die_with_parent
 from ..model import AndreaModel
 from . import detectors as D, measures as M
 from . import text_corpus as tc
-from .training import RunSettings, SettingsError, _progress_bar, _threads, fit
+from .run import Run, RunSettings, SettingsError
+from .training import _progress_bar, _threads, fit
 from .text_runs import (FAST, RUN_FILE, SCHEMA, TOY_FILE, WEIGHTS_FILE,  # noqa: F401
-                        TextRun, TextSettings, default_settings, find_data,
+                        TextSettings, default_settings, find_data,
                         load_run, load_toy, toy_settings, weights_path)
 
 # The pins the committed file is produced with, set before torch is imported (_reexec_pinned):
@@ -73,7 +74,7 @@ MODULE = "andrea_edu.heads.text_training"  # the re-check subprocess: python -m 
 
 
 def train(settings: TextSettings | None = None, progress: bool = True,
-          stop_after: int | None = None, corpus: tc.Corpus | None = None) -> TextRun:
+          stop_after: int | None = None, corpus: tc.Corpus | None = None) -> Run:
     """Train from scratch (deterministic for given settings and corpus) and measure the heads.
 
     stop_after: only the first `stop_after` steps of the schedule (no final ablation), for the
@@ -124,7 +125,7 @@ def train(settings: TextSettings | None = None, progress: bool = True,
             abl = abl_se = np.zeros((s.n_layer, s.n_head, 4))
             base = np.zeros(3)
     L, nh = s.n_layer, s.n_head
-    return TextRun(settings=s, provenance=provenance(c), train_loss=train_loss,
+    return Run(settings=s, provenance=provenance(c), train_loss=train_loss,
                    eval_steps=eval_steps, eval_loss=np.array(eval_loss).reshape(-1, 4),
                    scores=np.array(scores).reshape(-1, 3, L, nh), baseline=base, ablation=abl,
                    ablation_se=abl_se, wall_seconds=time.perf_counter() - t0,
@@ -153,12 +154,13 @@ def mkl_cbwr() -> str | None:
 
 def code_hash() -> str:
     """Hash of the code that decides a run's numbers: the corpus, the measures and detectors, the
-    model, the projections and attention it uses, and this module's settings and training loop
+    model, the projections and attention it uses, this module's settings and training loop, and
+    the run record that rounds what is stored (heads.run.Run)
     (not its tolerances, which are measured after a run exists)."""
     mods = [importlib.import_module("andrea_edu." + name) for name in
             ("model", "projections", "attention", "heads.text_corpus", "heads.measures",
              "heads.detectors")]
-    return env.code_hash((*mods, RunSettings, TextSettings, fit, train))
+    return env.code_hash((*mods, RunSettings, TextSettings, fit, train, Run))
 
 
 def cpu_keys() -> dict:
@@ -212,7 +214,7 @@ def recheck_losses(settings: TextSettings, n_steps: int = RECHECK_STEPS, pins: d
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def compare_recheck(run: TextRun, re: dict, tol: float = RECHECK_TOL) -> dict:
+def compare_recheck(run: Run, re: dict, tol: float = RECHECK_TOL) -> dict:
     n = len(re["train_loss"])
     diff = np.abs(np.asarray(re["train_loss"]) - run.train_loss[:n])
     return {"steps": n, "max_abs_diff": float(diff.max()), "tol": tol,
@@ -246,7 +248,7 @@ def measure_spread(n_steps: int = RECHECK_STEPS, settings: TextSettings | None =
     return out
 
 
-def compare_scores(a: TextRun, b: TextRun) -> dict:
+def compare_scores(a: Run, b: Run) -> dict:
     """Two full runs of the same settings (e.g. pinned and unpinned): the largest differences of
     their final scores, ablations and final validation loss."""
     return {"max_score_diff": float(np.nanmax(np.abs(a.scores_after - b.scores_after))),

@@ -15,13 +15,10 @@ output correlations.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
-import math
-import os
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -35,6 +32,7 @@ from andrea_edu.heads.measures import (DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAME
                                        head_param_norms, head_scores, max_other_correlation,
                                        pattern_losses, scores_from_maps, solo_values,
                                        threshold_call)
+from andrea_edu.heads.run import KEEP_TRAIN_STEPS, Run, RunSettings, SettingsError  # noqa: F401
 from andrea_edu.model import AndreaModel, count_parameters, count_parameters_by_part
 
 EVAL_SEED = 12345  # every run is evaluated on the same batch, whatever its training seed
@@ -46,85 +44,6 @@ EVAL_SEED = 12345  # every run is evaluated on the same batch, whatever its trai
 # EPYC, where it learned all three: single runs are at the mercy of rounding, so the chapter's
 # verdicts rest on the sweep.) The chapter shows the other two seeds beside it.
 CHAPTER_SEED = 2
-KEEP_TRAIN_STEPS = 200  # a run stored as JSON keeps the training loss of its first steps only
-
-
-class SettingsError(ValueError):
-    """Settings that cannot be trained: one line naming the field and what is allowed."""
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """What every training run of the book shares, for both corpora (the toy patterns here,
-    the standard library's source in heads.text_training): model size, batch, AdamW budget and
-    schedule, seed and evaluation cadence. Each corpus subclasses it with its own defaults and
-    its own extra fields (`Settings`, `text_runs.TextSettings`); the schedule (`lr_at`), the
-    checks (`check`, `from_json`) and the loop (`fit`) are written once, here."""
-
-    n_head: int = 4
-    d_model: int = 64
-    n_layer: int = 2
-    seq_len: int = 48
-    batch_size: int = 32
-    steps: int = 1500
-    lr: float = 1e-2  # AdamW, linear warm-up then cosine decay to 0
-    warmup: int = 50
-    weight_decay: float = 0.0
-    seed: int = 0  # model initialisation and the training stream
-    eval_every: int = 50
-    eval_batch: int = 256
-
-    def lr_at(self, step: int) -> float:
-        """The learning rate of `step`: linear warm-up over `warmup` steps, cosine decay to 0."""
-        warm = min(1.0, (step + 1) / self.warmup)
-        return self.lr * warm * 0.5 * (1 + math.cos(math.pi * step / self.steps))
-
-    def check(self, machine: bool = True) -> None:
-        """SettingsError (one line: the field, its value, what is allowed) unless every field is
-        usable: integers (not bools) >= 1, seed and weight_decay >= 0, lr a finite number > 0,
-        n_head dividing d_model; machine=True also bounds threads by this machine's CPU count."""
-        cls = type(self).__name__
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if f.type in ("int", int):
-                lo = 0 if f.name == "seed" else 1
-                if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-                    raise SettingsError(f"{cls}.{f.name}={v!r} is not allowed; an integer >= {lo}")
-            else:
-                zero_ok = f.name == "weight_decay"
-                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
-                    and (v >= 0 if zero_ok else v > 0)
-                if not ok:
-                    raise SettingsError(f"{cls}.{f.name}={v!r} is not allowed; a finite number "
-                                        f"{'>= 0' if zero_ok else '> 0'}")
-        if self.d_model % self.n_head:
-            raise SettingsError(f"{cls}.n_head={self.n_head} does not divide d_model="
-                                f"{self.d_model}; allowed: a divisor of d_model")
-        cpus = os.cpu_count() or 1
-        threads = getattr(self, "threads", 1)  # a field of the subclasses that have it
-        if machine and threads > cpus:
-            raise SettingsError(f"{cls}.threads={threads} is not allowed; an integer in "
-                                f"1..{cpus} (this machine's CPU count)")
-
-    @classmethod
-    def from_json(cls, text: str, base=None):
-        """Settings from a JSON object of field values (the other fields from `base`, else the
-        class defaults), checked: SettingsError naming the problem (not JSON, not an object, an
-        unknown key, a value of the wrong type or out of range)."""
-        try:
-            d = json.loads(text)
-        except ValueError as e:
-            raise SettingsError(f"settings are not valid JSON ({e})") from None
-        if not isinstance(d, dict):
-            raise SettingsError(f"settings must be a JSON object, got {type(d).__name__}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(d) - set(names))
-        if unknown:
-            raise SettingsError(f"settings: unknown key(s) {', '.join(unknown)}; allowed: "
-                                f"{', '.join(names)}")
-        s = dataclasses.replace(base, **d) if base is not None else cls(**d)
-        s.check()
-        return s
 
 
 @dataclass(frozen=True)
@@ -132,6 +51,7 @@ class Settings(RunSettings):
     """Model size and training budget of one run. The defaults are the chapter's full run:
     2 layers, d_model 64, 4 heads of 16, 1500 AdamW steps of 32 x 48 tokens (~50k sequences)."""
 
+    LAB: ClassVar[str] = "toy"
     n_probes: int = 10  # ablation probes at steps 0, steps/10, ... (gradient-pressure analysis)
     probe_batch: int = 64
     threads: int = 1  # torch threads while training: 1 makes a run bit-for-bit repeatable
@@ -153,73 +73,6 @@ def default_settings(n_head: int = 4, fast: bool | None = None, **changes) -> Se
     """The chapter's settings; in fast mode (ANDREA_FAST=1, or fast=True) a budget of seconds."""
     fast = fast_mode() if fast is None else fast
     return Settings(n_head=n_head, **{**(FAST if fast else {}), **changes})
-
-
-# ---------------------------------------------------------------- a run
-@dataclass
-class Run:
-    """Everything one training run recorded. `model` is None for a run loaded from JSON."""
-
-    settings: Settings
-    param_count: int
-    param_by_part: dict
-    train_loss: np.ndarray  # (steps,), or (KEEP_TRAIN_STEPS,) when loaded from JSON
-    eval_steps: list  # steps at which the eval batch was measured
-    eval_loss: np.ndarray  # (n_eval, 4), columns LOSS_KEYS
-    scores: np.ndarray  # (n_eval, 3, L, nh)
-    floors: dict
-    chance: dict
-    grad_norm: np.ndarray  # (steps, L, nh), or per probe window when loaded from JSON
-    probes: list  # [{"step", "delta", "solo", "corr_max", "grad"}], (L, nh) each, total loss
-    ablation: np.ndarray  # (L, nh, 4) after training
-    correlations: np.ndarray  # (L, nh, nh) after training
-    wall_seconds: float
-    cpu_seconds: float
-    model: AndreaModel | None = field(default=None, repr=False)
-    # (n_probes, L, nh): each head's parameter norm at each probe (measures.head_param_norms),
-    # for gradients relative to the parameters' size; a run trained in this process only (the
-    # JSON of a run does not keep it)
-    param_norm: np.ndarray | None = field(default=None, repr=False)
-
-    @property
-    def final_loss(self) -> dict[str, float]:
-        return dict(zip(LOSS_KEYS, map(float, self.eval_loss[-1])))
-
-    @property
-    def scores_before(self) -> np.ndarray:
-        return self.scores[0]
-
-    @property
-    def scores_after(self) -> np.ndarray:
-        return self.scores[-1]
-
-    def to_dict(self) -> dict:
-        """A JSON-able summary: the training loss of the first KEEP_TRAIN_STEPS steps only (the
-        evaluation losses cover the whole run), per-step gradient norms averaged per probe."""
-        r = lambda a, n=4: np.round(np.asarray(a, dtype=float), n).tolist()  # noqa: E731
-        return {"settings": dataclasses.asdict(self.settings), "param_count": self.param_count,
-                "param_by_part": self.param_by_part,
-                "train_loss": r(self.train_loss[:KEEP_TRAIN_STEPS]),
-                "eval_steps": list(self.eval_steps), "eval_loss": r(self.eval_loss),
-                "scores": r(self.scores, 3), "floors": self.floors, "chance": self.chance,
-                "probes": [{k: (r(v) if k != "step" else v) for k, v in p.items()}
-                           for p in self.probes],
-                "ablation": r(self.ablation), "correlations": r(self.correlations, 3),
-                "wall_seconds": round(self.wall_seconds, 2),
-                "cpu_seconds": round(self.cpu_seconds, 2)}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Run":
-        a = lambda k: np.asarray(d[k], dtype=float)  # noqa: E731
-        probes = [{k: (v if k == "step" else np.asarray(v)) for k, v in p.items()}
-                  for p in d["probes"]]
-        return cls(settings=Settings(**d["settings"]), param_count=d["param_count"],
-                   param_by_part=d["param_by_part"], train_loss=a("train_loss"),
-                   eval_steps=d["eval_steps"], eval_loss=a("eval_loss"), scores=a("scores"),
-                   floors=d["floors"], chance=d["chance"],
-                   grad_norm=np.stack([p["grad"] for p in probes]), probes=probes,
-                   ablation=a("ablation"), correlations=a("correlations"),
-                   wall_seconds=d["wall_seconds"], cpu_seconds=d["cpu_seconds"])
 
 
 @contextlib.contextmanager
@@ -351,7 +204,8 @@ def train(settings: Settings | None = None, progress: bool = True,
     return Run(settings=s, param_count=count_parameters(model),
                param_by_part=count_parameters_by_part(model), train_loss=train_loss,
                eval_steps=eval_steps, eval_loss=np.array(eval_loss), scores=np.stack(scores),
-               floors=floors(ev), chance=chance_scores(ev), grad_norm=grads, probes=probes,
+               floors=floors(ev), baseline=np.array(list(chance_scores(ev).values())),
+               grad_norm=grads, probes=probes,
                ablation=ablation_d, correlations=corr,
                wall_seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0,
                model=model, param_norm=np.stack(param_norm))
