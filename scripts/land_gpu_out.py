@@ -27,6 +27,7 @@ Exit status 0 landed (or would land, --dry-run); 1 a file failed its check; 2 ba
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import shutil
 import sys
@@ -40,31 +41,49 @@ BENCH = re.compile(r"bench_(headdim|projections|layout)_([a-z0-9-]+)\.json")
 PIPELINE = re.compile(r"pipeline_([a-z0-9-]+)\.json")
 
 
-def check_file(path: Path) -> str:
-    """One line saying what the file is, if it passes its check; ValueError (one line) if not."""
+@contextlib.contextmanager
+def _apart(path: Path):
+    """path copied alone into a temporary folder: read there, the checks of andrea_edu.data
+    see no manifest (OUT's own SHA256SUMS lists only what its writers listed: land() checks
+    those lines itself; in the landed folder, `in_place` checks the file's own line and pin)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(path, Path(tmp) / path.name)
+        yield Path(tmp) / path.name
+
+
+def check_file(path: Path, in_place: bool = False) -> str:
+    """One line saying what the file is, if it passes its check; ValueError (one line) if not.
+    Each kind is read by its own reader on a copy apart from its folder (`_apart`); in_place
+    (a file just landed): first the checks every reader of committed data makes where it lies
+    (andrea_edu.data.manifest_problem: its SHA256SUMS line, its pin in book/data, a unit a
+    killed writer left half done)."""
     name = path.name
+    if in_place:
+        from andrea_edu.data import manifest_problem
+        problem = manifest_problem(path)
+        if problem:
+            raise ValueError(f"{path}: {problem}")
     if BENCH.fullmatch(name):
         from andrea_edu.bench.results import read_results_file
         if name.endswith("_cpu.json"):
             raise ValueError(f"{path}: CPU results do not come from the GPU suite")
-        with tempfile.TemporaryDirectory() as tmp:   # read apart from OUT's own SHA256SUMS
-            shutil.copy(path, Path(tmp) / name)
-            obj = read_results_file(Path(tmp) / name, expect_device="gpu")
+        with _apart(path) as copy:
+            obj = read_results_file(copy, expect_device="gpu")
         n = sum(r["status"] == "ok" for r in obj["records"])
         return f"{name}: {obj['provenance']['device']}, {n} measured records"
     if PIPELINE.fullmatch(name):
         from andrea_edu.pipeline.timing import load_pipeline_timing
         if name == "pipeline_cpu.json":
             raise ValueError(f"{path}: CPU pipeline timings do not come from the GPU suite")
-        with tempfile.TemporaryDirectory() as tmp:
-            shutil.copy(path, Path(tmp) / name)
-            t = load_pipeline_timing("gpu", data_dir_=tmp)
+        with _apart(path) as copy:
+            t = load_pipeline_timing("gpu", data_dir_=copy.parent)
         if t is None:
             raise ValueError(f"{path}: no pipeline timing in it")
         return f"{name}: {t.device}, {len(t.steps)} steps, forward {t.forward_ms:.3f} ms"
     if name == "gpucheck.json":
         from andrea_lab.bench.gpucheck import read_report
-        rep = read_report(path)
+        with _apart(path) as copy:
+            rep = read_report(copy)
         return (f"{name}: {rep['device']['name']}, {rep['n_cases'] - rep['n_failed']}/"
                 f"{rep['n_cases']} cases passed, complete={rep['complete']}")
     if name == "gpu_summary.md":
@@ -123,8 +142,8 @@ def land(out: Path, data: Path, replace: bool = False, dry_run: bool = False) ->
     pinned = data_pins.pinned(data)
     if pinned:   # the committed folder: its pins in code too (the review sees the diff)
         data_pins.accept([data / p.name for p in landed])
-    for p in landed:   # what landed is what was checked: read it back from its new place
-        check_file(data / p.name)
+    for p in landed:   # what landed is what was checked: read it back from its new place,
+        check_file(data / p.name, in_place=True)   # its manifest line and pin checked there
     return lines + [f"landed {len(landed)} file(s) into {data}, SHA256SUMS updated"
                     + (f" and {data_pins.PIN_NAME} pins them (commit both)" if pinned else "")
                     + f": {', '.join(p.name for p in landed)}"]
