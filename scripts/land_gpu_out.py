@@ -14,7 +14,8 @@ checked before anything is copied:
                             rehearsal: it measured nothing)                         -> kept out
   notebooks.tar.gz, logs.tar.gz  archives for the reader of the run                 -> kept out
 Any other file, or any file that fails its check, stops the landing with one line naming it;
-nothing is copied then. DIR (default: the repository's book/data) gets the landed files and
+nothing is copied then. A file whose device is a CPU stand-in's (tests/test_gpu_suite.py runs
+the suite's GPU path with scripts/gpu_fault_standin.py's `suite` stand-ins) is refused. DIR (default: the repository's book/data) gets the landed files and
 their sha256 lines in DIR/SHA256SUMS (andrea_lab.store.write_files_as_unit: all files and the
 manifest, or none); into the committed folder (book/data) their pins too, written into
 andrea_edu/data_pins.py (the book refuses a committed file without its pin). A file already
@@ -39,6 +40,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 KEPT_OUT = ("gpu_summary.md", "notebooks.tar.gz", "logs.tar.gz")
 BENCH = re.compile(r"bench_(headdim|projections|layout)_([a-z0-9-]+)\.json")
 PIPELINE = re.compile(r"pipeline_([a-z0-9-]+)\.json")
+# what the CPU stand-ins of the suite's GPU path (scripts/gpu_fault_standin.py suite ...) call
+# their device: their files have the layout of a GPU run's, and measured nothing on one
+STANDIN_WORDS = ("stand-in",)
+
+
+def _not_standin(path: Path, device: str) -> str:
+    if any(w in device.lower() for w in STANDIN_WORDS):
+        raise ValueError(f"{path}: device {device!r} is a CPU stand-in's (a test of the suite's "
+                         f"wiring), not a GPU's: nothing of it is landed")
+    return device
 
 
 @contextlib.contextmanager
@@ -70,7 +81,7 @@ def check_file(path: Path, in_place: bool = False) -> str:
         with _apart(path) as copy:
             obj = read_results_file(copy, expect_device="gpu")
         n = sum(r["status"] == "ok" for r in obj["records"])
-        return f"{name}: {obj['provenance']['device']}, {n} measured records"
+        return f"{name}: {_not_standin(path, obj['provenance']['device'])}, {n} measured records"
     if PIPELINE.fullmatch(name):
         from andrea_edu.pipeline.timing import load_pipeline_timing
         if name == "pipeline_cpu.json":
@@ -79,12 +90,14 @@ def check_file(path: Path, in_place: bool = False) -> str:
             t = load_pipeline_timing("gpu", data_dir_=copy.parent)
         if t is None:
             raise ValueError(f"{path}: no pipeline timing in it")
-        return f"{name}: {t.device}, {len(t.steps)} steps, forward {t.forward_ms:.3f} ms"
+        return (f"{name}: {_not_standin(path, t.device)}, {len(t.steps)} steps, forward "
+                f"{t.forward_ms:.3f} ms")
     if name == "gpucheck.json":
         from andrea_lab.bench.gpucheck import read_report
         with _apart(path) as copy:
             rep = read_report(copy)
-        return (f"{name}: {rep['device']['name']}, {rep['n_cases'] - rep['n_failed']}/"
+        return (f"{name}: {_not_standin(path, rep['device']['name'])}, "
+                f"{rep['n_cases'] - rep['n_failed']}/"
                 f"{rep['n_cases']} cases passed, complete={rep['complete']}")
     if name == "gpu_summary.md":
         head = path.read_text(errors="replace").splitlines()[:1]
