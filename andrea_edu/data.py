@@ -6,7 +6,7 @@ book never imports. Here:
 
     where          data_search_dirs, find_data_file / find_data (one finder), where_looked
     the manifest   read_manifest (strict), manifest_problem (a file the book may read matches
-                   its sha256 in SHA256SUMS), listed_but_missing
+                   its sha256 in SHA256SUMS), listed_but_missing, unfinished_unit
     one error      DataFileError: every loader raises it, one line naming the file and field
     one schema     PROVENANCE_KEYS and `provenance(record)`: a record's provenance block under
                    today's key names (older files' keys mapped at read time, never rewritten);
@@ -249,6 +249,18 @@ def pending_units(folder) -> list[Path]:
     return sorted(out)
 
 
+def unfinished_unit(folder) -> str | None:
+    """One line when a unit write whose writer died (kill -9) after deciding it left `folder`
+    between two versions (its journal is there), naming the command that finishes it; else None."""
+    folder = Path(folder)
+    unfinished = [p for p in pending_units(folder) if p.name.startswith(_JOURNAL)]
+    if not unfinished:
+        return None  # (a decided unit whose writer died: the folder holds part of each set)
+    return (f"a write killed half way left {reader_path(folder)} between two versions "
+            f"({unfinished[0].name}); finish it with `python -m andrea_lab.store recover "
+            f"{reader_path(folder)}`, or run the command that writes it again")
+
+
 def manifest_problem(path) -> str | None:
     """None when `path` may be read: it matches its sha256 in its folder's SHA256SUMS, or its
     folder holds no committed data (`is_data_folder` false: a scratch folder). Otherwise one
@@ -261,11 +273,9 @@ def manifest_problem(path) -> str | None:
     import hashlib
     path = Path(path)
     folder = path.parent
-    unfinished = [p for p in pending_units(folder) if p.name.startswith(_JOURNAL)]
-    if unfinished:  # a decided unit whose writer died: the folder holds part of each set
-        return (f"a write killed half way left {reader_path(folder)} between two versions "
-                f"({unfinished[0].name}); finish it with `python -m andrea_lab.store recover "
-                f"{reader_path(folder)}`, or run the command that writes it again")
+    unfinished = unfinished_unit(folder)
+    if unfinished:
+        return unfinished
     from andrea_edu import data_pins  # the committed folder's pins, whatever SHA256SUMS says
     pinned = data_pins.check(path)
     if pinned:

@@ -48,7 +48,8 @@
 #                      waited for first): kernel time of prepared launches, SDPA the same way,
 #                      host time per call apart; JSON checkpointed every 4 cases
 #   pipeline       45  python -m andrea_lab.pipeline_timing, ANDREA-120M, B=8, T=1024, bf16:
-#                      pipeline_<gpu>.json, what "The final picture" re-rates with
+#                      pipeline_<gpu>.json, what "The final picture" re-rates with (written
+#                      apart and copied: its SHA256SUMS would be a ninth file under $OUT)
 #   ncu            70  Nsight Compute counters of v2 and v3 at the headline case (B=8, T=1024,
 #                      nh=12, hs=64, causal, bf16), --clock-control none; shared-memory bank
 #                      conflicts per instruction kind: _op_ld/_op_st (LSU: ld.shared/st.shared),
@@ -437,9 +438,14 @@ fi
 t0=$(date +%s)
 b=$(limit 45)
 if [ "$HAS_GPU" = 1 ] && [ "$b" -gt 0 ]; then
+  # written apart, then the JSON alone into $OUT: its writer adds a SHA256SUMS to the folder it
+  # writes, a ninth file under $OUT (8 come back); that manifest goes into logs.tar.gz
+  mkdir -p "$work/pipeline"
   timeout -k $KILL_S $b "$PY" -m andrea_lab.pipeline_timing --config ANDREA-120M -B 8 -T 1024 \
-    --dtype bfloat16 --repeats 10 --out "$OUT" >"$logs/pipeline.log" 2>&1
+    --dtype bfloat16 --repeats 10 --out "$work/pipeline" >"$logs/pipeline.log" 2>&1
   rc=$?
+  cp "$work"/pipeline/pipeline_*.json "$OUT/" 2>/dev/null
+  cp "$work/pipeline/SHA256SUMS" "$logs/pipeline_SHA256SUMS" 2>/dev/null
   if [ $rc = 0 ]; then record pipeline pass $(( $(date +%s) - t0 )) $b "$(tail -n1 "$logs/pipeline.log")"
   else record pipeline fail $(( $(date +%s) - t0 )) $b "$(why $rc): $(tail -n1 "$logs/pipeline.log" | cut -c1-160)"; fi
 elif [ "$HAS_GPU" = 1 ]; then

@@ -14,7 +14,8 @@ checked before anything is copied:
                             rehearsal: it measured nothing)                         -> kept out
   notebooks.tar.gz, logs.tar.gz  archives for the reader of the run                 -> kept out
 Any other file, or any file that fails its check, stops the landing with one line naming it;
-nothing is copied then. DIR (default: the repository's book/data) gets the landed files and
+nothing is copied then. A file whose device is a CPU stand-in's (tests/test_gpu_suite.py runs
+the suite's GPU path with scripts/gpu_fault_standin.py's `suite` stand-ins) is refused. DIR (default: the repository's book/data) gets the landed files and
 their sha256 lines in DIR/SHA256SUMS (andrea_lab.store.write_files_as_unit: all files and the
 manifest, or none); into the committed folder (book/data) their pins too, written into
 andrea_edu/data_pins.py (the book refuses a committed file without its pin). A file already
@@ -27,6 +28,7 @@ Exit status 0 landed (or would land, --dry-run); 1 a file failed its check; 2 ba
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import shutil
 import sys
@@ -38,34 +40,64 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 KEPT_OUT = ("gpu_summary.md", "notebooks.tar.gz", "logs.tar.gz")
 BENCH = re.compile(r"bench_(headdim|projections|layout)_([a-z0-9-]+)\.json")
 PIPELINE = re.compile(r"pipeline_([a-z0-9-]+)\.json")
+# what the CPU stand-ins of the suite's GPU path (scripts/gpu_fault_standin.py suite ...) call
+# their device: their files have the layout of a GPU run's, and measured nothing on one
+STANDIN_WORDS = ("stand-in",)
 
 
-def check_file(path: Path) -> str:
-    """One line saying what the file is, if it passes its check; ValueError (one line) if not."""
+def _not_standin(path: Path, device: str) -> str:
+    if any(w in device.lower() for w in STANDIN_WORDS):
+        raise ValueError(f"{path}: device {device!r} is a CPU stand-in's (a test of the suite's "
+                         f"wiring), not a GPU's: nothing of it is landed")
+    return device
+
+
+@contextlib.contextmanager
+def _apart(path: Path):
+    """path copied alone into a temporary folder: read there, the checks of andrea_edu.data
+    see no manifest (OUT's own SHA256SUMS lists only what its writers listed: land() checks
+    those lines itself; in the landed folder, `in_place` checks the file's own line and pin)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(path, Path(tmp) / path.name)
+        yield Path(tmp) / path.name
+
+
+def check_file(path: Path, in_place: bool = False) -> str:
+    """One line saying what the file is, if it passes its check; ValueError (one line) if not.
+    Each kind is read by its own reader on a copy apart from its folder (`_apart`); in_place
+    (a file just landed): first the checks every reader of committed data makes where it lies
+    (andrea_edu.data.manifest_problem: its SHA256SUMS line, its pin in book/data, a unit a
+    killed writer left half done)."""
     name = path.name
+    if in_place:
+        from andrea_edu.data import manifest_problem
+        problem = manifest_problem(path)
+        if problem:
+            raise ValueError(f"{path}: {problem}")
     if BENCH.fullmatch(name):
         from andrea_edu.bench.results import read_results_file
         if name.endswith("_cpu.json"):
             raise ValueError(f"{path}: CPU results do not come from the GPU suite")
-        with tempfile.TemporaryDirectory() as tmp:   # read apart from OUT's own SHA256SUMS
-            shutil.copy(path, Path(tmp) / name)
-            obj = read_results_file(Path(tmp) / name, expect_device="gpu")
+        with _apart(path) as copy:
+            obj = read_results_file(copy, expect_device="gpu")
         n = sum(r["status"] == "ok" for r in obj["records"])
-        return f"{name}: {obj['provenance']['device']}, {n} measured records"
+        return f"{name}: {_not_standin(path, obj['provenance']['device'])}, {n} measured records"
     if PIPELINE.fullmatch(name):
         from andrea_edu.pipeline.timing import load_pipeline_timing
         if name == "pipeline_cpu.json":
             raise ValueError(f"{path}: CPU pipeline timings do not come from the GPU suite")
-        with tempfile.TemporaryDirectory() as tmp:
-            shutil.copy(path, Path(tmp) / name)
-            t = load_pipeline_timing("gpu", data_dir_=tmp)
+        with _apart(path) as copy:
+            t = load_pipeline_timing("gpu", data_dir_=copy.parent)
         if t is None:
             raise ValueError(f"{path}: no pipeline timing in it")
-        return f"{name}: {t.device}, {len(t.steps)} steps, forward {t.forward_ms:.3f} ms"
+        return (f"{name}: {_not_standin(path, t.device)}, {len(t.steps)} steps, forward "
+                f"{t.forward_ms:.3f} ms")
     if name == "gpucheck.json":
         from andrea_lab.bench.gpucheck import read_report
-        rep = read_report(path)
-        return (f"{name}: {rep['device']['name']}, {rep['n_cases'] - rep['n_failed']}/"
+        with _apart(path) as copy:
+            rep = read_report(copy)
+        return (f"{name}: {_not_standin(path, rep['device']['name'])}, "
+                f"{rep['n_cases'] - rep['n_failed']}/"
                 f"{rep['n_cases']} cases passed, complete={rep['complete']}")
     if name == "gpu_summary.md":
         head = path.read_text(errors="replace").splitlines()[:1]
@@ -123,8 +155,8 @@ def land(out: Path, data: Path, replace: bool = False, dry_run: bool = False) ->
     pinned = data_pins.pinned(data)
     if pinned:   # the committed folder: its pins in code too (the review sees the diff)
         data_pins.accept([data / p.name for p in landed])
-    for p in landed:   # what landed is what was checked: read it back from its new place
-        check_file(data / p.name)
+    for p in landed:   # what landed is what was checked: read it back from its new place,
+        check_file(data / p.name, in_place=True)   # its manifest line and pin checked there
     return lines + [f"landed {len(landed)} file(s) into {data}, SHA256SUMS updated"
                     + (f" and {data_pins.PIN_NAME} pins them (commit both)" if pinned else "")
                     + f": {', '.join(p.name for p in landed)}"]

@@ -7,14 +7,20 @@ torch.cuda other than is_available/device_count (those two run everywhere and an
 CPU), a `.cuda()` call, a `device="cuda"` keyword, `.synchronize()`, `.cuda_stream`, and a
 call of a CUDA driver function (`drv.cuXxx(...)`). A place is a function, named
 `path::qualname` (`<module>` for top-level code), or for a notebook `path::<text>`, the cell
-that contains the text. Line numbers in the list are those of the measurement and only inform:
-the checks follow names, so that an edit above a function does not break them.
+that contains the text. The checks follow names; the list's lines column is checked too (it
+must be what the code says today: the lines of the place's GPU calls, or for a notebook the
+index of its cell, counting every cell from 0), and when an edit moves them
+
+    python tests/test_gpu_only_lines.py --write
+
+rewrites that column from the code (a note after the numbers, in parentheses, is kept).
 """
 from __future__ import annotations
 
 import ast
 import json
 import re
+import sys
 from typing import TypeGuard
 from pathlib import Path
 
@@ -170,3 +176,94 @@ def f(): '''torch.cuda.synchronize() in a docstring'''
 def test_the_launcher_is_reached_by_the_wiring_tests(place):
     row = next(r for r in listed() if r["place"] == place)
     assert row["kind"] == "reached" and "tests/test_gpu_wiring.py" in row["why"]
+
+
+# ----------------------------------------------------------------- the lines column, checked
+def _ranges(lines: list[int]) -> str:
+    """[258, 259, 279, 281] -> '258-259, 279, 281'."""
+    out: list[str] = []
+    for n in sorted(set(lines)):
+        if out and int(out[-1].rpartition("-")[2]) == n - 1:
+            out[-1] = f"{out[-1].partition('-')[0]}-{n}"
+        else:
+            out.append(str(n))
+    return ", ".join(out)
+
+
+def expected_lines(place: str, py: dict[str, list[int]] | None = None) -> str | None:
+    """What the lines column of `place` must say today: its GPU calls' lines (Python), or
+    'cell N' for the first cell of the notebook that contains the text and holds a GPU call
+    (N counts every cell from 0, Markdown included, as Jupyter shows them); None when the place
+    is gone (the checks above say so)."""
+    path, _, what = place.partition("::")
+    if path.endswith(".ipynb"):
+        nb = json.loads((ROOT / path).read_text())
+        for i, c in enumerate(nb["cells"]):
+            src = "".join(c["source"])
+            code = "\n".join(ln for ln in src.splitlines()
+                             if not ln.lstrip().startswith(("%", "!")))
+            if c["cell_type"] == "code" and what in src:
+                try:
+                    if any(_is_site(n) for n in ast.walk(ast.parse(code))):
+                        return f"cell {i}"
+                except SyntaxError:
+                    continue
+        return None
+    py = python_sites() if py is None else py
+    return _ranges(py[place]) if place in py else None
+
+
+def _numbers(cell: str) -> str:
+    """The lines column without its note: 'cell 50 (exercise 5)' -> 'cell 50'."""
+    return cell.partition(" (")[0].strip()
+
+
+def test_the_listed_line_numbers_point_at_the_named_code():
+    py = python_sites()
+    stale = [f"{r['place']}: listed {r['lines']!r}, the code says {expected_lines(r['place'], py)!r}"
+             for r in listed() if _numbers(r["lines"]) != expected_lines(r["place"], py)]
+    assert not stale, ("tests/gpu_only_lines.md's lines column is stale (rewrite it with "
+                       "python tests/test_gpu_only_lines.py --write): " + "; ".join(stale))
+
+
+def test_the_lines_checker_sees_a_moved_call(tmp_path, monkeypatch):
+    """A GPU call moved by one line, or a second one added, is not what the list says."""
+    pkg = tmp_path / "andrea_edu"
+    pkg.mkdir()
+    (tmp_path / "andrea_lab").mkdir()
+    src = "import torch\n\ndef f():\n    torch.cuda.synchronize()\n"
+    (pkg / "m.py").write_text(src)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert expected_lines("andrea_edu/m.py::f") == "4"
+    (pkg / "m.py").write_text(src.replace("def f():\n", "def f():\n    x = 1\n")
+                              + "    torch.cuda.synchronize()\n    y = torch.cuda.Event()\n")
+    assert expected_lines("andrea_edu/m.py::f") == "5-7"
+    assert _ranges([258, 259, 279, 281, 281]) == "258-259, 279, 281"
+    assert _numbers("cell 50 (exercise 5)") == "cell 50"
+
+
+def write_lines() -> list[str]:
+    """Rewrite the lines column of tests/gpu_only_lines.md from the code; returns what changed."""
+    py = python_sites()
+    changed, out = [], []
+    for ln in LIST.read_text().splitlines(keepends=True):
+        cells = ln.rstrip("\n").split("|")
+        if len(cells) == 6 and "::" in cells[1]:
+            place = cells[1].strip().strip("`")
+            want = expected_lines(place, py)
+            old = cells[2].strip()
+            if want is not None and _numbers(old) != want:
+                note = old.partition(" (")[2]
+                cells[2] = f" {want}{' (' + note if note else ''} "
+                changed.append(f"{place}: {old} -> {cells[2].strip()}")
+                ln = "|".join(cells) + "\n"
+        out.append(ln)
+    LIST.write_text("".join(out))
+    return changed
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        print("usage: python tests/test_gpu_only_lines.py --write", file=sys.stderr)
+        sys.exit(2)
+    print("\n".join(write_lines()) or "tests/gpu_only_lines.md: the lines column is current")

@@ -363,3 +363,147 @@ def test_the_summary_shows_the_models_bracket_and_its_largest_term(tmp_path):
     line = next(x for x in lines if x.startswith("- H200 v3"))
     assert "MODEL 18.4-74.7 us" in line and "largest term: issue" in line, line
     assert "-bound" not in "\n".join(lines)
+
+
+# ----------------------------------------------------------------- the GPU path, stood in for
+# gpu_suite.sh's GPU branch (HAS_GPU=1) run on this CPU: PYTHON is tests/gpu_standin/python,
+# which logs every call and sends the commands that need a GPU to gpu_fault_standin.py's
+# `suite` stand-ins (real argument parsing, real writers, CPU numbers labelled as a stand-in's);
+# compute-sanitizer, ncu and nvidia-smi are stood in for on PATH. The script runs from a folder
+# of links to this checkout's packages, so that no carried .whl/ is unpacked here (the wheels
+# step fails, the notebooks step is skipped). About 40 s on 2 shared cores. Wiring only.
+STANDIN = ROOT / "tests" / "gpu_standin"
+
+
+@pytest.fixture(scope="module")
+def standin_run(tmp_path_factory):
+    import shlex
+    base = tmp_path_factory.mktemp("standin")
+    root = base / "root"
+    root.mkdir()
+    for d in ("andrea_edu", "andrea_lab", "tests", "book", "scripts"):
+        (root / d).symlink_to(ROOT / d)
+    out, log = base / "out", base / "calls.log"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH", "OUT")}
+    env.update(OUT=str(out), PYTHON=str(STANDIN / "python"), STANDIN_REAL_PYTHON=sys.executable,
+               STANDIN_LOG=str(log), GPU_SUITE_DEADLINE_S="300", ANDREA_GIT_COMMIT="stand-in",
+               PATH=f"{STANDIN}{os.pathsep}{env.get('PATH', '')}")
+    run = subprocess.run(["bash", str(root / "scripts" / "gpu_suite.sh")], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=480)
+    calls = [shlex.split(ln) for ln in log.read_text().splitlines()]
+    return run, out, calls
+
+
+def _calls(calls, *head):
+    return [c for c in calls if c[:len(head)] == list(head)]
+
+
+def _logs_json(out: Path, name: str) -> dict:
+    with tarfile.open(out / "logs.tar.gz") as t:
+        f = t.extractfile(name)
+        assert f is not None, name
+        return json.loads(f.read())
+
+
+def test_the_gpu_path_runs_one_gpucheck_process_per_registered_kernel(standin_run):
+    from andrea_edu.kernels import registry
+    from andrea_lab.bench import gpucheck
+    run, out, calls = standin_run
+    checks = [c for c in _calls(calls, "python", "-m", "andrea_lab.bench", "gpu-check")
+              if "--merge" not in c]
+    backends = [s.backend for s in registry.specs()] + ["auto"]
+    # every kernel once, and auto (started together: the log's order is theirs)
+    assert sorted(c[-1] for c in checks) == sorted(backends), checks
+    checks.sort(key=lambda c: backends.index(c[-1]))
+    cases = gpucheck.cases(90)   # the stand-in's sm (no GPU: run_sweep's 9.0)
+    for be, c in zip(backends, checks):
+        assert c[4:] == ["--out", c[5], "--skip-pytest", "--backends", be], c
+        assert c[5].endswith(f"/gpucheck/{be}")
+        part = _logs_json(out, f"logs/gpucheck/{be}/gpucheck.json")   # its own process's
+        assert part["backends"] == [be] and part["complete"], part.get("stopped")
+        assert set(part["by_backend"]) == {be}
+        assert part["n_cases"] == sum(k[0] == be for k in cases) > 0
+    merge = _calls(calls, "python", "-m", "andrea_lab.bench", "gpu-check", "--merge")
+    assert len(merge) == 1
+    assert merge[0][5:-2] == [f"{c[5]}/gpucheck.json" for c in checks]   # in ladder order
+    assert merge[0][-2:] == ["--out", str(out)]
+    rep = gpucheck.read_report(out / "gpucheck.json")
+    assert rep["backends"] == backends and rep["complete"] and rep["n_cases"] == len(cases)
+    steps = steps_of(out)
+    assert steps["gpu-check"][0] == "pass", steps["gpu-check"]
+
+
+def test_the_sanitizer_runs_each_tool_on_each_kernel_version_in_its_own_process(standin_run):
+    import gpu_kernel_cases
+    from andrea_edu.kernels import registry
+    from andrea_lab.bench import gpucheck
+    run, out, calls = standin_run
+    san = [c for c in _calls(calls, "compute-sanitizer") if c[1:] != ["--help"]]
+    tools = ("memcheck", "racecheck", "synccheck", "initcheck")
+    versions = [s.version for s in registry.specs()]
+    got = [(c[c.index("--tool") + 1], c[-1]) for c in san]
+    assert sorted(got) == sorted((t, v) for t in tools for v in versions), got
+    py = str(STANDIN / "python")
+    for c in san:
+        opts = " ".join(c[:c.index(py)])
+        for o in ("--error-exitcode 9", "--target-processes all", "--report-api-errors no",
+                  "--kernel-name kns=attention_v"):
+            assert o in opts, (o, c)
+        assert c[c.index(py) + 1:-1] == ["scripts/gpu_kernel_cases.py", "small", "--version"]
+        assert c[-1] in gpu_kernel_cases.VERSION_OF.values()
+    assert all(registry.get(v).kernel.startswith("attention_v") for v in versions)
+    tests = _calls(calls, "python", "-m", "pytest")
+    assert len(tests) == 1 and tests[0][tests[0].index("-m", 3) + 1] == "gpu"
+    assert "--noconftest" in tests[0]
+    assert [a for a in tests[0] if a.startswith("tests/")] == \
+        [f"tests/{p.name}" for p in gpucheck.gpu_test_files(ROOT / "tests")]
+    assert steps_of(out)["sanitizer"][0] == "pass"
+
+
+def test_the_bench_pipeline_and_ncu_steps_pass_arguments_their_parsers_take(standin_run):
+    from andrea_edu.config import PRESETS
+    from andrea_lab import pipeline_timing
+    from andrea_lab.bench import cli
+    run, out, calls = standin_run
+    bench = _calls(calls, "python", "-m", "andrea_lab.bench", "gpu-suite")
+    assert len(bench) == 1
+    args = cli._parser().parse_args(bench[0][3:])
+    assert cli._check_args(args) is None and args.out == str(out) and args.no_progress
+    assert 0 < args.budget_s <= 110 * 3 / 4          # inside its step's limit
+    pipe = _calls(calls, "python", "-m", "andrea_lab.pipeline_timing")
+    assert len(pipe) == 1
+    a = pipeline_timing._parser(PRESETS).parse_args(pipe[0][3:])
+    assert (a.config, a.B, a.T, a.dtype) == ("ANDREA-120M", 8, 1024, "bfloat16")
+    assert a.out != str(out)   # written apart: its SHA256SUMS stays out of $OUT
+    ncu = _calls(calls, "ncu")
+    assert ncu and all("--clock-control" in c and c[c.index("--clock-control") + 1] == "none"
+                       and "regex:attention_v[23]" in c and
+                       c[-2:] == ["scripts/gpu_kernel_cases.py", "headline"] for c in ncu)
+    steps = steps_of(out)
+    for s in ("bench", "pipeline", "ncu", "gpu-tests"):
+        assert steps[s][0] == "pass", (s, steps[s])
+
+
+def test_what_the_gpu_path_leaves_under_out_is_what_the_landing_reads(standin_run, tmp_path,
+                                                                     monkeypatch):
+    """At most 8 files come back from $OUT: the suite's, named as land_gpu_out.py reads them;
+    the landing refuses a stand-in's, and finds nothing else wrong with them."""
+    import land_gpu_out
+    from gpu_fault_standin import STANDIN_SLUG
+    run, out, calls = standin_run
+    names = {p.name for p in out.iterdir()}
+    assert names == {"gpu_summary.md", "gpucheck.json", "notebooks.tar.gz", "logs.tar.gz",
+                     f"pipeline_{STANDIN_SLUG}.json",
+                     *(f"bench_{s}_{STANDIN_SLUG}.json" for s in ("projections", "layout",
+                                                                  "headdim"))}, names
+    assert len(names) <= 8
+    assert not (out / "gpu_summary.md").read_text().startswith("# GPU suite: REHEARSAL")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "SHA256SUMS").write_text("")
+    with pytest.raises(ValueError, match="a CPU stand-in's"):
+        land_gpu_out.land(out, data, dry_run=True)
+    monkeypatch.setattr(land_gpu_out, "STANDIN_WORDS", ())
+    lines = land_gpu_out.land(out, data, dry_run=True)
+    assert lines[-1].startswith("would land 5 file(s)"), lines

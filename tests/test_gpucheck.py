@@ -84,3 +84,64 @@ def test_the_gpu_tests_it_runs_are_every_file_with_gpu_marked_tests():
     files = {p.name for p in gpucheck.gpu_test_files(tests)}
     assert {"test_cuda.py", "test_attention.py"} <= files
     assert Path(__file__).name not in files          # no gpu-marked test here
+
+
+# ----------------------------------------------------------------- read_report: as landed data
+def _report_in(folder):
+    """A valid gpucheck.json written into `folder` through the laboratory's one writer, with
+    the folder's SHA256SUMS (as land_gpu_out lands it)."""
+    from andrea_lab.store import write_json_atomic
+    rows = [dict(backend="cuda-naive", dtype="float32", B=1, n_head=1, seq_len=T, head_dim=8,
+                 causal=False, passed=True, max_abs_err=0.0) for T in (1, 17)]
+    rep = gpucheck.merge_reports([dict(schema=gpucheck.SCHEMA, device={"name": "Synthetic"},
+                                       complete=True, backends=["cuda-naive"], cases=rows,
+                                       seconds=1.0)])
+    folder.mkdir(exist_ok=True)
+    return write_json_atomic(folder / "gpucheck.json", rep, manifest=True, indent=1)
+
+
+def test_a_landed_report_is_read_through_its_manifest(tmp_path):
+    """read_report makes the checks every reader of committed data makes (andrea_edu.data):
+    bytes that differ from the SHA256SUMS line, a file the manifest lacks, a listed file that is
+    gone, and a unit a killed writer left half done are each refused in one line naming the
+    file (and `python -m andrea_lab.store recover DIR` for the last)."""
+    import json
+
+    from andrea_edu.data import DataFileError
+    from andrea_lab.store import seal_folder
+    path = _report_in(tmp_path / "data")
+    assert gpucheck.read_report(path)["n_cases"] == 2
+    # 1. edited after it was listed: still valid JSON, still a valid report, but not its bytes
+    rep = json.loads(path.read_text())
+    path.write_text(json.dumps(rep, indent=2) + "\n")
+    with pytest.raises(DataFileError, match="differs from the sha256") as e:
+        gpucheck.read_report(path)
+    assert str(path) in str(e.value) and "\n" not in str(e.value)
+    # 2. a manifest beside it that does not list it
+    seal_folder(path.parent, names=[])
+    with pytest.raises(DataFileError, match="not listed in"):
+        gpucheck.read_report(path)
+    # 3. listed, then deleted
+    seal_folder(path.parent)
+    assert gpucheck.read_report(path)["n_cases"] == 2
+    path.unlink()
+    with pytest.raises(DataFileError, match="listed in .* but missing") as e:
+        gpucheck.read_report(path)
+    assert str(path) in str(e.value) and "\n" not in str(e.value)
+    # 4. a unit decided by a writer that was killed before its renames ended (its journal)
+    path = _report_in(tmp_path / "half")
+    (path.parent / ".andrea-unit.andrea-999999999-00000000.json").write_text(
+        json.dumps({"mode": "forward", "pairs": []}))
+    for there in (True, False):   # the file still there, or not yet renamed into place
+        if not there:
+            path.unlink()
+        with pytest.raises(DataFileError, match=r"python -m andrea_lab\.store recover") as e:
+            gpucheck.read_report(path)
+        assert str(path) in str(e.value) and "\n" not in str(e.value)
+    # a scratch folder (no manifest: the suite's per-backend parts) is read without one
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "gpucheck.json").write_text(json.dumps(rep))
+    assert gpucheck.read_report(scratch / "gpucheck.json")["n_cases"] == 2
+    with pytest.raises(DataFileError, match="missing"):
+        gpucheck.read_report(scratch / "nothing.json")

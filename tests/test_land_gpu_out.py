@@ -136,3 +136,19 @@ def test_landing_into_the_committed_folder_pins_what_it_lands(suite_out, tmp_pat
         assert data_pins.PINS[name] == sha and f'    "{name}": "{sha}",' in text
         assert data_pins.check(data / name) is None
     assert load_results("layout", device="gpu", data_dir_=data) is not None
+
+
+def test_what_landed_is_read_back_through_its_manifest(suite_out, tmp_path):
+    """After the copy, each landed file is read where it now lies, through the checks every
+    reader of committed data makes (its SHA256SUMS line): a file edited after landing is refused
+    there, though a copy of it read apart (as OUT's files are read) is a valid report."""
+    data = _data(tmp_path)
+    assert land_gpu_out.main([str(suite_out), "--data", str(data)]) == 0
+    for name in ("gpucheck.json", f"bench_layout_{SLUG}.json", f"pipeline_{SLUG}.json"):
+        assert land_gpu_out.check_file(data / name, in_place=True).startswith(name)
+        p = data / name
+        p.write_text(json.dumps(json.loads(p.read_text()), indent=3) + "\n")
+        assert land_gpu_out.check_file(p).startswith(name)   # apart: the content is valid
+        with pytest.raises(ValueError, match="differs from the sha256") as e:
+            land_gpu_out.check_file(p, in_place=True)
+        assert str(p) in str(e.value) and "\n" not in str(e.value)
