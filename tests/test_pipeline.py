@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
 import matplotlib
 import pytest
@@ -244,8 +245,75 @@ def test_profiler_ranges_are_attributed_to_the_right_steps(model):
 
 def test_time_block_times_every_step_of_one_layer(model):
     x = torch.randn(1, 6, TINY.d_model)
-    ms = PT.time_block(model.blocks[0], x, repeats=2)
-    assert list(ms) == list(P.LAYER_STEP_INFO) and all(v >= 0 for v in ms.values())
+    t = PT.time_block(model.blocks[0], x, repeats=3)
+    assert list(t) == list(P.LAYER_STEP_INFO)
+    assert all(len(v["runs_ms"]) == 3 and 0 <= v["min_ms"] <= v["median_ms"] for v in t.values())
+    noise = PT.step_noise(t, P.layer_steps(model, 1, 6), bytes_per_s=1e10)
+    assert list(noise) == list(t) and all(n["predicted_ms"] >= 0 for n in noise.values())
+
+
+# One layer of ANDREA-120M's width at B=2, T=8 (the chapter's fast build), timed by hand: a clean
+# set near what a 2-core CPU gives, and the same set with the reader's spike planted on c_attn.
+WIDE = AndreaConfig(d_model=768, n_head=12, n_layer=1, vocab_size=64, block_size=16, name="wide")
+CLEAN_MS = {"ln_1": 0.02, "qkv": 1.05, "split_qkv": 0.004, "view_heads": 0.003, "transpose": 0.003,
+            "attention": 0.09, "concat": 0.02, "W_O": 0.36, "residual_1": 0.01, "ln_2": 0.02,
+            "mlp_up": 1.4, "gelu": 0.03, "mlp_down": 1.45, "residual_2": 0.01}
+
+
+def fake_timing(spike=None, median_spike=None):
+    t = {n: {"min_ms": v, "median_ms": v * 1.1} for n, v in CLEAN_MS.items()}
+    if spike:
+        t[spike] = {"min_ms": 44.7, "median_ms": 45.9}
+    if median_spike:  # the fastest run clean, the median a quantum late
+        t[median_spike]["median_ms"] = t[median_spike]["min_ms"] + 8.0
+    return t
+
+
+@pytest.fixture(scope="module")
+def wide_steps():
+    return P.layer_steps(AndreaModel(WIDE, backend="auto", seed=0), 2, 8)
+
+
+def test_step_noise_flags_a_planted_spike_and_the_sentence_refuses_a_share(wide_steps):
+    from andrea_edu.figures import reading_the_pipeline as R
+
+    labels = {n: P.LAYER_STEP_INFO[n][0] for n in CLEAN_MS}
+    clean = fake_timing()
+    n_clean = PT.step_noise(clean, wide_steps, bytes_per_s=1e10)
+    assert not any(v["noise"] for v in n_clean.values())
+    said = R.cost_sentence(clean, n_clean, labels)
+    assert "The four matmuls took" in said and "%" in said and "No share" not in said
+
+    slow = {n: {"min_ms": 4 * v["min_ms"], "median_ms": 4 * v["median_ms"]} for n, v in clean.items()}
+    slow["W_O"] = {"min_ms": 3.6, "median_ms": 3.8}  # a matmul at 0.4 x the others' rate: its cost,
+    assert not any(v["noise"] for v in PT.step_noise(slow, wide_steps, bytes_per_s=1e10).values())
+
+    spiked = fake_timing(spike="qkv")
+    n_spiked = PT.step_noise(spiked, wide_steps, bytes_per_s=1e10)
+    assert [n for n, v in n_spiked.items() if v["noise"]] == ["qkv"]
+    assert "its cost predicts" in n_spiked["qkv"]["noise"]
+    said = R.cost_sentence(spiked, n_spiked, labels)
+    assert said.startswith("No share is drawn") and "%" not in said and labels["qkv"] in said
+    rows = [SimpleNamespace(step=n, label=labels[n], bytes_written=0) for n in ("qkv", "mlp_up")]
+    table = R.cost_table(rows, spiked, n_spiked, {"qkv": ["mm"], "mlp_up": ["mm"]}).splitlines()
+    assert "| **noise**: " in table[2] and table[3].split("|")[5].strip() == "no"
+
+    view = fake_timing(spike="transpose")  # a view predicts 0 ms: a spike there is named so
+    n_view = PT.step_noise(view, wide_steps, bytes_per_s=1e10)
+    assert [n for n, v in n_view.items() if v["noise"]] == ["transpose"]
+    assert "moves no data" in n_view["transpose"]["noise"]
+
+    late = fake_timing(median_spike="gelu")  # runs that disagree by a quantum: noise too
+    n_late = PT.step_noise(late, wide_steps, bytes_per_s=1e10)
+    assert [n for n, v in n_late.items() if v["noise"]] == ["gelu"]
+    assert "runs disagree" in n_late["gelu"]["noise"]
+
+
+def test_step_noise_refuses_bad_arguments(wide_steps):
+    with pytest.raises(ValueError, match="bytes_per_s"):
+        PT.step_noise(fake_timing(), wide_steps, bytes_per_s=0)
+    with pytest.raises(ValueError, match="steps lacks"):
+        PT.step_noise(fake_timing(), wide_steps[:3], bytes_per_s=1e10)
 
 
 def test_time_steps_refuses_bad_arguments(model):

@@ -50,6 +50,45 @@ def differences_table(diffs) -> str:
                      + [f"| {label} | {what} |" for label, what in diffs])
 
 
+MATMULS = ("qkv", "W_O", "mlp_up", "mlp_down")
+VIEWS = ("split_qkv", "view_heads", "transpose")
+
+
+def cost_table(rows, timing, noise, ops) -> str:
+    """Markdown: per traced step (`rows`, the trace's rows after the input) its fastest and median
+    time (`pipeline.timing.time_block`), what its cost predicts and the noise flag
+    (`timing.step_noise`), the bytes it wrote and its aten ops ({step: [main ops]})."""
+    lines = ["| step | fastest (ms) | median (ms) | its cost predicts (ms) | noise? | "
+             "new memory (bytes) | aten ops |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        t, n = timing[r.step], noise[r.step]
+        flag = f"**noise**: {n['noise']}" if n["noise"] else "no"
+        lines.append(f"| {r.label} | {t['min_ms']:.3f} | {t['median_ms']:.3f} | "
+                     f"{n['predicted_ms']:.3f} | {flag} | {r.bytes_written:,} | "
+                     f"{', '.join(ops[r.step])} |")
+    return "\n".join(lines)
+
+
+def cost_sentence(timing, noise, labels) -> str:
+    """What the layer's timing says: the four matmuls' share and the three views' time, from each
+    step's fastest run; or, when any step is flagged (`timing.step_noise`), no share at all but
+    the flagged steps and what to do. labels: {step: its label}."""
+    flagged = [n for n in timing if noise[n]["noise"]]
+    if flagged:
+        which = "; ".join(f"{labels[n]} took {timing[n]['min_ms']:.3g} ms ({noise[n]['noise']})"
+                          for n in flagged)
+        return (f"No share is drawn from this run: {which}. That is a scheduler spike (the thread "
+                f"lost its core for a quantum), not the step's cost, and it would swamp any share "
+                f"computed with it. Re-run the two cells above, with more repeats "
+                f"(`repeats = 11`) or on a quieter machine, until no step is flagged. The three "
+                f"view steps wrote 0 bytes whatever the clock says.")
+    total = sum(t["min_ms"] for t in timing.values())
+    mm = sum(timing[n]["min_ms"] for n in MATMULS)
+    views = sum(timing[n]["min_ms"] for n in VIEWS)
+    return (f"The four matmuls took {mm / total:.0%} of the layer's {total:.3f} ms; the three view "
+            f"steps together {views:.3f} ms, and they wrote 0 bytes. No step is flagged as noise.")
+
+
 def mixing_table(rows, steps: int) -> str:
     """Markdown for `tracer.head_mixing`: per head, the output features it reaches and its share
     of their squared weight, after `steps` training steps."""

@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from andrea_edu.bench.timing import QUANTUM_MS
 from andrea_edu.data import DataFileError
 from andrea_edu.pipeline.steps import GROUPS, STEP_INFO, model_in_steps
 from andrea_edu.pipeline.ops import OpRecorder, main_ops, profile_steps
@@ -248,14 +249,15 @@ def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 
 
 
 def time_block(block, x, layer: int = 0, repeats: int = 5, warmup: int = 1) -> dict:
-    """{step name: ms} of one block's 14 steps on input x (B, T, C), marked as in `time_steps`;
-    each step's fastest of `repeats` runs (chapter "Reading the pipeline")."""
+    """{step name: {"min_ms", "median_ms", "runs_ms"}} of one block's 14 steps on input x
+    (B, T, C), marked as in `time_steps`: each step's fastest and median of `repeats` runs, and
+    the runs themselves (chapter "Reading the pipeline"; `step_noise` reads them)."""
     from andrea_edu.pipeline.steps import block_in_steps
 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a positive int, got {repeats!r}")
     clock = _Clock(x.device.type)
-    per_step: dict[tuple[int, str], list[float]] = {}
+    per_step: dict[str, list[float]] = {}
     with torch.no_grad():
         for i in range(warmup + repeats):
             clock.start()
@@ -263,7 +265,60 @@ def time_block(block, x, layer: int = 0, repeats: int = 5, warmup: int = 1) -> d
             for _, name, ms in clock.durations_ms():
                 if i >= warmup:
                     per_step.setdefault(name, []).append(ms)
-    return {name: min(v) for name, v in per_step.items()}
+    return {name: {"min_ms": min(v), "median_ms": statistics.median(v), "runs_ms": v}
+            for name, v in per_step.items()}
+
+
+# When one step's CPU time is a scheduler spike, not its cost (`step_noise`). A thread that loses
+# its core for a quantum (QUANTUM_MS, ~4-8 ms on a loaded machine) comes back that much later, so
+# a hit step is late by about a quantum: half a quantum is the least lateness counted, whatever
+# the ratio, and a small step's microseconds of jitter never count.
+NOISE_FLOOR_MS = QUANTUM_MS / 2
+NOISE_SPREAD = 0.5   # median above the fastest run by this fraction (and the floor): runs disagree
+NOISE_FACTOR = 4.0   # fastest run above this many times what its FLOPs and bytes predict (and the floor)
+
+
+def matmul_rate(timing: dict, steps) -> float:
+    """FLOP/s of this run's matmuls: the median over the matmul steps of FLOPs / fastest run.
+    A median, so one spiked matmul of four barely moves it."""
+    rates = [s.flops / (timing[s.name]["min_ms"] / 1e3) for s in steps
+             if s.kind == "matmul" and s.name in timing and timing[s.name]["min_ms"] > 0]
+    if not rates:
+        raise ValueError("timing has no matmul step with a positive time: no FLOP rate to predict from")
+    return statistics.median(rates)
+
+
+def step_noise(timing: dict, steps, bytes_per_s: float, flops_per_s: float | None = None) -> dict:
+    """{step name: {"predicted_ms", "noise"}} for a `time_block` result (or any {name: {"min_ms",
+    "median_ms"}}); `steps` are the same steps costed (`pipeline.layer_steps`).
+
+    predicted_ms: the step's FLOPs at `flops_per_s` (default: `matmul_rate` of this timing) or
+    its bytes at `bytes_per_s` (`memory_bandwidth()`), whichever is longer. noise: "" for a clean
+    step, else one phrase saying why its time is noise:
+      spread  median - fastest >= NOISE_FLOOR_MS and >= NOISE_SPREAD x fastest;
+      spike   fastest - predicted >= NOISE_FLOOR_MS and fastest >= NOISE_FACTOR x predicted.
+    What it cannot see: a spike that hit every run of every matmul (the rate drops with them)."""
+    if not (isinstance(bytes_per_s, (int, float)) and math.isfinite(bytes_per_s) and bytes_per_s > 0):
+        raise ValueError(f"bytes_per_s must be a positive number, got {bytes_per_s!r}")
+    rate = matmul_rate(timing, steps) if flops_per_s is None else flops_per_s
+    if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
+        raise ValueError(f"flops_per_s must be a positive number, got {rate!r}")
+    costs = {s.name: s for s in steps}
+    missing = sorted(set(timing) - set(costs))
+    if missing:
+        raise ValueError(f"steps lacks the timed steps {missing}")
+    out = {}
+    for name, t in timing.items():
+        lo, med = t["min_ms"], t["median_ms"]
+        pred = 1e3 * max(costs[name].flops / rate, costs[name].bytes / bytes_per_s)
+        why = []
+        if med - lo >= NOISE_FLOOR_MS and med >= (1 + NOISE_SPREAD) * lo:
+            why.append(f"runs disagree: fastest {lo:.3g} ms, median {med:.3g} ms")
+        if lo - pred >= NOISE_FLOOR_MS and lo >= NOISE_FACTOR * pred:
+            why.append(f"{lo / pred:.0f}x the {pred:.3g} ms its cost predicts" if pred > 0 else
+                       f"{lo:.3g} ms for a step that moves no data")
+        out[name] = {"predicted_ms": pred, "noise": "; ".join(why)}
+    return out
 
 
 def memory_bandwidth(megabytes: int = 64, repeats: int = 3) -> float:
