@@ -27,7 +27,7 @@ def cases() -> list[tuple[str, str, Callable[[Any], Any], list]]:
     import importlib
 
     from andrea_edu import config as C, layout as L, projections as P
-    from andrea_edu.heads import detectors as D, measures as M
+    from andrea_edu.heads import detectors as D, measures as M, toy_calls as TC
     from andrea_edu.notebook import slider as S
     A = importlib.import_module("andrea_edu.attention")  # the package exports the function
 
@@ -91,12 +91,12 @@ def cases() -> list[tuple[str, str, Callable[[Any], Any], list]]:
         ("head_offsets", "h", lambda v: L.head_offsets(v, "BTC", shape), [2, -1, 1.0]),
         ("reshape_trap", "n_head", lambda v: L.reshape_trap(1, 2, v, 4), [0, -2, 2.0]),
         ("layout_steps", "head_dim", lambda v: L.layout_steps(1, 2, 2, v), [0, -4, 4.0]),
-        ("measures.detect", "threshold", lambda v: M.detect(sc, v), [NAN, INF, -0.5, 1.5, "0.5"]),
-        ("measures.detect", "scores", lambda v: M.detect(v), [sc[0], np.zeros((2, 2, 2)), None]),
-        ("measures.best_head_calls", "threshold", lambda v: M.best_head_calls(sc, v), [NAN, "0.4", -1.0]),
-        ("measures.best_head_calls", "scores", lambda v: M.best_head_calls(v), [sc[0], sc[None], None]),
-        ("measures.threshold_call", "score", lambda v: M.threshold_call(v), ["0.5", None]),
-        ("measures.threshold_call", "threshold", lambda v: M.threshold_call(0.5, v), [NAN, "x"]),
+        ("toy_calls.detect", "threshold", lambda v: TC.detect(sc, v), [NAN, INF, -0.5, 1.5, "0.5"]),
+        ("toy_calls.detect", "scores", lambda v: TC.detect(v), [sc[0], np.zeros((2, 2, 2)), None]),
+        ("toy_calls.best_head_calls", "threshold", lambda v: TC.best_head_calls(sc, v), [NAN, "0.4", -1.0]),
+        ("toy_calls.best_head_calls", "scores", lambda v: TC.best_head_calls(v), [sc[0], sc[None], None]),
+        ("toy_calls.threshold_call", "score", lambda v: TC.threshold_call(v), ["0.5", None]),
+        ("toy_calls.threshold_call", "threshold", lambda v: TC.threshold_call(0.5, v), [NAN, "x"]),
         ("measures.best_heads", "scores", lambda v: M.best_heads(v), [sc[0], sc[0, 0], None, 3]),
         ("detectors.verdict", "tol", lambda v: D.verdict(0.5, 0.1, v), [NAN, -0.1, "0.01"]),
         ("detectors.verdict", "score", lambda v: D.verdict(v, 0.1, 0.01), ["0.5", None]),

@@ -43,10 +43,10 @@ def _outside(lo: float, hi: float):
 @PROBE
 @given(bad=_outside(0.0, 1.0))
 def test_head_detectors_refuse_a_threshold_outside_0_1(bad):
-    from andrea_edu.heads import measures as M
+    from andrea_edu.heads import toy_calls as TC
     sc = np.full((3, 2, 2), 0.5)
-    for call in (lambda: M.detect(sc, bad), lambda: M.best_head_calls(sc, bad),
-                 lambda: M.threshold_call(0.5, bad)):
+    for call in (lambda: TC.detect(sc, bad), lambda: TC.best_head_calls(sc, bad),
+                 lambda: TC.threshold_call(0.5, bad)):
         with pytest.raises(ValueError, match="threshold") as e:
             call()
         assert "\n" not in str(e.value)
@@ -55,12 +55,12 @@ def test_head_detectors_refuse_a_threshold_outside_0_1(bad):
 @PROBE
 @given(bad=_outside(0.0, 1.0))
 def test_head_detectors_refuse_scores_outside_0_1(bad):
-    from andrea_edu.heads import measures as M
+    from andrea_edu.heads import measures as M, toy_calls as TC
     sc = np.full((3, 2, 2), 0.5)
     sc[1, 0, 1] = bad
     if math.isnan(bad):
         sc[:] = bad  # one NaN is "not measured"; all NaN is nothing measured
-    for call in (lambda: M.detect(sc), lambda: M.best_head_calls(sc), lambda: M.best_heads(sc)):
+    for call in (lambda: TC.detect(sc), lambda: TC.best_head_calls(sc), lambda: M.best_heads(sc)):
         with pytest.raises(ValueError, match="scores") as e:
             call()
         assert "\n" not in str(e.value)

@@ -48,7 +48,7 @@ def test_hand_written_definitions_state_the_librarys_values():
     import re
 
     from andrea_edu.heads import corpus
-    from andrea_edu.heads.measures import DETECT_THRESHOLD
+    from andrea_edu.heads.toy_calls import DETECT_THRESHOLD
 
     text = _markdown("why_heads_specialize.ipynb")
     assert f"\\tau = {DETECT_THRESHOLD:g}$" in text and "DETECT_THRESHOLD" in text

@@ -91,7 +91,7 @@ def test_the_measures_read_the_toy_labels_through_the_one_batch_type():
     """Both labs build the one heads.batch.Batch; the toy's one label per position reaches the
     measures through its per-pattern key rows: scores, losses and floors equal a direct reading
     of `corpus.labels` (query by query), and a slice keeps every field."""
-    from andrea_edu.heads import measures as M
+    from andrea_edu.heads import measures as M, toy_calls as TC
     from andrea_edu.heads.batch import Batch
     b = C.make_batch(6, 24, seed=3)
     assert type(b) is Batch and b.key.shape == (3, 6, 24) and b.where == []
@@ -101,7 +101,7 @@ def test_the_measures_read_the_toy_labels_through_the_one_batch_type():
     with torch.no_grad():
         maps = model.attention_maps(b.idx)  # (L, B, nh, T, T)
         pp = model.per_position_loss(b.idx, b.targets)
-    s, losses, fl = M.scores_from_maps(maps, b), M.pattern_losses(pp, b), M.floors(b)
+    s, losses, fl = M.scores_from_maps(maps, b), M.pattern_losses(pp, b), TC.floors(b)
     for p, label in enumerate(C.PATTERN_IDS):
         qs = [(i, t) for i in range(6) for t in range(24) if int(pattern[i, t]) == label]
         assert qs, C.PATTERNS[label]
@@ -110,13 +110,13 @@ def test_the_measures_read_the_toy_labels_through_the_one_batch_type():
         assert losses[1 + p] == pytest.approx(float(torch.stack([pp[i, t] for i, t in qs]).mean()))
         assert fl[C.PATTERNS[label]] == pytest.approx(
             float(torch.stack([b.floor[i, t] for i, t in qs]).mean()))
-    assert M.best_heads(s) == [(c["layer"], c["head"]) for c in M.best_head_calls(s).values()]
+    assert M.best_heads(s) == [(c["layer"], c["head"]) for c in TC.best_head_calls(s).values()]
     sub = b.slice(2, 4)
     assert torch.equal(sub.idx, b.idx[2:4]) and torch.equal(sub.key, b.key[:, 2:4])
     assert sub.floor is not None
     assert torch.equal(sub.floor, b.floor[2:4]) and sub.where == []
     with pytest.raises(ValueError, match="no floor"):
-        M.floors(Batch(idx=b.idx, targets=b.targets, key=b.key))
+        TC.floors(Batch(idx=b.idx, targets=b.targets, key=b.key))
 
 
 def test_detect_takes_the_best_pattern_above_the_threshold():
@@ -178,7 +178,7 @@ def test_head_output_correlations(fast_run):
 @pytest.mark.parametrize("bias", [False, True])
 def test_head_outputs_are_what_w_o_turns_into_each_layers_attention_output(bias):
     from andrea_edu.config import AndreaConfig
-    from andrea_edu.heads.measures import head_outputs
+    from andrea_edu.heads.per_head import head_outputs
     from andrea_edu.projections import output_projection
 
     cfg = AndreaConfig(d_model=16, n_head=4, n_layer=2, vocab_size=11, block_size=8, bias=bias)
@@ -382,7 +382,7 @@ def test_relative_gradients_need_parameter_norms_and_a_bool():
 
 
 def test_a_trained_run_keeps_each_heads_parameter_norm_at_the_probes(fast_run):
-    from andrea_edu.heads.measures import head_param_norms
+    from andrea_edu.heads.per_head import head_param_norms
     s = fast_run.settings
     assert fast_run.param_norm.shape == (len(fast_run.probes), s.n_layer, s.n_head)
     m = fast_run.model  # after training: its norms by hand, head 1 of layer 0

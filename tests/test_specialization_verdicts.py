@@ -13,8 +13,8 @@ from andrea_edu import env
 from andrea_edu.heads import sweep as W
 from andrea_edu.heads.gradient_pressure import (CAVEAT_RATIO, RATIO_MARGIN, VERDICT_RATIO,
                                                 Pressure, Unmeasured, gradient_pressure)
-from andrea_edu.heads.measures import (DETECT_THRESHOLD, PATTERN_NAMES, SCORE_MARGIN,
-                                       best_head_calls, threshold_call)
+from andrea_edu.heads.toy_calls import (DETECT_THRESHOLD, PATTERN_NAMES, SCORE_MARGIN,
+                                        best_head_calls, threshold_call)
 
 SWEEP = Path(__file__).resolve().parents[1] / "book" / "data" / W.DATA_NAME
 

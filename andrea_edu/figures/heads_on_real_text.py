@@ -78,13 +78,13 @@ def show_corpus(corpus: tc.Corpus, committed_prov: dict | None) -> None:
         md(f"The committed run below was trained on {what}.")
 
 
-def show_label_counts(batch: Batch) -> None:
-    n = batch.idx.numel()
-    base = M.baseline(batch)
+def show_label_counts(rows: list[dict]) -> None:
+    """Table `measures.label_counts(batch)`: each pattern's labelled queries, their share of the
+    positions and the score of uniform attention."""
     table(["pattern", "kind (source)", "labelled queries", "share of positions",
            "score of uniform attention"],
-          [[tc.PATTERNS[p], tc.PATTERN_KIND[p], f"{int(batch.mask(p).sum()):,}",
-            f"{float(batch.mask(p).sum()) / n:.1%}", f"{base[p]:.4f}"] for p in tc.PATTERNS])
+          [[tc.PATTERNS[p], tc.PATTERN_KIND[p], f"{rows[p]['queries']:,}",
+            f"{rows[p]['share']:.1%}", f"{rows[p]['baseline']:.4f}"] for p in tc.PATTERNS])
 
 
 def example_html(corpus: tc.Corpus, batch: Batch, b: int, start: int, length: int) -> str:
@@ -397,7 +397,7 @@ def circuits_sentence(rows, real, pos, ov_tab, chance: float) -> None:
 
 def toy_sentence(scores, heads, real, pos, ov_tab, chance: float) -> str:
     """Display and return (for the verdict box) what the toy laboratory's circuits show."""
-    from andrea_edu.heads.measures import PATTERN_NAMES as TOY_PATTERNS
+    from andrea_edu.heads.toy_calls import PATTERN_NAMES as TOY_PATTERNS
     sc = np.asarray(scores)
     pl, el = heads[0], heads[2]
     rate = ov_tab[el][0]

@@ -12,7 +12,7 @@ import torch
 
 from andrea_edu.heads.batch import Batch
 from andrea_edu.heads.corpus import PATTERNS, labels, tokens
-from andrea_edu.heads.measures import DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, detect
+from andrea_edu.heads.toy_calls import DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, detect
 from andrea_edu.figures.viz import PATTERN_COLORS, caption, head_color, heatmap
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from andrea_edu.heads.measures import LOSS_KEYS, PATTERN_NAMES
+from andrea_edu.heads.toy_calls import LOSS_KEYS, PATTERN_NAMES
 from andrea_edu.figures.viz import PATTERN_COLORS, caption, head_color
 
 

@@ -8,7 +8,11 @@ head").
                        record (losses, scores, baseline, ablation, each lab's extras), its JSON
     training           train a small ANDREA on it on the CPU, deterministically
     measures           what each head does, in either laboratory: pattern scores, losses,
-                       the uniform baseline, ablation; the toy's detection threshold
+                       the uniform baseline, ablation, solo values, label counts
+    toy_calls          the toy's reading of them: pattern names, floors, the detection
+                       threshold and its margin ("above", "at the threshold", "below")
+    per_head           read off each head's own weights: gradient and parameter norms,
+                       output correlations, the heads' outputs before W_O
     gradient_pressure  do redundant heads receive smaller gradients?
     verdict_words      the verdict words every rating of a claim answers in (the box shows them)
     sweep              n_head x seeds at a fixed parameter count (made by python -m andrea_lab.sweep)

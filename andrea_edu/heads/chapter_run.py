@@ -31,8 +31,8 @@ from andrea_edu.env import cpu_provenance, same_cpu_numerics
 from andrea_edu.data import DataFileError, find_data_file, where_looked
 from andrea_edu.heads import training as S
 from andrea_edu.heads.corpus import make_batch
-from andrea_edu.heads.measures import (ablation, head_output_correlations, pattern_losses,
-                                       scores_from_maps)
+from andrea_edu.heads.measures import ablation, pattern_losses, scores_from_maps
+from andrea_edu.heads.per_head import head_output_correlations
 
 FIRST_STEPS = 100  # re-trained live: 1/15 of the run, the steps sweep.recheck compares
 STORED_ROUNDING = {"eval_loss": 5e-5, "ablation": 5e-5, "scores": 5e-4, "correlations": 5e-4}

@@ -19,9 +19,10 @@ import numpy as np
 import torch
 
 from andrea_edu.heads import corpus
-from andrea_edu.heads.measures import (DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, detect,
-                                       head_grad_norms, threshold_call)
+from andrea_edu.heads.per_head import head_grad_norms
 from andrea_edu.heads.run import Run
+from andrea_edu.heads.toy_calls import (DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, detect,
+                                        threshold_call)
 from andrea_edu.heads.training import Settings, _threads, fit, train
 
 

@@ -1,5 +1,5 @@
-"""What each head does, measured on one labelled batch of either laboratory: pattern losses,
-scores, the uniform baseline, ablations, solo values, gradients.
+"""What each head does, measured on one labelled batch of either laboratory: pattern scores,
+the uniform baseline, the best head per pattern, pattern losses, ablations, solo values.
 
 The one home of these measures for the toy laboratory (chapter "Why heads specialize":
 `heads.training` calls them during and after training, the chapter on the trained model) and
@@ -7,9 +7,10 @@ for real text (chapter "Heads on real text": `heads.text_training`, `heads.paths
 A batch is the one `heads.batch.Batch` both labs build: the measures read its `idx`, `targets`
 (B, T), `mask(p)` (B, T) bool, the queries pattern p labels, `key_of(p)` (B, T), the key each
 designates, and `slice(a, b)`, windows a..b-1; p = 0, 1, 2 in the lab's pattern order. What the
-labs decide from the measures stays with each: the toy's detection threshold here (`detect`,
-`threshold_call`, `best_head_calls`; PATTERN_NAMES and LOSS_KEYS below are the toy's), real
-text's ratio to the baseline in `heads.detectors` (its LOSS_KEYS name real text's patterns).
+labs decide from the measures stays with each: the toy's detection threshold, pattern names and
+floors in `heads.toy_calls`, real text's ratio to the baseline in `heads.detectors`. What is read
+off a head's own weights, gradients and outputs rather than a labelled batch (gradient norms,
+output correlations) is `heads.per_head`.
 
 Definitions (the chapters quote them; p is a pattern, l a layer, h a head, A the attention
 probabilities of `AndreaModel.capture_attention`, Q_p the positions t where p decides the next
@@ -23,17 +24,12 @@ score           S[p, l, h] = mean over t in Q_p of A[l, h, t, kappa_p(t)]: the p
                 (t-1; the innermost open bracket; the latest named entity or identifier). 1 = all
                 of it there; NaN for a pattern with no labelled query in the batch.
 baseline        U[p] = mean over t in Q_p of 1/(t+1): the score of uniform causal attention
-                (`baseline`; the toy's `chance_scores` is the same, in float32, by name).
-detected        (toy) a head is detected for p when S[p, l, h] >= DETECT_THRESHOLD (0.5: at
-                least half of its probability on the designated key); the highest-scoring such.
+                (`baseline`; the toy's `toy_calls.chance_scores` is the same, in float32, by name).
 ablation        D[l, h, p]: the increase of the pattern loss when head (l, h)'s row block of W_O
                 is zeroed (`AndreaModel.ablate`), the rest of the model untouched; its standard
                 error is over windows (each window's mean change), a sampling error.
 solo value      V[l, h, p]: how much loss head (l, h) recovers on its own, i.e. loss with every
                 head of layer l ablated minus loss with every head of layer l but h ablated.
-gradient norm   G[step, l, h]: the Frobenius norm of the loss gradient with respect to head h's own
-                parameters: its columns of W_Q, W_K, W_V (in c_attn) and its rows of W_O, at
-                every training step, before the optimizer moves them.
 
 chunk (where a function takes one): windows per forward pass, so that a large batch never holds
 every map at once; None: the whole batch in one pass, as the toy laboratory's runs are recorded
@@ -44,22 +40,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from andrea_edu.attention import attention
-from andrea_edu.env import check_real, check_scores
+from andrea_edu.env import check_scores
 from andrea_edu.heads.batch import Batch
-from andrea_edu.heads.corpus import PATTERNS
 from andrea_edu.model import AndreaModel
-from andrea_edu.projections import head_contributions, project_c_attn
 
-PATTERN_NAMES = tuple(PATTERNS.values())  # ("previous token", "matching bracket", "recent entity")
-LOSS_KEYS = ("all",) + PATTERN_NAMES  # the columns of the toy's loss tables: whole batch, patterns
 N_PATTERNS = 3  # both labs label three patterns, p = 0, 1, 2
-DETECT_THRESHOLD = 0.5
-# How far one head's score moves when only the CPU's rounding changes (two x86 machines before
-# the instruction-set pins): the chapter run's best matching-bracket head scored 0.505 on one and
-# 0.428 on the other. A score closer to the threshold than SCORE_MARGIN is "at the threshold":
-# no claim may rest on the side it fell on; claims rest on the multi-seed sweep instead.
-SCORE_MARGIN = 0.1
 
 
 def _chunk(chunk, allow_none: bool = True) -> int | None:
@@ -127,11 +112,21 @@ def baseline(batch: Batch, dtype: torch.dtype = torch.float64) -> np.ndarray:
     return np.array(out)
 
 
+def label_counts(batch: Batch) -> list[dict]:
+    """One row per pattern p = 0, 1, 2: "queries", the labelled queries in `batch`; "share", their
+    share of its positions (B x T); "baseline", the pattern's score of uniform attention (U[p],
+    float64; NaN: no query). The chapter "Heads on real text" tables them for its batch."""
+    n = batch.idx.numel()
+    base = baseline(batch)
+    return [{"queries": int(batch.mask(p).sum()), "share": float(batch.mask(p).sum()) / n,
+             "baseline": float(base[p])} for p in range(N_PATTERNS)]
+
+
 def best_heads(scores) -> list[tuple[int, int]]:
     """For each pattern, the (layer, head) with the highest score (NaN ignored); scores
-    (3, L, nh). The toy's `best_head_calls` adds each one's score and threshold call; the trained
-    encoder's `trained.patterns.held_out_best_heads` picks on one half of its probe sentences and
-    scores on the other."""
+    (3, L, nh). The toy's `toy_calls.best_head_calls` adds each one's score and threshold call;
+    the trained encoder's `trained.patterns.held_out_best_heads` picks on one half of its probe
+    sentences and scores on the other."""
     s = check_scores("scores", scores, N_PATTERNS)
     out = []
     for p in range(s.shape[0]):
@@ -143,7 +138,7 @@ def best_heads(scores) -> list[tuple[int, int]]:
 # ---------------------------------------------------------------- losses and ablations
 def pattern_losses(per_position: torch.Tensor, batch: Batch) -> np.ndarray:
     """(4,) mean loss over every position ("all"), then over each pattern's queries (NaN: none),
-    in the order of LOSS_KEYS (the toy's) and detectors.LOSS_KEYS (real text's)."""
+    in the order of toy_calls.LOSS_KEYS (the toy's) and detectors.LOSS_KEYS (real text's)."""
     out = [float(per_position.mean())]
     for p in range(N_PATTERNS):
         m = batch.mask(p)
@@ -215,152 +210,4 @@ def solo_values(model: AndreaModel, batch: Batch, chunk: int | None = 64) -> np.
         none = losses([(l, h) for h in range(nh)])
         for h in range(nh):
             out[l, h] = none - losses([(l, j) for j in range(nh) if j != h])
-    return out
-
-
-# ---------------------------------------------------------------- the toy's floors and detection
-def floors(batch: Batch) -> dict[str, float]:
-    """The toy generator's irreducible loss on each pattern's positions of `batch` (a toy batch:
-    real text's has no floor)."""
-    floor = batch.floor
-    if floor is None:
-        raise ValueError("floors: the batch has no floor (only the toy corpus's batches carry the "
-                         "generator's irreducible loss)")
-    return {name: float(floor[batch.mask(p)].mean()) for p, name in enumerate(PATTERN_NAMES)}
-
-
-def chance_scores(batch: Batch) -> dict[str, float]:
-    """The toy's `baseline` by pattern name, in float32 as its runs record it: the score of a
-    head that spreads its attention evenly over keys 0..t, the mean of 1/(t+1)."""
-    return dict(zip(PATTERN_NAMES, map(float, baseline(batch, torch.float32))))
-
-
-def detect(scores, threshold: float = DETECT_THRESHOLD) -> dict[tuple[int, int], str | None]:
-    """{(layer, head): the pattern the head is detected for, or None}; scores (3, L, nh);
-    threshold a number in [0, 1]."""
-    threshold = check_real("threshold", threshold, 0.0, 1.0)
-    s = torch.as_tensor(check_scores("scores", scores, len(PATTERN_NAMES)))
-    out = {}
-    for l in range(s.shape[1]):
-        for h in range(s.shape[2]):
-            best = int(s[:, l, h].argmax())
-            out[(l, h)] = PATTERN_NAMES[best] if s[best, l, h] >= threshold else None
-    return out
-
-
-def threshold_call(score: float, threshold: float = DETECT_THRESHOLD,
-                   margin: float = SCORE_MARGIN) -> str:
-    """"above" (score >= threshold + margin), "below" (score < threshold - margin), or "at the
-    threshold" in between: a side that float rounding alone could flip. "not measurable" for a
-    NaN score; threshold in [0, 1], margin >= 0."""
-    threshold = check_real("threshold", threshold, 0.0, 1.0)
-    margin = check_real("margin", margin, 0.0)
-    if isinstance(score, bool) or not isinstance(score, (int, float, np.floating, np.integer)):
-        raise TypeError(f"score={score!r} must be a number (NaN: not measured), got "
-                        f"{type(score).__name__}")
-    if not np.isfinite(score):
-        return "not measurable"
-    if score >= threshold + margin:
-        return "above"
-    if score < threshold - margin:
-        return "below"
-    return "at the threshold"
-
-
-def best_head_calls(scores, threshold: float = DETECT_THRESHOLD,
-                    margin: float = SCORE_MARGIN) -> dict[str, dict]:
-    """The toy's patterns by name: the best-scoring head (`best_heads`), its score and its
-    `threshold_call`; scores (3, L, nh)."""
-    check_real("threshold", threshold, 0.0, 1.0)
-    check_real("margin", margin, 0.0)
-    s = check_scores("scores", scores, len(PATTERN_NAMES))
-    out = {}
-    for i, (name, (l, h)) in enumerate(zip(PATTERN_NAMES, best_heads(s))):
-        out[name] = {"layer": l, "head": h, "score": float(s[i, l, h]),
-                     "call": threshold_call(float(s[i, l, h]), threshold, margin)}
-    return out
-
-
-@torch.no_grad()
-def head_output_correlations(model: AndreaModel, batch: Batch) -> np.ndarray:
-    """C (L, nh, nh): Pearson correlation between the heads' contributions to the residual
-    stream (head_h . W_O[rows of h], flattened over batch, positions and features)."""
-    inputs = []
-    hooks = [b.attn.register_forward_hook(lambda m, a, o: inputs.append(a[0]))
-             for b in model.blocks]
-    try:
-        model(batch.idx)
-    finally:
-        for hk in hooks:
-            hk.remove()
-    out = []
-    for block, x in zip(model.blocks, inputs):
-        att = block.attn
-        q, k, v = project_c_attn(x, att.c_attn, att.n_head)  # 3 x (B, nh, T, hs)
-        y = attention(q, k, v, causal=True, backend="reference")  # (B, nh, T, hs)
-        contrib = head_contributions(y, att.W_O).flatten(1)  # (nh, B*T*C)
-        c = torch.corrcoef(contrib).reshape(att.n_head, att.n_head)  # (nh, nh), also for nh = 1
-        out.append(c.nan_to_num(0.0).numpy())
-    return np.stack(out)  # (L, nh, nh)
-
-
-@torch.no_grad()
-def head_outputs(model: AndreaModel, idx: torch.Tensor) -> list[torch.Tensor]:
-    """Every layer's head outputs for `idx`, before W_O: one (B, nh, T, hs) tensor per layer, the
-    `y` that `output_projection(y, W_O)` turns into the layer's attention output (chapter "The
-    output projection W_O", exercise: how many heads feed each output dimension of a trained W_O)."""
-    inputs: list[torch.Tensor] = []
-    hooks = [b.attn.register_forward_hook(lambda m, a, o: inputs.append(a[0]))
-             for b in model.blocks]
-    try:
-        model(idx)
-    finally:
-        for hk in hooks:
-            hk.remove()
-    out = []
-    for block, x in zip(model.blocks, inputs):
-        att = block.attn
-        q, k, v = project_c_attn(x, att.c_attn, att.n_head)  # 3 x (B, nh, T, hs)
-        if att.b_attn is not None:
-            b_q, b_k, b_v = att.b_attn.view(3, att.n_head, 1, att.head_dim)  # 3 x (nh, 1, hs)
-            q, k, v = q + b_q, k + b_k, v + b_v
-        out.append(attention(q, k, v, causal=True, backend="reference"))  # (B, nh, T, hs)
-    return out
-
-
-def max_other_correlation(corr: np.ndarray) -> np.ndarray:
-    """(L, nh, nh) correlations -> (L, nh): each head's largest correlation with another head
-    of its layer (0 for a layer with a single head)."""
-    L, nh, _ = corr.shape
-    if nh == 1:
-        return np.zeros((L, 1))
-    return (corr - 2 * np.eye(nh)).max(axis=-1)  # the diagonal (1) never wins
-
-
-def head_grad_norms(model: AndreaModel) -> torch.Tensor:
-    """G (L, nh): norm of the current .grad over each head's W_Q/W_K/W_V columns and W_O rows."""
-    C, nh, hs = model.cfg.d_model, model.cfg.n_head, model.cfg.head_dim
-    out = torch.zeros(model.cfg.n_layer, nh)
-    for l, block in enumerate(model.blocks):
-        g_attn, g_o = block.attn.c_attn.grad, block.attn.W_O.grad
-        if g_attn is None or g_o is None:
-            raise ValueError(f"head_grad_norms: layer {l}'s attention weights have no .grad; "
-                             f"call loss.backward() first")
-        gq = g_attn.view(C, 3, nh, hs)  # (C, q|k|v, nh, hs)
-        go = g_o.view(nh, hs, C)  # (nh, hs, C): row block h reads head h
-        sq = gq.pow(2).sum(dim=(0, 1, 3)) + go.pow(2).sum(dim=(1, 2))  # (nh,)
-        out[l] = sq.sqrt()
-    return out
-
-
-@torch.no_grad()
-def head_param_norms(model: AndreaModel) -> torch.Tensor:
-    """(L, nh): norm of each head's own parameters, its W_Q/W_K/W_V columns and W_O rows (the
-    parameters whose gradient `head_grad_norms` measures)."""
-    C, nh, hs = model.cfg.d_model, model.cfg.n_head, model.cfg.head_dim
-    out = torch.zeros(model.cfg.n_layer, nh)
-    for l, block in enumerate(model.blocks):
-        wq = block.attn.c_attn.view(C, 3, nh, hs)  # (C, q|k|v, nh, hs), as in head_grad_norms
-        wo = block.attn.W_O.view(nh, hs, C)
-        out[l] = (wq.pow(2).sum(dim=(0, 1, 3)) + wo.pow(2).sum(dim=(1, 2))).sqrt()
     return out

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from .measures import LOSS_KEYS, PATTERN_NAMES
+from .toy_calls import LOSS_KEYS, PATTERN_NAMES
 
 if TYPE_CHECKING:
     from andrea_edu.model import AndreaModel

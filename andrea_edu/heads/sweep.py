@@ -48,11 +48,11 @@ DATA_NAME = "specialization_sweep.json"
 def code_hash() -> str:
     """sha256 of the source of every module whose code decides the sweep's numbers."""
     from andrea_edu import attention, config, env, model, projections
-    from andrea_edu.heads import (corpus, gradient_pressure, measures as head_measures,
-                                  run as run_record, training as specialization)
+    from andrea_edu.heads import (corpus, gradient_pressure, measures as head_measures, per_head,
+                                  run as run_record, toy_calls, training as specialization)
     # `attention` here is the function andrea_edu exports (its source alone), as recorded so far
     return env.code_hash((attention, config, corpus, model, projections, head_measures,
-                          specialization, gradient_pressure, run_record))
+                          specialization, gradient_pressure, per_head, toy_calls, run_record))
 
 
 def provenance(base: Settings, n_heads, seeds, wall_seconds: float,
@@ -191,8 +191,8 @@ def _in_range(bad, at: str, a: np.ndarray, lo: float, hi: float, what: str,
 def _check_values(bad, at: str, r: dict, st: Settings) -> None:
     """The values of one run: what each quantity can take, and agreement between fields."""
     from andrea_edu.heads.corpus import VOCAB_SIZE
-    from andrea_edu.heads.measures import PATTERN_NAMES
     from andrea_edu.heads.run import KEEP_TRAIN_STEPS
+    from andrea_edu.heads.toy_calls import PATTERN_NAMES
     from andrea_edu.model import AndreaModel, count_parameters, count_parameters_by_part
     top = 2 * np.log(VOCAB_SIZE)  # twice a uniform guess's loss: no run gets there
     L, nh = st.n_layer, st.n_head
@@ -431,8 +431,8 @@ def pattern_heads(runs: dict, n_head: int | None = None, threshold: float | None
       "does not hold"        otherwise.
     Returns {pattern: {"calls": {(n_head, seed): call}, "scores": [...], "above", "at",
     "below", "carries", "n", "verdict", "says"}}."""
-    from andrea_edu.heads.measures import (DETECT_THRESHOLD, PATTERN_NAMES, SCORE_MARGIN,
-                                           best_head_calls)
+    from andrea_edu.heads.toy_calls import (DETECT_THRESHOLD, PATTERN_NAMES, SCORE_MARGIN,
+                                            best_head_calls)
     threshold = DETECT_THRESHOLD if threshold is None else threshold
     margin = SCORE_MARGIN if margin is None else margin
     chosen = {k: r for k, r in runs.items() if n_head is None or k[0] == n_head}

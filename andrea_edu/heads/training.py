@@ -26,13 +26,14 @@ import torch
 from andrea_edu.config import AndreaConfig
 from andrea_edu.heads.corpus import PATTERN_IDS, VOCAB_SIZE, make_batch
 from andrea_edu.env import book_build, fast_mode
-from andrea_edu.heads.measures import (DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, SCORE_MARGIN,
-                                       ablation, best_head_calls, best_heads, chance_scores,
-                                       detect, floors, head_grad_norms, head_output_correlations,
-                                       head_param_norms, head_scores, max_other_correlation,
-                                       pattern_losses, scores_from_maps, solo_values,
-                                       threshold_call)
+from andrea_edu.heads.measures import (ablation, best_heads, head_scores, pattern_losses,
+                                       scores_from_maps, solo_values)
+from andrea_edu.heads.per_head import (head_grad_norms, head_output_correlations,
+                                       head_param_norms, max_other_correlation)
 from andrea_edu.heads.run import KEEP_TRAIN_STEPS, Run, RunSettings, SettingsError  # noqa: F401
+from andrea_edu.heads.toy_calls import (DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, SCORE_MARGIN,
+                                        best_head_calls, chance_scores, detect, floors,
+                                        threshold_call)
 from andrea_edu.model import AndreaModel, count_parameters, count_parameters_by_part
 
 EVAL_SEED = 12345  # every run is evaluated on the same batch, whatever its training seed
