@@ -27,20 +27,11 @@ from andrea_edu.projections import head_contributions, project_c_attn
 @torch.no_grad()
 def head_output_correlations(model: AndreaModel, batch: Batch) -> np.ndarray:
     """C (L, nh, nh): Pearson correlation between the heads' contributions to the residual
-    stream (head_h . W_O[rows of h], flattened over batch, positions and features)."""
-    inputs = []
-    hooks = [b.attn.register_forward_hook(lambda m, a, o: inputs.append(a[0]))
-             for b in model.blocks]
-    try:
-        model(batch.idx)
-    finally:
-        for hk in hooks:
-            hk.remove()
+    stream (head_h . W_O[rows of h], flattened over batch, positions and features), from the
+    heads' outputs `head_outputs` reads."""
     out = []
-    for block, x in zip(model.blocks, inputs):
+    for block, y in zip(model.blocks, head_outputs(model, batch.idx)):  # (B, nh, T, hs) each
         att = block.attn
-        q, k, v = project_c_attn(x, att.c_attn, att.n_head)  # 3 x (B, nh, T, hs)
-        y = attention(q, k, v, causal=True, backend="reference")  # (B, nh, T, hs)
         contrib = head_contributions(y, att.W_O).flatten(1)  # (nh, B*T*C)
         c = torch.corrcoef(contrib).reshape(att.n_head, att.n_head)  # (nh, nh), also for nh = 1
         out.append(c.nan_to_num(0.0).numpy())
