@@ -39,13 +39,13 @@ _BEGIN, _END = "    # pins: begin", "    # pins: end"  # whole lines of the tabl
 
 PINS: dict[str, str] = {
     # pins: begin (one line per committed file, sorted; written by accept(): review the diff)
-    "bench_headdim_cpu.json": "de8bb89f6a0055cde025332cbae4ad758718a8e26296a193d978c2cf1180b307",
-    "bench_layout_cpu.json": "8c7cc159882b80114ded20f9eab5076002d42ec34b5bedca21cafa483ef49644",
-    "bench_projections_cpu.json": "8d4a4b323ace5237d306ac5e41cab117e73312a64dc3f3497567b5b789f2a2c7",
+    "bench_headdim_cpu.json": "893768718b15b05da3a572f2403d73566abcd22876d10809652fd13c12a637b5",
+    "bench_layout_cpu.json": "11db3ade423b64572825628dce8d7cd15d560e4b80ed392378a95ac2c28cdcde",
+    "bench_projections_cpu.json": "9283863135482fc8562dd4c142d140da1e251ed166f23cc5cf3dc6efd16501b2",
     "realtext_deep_model.pt": "8b6946f065221c499895d76d6fb103b16f73cf0a28a4c2b9b2de18743f35373f",
-    "realtext_deep_run.json": "44fb3cc8194d5c7a62ff68b148dea69acdd790ab3a0c5e3733af3b7f7c74770e",
+    "realtext_deep_run.json": "0f9f67609fb77ea41499d3f4bd2ba1e2bb18636dd2062140501f612a11d6dce3",
     "realtext_long_model.pt": "e7dcfc972f7f0f613d02ec9691435ecf9ae2d4af99f18d0557301b749ab1723b",
-    "realtext_long_run.json": "15b31315fb5615692e04a8bcaed38b310e3f8e61e11fc9ede3e60b14641c2875",
+    "realtext_long_run.json": "29345dcf766001503fbfdaf5995ab3c66910f87ed2f81fe2ef134894f1d30745",
     "realtext_model.pt": "c9815a7723e2043e56a683f667f0dc1e567066e80c260f9eb5ba78dc6c68f409",
     "realtext_paths.json": "1390b5f2f972394a40f9937f2197f6b4b58719ef927d9a88f3bc2efa24266f10",
     "realtext_run.json": "5816e472b94ceb8455f9c2597ecd9bdeedaee48198bcfc5140bac588c5db25c0",
