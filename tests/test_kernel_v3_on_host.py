@@ -1,7 +1,7 @@
-"""Kernel v3 (attention_v3_flash.cu) run on the CPU by tests/host_sim, against the fp32 reference.
+"""Kernel v3 (attention_v3_flash.cu) run on the CPU by andrea_edu/kernels/host_sim, against the fp32 reference.
 
 The .cu file is compiled by g++ with -DANDREA_PTX_EMULATED: its inline-asm PTX layer (mma.sync,
-ldmatrix, cp.async, cvt, ex2) is replaced by tests/host_sim/ptx_sim.h, which follows the PTX
+ldmatrix, cp.async, cvt, ex2) is replaced by andrea_edu/kernels/host_sim/ptx_sim.h, which follows the PTX
 ISA's fragment tables (checked on their own in tests/test_ptx_layouts.py). Every block of the
 grid runs with one fiber per CUDA thread, lanes and threads resumed in a random order at every
 barrier and every warp-wide instruction; unwritten shared memory, cp.async destinations not yet
@@ -27,7 +27,7 @@ from andrea_edu.kernels.grid import grid_shape
 from andrea_edu.kernels.nvrtc import shared_bytes
 from andrea_edu.kernels.toolkit import kernel_constants, kernel_source
 
-HERE = Path(__file__).parent / "host_sim"
+HERE = Path(__file__).parents[1] / "andrea_edu" / "kernels" / "host_sim"  # the simulator (package data)
 CXX = shutil.which("g++") or shutil.which("c++") or ""  # "": none found, every test skips
 pytestmark = pytest.mark.skipif(not CXX, reason="no host C++ compiler (g++) found")
 _CT = {torch.float16: "__half", torch.bfloat16: "__nv_bfloat16"}

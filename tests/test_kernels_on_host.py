@@ -1,6 +1,6 @@
 """The .cu files themselves, run on the CPU: a check of the kernels' code for machines with no GPU.
 
-tests/host_sim compiles a kernel specialization with the host C++ compiler (g++) against
+andrea_edu/kernels/host_sim compiles a kernel specialization with the host C++ compiler (g++) against
 stand-in headers and runs every block of its grid with one cooperative fiber per CUDA thread,
 resuming threads in a random order at every barrier. The output must match the fp32 reference
 with the GPU tolerances. This exercises the kernels' own indexing, tails, masks and barrier
@@ -24,7 +24,7 @@ from andrea_edu import kernels as cuda
 from andrea_edu.attention import compare_to_reference
 from andrea_edu.kernels.nvrtc import _tile
 
-HERE = Path(__file__).parent / "host_sim"
+HERE = Path(__file__).parents[1] / "andrea_edu" / "kernels" / "host_sim"  # the simulator (package data)
 CXX = shutil.which("g++") or shutil.which("c++") or ""  # "": none found, every test skips
 pytestmark = pytest.mark.skipif(not CXX, reason="no host C++ compiler (g++) found")
 _CT = {torch.float32: "float", torch.float16: "__half", torch.bfloat16: "__nv_bfloat16"}

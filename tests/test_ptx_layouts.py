@@ -3,7 +3,7 @@
 A kernel and a simulator written by the same hand can share one misunderstanding, so the tables
 here are written a second time, in another form: as the ISA's *figures* draw them (8x8 blocks,
 thread T(4r + c/2) holding row r, columns c and c+1 of a block), not as the formulas
-tests/host_sim/ptx_sim.h uses. tests/host_sim/ptx_probe.cpp runs one warp of the emulated
+andrea_edu/kernels/host_sim/ptx_sim.h uses. andrea_edu/kernels/host_sim/ptx_probe.cpp runs one warp of the emulated
 instruction on operands chosen here and prints what each lane holds.
 
 Sources (PTX ISA, NVIDIA):
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-HERE = Path(__file__).parent / "host_sim"
+HERE = Path(__file__).parents[1] / "andrea_edu" / "kernels" / "host_sim"  # the simulator (package data)
 CXX = shutil.which("g++") or shutil.which("c++") or ""  # "": none found, every test skips
 pytestmark = pytest.mark.skipif(not CXX, reason="no host C++ compiler (g++) found")
 

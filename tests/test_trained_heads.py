@@ -229,7 +229,7 @@ CXX = shutil.which("g++") or shutil.which("c++") or ""
 @pytest.mark.skipif(not CXX, reason="no host C++ compiler (g++) found")
 @pytest.mark.parametrize("version, dtype", [("v1", torch.float32), ("v2", torch.float16)])
 def test_the_kernel_source_on_the_host_computes_a_real_layer(model, tmp_path, version, dtype):
-    """The .cu file itself (tests/host_sim: every thread a fiber, random resume order) on
+    """The .cu file itself (andrea_edu/kernels/host_sim: every thread a fiber, random resume order) on
     layer 2's real q, k, v at head_dim 32."""
     from andrea_edu import kernels as cuda
     from andrea_edu.attention import compare_to_reference
