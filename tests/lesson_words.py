@@ -1,5 +1,5 @@
 """Words of a chapter's main text, as a reader meets them: the Markdown cells and the Markdown a
-cell displays (`text/markdown`), before the first `## Appendix` heading, without what the page
+cell displays (`text/markdown`), before the first `## Appendix` or `## Evidence` heading, without what the page
 hides behind a toggle (cells tagged hide-output or remove-output), fenced blocks (code listings,
 directive payloads), display math, HTML tags and tokens with no letter or digit (table bars,
 heading marks, bullets). Tables count: a reader reads them too.
@@ -12,7 +12,7 @@ MAIN_WORDS_AIM = 2500
 # The lesson chapters and the most main text each may show once executed (fast mode).
 LESSONS = dict.fromkeys(("why_heads_specialize", "heads_on_real_text", "kernel_worklog"),
                         MAIN_WORDS_AIM)
-APPENDIX = re.compile(r"^## Appendix", re.M)
+APPENDIX = re.compile(r"^## (?:Appendix|Evidence)", re.M)  # the collapsed block at the end
 
 
 def _words(text: str) -> int:
