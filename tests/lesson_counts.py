@@ -44,7 +44,7 @@ SETUP_CALLS = ("pick", "pick_device", "provenance", "load", "setup_kernel", "pin
 
 def _simple(v: ast.AST | None) -> bool:
     """A value a set-up line assigns: a constant, a name, an attribute, a set-up call, or a
-    tuple/list/dict/arithmetic of those."""
+    tuple/list/dict of those (arithmetic is a computation)."""
     if v is None or isinstance(v, (ast.Constant, ast.Name, ast.Attribute)):
         return True
     if isinstance(v, ast.Call):
@@ -53,8 +53,6 @@ def _simple(v: ast.AST | None) -> bool:
         return all(_simple(e) for e in v.elts)
     if isinstance(v, ast.Dict):
         return all(_simple(e) for e in [*v.keys, *v.values])
-    if isinstance(v, ast.BinOp):
-        return _simple(v.left) and _simple(v.right)
     if isinstance(v, ast.Subscript):
         return _simple(v.value)
     return False
