@@ -154,6 +154,26 @@ def count(path: Path) -> Counts:
     return Counts(Path(path).stem, code, visible, in_view, exercises)
 
 
+def figure_prose_words(folder: Path | None = None) -> dict[str, int]:
+    """Words of prose in string literals (f-strings' literal parts included, docstrings not) of
+    each module under andrea_edu/figures/: a word is a token with two letters in a row. Issue 38
+    aims at 1,500 in all (labels, captions, alt text)."""
+    folder = folder or ROOT / "andrea_edu" / "figures"
+    out: dict[str, int] = {}
+    for path in sorted(folder.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = {id(n.body[0].value) for n in ast.walk(tree)
+                if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and n.body and isinstance(n.body[0], ast.Expr)
+                and isinstance(n.body[0].value, ast.Constant)}
+        words = 0
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+                words += sum(1 for w in n.value.split() if re.search(r"[A-Za-z]{2,}", w))
+        out[path.stem] = words
+    return out
+
+
 def chapters() -> list[Path]:
     """The notebooks of _toc.yml, in reading order."""
     toc = (ROOT / "_toc.yml").read_text(encoding="utf-8")
@@ -176,3 +196,6 @@ def table(rows: list[Counts]) -> str:
 if __name__ == "__main__":
     paths = [Path(p) for p in sys.argv[1:]] or chapters()
     print(table([count(p) for p in paths]))
+    words = figure_prose_words()
+    print(f"\nProse words in andrea_edu/figures/ string literals: {sum(words.values()):,} "
+          f"({', '.join(f'{k} {v:,}' for k, v in sorted(words.items(), key=lambda kv: -kv[1]))})")
