@@ -11,6 +11,15 @@ waited for and unwritten outputs all read NaN. Cases: seq_len not a multiple of 
 fragment index, a missing cp.async wait, a wait placed after the barrier and a missing barrier
 each make the run fail. Grid, threads and shared memory come from andrea_edu.kernels, exactly
 what the launcher passes on a GPU.
+
+The padded specializations (attention_v3_flash<T, HD, RD>, backend cuda-flash-padded, issue 39)
+run here too, at the head_dims whose code paths differ: 72 (fp16 and bf16: 16-byte chunks, 80
+wide, one m16 tile per warp), 8 (bf16: 16 wide, two m16 tiles per warp, one real chunk of two),
+40 (fp16: 48 wide, two m16 tiles), 120 (bf16: 128 wide), 70 (fp16) and 100 (bf16): rows not
+16-byte aligned, copied element by element. The other head_dims 8..128 (every multiple of 8)
+are checked on the Python emulator (tests/test_kernel_pad.py): each build costs ~2.5 s here.
+Mutations of the padded paths: a pad left unzeroed, a pad column written out and an off-by-one
+in the real width each fail (an unzeroed pad reads the simulator's NaN poison).
 """
 from __future__ import annotations
 
@@ -23,6 +32,7 @@ import pytest
 import torch
 
 from andrea_edu.attention import compare_to_reference
+from andrea_edu.kernels import registry
 from andrea_edu.kernels.grid import grid_shape
 from andrea_edu.kernels.nvrtc import shared_bytes
 from andrea_edu.kernels.toolkit import kernel_constants, kernel_source
@@ -33,10 +43,18 @@ pytestmark = pytest.mark.skipif(not CXX, reason="no host C++ compiler (g++) foun
 _CT = {torch.float16: "__half", torch.bfloat16: "__nv_bfloat16"}
 
 
+def version_of(hs: int, dtype) -> str:
+    """v3 at its own widths, else the padded v3 (the dispatcher's choice with pad=True)."""
+    spec, _ = registry.walk(hs, dtype, pad=True)
+    assert spec is not None and spec.kernel == "attention_v3_flash", (hs, spec)
+    return spec.version
+
+
 def v3_launch(B: int, nh: int, T: int, hs: int, dtype) -> tuple[int, int, int, int]:
     """(grid_x, grid_y, threads, dynamic shared bytes): what kernels.launch passes on a GPU."""
-    gx, gy, _ = grid_shape("v3", B, nh, T, head_dim=hs)
-    return gx, gy, kernel_constants("v3")["V3_THREADS"], shared_bytes("v3", hs, dtype)
+    ver = version_of(hs, dtype)
+    gx, gy, _ = grid_shape(ver, B, nh, T, head_dim=hs)
+    return gx, gy, kernel_constants("v3")["V3_THREADS"], shared_bytes(ver, hs, dtype)
 
 
 def host_source(mutate: tuple | None = None) -> str:
@@ -61,14 +79,16 @@ def build(tmp_path_factory):
         key = (hs, dtype, mutate)
         if key not in built:
             tag = f"v3_{hs}_{_CT[dtype]}_{len(built)}"
+            spec = registry.get(version_of(hs, dtype))
+            targs = ",".join([_CT[dtype], *map(str, spec.template_args(spec.tile(hs, dtype)))])
             cu = root / f"{tag}.cu"
             cu.write_text(host_source(mutate))
             exe = root / tag
             cmd = [CXX, "-std=c++17", "-O1", "-w", "-fno-strict-aliasing",
                    f"-I{HERE}", f"-I{HERE / 'include'}", "-DANDREA_PTX_EMULATED",
                    "-include", str(HERE / "ptx_sim.h"), f"-DSIM_T={_CT[dtype]}",
-                   f"-DSIM_KERNEL=andrea::attention_v3_flash<{_CT[dtype]},{hs}>",
-                   f"-DANDREA_SMEM_BYTES={shared_bytes('v3', hs, dtype)}",
+                   f"-DSIM_KERNEL=andrea::attention_v3_flash<{targs}>",
+                   f"-DANDREA_SMEM_BYTES={shared_bytes(spec.version, hs, dtype)}",
                    f'-DKERNEL_FILE="{cu}"', str(HERE / "harness.cpp"), "-o", str(exe)]
             run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             assert run.returncode == 0, run.stderr[-4000:]
@@ -162,6 +182,59 @@ def test_v3_mutation_is_caught(build, tmp_path, name):
     try:
         out, q, k, v = run_v3(build, tmp_path, 1, 1, 130, 64, torch.float16, False,
                               mutate=MUTATIONS[name])
+    except RuntimeError:
+        return                                  # the simulator stopped it (a check failed)
+    assert not compare_to_reference(out, q, k, v, False)["passed"], name
+
+
+# ------------------------------------------------------------------ the padded kernel (RD < HD)
+PADDED_CASES = [  # B, nh, T, hs, dtype, peak: see the module docstring for why these head_dims
+    (1, 2, 70, 72, torch.float16, 1.0),
+    (2, 1, 65, 72, torch.bfloat16, 1.0),
+    (1, 1, 130, 8, torch.bfloat16, 1.0),
+    (1, 2, 33, 40, torch.float16, 1.0),
+    (1, 1, 65, 120, torch.bfloat16, 1.0),
+    (1, 2, 66, 70, torch.float16, 1.0),
+    (1, 1, 70, 100, torch.bfloat16, 1.0),
+    (1, 1, 7, 72, torch.float16, 12.0),       # peaked
+]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("B, nh, T, hs, dtype, peak", PADDED_CASES)
+def test_padded_v3_on_host_matches_reference(build, tmp_path, B, nh, T, hs, dtype, peak, causal):
+    assert version_of(hs, dtype) == "v3p"
+    out, q, k, v = run_v3(build, tmp_path, B, nh, T, hs, dtype, causal, seed=T + hs, peak=peak)
+    assert not torch.isnan(out.float()).any(), "an output element was never written"
+    res = compare_to_reference(out, q, k, v, causal)
+    assert res["passed"], res
+
+
+PAD_MUTATIONS = {  # (head_dim, (old, new)): a deliberate bug in the padded paths
+    # The pad chunks are skipped instead of zero-filled: shared memory keeps what was there.
+    "pad left unzeroed (16-byte chunks)": (72, (
+        "          ptx::cp_async_16(dst + soff[it], ok ? from : src, ok);",
+        "          if (real) ptx::cp_async_16(dst + soff[it], ok ? from : src, ok);")),
+    "pad left unzeroed (2-byte elements)": (70, (
+        "            d[e] = ok ? f[e] : (unsigned short)0;",
+        "            if (ok) d[e] = f[e];")),
+    # The epilogue writes every computed column: the pad's zeros land on the next row.
+    "pad column written out": (72, (
+        "        if (i < seq_len && col < RD)", "        if (i < seq_len)")),
+    # One chunk too many counted as real: the next row's first 8 elements land in the pad.
+    "off-by-one in the real width (chunks)": (72, (
+        "          const bool real = cc < RD / 8;", "          const bool real = cc <= RD / 8;")),
+    # One element too many counted as real on the way out: column RD overwrites the next row.
+    "off-by-one in the real width (store)": (70, (
+        "if (i < seq_len && col + e < RD) oh[", "if (i < seq_len && col + e <= RD) oh[")),
+}
+
+
+@pytest.mark.parametrize("name", list(PAD_MUTATIONS))
+def test_padded_v3_mutation_is_caught(build, tmp_path, name):
+    hs, mutate = PAD_MUTATIONS[name]
+    try:
+        out, q, k, v = run_v3(build, tmp_path, 1, 2, 70, hs, torch.float16, False, mutate=mutate)
     except RuntimeError:
         return                                  # the simulator stopped it (a check failed)
     assert not compare_to_reference(out, q, k, v, False)["passed"], name

@@ -41,6 +41,18 @@
 //           36 KB at HD=64, 68 KB at HD=128 (above 48 KB the launcher opts in).
 //   speed:  not yet measured on a GPU.
 //
+// attention_v3_flash<T, HD, RD>, RD < HD: the same kernel run for a head_dim RD that is not one
+//   of its widths, inside the width HD compiled for it (kernels/v3pad.py: the next multiple of 16,
+//   72 -> 80; backend "cuda-flash-padded"). Only the two ends change: rows of q, k, v are RD
+//   elements apart in global memory; staging copies the RD real columns and zero-fills columns
+//   RD .. HD-1 of every shared row (Q, K and V), so the pad adds 0 to every score and the pad
+//   columns of O stay 0; the epilogue writes the RD real columns only. Every mma in between is
+//   HD wide: (HD - RD) / HD of the tensor-core work is spent on zeros (8 of 80 at head_dim 72).
+//   When RD is a multiple of 8, a row is whole 16-byte chunks: the real chunks go by cp.async
+//   and the pad chunks by cp.async's zero-fill; otherwise (70, 100) the rows are not 16-byte
+//   aligned and staging and the stores go element by element (2 bytes). RD = HD (the default)
+//   compiles exactly the code above (`if constexpr`).
+//
 // Algorithm per block (the emulator's v3 path follows the same loops):
 //   cp.async Q[q0 : q0+BQ] -> K[1], V[1]; K, V[0 : 64] -> K[0], V[0]   (zeros past T)
 //   each warp: its (16 MT) x HD Q rows -> registers (ldmatrix)   qf: MT x HD/16 A fragments
@@ -178,11 +190,13 @@ template <int HD> struct V3Shape {
 };
 
 // q, k, v, out: contiguous [B, nh, T, hs], hs = HD; out in the input dtype.
-template <typename T, int HD>
+// RD: the real head_dim (row stride of q, k, v, out) when it is narrower than HD (see the top).
+template <typename T, int HD, int RD = HD>
 __global__ void __launch_bounds__(V3_THREADS)
 attention_v3_flash(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                    T* __restrict__ out, int seq_len, int head_dim, float scale, int causal) {
   static_assert(HD % 16 == 0 && HD >= 16 && HD <= 256, "HD must be a multiple of 16, <= 256");
+  static_assert(RD >= 1 && RD <= HD, "the real head_dim RD must be 1 .. HD");
   constexpr int MT = V3Shape<HD>::MT;           // m16 tiles (16 query rows each) per warp
   constexpr int BQ = V3Shape<HD>::BQ;           // query rows per block
   static_assert(BQ % V3_BK == 0 && BQ / V3_BK <= 2, "Q and O are staged in 1 or 2 tiles");
@@ -192,7 +206,9 @@ attention_v3_flash(const T* __restrict__ q, const T* __restrict__ k, const T* __
   constexpr int KSTEPS = HD / 16;               // k16 steps of Q K^T
   constexpr int SN = V3_BK / 8;                 // n8 tiles of S per m16 tile: 8 (16 x 64)
   constexpr int ON = HD / 8;                    // n8 tiles of O per m16 tile (16 x HD)
-  (void)head_dim;                               // equals HD: the launcher checks it
+  constexpr bool PADDED = RD != HD;             // columns RD .. HD-1 are zero padding
+  constexpr bool WHOLE = RD % 8 == 0;           // a real row is whole 16-byte chunks
+  (void)head_dim;                               // equals RD: the launcher checks it
 
   // Tiles in order K[0], V[0], K[1], V[1]: Q (BQ rows) is staged in K[1] (+ V[1]) until tile 1
   // is prefetched, and O in K[0] (+ V[0]) after the last tile.
@@ -206,7 +222,7 @@ attention_v3_flash(const T* __restrict__ q, const T* __restrict__ k, const T* __
   const int g = lane >> 2, t = lane & 3;        // groupID, threadID_in_group (PTX ISA names)
   const int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;      // heaviest causal tiles first
   const int w0 = warp * 16 * MT;                // this warp's first row in the block's tile
-  const long long base = (long long)blockIdx.x * seq_len * HD;  // this (b, h)'s [T, HD] slice
+  const long long base = (long long)blockIdx.x * seq_len * RD;  // this (b, h)'s [T, RD] slice
   const T* qh = q + base;
   const T* kh = k + base;
   const T* vh = v + base;
@@ -229,6 +245,28 @@ attention_v3_flash(const T* __restrict__ q, const T* __restrict__ k, const T* __
     soff[it] = srow[it] * LD + (ch % CHUNKS) * 8;
   }
   auto stage = [&](T* dst, const T* src, int row0) {
+    if constexpr (PADDED) {                      // real columns copied, columns RD.. zeroed
+#pragma unroll
+      for (int it = 0; it < STAGE_IT; ++it) {
+        const int cc = (tid + it * V3_THREADS) % CHUNKS;   // this chunk's column / 8
+        const bool row_ok = row0 + srow[it] < seq_len;
+        const T* from = src + (long long)(row0 + srow[it]) * RD + cc * 8;
+        if constexpr (WHOLE) {
+          const bool real = cc < RD / 8;                   // else a pad chunk
+          const bool ok = real && row_ok;                  // else: zero-filled, nothing read
+          ptx::cp_async_16(dst + soff[it], ok ? from : src, ok);
+        } else {                                           // rows not 16-byte aligned
+          unsigned short* d = reinterpret_cast<unsigned short*>(dst + soff[it]);
+          const unsigned short* f = reinterpret_cast<const unsigned short*>(from);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            const bool ok = row_ok && cc * 8 + e < RD;     // else a pad column (or past T)
+            d[e] = ok ? f[e] : (unsigned short)0;
+          }
+        }
+      }
+      return;
+    }
     const T* mine = src + (long long)row0 * HD + tid * 8;
     if (row0 + V3_BK <= seq_len) {
 #pragma unroll
@@ -413,9 +451,20 @@ attention_v3_flash(const T* __restrict__ q, const T* __restrict__ k, const T* __
   for (int it = 0; it < MT * CHUNKS / 2; ++it) {  // 16 MT rows x CHUNKS chunks over 32 lanes
     const int ch = lane + it * 32, r = ch / CHUNKS, col = (ch % CHUNKS) * 8;
     const int i = q0 + w0 + r;
-    if (i < seq_len)
+    if constexpr (PADDED) {                      // the RD real columns only
+      if constexpr (WHOLE) {
+        if (i < seq_len && col < RD)
+          *reinterpret_cast<uint4*>(oh + (long long)i * RD + col) =
+              *reinterpret_cast<const uint4*>(s0 + (w0 + r) * LD + col);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          if (i < seq_len && col + e < RD) oh[(long long)i * RD + col + e] = s0[(w0 + r) * LD + col + e];
+      }
+    } else if (i < seq_len) {
       *reinterpret_cast<uint4*>(oh + (long long)i * HD + col) =
           *reinterpret_cast<const uint4*>(s0 + (w0 + r) * LD + col);
+    }
   }
 }
 

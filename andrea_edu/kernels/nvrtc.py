@@ -233,7 +233,8 @@ def compile_attention(version: str, head_dim: int, dtype, arch: str = "sm_90",
         return _MEMORY[key]
     nvrtc = _tk._import_nvrtc()
     inc = _tk.include_dirs()
-    name_expr = f"andrea::{spec.kernel}<{_CTYPE[dtype]}, {tile}>"
+    targs = ", ".join([_CTYPE[dtype], *map(str, spec.template_args(tile))])
+    name_expr = f"andrea::{spec.kernel}<{targs}>"   # e.g. <__half, 64>; padded: <__half, 80, 72>
     src = _tk.kernel_source(version)
     dyn = spec.shared_bytes(tile, dtype)
     opts = ["-default-device", "--std=c++17", f"--gpu-architecture={arch}",

@@ -1,14 +1,17 @@
 """Every kernel version, in one list: the registry of KernelSpecs (kernels.spec).
 
-Ordered as the book's ladder, from the baseline to the fastest: v1, v2, v3. The dispatcher
-tries them from the last (`preferred()`): the newest kernel that can run a case runs it.
+Ordered as the book's ladder, from the baseline to the fastest: v1, v2, v3p, v3. The dispatcher
+tries them from the last (`preferred()`): the newest kernel that can run a case runs it. v3p
+(kernels/v3pad.py) is v3 run inside a wider width (72 in 80): it sits below v3, which runs its
+own widths unpadded, and above v2, and the dispatcher passes over it unless asked to pad (a spec
+with `pads`: walk(..., pad=True)).
 Adding a version is a .cu file, a spec module beside it (kernels/v4.py) and one line here;
 `register(spec)` does the same at run time (tests/test_kernel_registry.py registers a real
 fourth version from a package of its own, tests/fourth_rung, and removes it).
 
     specs() -> [KernelSpec]       preferred() -> [KernelSpec] (best first)
-    walk(head_dim, dtype, sm, start) -> (the spec that runs or None, [(spec, why not)])
-    get(version) -> KernelSpec    versions() -> ("v1", "v2", "v3")    by_backend(name)
+    walk(head_dim, dtype, sm, start, pad=False) -> (the spec that runs or None, [(spec, why not)])
+    get(version) -> KernelSpec    versions() -> ("v1", "v2", "v3p", "v3")    by_backend(name)
     KERNEL_NAMES {version: kernel}, KERNEL_FILES {version: .cu file},
     BACKENDS {version: backend}                                       (live views)
     color(version) -> "#1f77b4"   the spec's colour, or PALETTE's at its place in the ladder
@@ -18,10 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from andrea_edu.kernels import v1, v2, v3
+from andrea_edu.kernels import v1, v2, v3, v3pad
 from andrea_edu.kernels.spec import KernelSpec
 
-_SPECS: list[KernelSpec] = [v1.SPEC, v2.SPEC, v3.SPEC]
+_SPECS: list[KernelSpec] = [v1.SPEC, v2.SPEC, v3pad.SPEC, v3.SPEC]
 
 
 def specs() -> list[KernelSpec]:
@@ -34,14 +37,16 @@ def preferred() -> list[KernelSpec]:
     return _SPECS[::-1]
 
 
-def walk(head_dim: int, dtype, sm: int | None = None, start: str | None = None
-         ) -> tuple[KernelSpec | None, list[tuple[KernelSpec, str]]]:
+def walk(head_dim: int, dtype, sm: int | None = None, start: str | None = None,
+         pad: bool = False) -> tuple[KernelSpec | None, list[tuple[KernelSpec, str]]]:
     """The dispatcher's rule: the first spec, newest first (from the one whose backend is
     `start`), that can run (head_dim, dtype) on an sm GPU (None: a current sm_80+ one); returns
-    it (None when none can) and the (spec, reason) of each one passed over before it."""
+    it (None when none can) and the (spec, reason) of each one passed over before it. pad=False
+    leaves out the specs that pad (`pads`), unless `start` names one."""
     order = preferred()
     if start is not None:
         order = order[[s.backend for s in order].index(start):]
+    order = [s for s in order if pad or not s.pads or s.backend == start]
     passed: list[tuple[KernelSpec, str]] = []
     for s in order:
         why = s.ineligibility(head_dim, dtype, sm)

@@ -78,6 +78,11 @@ class KernelSpec:
                    compile_refusal, gpu_refusal, launch_refusal, emulator_refusal below), so no
                    stop can let through what the dispatcher refuses, nor refuse what it sends.
     tile_of(head_dim) -> the template's tile argument for a head_dim the spec runs
+    template_args(tile) -> the template's int arguments after the dtype, from the tile: (tile,)
+                   for one (v1's CHUNKS, v2's and v3's HD); the padded v3 passes (80, 72):
+                   the width it computes and the real head_dim (kernels/v3pad.py)
+    pads           runs a head_dim inside a wider kernel, computing zeros in the pad: the
+                   dispatcher takes it only when asked to (choose_backend(..., pad=True))
     max_head_dim(tile) -> the largest head_dim one tile runs
     smem_layout(c, tile, element_bytes) -> ((buffer, bytes), ...) in carve-up order
     block_rows(c, head_dim) -> query rows of one block (v1: of one query tile)
@@ -107,6 +112,8 @@ class KernelSpec:
     emulating: Callable[..., str]
     block_rows: Callable[[dict, int], int]
     max_head_dim: Callable[[int], int] = lambda tile: tile  # noqa: E731
+    template_args: Callable[[int], tuple] = lambda tile: (tile,)  # noqa: E731
+    pads: bool = False
     keys_const: str = "BK"
     min_sm: int = 75
     walks_all_query_tiles: bool = False
