@@ -275,15 +275,27 @@ def cap_threads(cap: int = THREAD_CAP) -> int | None:
     return n
 
 
-def setup_kernel() -> dict[str, str]:
-    """What a chapter needs before torch loads, set once by its first cell (the install cell):
+CPU_ISA_MODES = ("avx2", "native", "asis")
+
+
+def setup_kernel(cpu_isa: str | None = None) -> None:
+    """What a chapter needs before torch loads, set once by its first cell (the setup cell):
     the CPU instruction-set pins (`pin_cpu_isa`, as ANDREA_CPU_ISA says) and, inside a notebook
     kernel, the thread cap (`cap_threads`). Importing andrea_edu sets neither: a program that
-    wants them calls this (or `pin_cpu_isa`) itself. Returns the knobs' values now in effect."""
-    settings = pin_cpu_isa(warn=False)  # a reader who imported torch first loses only low bits
+    wants them calls this (or `pin_cpu_isa`) itself. Returns nothing, so the cell prints nothing
+    (`isa_settings()` tells the knobs' values).
+
+    cpu_isa: the chapter's default for ANDREA_CPU_ISA when the reader has not set it: "native"
+    for a chapter that times things at the CPU's own speed (the AVX2 pins turn bf16 matmuls into
+    a slow reference loop), None (the "avx2" pins) for one that reproduces committed CPU runs."""
+    if cpu_isa is not None:
+        if cpu_isa not in CPU_ISA_MODES:
+            raise ValueError(f"cpu_isa={cpu_isa!r}: allowed values are None, "
+                             f"{', '.join(map(repr, CPU_ISA_MODES))}")
+        os.environ.setdefault("ANDREA_CPU_ISA", cpu_isa)
+    pin_cpu_isa(warn=False)  # a reader who imported torch first loses only low bits
     if "ipykernel" in sys.modules:
         cap_threads()
-    return settings
 
 
 def rerun_pinned(module: str) -> int | None:

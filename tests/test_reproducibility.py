@@ -163,6 +163,19 @@ def test_setup_kernel_first_pins_aten():
 
 
 @needs_x86
+def test_a_timing_chapter_asks_for_the_native_isa_in_its_setup_cell():
+    code = ("from andrea_edu.env import setup_kernel; r = setup_kernel(cpu_isa='native'); "
+            "import torch, os; print('R', r, 'ISA', os.environ['ANDREA_CPU_ISA'], "
+            "'ATEN' in ' '.join(k for k in os.environ if k.startswith('ATEN_CPU')))")
+    env_ = {k: v for k, v in os.environ.items() if k not in env.ISA_KNOBS + ("ANDREA_CPU_ISA",)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env_,
+                         timeout=300).stdout
+    assert "R None ISA native False" in out  # prints nothing itself; no pin was set
+    with pytest.raises(ValueError, match=r"cpu_isa='fast': allowed values are None, 'avx2'"):
+        env.setup_kernel(cpu_isa="fast")
+
+
+@needs_x86
 def test_mkl_and_onednn_honour_their_knobs():
     import torch
     if not torch.backends.mkl.is_available():
