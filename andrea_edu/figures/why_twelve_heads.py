@@ -120,6 +120,15 @@ def fig_grid_fill(rows: list[dict], sms: int, gpu: str):
     return fig
 
 
+def table(header: list, rows: list) -> None:
+    """Display computed values as a Markdown table (one row per list in `rows`)."""
+    from IPython.display import Markdown, display
+
+    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    display(Markdown("\n".join(lines)))
+
+
 def error_columns(columns: dict) -> tuple[list, list]:
     """(header, rows) of a table with one row per layout and one column per entry of `columns`
     ({column title: {layout: read-out error}}, as `two_places.two_places_table` returns)."""
