@@ -158,6 +158,10 @@ def holds_text(obj) -> bool:
 
 
 # ---------------------------------------------------------------- the manifest, read
+CRLF_CAUSE = ("git converted the data's line endings (core.autocrlf=true) and every sha256 "
+              "changed with them")
+CRLF_REMEDY = ("restore the bytes with `git -c core.autocrlf=false checkout -- book/data` "
+               "(the repository's .gitattributes keeps book/data byte-exact in new clones)")
 MANIFEST = "SHA256SUMS"  # beside committed data: "<sha256>  <name>" per line (sha256sum -c reads it)
 _JOURNAL = ".andrea-unit."  # .andrea-unit.<tag>.json: a unit's renames, written before the first
 _TAG = "andrea-"  # temporary and backup files: .<name>.andrea-<pid>-<random>.tmp / .bak
@@ -165,6 +169,73 @@ _TAG = "andrea-"  # temporary and backup files: .<name>.andrea-<pid>-<random>.tm
 
 def _hex64(s: str) -> bool:
     return len(s) == 64 and all(c in "0123456789abcdef" for c in s)
+
+
+NAME_MAX_BYTES = 255  # a file name's longest on the common file systems (ext4, APFS, NTFS)
+
+
+def name_problem(name) -> str | None:
+    """None when `name` is a plain file name inside its own folder; else why not, in a phrase:
+    a folder separator (/ or \\), '.' or '..', an absolute or drive path, a control character
+    (a newline included: it would split a manifest's line), a line or paragraph separator,
+    leading or trailing spaces, empty, or longer than NAME_MAX_BYTES bytes in UTF-8. The one
+    rule for every name a manifest or a journal lists and every file a command writes: nothing
+    a name says reaches outside its folder or into another line."""
+    import unicodedata
+    if not isinstance(name, str):
+        return f"is not a string ({type(name).__name__})"
+    if not name:
+        return "is empty"
+    bad = next((c for c in name if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
+    if bad is not None:
+        return f"holds the control character {bad!r}"
+    if "/" in name or "\\" in name or (len(name) > 1 and name[1] == ":"):
+        return "names a folder (a separator or a drive), not a plain file name"
+    if name in (".", ".."):
+        return f"is {name!r}, a folder"
+    if name != name.strip():
+        return "begins or ends with a space"
+    if len(name.encode("utf-8", "surrogatepass")) > NAME_MAX_BYTES:
+        return f"is longer than {NAME_MAX_BYTES} bytes"
+    return None
+
+
+# The largest data file a loader reads, by suffix (the committed files are < 3 MB): anything
+# larger is refused from its size alone, before a byte of it is read.
+MAX_DATA_BYTES = {".json": 64 * 2**20, ".pt": 1024 * 2**20}
+MAX_OTHER_BYTES = 64 * 2**20
+JSON_MAX_DEPTH = 64  # the committed files nest at most 6 deep; json/numpy recurse per level
+
+
+def size_problem(path) -> str | None:
+    """One line when `path` is larger than a data file of its kind may be (`MAX_DATA_BYTES`),
+    from its size on disk alone (nothing is read), else None (None also when it is not there:
+    the caller says that)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    cap = MAX_DATA_BYTES.get(path.suffix, MAX_OTHER_BYTES)
+    if size > cap:
+        return (f"{size / 2**20:.0f} MiB, above the {cap // 2**20} MiB a {path.suffix or 'data'} "
+                f"data file may hold; refused before reading it (damaged, or not this book's data)")
+    return None
+
+
+def json_depth_problem(raw: bytes, limit: int = JSON_MAX_DEPTH) -> str | None:
+    """One line when the JSON text `raw` nests arrays/objects deeper than `limit` (a parser
+    recursing per level would overflow its stack on a planted '[[[[...'), else None. Counts
+    brackets outside strings, without parsing."""
+    import itertools
+    import re
+    bare = re.sub(rb'"(?:[^"\\]|\\.)*"', b"", raw)  # strings hold no structure
+    steps = (1 if c in b"[{" else -1 for c in re.findall(rb"[\[\]{}]", bare))
+    deepest = max(itertools.accumulate(steps), default=0)
+    if deepest > limit:
+        return (f"nests {deepest} levels deep, more than the {limit} a data file may; refused "
+                f"before parsing it (damaged, or not this book's data)")
+    return None
 
 
 def read_manifest(folder, required: bool = False) -> dict[str, str]:
@@ -188,6 +259,9 @@ def read_manifest(folder, required: bool = False) -> dict[str, str]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise DataFileError(f"{path}: not UTF-8 text (byte {e.start}); damaged") from None
+    if "\r\n" in text:
+        raise DataFileError(f"{path}: has Windows line endings (CRLF): {CRLF_CAUSE}; "
+                            f"{CRLF_REMEDY}")
     lines = text.split("\n")
     if lines[-1] != "":
         raise DataFileError(f"{path}: line {len(lines)} is cut short (no newline at its end): "
@@ -195,10 +269,13 @@ def read_manifest(folder, required: bool = False) -> dict[str, str]:
     out: dict[str, str] = {}
     for i, line in enumerate(lines[:-1], 1):
         sha, sep, name = line[:64], line[64:66], line[66:]
-        if not (_hex64(sha) and sep in ("  ", " *") and name and name == name.strip()
-                and "/" not in name and "\\" not in name and name not in (".", "..")):
+        if not (_hex64(sha) and sep in ("  ", " *")):
             raise DataFileError(f"{path}: line {i} is not '<64 lowercase hex digits>  <file "
                                 f"name>': {line[:80]!r}")
+        why = name_problem(name)
+        if why:
+            raise DataFileError(f"{path}: line {i} names {name[:80]!r}, which {why}: a manifest "
+                                f"lists only plain file names of its own folder")
         if name in out:
             raise DataFileError(f"{path}: line {i} lists {name} a second time")
         out[name] = sha
@@ -233,20 +310,49 @@ def _tag_pid(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def pending_units(folder) -> list[Path]:
+def _writer_holds(folder: Path) -> bool:
+    """True when a writer holds `folder`'s lock now (a shared flock on it is refused without
+    waiting); False when none does (or where fcntl is missing: then the pids decide)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not Linux/macOS
+        return True
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def pending_units(folder, writers_gone: bool = False) -> list[Path]:
     """Journals of units whose writer died (kill -9) between its first and its last rename, and
-    temporary/backup files of writers that are gone."""
+    temporary/backup files of writers that are gone. A writer makes these files only while it
+    holds the folder's lock, so a file listed while no writer holds the lock is a dead writer's,
+    whatever its pid says now (the pid may have been reused); while one does, the pid decides.
+    writers_gone=True: the caller holds the lock itself (the laboratory's recovery): every such
+    file is a dead writer's."""
     folder = Path(folder)
     try:
-        names = os.listdir(folder)
+        names = sorted(n for n in os.listdir(folder) if n.startswith(".") and _tag_pid(n))
     except OSError:
         return []
+    if not names:
+        return []
+    free = writers_gone or not _writer_holds(folder)  # after listing: see below
     out = []
     for n in names:
         pid = _tag_pid(n)
-        if pid is not None and n.startswith(".") and not _pid_alive(pid):
+        # free: the writer that made n (holding the lock when it was listed) has let go since;
+        # n still there means it died before removing it (a new writer never reuses a tag)
+        if pid is not None and (not _pid_alive(pid) or (free and os.path.lexists(folder / n))):
             out.append(folder / n)
-    return sorted(out)
+    return out
 
 
 def unfinished_unit(folder) -> str | None:
@@ -270,12 +376,14 @@ def manifest_problem(path) -> str | None:
     (`data_pins.check`): a manifest regenerated over a damaged file does not vouch for it. A unit
     write a killed writer left half done is refused (the laboratory finishes it: the book only
     reads); temporary files of a writer killed before its journal are ignored (the old set is whole)."""
-    import hashlib
     path = Path(path)
     folder = path.parent
     unfinished = unfinished_unit(folder)
     if unfinished:
         return unfinished
+    too_big = size_problem(path)  # before a byte of it is read (hashed or parsed)
+    if too_big:
+        return too_big
     from andrea_edu import data_pins  # the committed folder's pins, whatever SHA256SUMS says
     pinned = data_pins.check(path)
     if pinned:
@@ -292,11 +400,13 @@ def manifest_problem(path) -> str | None:
             return (f"not listed in {folder / MANIFEST}; a data file the manifest lacks is "
                     f"refused (write it with the command that makes it, which lists it)")
         try:
-            got = hashlib.sha256(path.read_bytes()).hexdigest()
+            got = data_pins.sha256_file(path)
         except OSError as e:
             return f"cannot be read ({e.strerror or e})"
         if got == want:
             return None
+        if data_pins.crlf_converted(path, want):
+            return f"its line endings were converted to CRLF: {CRLF_CAUSE}; {CRLF_REMEDY}"
         if attempt == 0:  # a writer may be between its renames: wait for it, look again
             _wait_for_writer(folder)
     return (f"content differs from the sha256 recorded for it in {MANIFEST} (damaged or "

@@ -69,9 +69,29 @@ def pinned(folder) -> bool:
     folder = Path(folder)
     if (folder / MARKER).is_file():
         return True
-    real = Path(os.path.realpath(folder))
-    return (real.name == "data" and real.parent.name == "book"
-            and (real.parent.parent / "andrea_edu" / "data_pins.py").is_file())
+    # as named and as resolved: book/data may be a symbolic link to a folder of any name (the
+    # pins follow what the book reads, not where the bytes lie), or a link may lead to it
+    for f in (Path(os.path.abspath(folder)), Path(os.path.realpath(folder))):
+        if (f.name == "data" and f.parent.name == "book"
+                and (f.parent.parent / "andrea_edu" / "data_pins.py").is_file()):
+            return True
+    return _same_folder(folder, committed_folder())
+
+
+def _same_folder(a, b) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def own_folder(folder) -> bool:
+    """True when `folder` is the committed data folder of THIS checkout (book/data beside this
+    module's package, through any symbolic link), or a folder `pin_folder` marked: the only
+    folders whose files this checkout's pins may be rewritten from. Another checkout's
+    book/data is pinned by that checkout's own table."""
+    folder = Path(folder)
+    return (folder / MARKER).is_file() or _same_folder(folder, committed_folder())
 
 
 def pin_folder(folder) -> Path:
@@ -121,9 +141,13 @@ def check(path, sha256: str | None = None) -> str | None:
                 f"so a file added by hand is refused; {_accept(path)} (scripts/land_gpu_out.py "
                 f"pins what it lands), or remove the file")
     try:
-        got = sha256 or hashlib.sha256(path.read_bytes()).hexdigest()
+        got = sha256 or sha256_file(path)
     except OSError as e:
         return f"cannot be read ({e.strerror or e})"
+    if got != want and crlf_converted(path, want):
+        return (f"its line endings were converted to CRLF (git's core.autocrlf=true changed every "
+                f"sha256 in the folder): restore the bytes with `git -c core.autocrlf=false "
+                f"checkout -- {_shown(path.parent)}`")
     if got != want:
         return (f"content differs from its pin in {PIN_NAME} (committed data changed; "
                 f"{MANIFEST} alone cannot vouch for it, it can be regenerated over damage): "
@@ -142,6 +166,28 @@ def missing(folder, pattern: str = "*") -> str | None:
         if fnmatch.fnmatchcase(name, pattern) and not (folder / name).is_file():
             return f"{folder / name}: {check(folder / name)}"
     return None
+
+
+def sha256_file(path) -> str:
+    """The sha256 of a file, read in 1 MiB blocks (never whole in memory)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(2**20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def crlf_converted(path, want: str) -> bool:
+    """True when `path` is the file of sha256 `want` with its line endings turned into CRLF (what
+    git does to a clone with core.autocrlf=true and no .gitattributes): the remedy is a checkout
+    that keeps bytes, not new data. Reads only files of at most 64 MiB."""
+    try:
+        if os.path.getsize(path) > 64 * 2**20:
+            return False
+        raw = Path(path).read_bytes()
+    except OSError:
+        return False
+    return b"\r\n" in raw and hashlib.sha256(raw.replace(b"\r\n", b"\n")).hexdigest() == want
 
 
 def pins_text(pins: dict[str, str]) -> str:
@@ -163,6 +209,10 @@ def accept(paths, pin_file=None) -> list[str]:
         if not pinned(p.parent):
             raise ValueError(f"{p}: not in the committed data folder (book/data); only its files "
                              f"are pinned")
+        if not own_folder(p.parent):
+            raise ValueError(f"{p}: in another checkout's book/data, not this one's "
+                             f"({_shown(committed_folder())}); pin it with that checkout's "
+                             f"scripts/pin_data.py")
         if not p.exists():
             if new.pop(p.name, None) is None:
                 raise ValueError(f"{p}: no such file, and no pin to remove")

@@ -16,7 +16,8 @@ import os
 import sys
 from pathlib import Path
 
-from andrea_edu.data import MANIFEST, _JOURNAL, _TAG, pending_units, read_manifest
+from andrea_edu.data import (MANIFEST, _JOURNAL, _TAG, DataFileError, name_problem,
+                             pending_units, read_manifest)
 
 def write_json_atomic(path, obj, manifest: bool | None = None, **dumps_kw) -> Path:
     """Write obj as JSON to path through a temporary file in the same folder and os.replace:
@@ -55,24 +56,64 @@ def folder_lock(folder, shared: bool = False):
         os.close(fd)  # closing releases the lock
 
 
+def _journal_pairs(folder: Path, journal: Path, j) -> tuple[list, str]:
+    """The renames a journal names, as paths inside `folder`, and its mode; DataFileError (one
+    line, nothing done) when it names anything but plain file names of its own folder (a
+    separator, '..', an absolute path, a control character), a temporary or backup name this
+    module would not have made, or a mode or count it does not write."""
+    def bad(why: str):
+        raise DataFileError(f"{journal}: {why}; a journal names only plain file names of its own "
+                            f"folder, so this one was not written here and is not acted on "
+                            f"(read it, then delete it by hand)")
+    if not isinstance(j, dict) or not isinstance(j.get("pairs"), list):
+        bad("not an object with a list 'pairs'")
+    mode = j.get("mode", "forward")
+    if mode not in ("forward", "back"):
+        bad(f"mode {str(mode)[:20]!r} is not 'forward' or 'back'")
+    done = j.get("done", len(j["pairs"]))
+    if isinstance(done, bool) or not isinstance(done, int) or not 0 <= done <= len(j["pairs"]):
+        bad(f"done={str(done)[:20]!r} is not a count of its pairs")
+    pairs = []
+    for pair in j["pairs"]:
+        if not (isinstance(pair, list) and len(pair) == 3):
+            bad(f"a pair {str(pair)[:60]!r} is not [temporary, target, backup or null]")
+        t, n, b = pair
+        for name, role in ((t, "temporary"), (n, "target"), (b, "backup")):
+            if name is None and role == "backup":
+                continue
+            why = name_problem(name)
+            if why:
+                bad(f"its {role} name {str(name)[:60]!r} {why}")
+        if not (t.startswith(".") and t.endswith(".tmp") and _TAG in t):
+            bad(f"its temporary name {t[:60]!r} is not one a writer makes")
+        if b is not None and not (b.startswith(".") and b.endswith(".bak") and _TAG in b):
+            bad(f"its backup name {b[:60]!r} is not one a writer makes")
+        pairs.append((folder / t, folder / n, folder / b if b else None))
+    return pairs, mode
+
+
 def recover_units(folder) -> list[str]:
     """Finish what a killed writer left (call with `folder_lock` held): a unit whose journal was
     written is rolled forward (its remaining temporary files renamed over their targets: every
     file of it was complete and synced before the journal), or rolled back when its writer had
     started undoing it; temporary and backup files of dead writers are removed. Returns one
-    line per unit finished."""
+    line per unit finished. A journal that names anything outside its folder (or anything this
+    module would not have written) is refused, DataFileError in one line, before anything is
+    renamed or removed: the folder stays as it is, and writers into it are refused too."""
     import json
     folder = Path(folder)
     done = []
-    for p in pending_units(folder):
+    pending = pending_units(folder, writers_gone=True)  # under the lock: every writer is gone
+    journals = []
+    for p in pending:
         if not p.name.startswith(_JOURNAL):
             continue
         try:
             j = json.loads(p.read_text())
-            pairs = [(folder / t, folder / n, folder / b if b else None) for t, n, b in j["pairs"]]
-            mode = j.get("mode", "forward")
-        except (OSError, ValueError, KeyError, TypeError):
-            pairs, mode = [], "broken"
+        except (OSError, ValueError, RecursionError):
+            j = None  # unreadable: a journal cut short by the kill (its writer never renamed)
+        journals.append((p, j, *(_journal_pairs(folder, p, j) if j is not None else ([], "broken"))))
+    for p, j, pairs, mode in journals:  # every journal checked before any is acted on
         if mode == "forward":
             for tmp, target, _ in pairs:
                 if tmp.exists():
@@ -88,7 +129,7 @@ def recover_units(folder) -> list[str]:
                     f"({mode}: {', '.join(t.name for _, t, _ in pairs) or 'unreadable journal'})")
         _fsync_dir(folder)
         p.unlink()
-    for p in pending_units(folder):  # the journals are gone: what is left is orphaned
+    for p in pending_units(folder, writers_gone=True):  # the journals are gone: orphans
         with contextlib.suppress(OSError):
             p.unlink()
     return done
@@ -132,10 +173,16 @@ def write_files_as_unit(items, manifest: bool | None = None) -> list[Path]:
     if not items:
         return []
     folders = sorted({p.parent for p, _ in items})
+    if len(folders) != 1:  # its journal names plain file names of that folder, nothing else
+        raise ValueError(f"a unit lies in one folder, not {len(folders)}")
+    for p, _ in items:
+        why = (name_problem(p.name) or ("is the folder's manifest" if p.name == MANIFEST else None)
+               or ("is a journal's name" if p.name.startswith(_JOURNAL) else None))
+        if why:
+            raise ValueError(f"path={str(p)[:80]!r}: its file name {why}; a data file has a "
+                             f"plain name of its own")
     if manifest is None:  # the manifest of a folder that has one is kept up to date
-        manifest = len(folders) == 1 and (folders[0] / MANIFEST).is_file()
-    if manifest and len(folders) != 1:
-        raise ValueError(f"a unit kept in a manifest lies in one folder, not {len(folders)}")
+        manifest = (folders[0] / MANIFEST).is_file()
     for f in folders:
         f.mkdir(parents=True, exist_ok=True)
     folder = folders[0]
@@ -228,6 +275,11 @@ def seal_folder(folder, names=None) -> Path:
         names = sorted(names if names is not None else
                        (p.name for p in folder.iterdir() if p.is_file() and p.name != MANIFEST
                         and not p.name.startswith(".")))
+        for n in names:
+            why = name_problem(n)
+            if why:
+                raise ValueError(f"names: {n[:80]!r} {why}; a manifest lists only plain file "
+                                 f"names of its own folder (rename the file first)")
         sums = {n: hashlib.sha256((folder / n).read_bytes()).hexdigest() for n in names}
         mpath = folder / MANIFEST
         tmp = mpath.with_name(f".{MANIFEST}.{_TAG}{os.getpid()}-0.tmp")
@@ -261,8 +313,12 @@ def main(argv=None) -> int:
     if not folder.is_dir():
         print(f"DIR={argv[1]!r} is not a folder; give the folder of data to finish", file=sys.stderr)
         return 2
-    with folder_lock(folder):
-        done = recover_units(folder)
+    try:
+        with folder_lock(folder):
+            done = recover_units(folder)
+    except DataFileError as e:
+        print(f"python -m andrea_lab.store recover: {e}", file=sys.stderr)
+        return 1
     print("\n".join(done) or f"{folder}: nothing left unfinished")
     return 0
 

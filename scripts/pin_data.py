@@ -39,6 +39,10 @@ def listed_as_is(path: Path) -> None:
     if not data_pins.pinned(path.parent):
         raise ValueError(f"{path}: not in the committed data folder (book/data); only its files "
                          f"are pinned")
+    if not data_pins.own_folder(path.parent):
+        raise ValueError(f"{path}: in another checkout's book/data, not this one's "
+                         f"({data_pins.committed_folder()}); pin it with that checkout's "
+                         f"scripts/pin_data.py")
     sums = read_manifest(path.parent, required=True)
     if not path.exists():
         if path.name in sums:

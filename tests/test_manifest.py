@@ -40,12 +40,22 @@ def test_a_manifest_cut_mid_line_is_an_error_naming_its_line(tmp_path, cut):
 @pytest.mark.parametrize("line, words", [
     ("0" * 63 + "  x.json\n", "line 1 is not"),
     ("0" * 64 + " x.json\n", "line 1 is not"),
-    ("0" * 64 + "  \n", "line 1 is not"),
-    ("0" * 64 + "  sub/x.json\n", "line 1 is not"),
+    ("0" * 64 + "  \n", "line 1 names '', which is empty"),
+    ("0" * 64 + "  sub/x.json\n", "line 1 names 'sub/x.json', which names a folder"),
+    ("0" * 64 + "  ../victim.ipynb\n", "line 1 names '../victim.ipynb', which names a folder"),
+    ("0" * 64 + "  /etc/passwd\n", "line 1 names '/etc/passwd', which names a folder"),
+    ("0" * 64 + "  ..\\x.json\n", "which names a folder"),
+    ("0" * 64 + "  C:x.json\n", "which names a folder"),
+    ("0" * 64 + "  ..\n", "line 1 names '..', which is '..', a folder"),
+    ("0" * 64 + "  x\ry.json\n", "holds the control character '\\\\r'"),
+    ("0" * 64 + "  x\x1b[2Jy.json\n", "holds the control character"),
+    ("0" * 64 + "  x\u2028y.json\n", "holds the control character"),
+    ("0" * 64 + "   x.json\n", "begins or ends with a space"),
+    ("0" * 64 + "  " + "x" * 256 + "\n", "longer than 255 bytes"),
     ("A" * 64 + "  x.json\n", "line 1 is not"),
     ("\n", "line 1 is not"),
     ("0" * 64 + "  x.json\n" + "1" * 64 + "  x.json\n", "line 2 lists x.json a second time"),
-    ("0" * 64 + "  x.json\r\n", "line 1 is not"),
+    ("0" * 64 + "  x.json\r\n", "Windows line endings .CRLF.: git converted"),
 ])
 def test_a_malformed_manifest_is_an_error_naming_its_line(tmp_path, line, words):
     (tmp_path / MANIFEST).write_text(line, newline="")

@@ -99,6 +99,10 @@ def check_out_file(flag: str, out, example: str = "out.json") -> str | None:
     p = Path(out)
     if p.is_dir():
         return f"{flag}: {out} is a folder; give a file path such as {example}"
+    from andrea_edu.data import name_problem
+    why = name_problem(p.name)  # it becomes a line of its folder's SHA256SUMS
+    if why:
+        return f"{flag}: the file name {p.name[:60]!r} {why}; give a plain name such as {example}"
     base = _existing_parent(p.parent)
     if not base.is_dir():
         return f"{flag}: {base} (above {out}) is a file, not a folder"
