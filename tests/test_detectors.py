@@ -179,3 +179,14 @@ def test_toy_model_file_round_trip(tmp_path):
     with pytest.raises(DataFileError, match="sha256"):
         TT.load_toy(path)
     assert TT.toy_settings().steps == toy_training.default_settings(4, fast=False).steps
+
+
+def test_best_heads_refuses_a_pattern_with_no_finite_score_in_one_line():
+    """issue 42 item 12: no deep numpy error when one pattern (or every one) is all NaN."""
+    s = np.full((3, 2, 2), 0.5)
+    s[1] = np.nan
+    with pytest.raises(ValueError, match="scores: pattern 1 has no head with a score") as e:
+        M.best_heads(s)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="scores"):
+        M.best_heads(np.full((3, 2, 2), np.nan))

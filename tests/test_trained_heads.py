@@ -58,6 +58,22 @@ def test_a_file_of_another_size_or_hash_is_refused_in_one_line(tmp_path):
     assert "does not exist" in _one_line(e, tmp_path / "absent.safetensors")
 
 
+def test_config_and_tokenizer_are_checked_by_hash_too(tmp_path, monkeypatch):
+    for name, want in W.FILE_SHA256.items():
+        assert W.sha256_of(W.check_file(name)) == want
+    assert W.hf_config()["num_attention_heads"] == 12 and W.load_tokenizer() is not None
+    (tmp_path / "config.json").write_text("{}")
+    monkeypatch.setattr(W, "model_dir", lambda: tmp_path)
+    with pytest.raises(W.WeightsError) as e:
+        W.hf_config()
+    msg = str(e.value)
+    assert "\n" not in msg and W.FILE_SHA256["config.json"] in msg and "requirements-minilm" in msg
+    with pytest.raises(W.WeightsError, match="tokenizer.json does not exist"):
+        W.load_tokenizer()
+    with pytest.raises(ValueError, match="name='vocab.txt' is not allowed"):
+        W.check_file("vocab.txt")
+
+
 def test_a_missing_wheel_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(W.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(W.WeightsError, match=r"not installed .*--no-deps --require-hashes"):
@@ -137,20 +153,64 @@ def test_paraphrases_score_higher_than_unrelated_pairs_and_random_init_cannot_te
 # ---- the patterns on planted attention -----------------------------------------------------
 
 def test_items_label_nearest_and_matching_brackets_and_names():
-    text = "Mary called John and he left."
-    probes: dict = {"pronouns": [{"text": text, "names": ["Mary", "John"], "pronoun": "he",
-                                  "antecedent": 1, "set": "x"}]}
+    recs = [{"text": "Mary called John and he left.", "names": ["Mary", "John"], "pronoun": "he",
+             "antecedent": 1, "set": "different gender, antecedent second"},
+            {"text": "Paul met Mark and he smiled.", "names": ["Paul", "Mark"], "pronoun": "he",
+             "antecedent": None, "set": "same gender, recent 2 back, first at token 1"},
+            {"text": "Anna called Tom and he left.", "names": ["Anna", "Tom"], "pronoun": "he",
+             "antecedent": 0, "set": "different gender, antecedent first"}]
+    probes: dict = {"pronouns": recs, "prose": [], "brackets_flat": [],
+                    "brackets_nested": ["f(g(x), y)"]}
     toks = [["[CLS]", "f", "(", "g", "(", "x", ")", ",", "y", ")", "[SEP]"],
-            ["[CLS]", "mary", "called", "john", "and", "he", "left", ".", "[SEP]"]]
-    it = P.items(toks, [("brackets_nested", "f(g(x), y)"), ("pronouns", text)], probes)
+            ["[CLS]", "mary", "called", "john", "and", "he", "left", ".", "[SEP]"],
+            ["[CLS]", "paul", "met", "mark", "and", "he", "smiled", ".", "[SEP]"],
+            ["[CLS]", "anna", "called", "tom", "and", "he", "left", ".", "[SEP]"]]
+    sents = [("brackets_nested", "f(g(x), y)")] + [("pronouns", r["text"]) for r in recs]
+    it = P.items(toks, sents, probes)
     assert [(i.query, i.target, i.rival) for i in it["matching bracket, nested code"]] == \
         [(2, (9,), 6)]
     assert [(i.query, i.target, i.rival) for i in it["nearest bracket, nested code"]] == \
         [(2, (6,), 9)]
-    assert [(i.query, i.target, i.rival) for i in it["most recent name"]] == [(5, (3,), 1)]
-    assert [(i.query, i.target) for i in it["antecedent by gender"]] == [(5, (3,))]
-    assert it["antecedent first"] == []
+    # recency only where gender says nothing; where gender names the first, a rival pattern
+    assert [(i.sent, i.query, i.target, i.rival) for i in it["most recent name"]] == \
+        [(2, 5, (3,), 1)]
+    assert [(i.sent, i.target, i.rival) for i in it["recent name, gender says first"]] == \
+        [(3, (3,), 1)]
+    assert [(i.sent, i.target) for i in it["antecedent by gender"]] == [(1, (3,)), (3, (1,))]
+    assert [(i.sent, i.target) for i in it["antecedent first"]] == [(3, (1,))]
     assert {i.target for i in it["previous token"] if i.sent == 1} == {(t,) for t in range(1, 7)}
+    assert it["closing bracket, flat prose"] == []
+    with pytest.raises(ValueError, match="not in the probe file"):
+        P.items(toks[:1], [("brackets_nested", "h(x)")], probes)
+
+
+def test_the_probe_halves_share_no_wording_and_separate_recency_from_position():
+    """Issue 38 item 6: a wording is in one half only; the recency sets put the recent name 2 or
+    10-11 tokens before the pronoun and the earlier name at token 1 or 10, in both halves, each
+    name pair in both orders; a subset of the sentences keeps every sentence's half."""
+    probes = P.load()
+    half = P.halves(probes)
+    by_wording: dict = {}
+    for r in probes["pronouns"]:
+        by_wording.setdefault(P.wording(r), set()).add(half[("pronouns", r["text"])])
+    assert all(len(h) == 1 for h in by_wording.values()) and len(by_wording) >= 18
+    tok = W.load_tokenizer()
+    layouts: dict = {}
+    for r in probes["pronouns"]:
+        if not r["set"].startswith(P.RECENCY_SETS):
+            continue
+        toks = tok.encode(r["text"]).tokens
+        a = toks.index(r["names"][0].lower())
+        b = toks.index(r["names"][1].lower(), a + 1)
+        p = toks.index(r["pronoun"], b + 1)
+        layouts.setdefault((p - b, a), set()).add(half[("pronouns", r["text"])])
+    assert layouts == {(2, 1): {0, 1}, (2, 10): {0, 1}, (10, 1): {0, 1}, (11, 10): {0, 1}}
+    pairs = [tuple(r["names"]) for r in probes["pronouns"] if r["set"].startswith(P.RECENCY_SETS)]
+    assert all((b, a) in pairs for a, b in pairs)
+    sub = P.texts(probes)[::4]
+    assert all(half[s] == h for s, h in zip(sub, [half[s] for s in sub]))
+    sub_items = P.items([["[CLS]", "x", "[SEP]"]] * len(sub[:2]), sub[:2], probes)
+    assert {i.half for i in sub_items["[CLS]"]} == {half[sub[0]], half[sub[1]]}
 
 
 def _planted(n_sent=8, T=10, L=2, nh=3, seed=0):
@@ -193,16 +253,75 @@ def test_a_head_chosen_on_one_half_is_scored_on_the_other():
     assert r.head == (0, 0) and r.mass == pytest.approx(0.1) and r.best_all > r.mass
 
 
+def test_a_pattern_with_a_rival_is_chosen_by_its_preference_not_its_mass():
+    """Head (0, 0) puts much attention on both names (more on the earlier one); head (1, 1) puts
+    a little more on the recent name than on the earlier one: chosen by preference, (1, 1) wins."""
+    T, L, nh = 8, 2, 2
+    maps, items = [], []
+    for s in range(6):
+        m = np.full((L, nh, T, T), 1.0 / T)
+        m[0, 0, 5] = 0.0
+        m[0, 0, 5, 1], m[0, 0, 5, 3] = 0.6, 0.4
+        m[1, 1, 5] = 0.1
+        m[1, 1, 5, 3], m[1, 1, 5, 1] = 0.35, 0.05
+        maps.append(m)
+        items.append(P.Item(s, 5, (3,), 1, s % 2))
+    (r,) = S.held_out_best_heads(maps, maps, {"most recent name": items})
+    assert r.head == (1, 1) and r.prefer == 1.0 and r.selected_by == "prefer"
+    table = S.head_table(maps, items)
+    assert np.unravel_index(table["mass"].argmax(), table["mass"].shape) != (1, 1)
+
+
+def test_the_position_only_rule_reads_a_heads_mean_attention_by_offset():
+    """A head that always looks two tokens back: its profile peaks at offset -2, so the rule
+    prefers a key 2 back over one 4 back, and not one 4 back over one 2 back."""
+    T, L, nh = 9, 1, 1
+    maps = []
+    for _ in range(3):
+        m = np.zeros((L, nh, T, T))
+        for q in range(T):
+            m[0, 0, q, max(q - 2, 0)] = 1.0
+        maps.append(m)
+    prof = S.offset_profile(maps)
+    c = T - 1
+    assert prof.shape == (1, 1, 2 * T - 1) and prof[0, 0, c - 2] > 0.8 and prof[0, 0, c - 4] == 0
+    near = [P.Item(0, 6, (4,), 2, 1)]
+    far = [P.Item(0, 6, (2,), 4, 1)]
+    assert S.position_prefer(prof, (0, 0), near) == 1.0
+    assert S.position_prefer(prof, (0, 0), far) == 0.0
+    assert S.position_prefer(prof, (0, 0), [P.Item(0, 6, (4,), None, 1)]) is None
+
+
+def _result(**kw):
+    base = dict(pattern="p", head=(0, 0), mass=0.3, win=0.5, prefer=0.95, uniform=0.06,
+                random_head=(1, 1), random_mass=0.07, random_win=0.2, random_prefer=0.9,
+                best_all=0.3, n=30, position_prefer=0.3)
+    base.update(kw)
+    return S.Result(**base)
+
+
+def test_found_needs_mass_and_a_preference_position_does_not_explain():
+    assert S.found(_result())
+    assert not S.found(_result(mass=0.07))             # prefers, but hardly looks there
+    assert not S.found(_result(position_prefer=0.9))   # its position alone predicts it
+    assert not S.found(_result(prefer=0.7))
+    assert S.found(_result(prefer=None, position_prefer=None))
+    assert not S.found(_result(prefer=None, mass=0.1))  # under twice random init's mass
+
+
 def test_the_trained_models_patterns_on_part_of_the_probe_set(model):
     probes = P.load()
     sentences = P.texts(probes)[::4]
     maps, toks, _ = S.attention_maps(model, [t for _, t in sentences])
     rmaps, _, _ = S.attention_maps(MiniLM.random_init(0), [t for _, t in sentences])
-    by = {r.pattern: r for r in S.held_out_best_heads(maps, rmaps, P.items(toks, sentences, probes))}
+    neutral = [n for n, (s, _) in enumerate(sentences) if s != "pronouns"]
+    by = {r.pattern: r for r in S.held_out_best_heads(maps, rmaps, P.items(toks, sentences, probes),
+                                                      neutral)}
     prev = by["previous token"]
     assert S.found(prev) and prev.mass > 0.9 and prev.random_mass < 0.2
     verdict, text = S.claim_verdict(list(by.values()))
     assert verdict == "holds with a caveat" and "encoder" in text and "distilled" in text
+    assert re.search(r"L\dH\d+", text) and not re.search(r"head \d\.\d", text)
 
 
 # ---- ablation, W_O, kernels, viewer --------------------------------------------------------

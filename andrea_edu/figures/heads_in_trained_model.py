@@ -9,22 +9,22 @@ from andrea_edu.figures import viz
 
 
 def head_name(lh) -> str:
-    """'layer.head', 0-based, as the chapter writes heads."""
-    return f"{lh[0]}.{lh[1]}"
+    """'L3H10' (layer 3, head 10, 0-based), as the book writes heads everywhere."""
+    return f"L{lh[0]}H{lh[1]}"
 
 
 def pattern_rows(results) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of the patterns table: held-out scores beside their baselines."""
-    header = ["pattern", "best head (chosen on half 0)", "mass on half 1", "x uniform",
-              "win rate", "prefers target over rival", "random init: best head, mass",
-              "uniform mass", "queries (half 1)"]
+    header = ["pattern", "head (chosen on half 0 by)", "mass on half 1", "x uniform",
+              "prefers target over rival", "position alone", "random init: best head, mass, prefers",
+              "queries (half 1)"]
     rows = []
     for r in results:
-        pref = "" if r.prefer is None else f"{r.prefer:.0%} (random init {r.random_prefer:.0%})"
-        rows.append([r.pattern, head_name(r.head), f"{r.mass:.3f}", f"{r.over_uniform:.1f}",
-                     f"{r.win:.0%} (random init {r.random_win:.0%})", pref,
-                     f"{head_name(r.random_head)}, {r.random_mass:.3f}", f"{r.uniform:.3f}",
-                     str(r.n)])
+        pct = (lambda x: "" if x is None else f"{x:.0%}")
+        rows.append([r.pattern, f"{head_name(r.head)} ({r.selected_by})", f"{r.mass:.3f}",
+                     f"{r.over_uniform:.1f}", pct(r.prefer), pct(r.position_prefer),
+                     f"{head_name(r.random_head)}, {r.random_mass:.3f}"
+                     + ("" if r.random_prefer is None else f", {r.random_prefer:.0%}"), str(r.n)])
     return header, rows
 
 
@@ -119,7 +119,7 @@ def summary(results, abl: dict, kernel_rows: list[dict], sep: dict) -> str:
     """The chapter's summary bullets, every number and every finding read from its results."""
     by = {r.pattern: r for r in results}
     prev, nxt, cls = by["previous token"], by["next token"], by["[CLS]"]
-    flat, near, nest = (by["matching bracket, flat prose"], by["nearest bracket, nested code"],
+    flat, near, nest = (by["closing bracket, flat prose"], by["nearest bracket, nested code"],
                         by["matching bracket, nested code"])
     gender, recent = by["antecedent by gender"], by["most recent name"]
     trained, rnd = list(sep.values())
@@ -138,12 +138,13 @@ def summary(results, abl: dict, kernel_rows: list[dict], sep: dict) -> str:
         f"({head_name(cls.head)}, {cls.mass:.2f}), a closing-bracket head in prose "
         f"({head_name(flat.head)}, {flat.mass:.2f}) and a pronoun head that follows gender "
         f"({head_name(gender.head)}, prefers the right name in {gender.prefer:.0%}).",
-        f"* Two of the source's examples need care. Once brackets nest, the bracket heads prefer the "
-        f"{'nearest' if (near.prefer or 0) > 0.5 else 'matching'} closing bracket "
-        f"({head_name(near.head)}: the nearest in {near.prefer:.0%}; the best matching-bracket head "
-        f"prefers the matching one in {nest.prefer:.0%}). The head chosen for the most recent name "
-        f"prefers it over the first name in {recent.prefer:.0%}, position bias alone in "
-        f"{recent.random_prefer:.0%}.",
+        f"* Where the nearest and the matching bracket differ, the best matching-bracket head "
+        f"({head_name(nest.head)}) prefers the matching one in {nest.prefer:.0%} (position alone "
+        f"{nest.position_prefer:.0%}) with {nest.over_uniform:.1f}x uniform attention. With the "
+        f"same gender and the names moved, the recency head {head_name(recent.head)} prefers the "
+        f"recent name in {recent.prefer:.0%} (position alone {recent.position_prefer:.0%}, the "
+        f"best random-init head {recent.random_prefer:.0%}) with {recent.over_uniform:.1f}x "
+        f"uniform attention.",
         f"* Zeroing one pattern head moves the model's paraphrase gap by {min(named):+.4f} to "
         f"{max(named):+.4f}, zeroing one random head by {min(drawn):+.4f} to {max(drawn):+.4f}, "
         f"out of {base:.3f}.",

@@ -130,6 +130,9 @@ def best_heads(scores) -> list[tuple[int, int]]:
     s = check_scores("scores", scores, N_PATTERNS)
     out = []
     for p in range(s.shape[0]):
+        if np.isnan(s[p]).all():
+            raise ValueError(f"scores: pattern {p} has no head with a score (all NaN); "
+                             f"best_heads needs at least one finite score per pattern")
         layer, head = np.unravel_index(np.nanargmax(s[p]), s[p].shape)
         out.append((int(layer), int(head)))
     return out

