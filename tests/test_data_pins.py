@@ -167,3 +167,83 @@ def test_pin_data_accepts_only_what_the_manifest_lists(tmp_path, pin_copy, monke
     seal_folder(folder)
     assert _script().main(["--accept", str(f)]) == 0
     assert "pipeline_my-gpu.json" in _table(pin_copy)
+
+
+# ---------------------------------------------------------------- issue 42: 4, 5, 6
+def test_pins_apply_through_a_symlinked_book_data(tmp_path, monkeypatch):
+    """A checkout whose book/data is a symbolic link to a folder of another name: the pins
+    still apply (what the book reads is pinned, wherever its bytes lie). The same values
+    re-serialized and re-manifested pass every value check, so only the pin refuses them."""
+    real = tmp_path / "elsewhere" / "somefolder"
+    real.mkdir(parents=True)
+    for n in ("realtext_run.json", "realtext_model.pt"):
+        shutil.copy(DATA / n, real / n)
+    d = json.loads((real / "realtext_run.json").read_text())
+    (real / "realtext_run.json").write_text(json.dumps(d, indent=2) + "\n")  # other bytes
+    seal_folder(real)
+    (tmp_path / "repo" / "andrea_edu").mkdir(parents=True)
+    (tmp_path / "repo" / "andrea_edu" / "data_pins.py").write_text("")
+    (tmp_path / "repo" / "book").mkdir()
+    link = tmp_path / "repo" / "book" / "data"
+    link.symlink_to(real, target_is_directory=True)
+    assert data_pins.pinned(link)
+    monkeypatch.setenv(bookdata.DATA_ENV, str(link))
+    with pytest.raises(DataFileError, match="differs from its pin"):
+        bookdata.load("realtext_run")
+
+
+def test_pin_data_refuses_another_checkouts_file(tmp_path, pin_copy, capsys):
+    """`pin_data.py --accept /elsewhere/book/data/F` (a data_pins.py beside it there) does not
+    rewrite this checkout's pins from that checkout's file."""
+    data = _checkout(tmp_path, ["toy_lab_model.json"])
+    f = data / "toy_lab_model.json"
+    f.write_text(f.read_text() + " ")
+    seal_folder(data)
+    before = pin_copy.read_text()
+    assert _script().main(["--accept", str(f)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "another checkout" in err, err
+    assert pin_copy.read_text() == before
+    with pytest.raises(ValueError, match="another checkout"):
+        data_pins.accept([f])
+    assert pin_copy.read_text() == before
+
+
+def test_a_crlf_converted_file_is_named_with_a_remedy_that_works(tmp_path):
+    """What core.autocrlf=true does to a clone: every line ending becomes CRLF. The refusal says
+    so (not 'damaged'), and names `git -c core.autocrlf=false checkout`."""
+    data = _checkout(tmp_path, ["toy_lab_model.json"])
+    f = data / "toy_lab_model.json"
+    f.write_bytes(f.read_bytes().replace(b"\n", b"\r\n"))
+    assert "git -c core.autocrlf=false checkout" in (data_pins.check(f) or "")
+    (data / MANIFEST).write_bytes((data / MANIFEST).read_bytes().replace(b"\n", b"\r\n"))
+    with pytest.raises(DataFileError, match="Windows line endings.*autocrlf=false checkout"):
+        bookdata.read_manifest(data)
+
+
+def test_a_clone_with_autocrlf_keeps_the_data_bytes(tmp_path):
+    """The repository's .gitattributes keeps book/data byte-exact in a clone made with
+    core.autocrlf=true (Git for Windows' default); the remedy the messages name restores a
+    clone converted before."""
+    import subprocess
+
+    def git(*a, cwd):
+        return subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *a], cwd=cwd,
+                              capture_output=True, text=True, check=True, timeout=60)
+    src = tmp_path / "src"
+    (src / "book" / "data").mkdir(parents=True)
+    shutil.copy(DATA / "toy_lab_model.json", src / "book" / "data")
+    git("init", "-q", cwd=src)
+    git("add", "book", cwd=src)
+    git("commit", "-qm", "data", cwd=src)
+    git("clone", "-q", "-c", "core.autocrlf=true", str(src), str(tmp_path / "before"), cwd=tmp_path)
+    converted = tmp_path / "before" / "book" / "data" / "toy_lab_model.json"
+    assert b"\r\n" in converted.read_bytes()  # what the issue saw
+    git("-c", "core.autocrlf=false", "checkout", "--", "book/data", cwd=tmp_path / "before")
+    assert converted.read_bytes() == (DATA / "toy_lab_model.json").read_bytes()  # the remedy
+    shutil.copy(REPO / ".gitattributes", src)
+    git("add", ".gitattributes", cwd=src)
+    git("commit", "-qm", "attributes", cwd=src)
+    git("clone", "-q", "-c", "core.autocrlf=true", str(src), str(tmp_path / "after"), cwd=tmp_path)
+    assert (tmp_path / "after" / "book" / "data" / "toy_lab_model.json").read_bytes() == \
+        (DATA / "toy_lab_model.json").read_bytes()
