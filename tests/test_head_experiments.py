@@ -40,7 +40,20 @@ def test_carrier_and_idle_head_read_the_ablation_table(tiny_run):
     l, h = X.carrier(tiny_run, "previous token")
     assert a[l, h, 1] == np.nanmax(a[..., 1])
     idle = X.idle_head(tiny_run, l, exclude=h)
-    assert idle != h and a[l, idle, 0] == min(a[l, k, 0] for k in range(2) if k != h)
+    worst = np.nanmax(a[l], axis=-1)
+    assert idle != h and worst[idle] == min(worst[k] for k in range(a.shape[1]) if k != h)
+
+
+def test_the_idle_head_is_idle_for_every_pattern_not_only_the_total(tiny_run):
+    """Issue 38 item 7: exercise 3 overwrote a bracket head whose removal moved the total loss
+    little; a head that carries one pattern is not idle."""
+    import copy
+    r = copy.copy(tiny_run)
+    a = np.zeros((1, 3, 4))
+    a[0, 1] = [0.01, 0.0, 0.375, 0.0]   # head 1: little on the total, carries brackets
+    a[0, 2] = [0.02, 0.02, 0.0, 0.0]    # head 2: a little everywhere, nothing carried
+    r.ablation = a
+    assert X.idle_head(r, 0, exclude=0) == 2
 
 
 @pytest.mark.parametrize("call, words", [
