@@ -141,7 +141,8 @@ def test_a_toy_cannot_decide_a_claim_about_trained_transformers():
     assert own["verdict"] == "holds" and own["evidence"][0]["decides"]
     # in the chapter's box the toy's row reads as unable to decide, with its own reading
     md = verdicts.box([("heads", "m", "holds", k)]).markdown()
-    assert f"🔍 {verdicts.CANNOT_DECIDE} (the toy: holds)" in md and "✅" not in md
+    assert f"❔ {verdicts.CANNOT_DECIDE} (the toy: holds)" in md and "✅" not in md
+    assert "🔍" not in md   # one mark, one meaning (issue 38 item 7)
 
 
 def test_two_chapters_contradicting_each_other_fail_unless_reconciled():

@@ -49,6 +49,7 @@ _ICON = {"holds": "✅", "holds with a caveat": "⚠️", "does not hold": "❌"
          NOT_MEASURED: "⏳"}
 ICONS = _ICON
 CANNOT_DECIDE = "cannot decide at this scale"   # how a toy's row on a trained-model claim reads
+CANNOT_DECIDE_ICON = "❔"   # its own mark: 🔍 says "looked for, not seen", not "too small to tell"
 PUBLISHED_CHAPTER = "Published work"
 __all__ = ["TRAINED_TRANSFORMERS_SHOW_HEADS", "REGISTRY", "box", "combine", "group_claims"]
 
@@ -144,7 +145,7 @@ def shown_verdict(row: dict | Claim) -> str:
     v = row.verdict if isinstance(row, Claim) else row["verdict"]
     if REGISTRY.decides(row):
         return f"{_ICON[v]} {v}"
-    return f"{_ICON[NOT_OBSERVED]} {CANNOT_DECIDE} (the toy: {v})"
+    return f"{CANNOT_DECIDE_ICON} {CANNOT_DECIDE} (the toy: {v})"
 
 
 def shown_claim(row: dict | Claim) -> str:
