@@ -159,3 +159,30 @@ def matmul_timing_figure(timings: list, device_label: str):
              fontsize=8, color="#444444")
     fig.subplots_adjust(left=0.09, right=0.98, top=0.88, bottom=0.2)
     return fig
+
+
+def table(header: list, rows: list) -> None:
+    """Display computed values as a Markdown table (one row per list in `rows`)."""
+    from IPython.display import Markdown, display
+
+    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    display(Markdown("\n".join(lines)))
+
+
+def gpu_table(prov: dict, by: dict, ratio: float | None, why: str) -> None:
+    """The committed GPU layout timings (`bench_layout_<gpu>.json`'s ok records, by backend),
+    labelled with their device, and the strided / contiguous ratio or why none is stated."""
+    from andrea_edu.bench.timing import refusal
+
+    p = next(iter(by.values()))["params"] if by else {}
+    table(["case", "median (ms)", "fastest (ms)", "device"],
+          [[name, f"{r['median_ms']:.3f}", f"{r['min_ms']:.3f}", prov["device"]]
+           for name, r in by.items()])
+    print(f"{prov['device']}, torch {prov['torch']}, CUDA {prov['cuda']}, {prov['date']}; "
+          f"B={p.get('B')}, T={p.get('T')}, n_head={p.get('n_head')}, head_dim={p.get('head_dim')}, "
+          f"{p.get('dtype')}")
+    if ratio is not None:
+        print(f"strided / contiguous q @ k^T: {ratio:.2f}x")
+    elif why:
+        print(refusal("strided / contiguous ratio", why))
