@@ -46,7 +46,7 @@ def fig_w_o_blocks(n_head: int, d_model: int = 768, seed: int = 0):
         a.add_patch(Rectangle((0, h * hs), d_model, hs, color=colors[h], alpha=0.4, lw=0))
     a.set_xlabel("output dimension (column)")
     a.set_ylabel("concat feature (row)")
-    a.set_title(f"W_O [{d_model} x {d_model}]: row block h\n(rows h*{hs}..h*{hs}+{hs - 1}) "
+    a.set_title(f"W_O [{d_model} x {d_model}]: row block h\n(rows h*{hs}:(h+1)*{hs}) "
                 f"reads head h", fontsize=10)
     b.bar(range(n_head), share, color=colors)
     b.axhline(1 / n_head, color="black", lw=0.8, ls="--", label=f"1/n_head = {1 / n_head:.3f}")

@@ -1,13 +1,12 @@
-"""Figures of the chapters "Three matrices per head, or one big matrix" and
-"Parameter count" (with "Naming the projections").
+"""Figures of the chapter "Three matrices per head, or one big matrix".
 
 The chapter's live measurement (``projection_sweep``: BLAS calls, validation, then time per way)
 is ``andrea_edu.bench.matmuls``; the committed, provenance-carrying version of the same
 comparison is ``python -m andrea_lab.bench projections``. This module draws and formats.
 - ``fig_fused_matrix``: W_Q with the column blocks W_Q^h coloured, beside the per-head view.
 - ``fig_projection_timings``: BLAS calls and time per way for one (n_head, head_dim).
-- ``fig_param_breakdown`` / ``fig_attention_by_head``: where the parameters are; the attention
-  count split into heads, which does not move with n_head.
+- ``tensor_core_claim`` / ``gpu_projection_table``: the GPU claim's box row and the committed GPU
+  measurement, when one exists.
 Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
 """
 from __future__ import annotations
@@ -50,7 +49,7 @@ def fig_fused_matrix(W: torch.Tensor, n_head: int, name: str = "W_Q"):
     step = max(1, n_head // 6)
     a.set_xticks([h * hs + hs / 2 for h in range(0, n_head, step)])
     a.set_xticklabels([f"h{h}" for h in range(0, n_head, step)])
-    a.set_ylabel("input feature (row, 0..%d)" % (C - 1))
+    a.set_ylabel(f"input feature (row 0:{C})")
     a.set_title(f"fused {name} [{C} x {C}]\ncolumn block h = {name}^h", fontsize=10)
     gap = max(1, hs // 4)
     for h, color in enumerate(head_colors(n_head)):
@@ -140,10 +139,10 @@ def tensor_core_claim(gpu_results, n_head: int, cpu_ratio_12: float | None,
     from andrea_edu.figures.verdicts import NOT_MEASURED
 
     calc = projection_roofline(rows)  # a calculation (bench.matmuls), not a measurement
+    bound = "memory" if calc["compute_s"] < calc["memory_s"] else "compute"
     calc_text = (f"Calculation from the {calc['gpu']}'s published peak ({calc['source']}): at "
-                 f"B·T = {rows} one 768×768 bf16 projection is {calc['flops'] / 1e9:.2f} GFLOP, "
-                 f"{calc['compute_s'] * 1e6:.2f} µs at peak, less than moving its bytes takes "
-                 f"({calc['memory_s'] * 1e6:.2f} µs) and far less than a kernel launch; it becomes "
+                 f"B·T = {rows} one 768×768 bf16 projection takes {calc['compute_s'] * 1e6:.2f} µs "
+                 f"at peak and {calc['memory_s'] * 1e6:.2f} µs to move its bytes ({bound}-bound); "
                  f"compute-bound from B·T ≈ {calc['compute_bound_from_rows']}.")
     by = {(r["n_head"], r["way"]): r for r in committed_projection_rows(gpu_results)}
     per, fused = by.get((n_head, "per-head")), by.get((n_head, "fused"))
@@ -159,13 +158,16 @@ def tensor_core_claim(gpu_results, n_head: int, cpu_ratio_12: float | None,
     if ratio is None:
         return (f"On {device} (committed): {refusal('per-head / fused ratio', why)}. "
                 f"{calc_text} {cpu_text}", NOT_MEASURED)
-    peak = gpus.PUBLISHED_PEAK.get(device, {}).get("bf16_tflops")
+    key = gpus.by_device_name(device)  # torch's spelling ("NVIDIA H100 80GB HBM3") -> the table's
+    tensor_flops = gpus.GPUS[key].get("tensor_flops") if key else None
+    peak = tensor_flops / 1e12 if tensor_flops else None  # dense bf16, TFLOP/s
     share = fused["tflops"] / peak if peak and fused.get("tflops") else None
     text = (f"On {device} (committed): per-head takes {ratio:.2f}x the fused time at "
             f"n_head={n_head}"
             + (f"; the fused projection reaches {fused['tflops']:.3g} TFLOP/s, {share:.0%} of the "
-               f"published peak." if share is not None else
-               "; this GPU's published peak is not in the book, so the share of peak is unknown.")
+               f"published dense bf16 peak." if share is not None else
+               f"; andrea_edu.kernels.gpus cites no dense bf16 peak for {device}, so no share of "
+               f"peak is stated.")
             + f" {calc_text}")
     if ratio <= 1.1:
         return text, "does not hold"

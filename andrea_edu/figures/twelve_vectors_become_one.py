@@ -1,14 +1,9 @@
-"""Measurements and figures of the chapters "Twelve vectors become one" and
-"The output projection W_O".
+"""Figures of the chapter "Twelve vectors become one".
 
 - ``fig_features_by_head``: the d_model features of a token, coloured by the head that owns them.
 - ``fig_trap``: what each (head, position) slot really holds after the reshape trap
   (``projections.reshape_without_transpose``), from ``layout.reshape_trap`` at a real n_head.
-- ``fig_w_o_blocks``: W_O as n_head row blocks, and each head's share of the output.
-- ``head_shares`` / ``effective_heads`` / ``fig_head_mixing``: how much of every output dimension
-  comes from each head, on a random W_O and on a synthetic "trained-looking" one
-  (``synthetic_trained_w_o``: built, not trained, and labelled so wherever it is shown).
-- ``fig_zero_head``: each head's contribution before and after zeroing one row block of W_O.
+Ranges are written as Python slices, end excluded: head h owns features h*hs:(h+1)*hs.
 Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
 """
 from __future__ import annotations
@@ -38,17 +33,17 @@ def fig_features_by_head(n_head: int, d_model: int = 768):
         if n_head <= 24:
             a.text(h * hs + hs / 2, 0.5, f"h{h}", ha="center", va="center", fontsize=7)
             b.text(hs / 2, n_head - 1 - h + 0.45, f"head {h}: [T, {hs}], from features "
-                   f"{h * hs}..{(h + 1) * hs - 1}", ha="center", va="center", fontsize=7)
+                   f"{h * hs}:{(h + 1) * hs}", ha="center", va="center", fontsize=7)
     a.set_xlim(0, d_model)
     a.set_ylim(0, 1)
     a.set_yticks([])
     a.set_xlabel("feature index of one token (the concat / fused layout)")
     a.set_title(f"d_model={d_model} features, n_head={n_head} heads of head_dim={hs}: head h "
-                f"owns features h*{hs} .. h*{hs}+{hs - 1}", fontsize=10)
+                f"owns features h*{hs}:(h+1)*{hs}", fontsize=10)
     b.set_xlim(0, hs)
     b.set_ylim(0, n_head)
     b.set_yticks([])
-    b.set_xlabel("feature index within the head (0 .. head_dim-1)")
+    b.set_xlabel("feature index within the head (0:head_dim)")
     b.set_title("after split_heads: one row per head; concat puts the rows back side by side",
                 fontsize=10)
     fig.tight_layout()
@@ -95,7 +90,7 @@ def fig_trap(T: int = 8, n_head: int = 12, d_model: int = 768):
         ax.set_title(title, fontsize=10)
     n_ok = int(correct.sum())
     fig.suptitle(f"What head h at position t really holds (T={T}, n_head={n_head}, head_dim={hs}). "
-                 f"Cell 'tN fM': token N, features M..M+{hs - 1}.\nThe trap gets {n_ok} of "
+                 f"Cell 'tN fM': token N, features M:M+{hs}.\nThe trap gets {n_ok} of "
                  f"{n_head * T} slots right", fontsize=10)
     fig.text(0.5, 0.01, "Cell colour: the head that owns those features. Framed cells hold the "
              "wrong token or another head's features.", ha="center", fontsize=8)

@@ -262,7 +262,7 @@ def overview_figure(n_head: int = 12, d_model: int = 768):
         ax.text(x + name_i * w + w / 2, y0 + H + 0.15, name, ha="center", va="bottom",
                 fontsize=10, fontweight="bold")
     ax.text(x + 1.5 * w, y0 - 0.25, f"(B, T, {3 * d_model}): head h = columns "
-            f"h*{hd}..(h+1)*{hd}", ha="center", va="top", fontsize=8)
+            f"h*{hd}:(h+1)*{hd} of each", ha="center", va="top", fontsize=8)
     _arrow(ax, 12.2, 15.5, y0 + H / 2, f"view + transpose\n(B, {n_head}, T, {hd})")
     # One small attention tile per head (all heads run in one kernel launch).
     show = min(n_head, 16)
