@@ -22,6 +22,9 @@ Backends (BACKENDS):
   emulator    andrea_edu.kernels.emulator: the CUDA kernels' grid, blocks, tiles and online softmax,
               run block by block on the CPU (the decomposition of the kernel the GPU dispatcher
               would choose on an sm_80+ GPU: v3, else v2, else v1).
+  cpu-sim     andrea_edu.kernels.cpu_sim: that same kernel's .cu compiled by g++ and run on the
+              CPU by the host simulator (one fiber per CUDA thread, the launcher's grid, threads
+              and shared memory); needs a C++ compiler, and takes seconds, not microseconds.
   cuda-naive  kernels/attention_v1.cu: one block per (batch, head), any head_dim <= V1_MAX_HEAD_DIM.
   cuda-wmma   kernels/attention_v2_wmma.cu: tensor cores (WMMA 16x16x16), fp16/bf16 only,
               head_dim in V2_HEAD_DIMS; anything else falls back to cuda-naive and says so.
@@ -53,7 +56,7 @@ from andrea_edu.kernels.limits import (DTYPES, V1_MAX_HEAD_DIM, V2_DTYPES,  # no
                                       v1_ineligibility, v2_ineligibility, v3_ineligibility,
                                       validate_qkv)
 
-_TORCH_BACKENDS = ("auto", "reference", "sdpa", "emulator")
+_TORCH_BACKENDS = ("auto", "reference", "sdpa", "emulator", "cpu-sim")
 
 
 def backends() -> tuple[str, ...]:
@@ -61,7 +64,7 @@ def backends() -> tuple[str, ...]:
     return _TORCH_BACKENDS + tuple(s.backend for s in registry.specs())
 
 
-BACKENDS = backends()  # at import: auto, reference, sdpa, emulator, cuda-naive, cuda-wmma, cuda-flash
+BACKENDS = backends()  # at import: auto, reference, sdpa, emulator, cpu-sim, then one per kernel
 
 
 # Agreement with the fp32 reference, by input dtype: |out - ref| <= atol + rtol * |ref|.
@@ -150,6 +153,15 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
                             "forward-only: ran torch's sdpa (differentiable)",
                             tuple(f"{s.backend}: forward-only" for s in registry.preferred()),
                             **kw)
+    if backend == "cpu-sim":   # the .cu itself on the CPU: the kernel an sm_80+ GPU would run
+        spec, passed = registry.walk(head_dim, dtype)
+        if spec is None:
+            raise ValueError(f"backend='cpu-sim' cannot run head_dim={head_dim}: no kernel "
+                             f"does ({passed[-1][1]}); use backend='reference' or 'sdpa'")
+        return Decision("cpu-sim", f"backend='cpu-sim' was requested: {spec.version}'s CUDA C++ "
+                        f"({spec.source}) compiled by the host C++ compiler and run block by "
+                        f"block on the CPU", tuple(f"{s.backend}: {why}" for s, why in passed),
+                        kernel=spec.version, **kw)
     if backend == "emulator":
         spec, passed = registry.walk(head_dim, dtype, gpu_sm)
         previous = (passed[-1][0].backend, passed[-1][1]) if passed else None
@@ -266,7 +278,7 @@ def attention(q, k, v, causal: bool = False, backend: str = "auto",
                 f"{', '.join(copied)} not contiguous: copied with .contiguous() before the "
                 f"kernel (one extra read and write of each)",))
     align = registry.get(decision.kernel).row_alignment if decision.kernel else 0
-    if align and decision.backend != "emulator":
+    if align and decision.backend not in ("emulator", "cpu-sim"):
         moved = [n for n, t in (("q", q), ("k", k), ("v", v)) if t.data_ptr() % align]
         if moved:                                  # v3's cp.async copies 16 bytes from row starts
             q, k, v = (t.clone() if t.data_ptr() % align else t for t in (q, k, v))
@@ -278,6 +290,10 @@ def attention(q, k, v, causal: bool = False, backend: str = "auto",
         out = reference_attention(q, k, v, causal)
     elif decision.backend == "sdpa":
         out = _sdpa(q, k, v, causal)
+    elif decision.backend == "cpu-sim":
+        from andrea_edu.kernels import cpu_sim
+        assert decision.kernel is not None
+        out = cpu_sim.run_attention(q.cpu(), k.cpu(), v.cpu(), causal, decision.kernel).to(q.device)
     elif decision.backend == "emulator":
         from andrea_edu.kernels import emulator
         out, _ = emulator.emulate(q, k, v, causal=causal, kernel=decision.kernel, trace=False)

@@ -130,7 +130,7 @@ ALLOWED = {
     "bench": {"bench", "core", "kernels"},
     "heads": {"heads", "bench", "core", "kernels"},
     "pipeline": {"pipeline", "bench", "core", "kernels"},
-    "notebook": {"notebook", "bench", "core"},
+    "notebook": {"notebook", "bench", "core", "kernels"},
     "figures": {"figures", "heads", "pipeline", "bench", "core", "kernels"},
     "entry": {"core"},
 }
@@ -220,9 +220,9 @@ def allowed_from_docs() -> dict[str, set[str]]:
             out[name] = {name} | below
     import andrea_edu
     doc = " ".join((andrea_edu.__doc__ or "").split())
-    m = re.search(r"the notebook tooling uses only the (\w+) and (\w+)'s", doc)
+    m = re.search(r"the notebook tooling uses only the ((?:\w+, the )*\w+) and (\w+)'s", doc)
     assert m, "andrea_edu's docstring no longer says what the notebook tooling uses"
-    out["notebook"] = {"notebook", m.group(1), m.group(2)}
+    out["notebook"] = {"notebook", *m.group(1).split(", the "), m.group(2)}
     return out
 
 

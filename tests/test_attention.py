@@ -172,8 +172,8 @@ def test_return_decision_and_non_contiguous_copy_note():
     assert torch.allclose(out, reference_attention(q, q, q, True), atol=1e-5)
     out2, d2 = attention(q, q, q, backend="reference", return_decision=True)
     assert d2.notes == ()                                         # torch reads any strides
-    assert set(BACKENDS) == {"auto", "reference", "sdpa", "emulator", "cuda-naive", "cuda-wmma",
-                             "cuda-flash"}
+    assert set(BACKENDS) == {"auto", "reference", "sdpa", "emulator", "cpu-sim", "cuda-naive",
+                             "cuda-wmma", "cuda-flash"}
 
 
 def _t(*shape, dtype=torch.float32):

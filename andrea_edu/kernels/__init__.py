@@ -16,6 +16,8 @@
     grid       the launch grid of each kernel, drawn block by block
     tiles      tile coverage, padding, MMA shapes, SDPA's head_dim rules
     emulator   the kernels' grid, tiles and online softmax, run block by block on the CPU
+    cpu_sim    a kernel's own CUDA C++ compiled by g++ against stand-in headers and run on the CPU,
+               one fiber per CUDA thread (host_sim/: the simulator; backend="cpu-sim")
     sass       SASS evidence: the instruction mix and shared-memory bytes of one warp's K/V tile
     time_model a time MODEL per kernel (a bracket: all terms overlapped .. none) from those
                counts and published GPU limits

@@ -1,5 +1,6 @@
 // sim.h: run a CUDA kernel's blocks on the CPU, one cooperative fiber per CUDA thread.
-// Test tooling for tests/test_kernels_on_host.py (not part of andrea_edu). The kernel source is
+// The engine of andrea_edu.kernels.cpu_sim (backend="cpu-sim", the notebook's kernel cells and
+// puzzles; launch.h is its generic main) and of tests/test_kernels_on_host.py. The kernel source is
 // compiled by the host C++ compiler against the small headers in include/ (fp16/bf16 types with
 // round-to-nearest-even, WMMA fragments that each lane holds whole, CUDART_INF_F).
 // What it checks that the Python emulator cannot: the .cu file's own indexing, barrier
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <csignal>
 #include <functional>
 #include <random>
 #include <sys/mman.h>
@@ -28,6 +30,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __align__(n) alignas(n)
 using std::max;
 using std::min;
 
@@ -52,6 +55,7 @@ struct Thread {
   std::vector<char> stack;
   std::vector<AsyncCopy> cp_open;                 // cp.async issued since the last commit
   std::vector<std::vector<AsyncCopy>> cp_groups;  // committed groups, oldest first
+  int static_calls = 0;                           // static __shared__ declarations reached
 };
 
 struct Block {
@@ -62,6 +66,8 @@ struct Block {
   std::vector<int> warp_arrived;
   std::vector<std::vector<uint64_t>> slots;  // shuffle exchange, per warp and lane
   std::function<void()> body;
+  std::vector<size_t> static_offsets;              // static __shared__ arrays, in declaration order
+  size_t static_top = 0;
 };
 
 inline Block* g_block = nullptr;
@@ -69,6 +75,8 @@ inline dim3 g_blockIdx, g_gridDim, g_blockDim;
 inline void* g_smem = nullptr;
 inline size_t g_smem_bytes = 0;                    // set by the harness: bounds for ldmatrix/cp.async
 inline std::mt19937 g_rng(12345);
+inline char* g_static_smem = nullptr;              // static __shared__ arrays (launch.h sets it)
+inline size_t g_static_smem_bytes = 0;
 
 [[noreturn]] inline void fail(const char* what) {
   std::fprintf(stderr, "sim: %s (block %u,%u thread %u)\n", what, g_blockIdx.x, g_blockIdx.y,
@@ -124,7 +132,9 @@ inline void trampoline() {
 }
 
 // Run one block: every thread of `block` runs body(); resumed in random order at barriers.
-inline void run_block(unsigned nthreads, const std::function<void()>& body) {
+// Threads are numbered x fastest, then y, then z (as CUDA does); warps are 32 consecutive ones.
+inline void run_block(dim3 shape, const std::function<void()>& body) {
+  const unsigned nthreads = shape.x * shape.y * shape.z;
   Block b;
   b.body = body;
   b.th.resize(nthreads);
@@ -133,7 +143,9 @@ inline void run_block(unsigned nthreads, const std::function<void()>& body) {
   g_block = &b;
   for (unsigned i = 0; i < nthreads; ++i) {
     Thread& t = b.th[i];
-    t.idx.x = i;
+    t.idx.x = i % shape.x;
+    t.idx.y = (i / shape.x) % shape.y;
+    t.idx.z = i / (shape.x * shape.y);
     t.lane = i & 31;
     t.warp = i >> 5;
     t.stack.resize(kStack);
@@ -169,15 +181,94 @@ inline void run_block(unsigned nthreads, const std::function<void()>& body) {
   g_block = nullptr;
 }
 
-// A buffer whose last byte sits right before a PROT_NONE page: overruns crash (SIGSEGV).
-inline void* guarded_alloc(size_t bytes) {
+inline void run_block(unsigned nthreads, const std::function<void()>& body) {
+  dim3 shape;
+  shape.x = nthreads;
+  run_block(shape, body);
+}
+
+// A `__shared__ T name[N];` of the kernel (cpu_sim rewrites it into a call of this): every thread
+// of the block gets the same bytes for its n-th declaration, carved from g_static_smem, which
+// the harness poisons with NaN before each block. Only the last array ends at the guard page.
+inline void* static_shared(size_t bytes, size_t align) {
+  Block& b = *g_block;
+  const size_t i = (size_t)cur()->static_calls++;
+  if (i == b.static_offsets.size()) {
+    const size_t at = (b.static_top + align - 1) / align * align;
+    if (at + bytes > g_static_smem_bytes) fail("static __shared__ arrays exceed 48 KiB");
+    b.static_offsets.push_back(at);
+    b.static_top = at + bytes;
+  }
+  return g_static_smem + b.static_offsets[i];
+}
+
+// A buffer whose last byte sits right before a PROT_NONE page: overruns crash (SIGSEGV). A
+// second PROT_NONE page sits before the page-rounded span, and the slack between that page and
+// the buffer's first byte reads NaN (0xff bytes): a small negative index reads poison, a large
+// one crashes. `name` is what the SIGSEGV handler (install_fault_report) calls the buffer.
+struct Guarded { const char* name; char* first; size_t bytes; };
+inline std::vector<Guarded> g_guarded;
+
+inline void* guarded_alloc(size_t bytes, const char* name = "a buffer") {
   const size_t page = (size_t)sysconf(_SC_PAGESIZE);
   const size_t span = (bytes + page - 1) / page * page;
-  char* base = (char*)mmap(nullptr, span + page, PROT_READ | PROT_WRITE,
+  char* base = (char*)mmap(nullptr, span + 2 * page, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) fail("mmap");
-  mprotect(base + span, page, PROT_NONE);
-  return base + span - bytes;
+  mprotect(base, page, PROT_NONE);
+  mprotect(base + page + span, page, PROT_NONE);
+  char* first = base + page + span - bytes;
+  std::memset(base + page, 0xff, span - bytes);
+  g_guarded.push_back({name, first, bytes});
+  return first;
+}
+
+// SIGSEGV (a guard page was touched) becomes one sentence naming the buffer, the block and the
+// thread, on stderr, and exit code 4 (cpu_sim turns it into the reader's message).
+inline void fault_report(int, siginfo_t* info, void*) {
+  const char* at = static_cast<const char*>(info->si_addr);
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  const dim3 t = g_block && g_block->cur ? g_block->cur->idx : dim3{};
+  // Past an end first: guard pages of neighbouring mappings can touch, and a thread that runs
+  // off the end of one buffer is the likelier story than one that starts before the next.
+  for (const Guarded& g : g_guarded) {
+    const char* end = g.first + g.bytes;
+    if (at < end || at >= end + page) continue;
+    std::fprintf(stderr, "sim: out of bounds: %s is %zu bytes long; block (%u,%u,%u) thread "
+                 "(%u,%u,%u) touched byte %zu, %zu bytes past its end\n", g.name, g.bytes,
+                 g_blockIdx.x, g_blockIdx.y, g_blockIdx.z, t.x, t.y, t.z,
+                 (size_t)(at - g.first), (size_t)(at - end));
+    std::fflush(stderr);
+    _exit(4);
+  }
+  for (const Guarded& g : g_guarded) {
+    const size_t slack = (g.bytes + page - 1) / page * page - g.bytes;
+    if (at >= g.first || at < g.first - slack - page) continue;
+    std::fprintf(stderr, "sim: out of bounds: %s: block (%u,%u,%u) thread (%u,%u,%u) touched "
+                 "an address %zu bytes before its first byte\n", g.name,
+                 g_blockIdx.x, g_blockIdx.y, g_blockIdx.z, t.x, t.y, t.z,
+                 (size_t)(g.first - at));
+    std::fflush(stderr);
+    _exit(4);
+  }
+  std::fprintf(stderr, "sim: segmentation fault at an address outside every buffer (block "
+               "(%u,%u,%u) thread (%u,%u,%u))\n", g_blockIdx.x, g_blockIdx.y, g_blockIdx.z,
+               t.x, t.y, t.z);
+  std::fflush(stderr);
+  _exit(4);
+}
+
+inline void install_fault_report() {
+  static std::vector<char> alt(1 << 16);
+  stack_t ss{};
+  ss.ss_sp = alt.data();
+  ss.ss_size = alt.size();
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa{};
+  sa.sa_sigaction = fault_report;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigaction(SIGSEGV, &sa, nullptr);
+  sigaction(SIGBUS, &sa, nullptr);
 }
 
 }  // namespace sim
@@ -195,3 +286,19 @@ template <typename V> V __shfl_xor_sync(unsigned m, V v, int off) {
   return ::sim::exchange(m, v, ::sim::cur()->lane ^ off);
 }
 template <typename V> V __shfl_sync(unsigned m, V v, int src) { return ::sim::exchange(m, v, src); }
+template <typename V> V __shfl_down_sync(unsigned m, V v, unsigned d) {
+  const int lane = ::sim::cur()->lane;
+  return ::sim::exchange(m, v, lane + (int)d < 32 ? lane + (int)d : lane);
+}
+template <typename V> V __shfl_up_sync(unsigned m, V v, unsigned d) {
+  const int lane = ::sim::cur()->lane;
+  return ::sim::exchange(m, v, lane >= (int)d ? lane - (int)d : lane);
+}
+// Fibers never preempt one another, so a read-modify-write is atomic here as on the GPU.
+template <typename V> V atomicAdd(V* p, V v) { V old = *p; *p = old + v; return old; }
+template <typename V> V atomicMax(V* p, V v) { V old = *p; *p = old > v ? old : v; return old; }
+template <typename V> V __ldg(const V* p) { return *p; }
+inline float __expf(float x) { return std::exp(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+constexpr int warpSize = 32;
