@@ -6,8 +6,16 @@ Introduced in the chapter "One kernel, many heads"; the dispatcher's decisions a
     out = attention(q, k, v, causal=False, backend="auto")            # (B, nh, T, hs)
     out, decision = attention(q, k, v, return_decision=True)
     decision = choose_backend(head_dim=72, dtype=torch.float16, device_type="cuda")
-        choose_backend(head_dim, dtype, device_type, backend="auto", sm=None, requires_grad=False)
-        -> Decision(backend, reason, fallbacks_considered, kernel, requested, notes)
+        choose_backend(head_dim, dtype, device_type, backend="auto", sm=None, requires_grad=False,
+                       pad=False) -> Decision(backend, reason, fallbacks_considered, kernel,
+                                              requested, notes)
+    attention(..., pad=True): a head_dim that is not one of cuda-flash's widths runs in the
+        padded tensor-core kernel (cuda-flash-padded: 72 inside 80, zeros in the pad) instead of
+        falling back to cuda-wmma / cuda-naive. Default False: the kernel set the source text
+        describes (tensor-core kernels only at their own widths, anything else falls back, and
+        the Decision says so), so that padding, which spends (padded - real) / padded of the
+        tensor-core work on zeros, is never chosen silently; PyTorch's flash kernel pads
+        without asking. With pad=False, a fallback's notes say what pad=True would run.
     reference_attention(q, k, v, causal=False)      the fp32 reference every backend is checked on
     compare_to_reference(out, q, k, v, causal) -> dict(max_abs_err, atol, rtol, passed)
     TOLERANCE[dtype] -> (atol, rtol);  validate_qkv(q, k, v) -> (B, nh, T, hs)
@@ -110,7 +118,8 @@ class Decision:
 
 
 def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto",
-                   sm: int | None = None, requires_grad: bool = False) -> Decision:
+                   sm: int | None = None, requires_grad: bool = False,
+                   pad: bool = False) -> Decision:
     """The dispatcher's decision, without tensors (pure; probes no hardware).
 
     sm: the GPU's compute capability as 10*major + minor (e.g. 90), when known; it only
@@ -118,6 +127,9 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
     (sm_80+) GPU. attention() passes the tensors' GPU.
     requires_grad: autograd must flow through the result. The kernels and the emulator are
     forward-only: auto then picks sdpa (GPU) or reference (CPU), and asking for them raises.
+    pad: run a head_dim no tensor-core kernel is compiled for in the next width one is
+    (cuda-flash-padded; the reason names the padded width) instead of falling back. Asking for
+    backend="cuda-flash-padded" pads whatever `pad` says. Default False (module docstring).
 
     Raises ValueError for an unknown backend, dtype, device_type, a head_dim that is not a
     positive int (True is not 1), an sm that is not an int like 90, a requires_grad that is not
@@ -138,6 +150,8 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
                          f"10*major + minor, e.g. 90 for sm_90")
     if not isinstance(requires_grad, bool):
         raise ValueError(f"requires_grad={requires_grad!r} must be True or False")
+    if not isinstance(pad, bool):
+        raise ValueError(f"pad={pad!r} must be True or False")
     gpu_sm = sm if device_type == "cuda" else None
     kw: dict[str, Any] = dict(requested=backend)
 
@@ -163,7 +177,7 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
                         f"block on the CPU", tuple(f"{s.backend}: {why}" for s, why in passed),
                         kernel=spec.version, **kw)
     if backend == "emulator":
-        spec, passed = registry.walk(head_dim, dtype, gpu_sm)
+        spec, passed = registry.walk(head_dim, dtype, gpu_sm, pad=pad)
         previous = (passed[-1][0].backend, passed[-1][1]) if passed else None
         if spec is None:
             raise ValueError(f"backend='emulator' cannot run head_dim={head_dim}: no kernel "
@@ -180,10 +194,16 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
                         "grid on the CPU instead)", **kw)
 
     # auto: every kernel, newest first; a kernel asked for by name: it, then the older ones.
-    spec, passed = registry.walk(head_dim, dtype, sm, None if backend == "auto" else backend)
+    spec, passed = registry.walk(head_dim, dtype, sm, None if backend == "auto" else backend,
+                                 pad=pad)
     considered = tuple(f"{s.backend}: {why}" for s, why in passed)
     if spec is not None:
         previous = (passed[-1][0].backend, passed[-1][1]) if passed else None
+        padded, _ = (None, None) if pad or spec.pads else registry.walk(
+            head_dim, dtype, sm, None if backend == "auto" else backend, pad=True)
+        if padded is not None and padded.pads:          # what pad=True would have run instead
+            kw["notes"] = (f"pad=True would run {padded.backend}: "
+                           f"{padded.chosen(head_dim, dtype, sm, None).split(': ran ')[0]}",)
         return Decision(spec.backend, spec.chosen(head_dim, dtype, sm, previous), considered,
                         kernel=spec.version, **kw)
     if backend != "auto":
@@ -248,8 +268,9 @@ def _sdpa(q, k, v, causal):
 
 
 def attention(q, k, v, causal: bool = False, backend: str = "auto",
-              return_decision: bool = False):
-    """Scaled dot-product attention over [B, nh, T, hs]; see the module docstring.
+              return_decision: bool = False, pad: bool = False):
+    """Scaled dot-product attention over [B, nh, T, hs]; see the module docstring (pad: run a
+    misaligned head_dim in the padded tensor-core kernel instead of falling back).
 
     Returns out (B, nh, T, hs), or (out, Decision) when return_decision=True.
     """
@@ -268,7 +289,7 @@ def attention(q, k, v, causal: bool = False, backend: str = "auto",
         major, minor = torch.cuda.get_device_capability(q.device)
         sm = 10 * major + minor
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    decision = choose_backend(hs, q.dtype, dev, backend, sm, grad)
+    decision = choose_backend(hs, q.dtype, dev, backend, sm, grad, pad)
 
     if decision.kernel is not None:                   # the emulator or a CUDA kernel
         copied = [n for n, t in (("q", q), ("k", k), ("v", v)) if not t.is_contiguous()]

@@ -42,13 +42,15 @@ def _kernel_body(spec, text: str) -> list[str]:
     return [_code(t) for t in lines[start:end]]
 
 
-def _template_param(text: str, kernel: str) -> str:
-    """The name of the kernel template's int parameter (CHUNKS, HD): the tile."""
+def _template_params(text: str, kernel: str) -> list[str]:
+    """The names of the kernel template's int parameters (CHUNKS; HD; HD, RD for the padded
+    v3), in order: what KernelSpec.template_args gives values for."""
     m = re.search(r"template <([^>]*)>\s*\n__global__[^\n]*\n" + kernel + r"\(", text)
     assert m is not None, f"no template line above {kernel}("
-    ints = [p.split()[-1] for p in m.group(1).split(",") if p.split()[0] == "int"]
-    assert len(ints) == 1, ints
-    return ints[0]
+    ints = [p.split("=")[0].split()[-1] for p in m.group(1).split(",")
+            if p.split()[0] == "int"]
+    assert ints, m.group(1)
+    return ints
 
 
 def _py(expr: str, text: str, env: dict) -> str:
@@ -127,7 +129,11 @@ def schedule(spec, text: str, T: int, causal: bool, head_dim: int, grid_y: int,
     body = _kernel_body(spec, text)
     env = dict(consts, seq_len=T, head_dim=head_dim, causal=int(causal), gridDim_y=grid_y,
                blockIdx_y=block_y)
-    env[_template_param(text, spec.kernel)] = spec.tile_of(head_dim)
+    args = spec.template_args(spec.tile_of(head_dim))
+    names = _template_params(text, spec.kernel)
+    env.update(zip(names, args))
+    for name in names[len(args):]:                         # defaulted (RD = HD): the width
+        env[name] = args[0]
     fors = [(i, _match(_FOR, t)) for i, t in enumerate(body) if _FOR.match(t)]
     q_at = next((i for i, m in fors if m.group(1) == "q0"), None)
     q_def = next((i for i, t in enumerate(body) if re.match(r"^\s*const int q0 = ", t)), None)

@@ -173,7 +173,7 @@ def test_return_decision_and_non_contiguous_copy_note():
     out2, d2 = attention(q, q, q, backend="reference", return_decision=True)
     assert d2.notes == ()                                         # torch reads any strides
     assert set(BACKENDS) == {"auto", "reference", "sdpa", "emulator", "cpu-sim", "cuda-naive",
-                             "cuda-wmma", "cuda-flash"}
+                             "cuda-wmma", "cuda-flash-padded", "cuda-flash"}
 
 
 def _t(*shape, dtype=torch.float32):

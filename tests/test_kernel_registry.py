@@ -74,16 +74,17 @@ def fourth(tmp_path, monkeypatch):
 
 
 def test_the_registry_lists_v1_v2_v3_and_each_spec_reads_its_file():
-    """The committed ladder, pinned on purpose."""
-    assert registry.versions() == ("v1", "v2", "v3")
-    assert [s.version for s in registry.preferred()] == ["v3", "v2", "v1"]
+    """The committed ladder, pinned on purpose (v3p: v3 padded, kernels/v3pad.py)."""
+    assert registry.versions() == ("v1", "v2", "v3p", "v3")
+    assert [s.version for s in registry.preferred()] == ["v3", "v3p", "v2", "v1"]
     assert dict(registry.KERNEL_NAMES) == {"v1": "attention_v1", "v2": "attention_v2_wmma",
+                                           "v3p": "attention_v3_flash",
                                            "v3": "attention_v3_flash"}
     for s in registry.specs():
         assert isinstance(s, KernelSpec)
         assert re.search(rf"\b{s.kernel}\(", s.source_text())
         assert s.threads == 32 * s.warps and s.rows(64) % s.warps == 0
-    with pytest.raises(ValueError, match=r"version='v4' is not one of \('v1', 'v2', 'v3'\)"):
+    with pytest.raises(ValueError, match=r"version='v4' is not one of \('v1', 'v2', 'v3p', 'v3'\)"):
         registry.get("v4")
     with pytest.raises(ValueError, match="already registered"):
         registry.register(registry.get("v1"))
@@ -127,7 +128,7 @@ def test_a_fourth_version_flows_through_dispatcher_emulator_model_bench_and_gpu_
     from andrea_lab.bench import gpucheck
 
     # the dispatcher: the newest registered kernel is tried first
-    assert "cuda-split" in backends() and registry.versions() == ("v1", "v2", "v3", "v4")
+    assert "cuda-split" in backends() and registry.versions() == ("v1", "v2", "v3p", "v3", "v4")
     d = choose_backend(64, torch.float16, "cuda")
     assert (d.backend, d.kernel) == ("cuda-split", "v4")
     assert choose_backend(300, torch.float16, "cuda").backend == "sdpa"
@@ -171,7 +172,7 @@ def test_a_fourth_version_flows_through_dispatcher_emulator_model_bench_and_gpu_
 
 def test_the_fourth_version_leaves_no_trace(fourth):
     registry.unregister("v4")
-    assert registry.versions() == ("v1", "v2", "v3") and "cuda-split" not in backends()
+    assert registry.versions() == ("v1", "v2", "v3p", "v3") and "cuda-split" not in backends()
     assert choose_backend(64, torch.float16, "cuda").kernel == "v3"
     with pytest.raises(ValueError, match="kernel='v4' is not one of"):
         emulate(*(torch.zeros(1, 1, 4, 64),) * 3, kernel="v4")
@@ -208,7 +209,7 @@ def test_a_fourth_version_compiles_and_every_worklog_figure_draws_it(fourth):
         pytest.skip("cuobjdump/nvdisasm missing: no SASS evidence")
     # the chapter's inputs, built as its cells build them, at one head_dim
     dtype, hs, B, nh, T = torch.bfloat16, 64, 8, 12, 1024
-    versions = registry.versions()
+    versions = registry.ladder()                 # the worklog's rungs (v3p pads: beside them)
     ev = {(v, hs): sass.evidence(v, hs, dtype, "sm_90") for v in versions}
     assert ev["v4", hs]["warps_per_block"] == 2 and ev["v4", hs]["rows_per_warp"] == 8
     models = {(v, hs): {g: time_model.model_bound(v, B, nh, T, hs, True, dtype, g,

@@ -227,154 +227,190 @@ def _vcolor(version) -> str:
     return registry.color(version) if version in registry.versions() else "#9467bd"
 
 
-def draw_evidence_strip(ax, sweep: list[dict], head_dim: int):
-    """One bar per head_dim of the sweep (kernels.head_dim_evidence.sweep): all instructions one
-    warp issues per score in the SASS of the kernel the dispatcher runs there, log scale,
-    coloured by that kernel; head_dim's bar outlined in black, the kernel named under each."""
-    xs = range(len(sweep))
-    vals = [r.get("instr_per_score") or float("nan") for r in sweep]
-    ax.bar(xs, vals, 0.8, color=[_vcolor(r["version"]) for r in sweep],
-           edgecolor=["black" if r["head_dim"] == head_dim else "none" for r in sweep],
-           linewidth=2)
+# The slider's frame is drawn FRAME_WIDTH_IN wide with no text under FRAME_MIN_PT: shown at the
+# content width of the built book at a 1280-px window (slider.CONTENT_PX, every frame spans it),
+# its smallest text reads at about 9 pt (slider.displayed_pt; tests/test_head_dim_slider.py).
+FRAME_WIDTH_IN = 7.6
+FRAME_MIN_PT = 10
+_OFFSET = {False: -0.2, True: 0.2}   # pad=False (falls back): left bar; pad=True (pads): right
+
+
+def _worlds(sweep: list[dict], padded: list[dict] | None) -> list[tuple[bool, list[dict]]]:
+    """[(pad, rows)]: the fallback world, and the padded one when given."""
+    return [(False, sweep)] + ([(True, padded)] if padded is not None else [])
+
+
+def _bar_x(i: int, pad: bool, two: bool) -> float:
+    return i + (_OFFSET[pad] if two else 0.0)
+
+
+def _head_dim_axis(ax, sweep: list[dict]):
+    ax.set_xticks(range(len(sweep)), [str(r["head_dim"]) for r in sweep],
+                  fontsize=FRAME_MIN_PT, rotation=90)
+    ax.tick_params(axis="y", labelsize=FRAME_MIN_PT)
+    ax.set_xlim(-0.6, len(sweep) - 0.4)
+
+
+def draw_evidence_strip(ax, sweep: list[dict], head_dim: int, padded: list[dict] | None = None):
+    """All instructions one warp issues per score in the SASS of the kernel the dispatcher runs
+    at each head_dim of the sweep (kernels.head_dim_evidence.sweep), log scale, coloured by that
+    kernel; with `padded` (the same sweep with pad=True) two bars per head_dim: left the
+    fallback world (pad=False), right the padded one. head_dim's bars outlined in black."""
+    two = padded is not None
+    finite: list[float] = []
+    for pad, rows in _worlds(sweep, padded):
+        for i, r in enumerate(rows):
+            val = r.get("instr_per_score") or float("nan")
+            finite += [val] if val == val else []
+            ax.bar(_bar_x(i, pad, two), val, 0.38 if two else 0.8, color=_vcolor(r["version"]),
+                   edgecolor="black" if r["head_dim"] == head_dim else "none", linewidth=1.5)
     ax.set_yscale("log")
     plain_log(ax.yaxis)  # no mathtext: a live slider draws on a background thread
-    finite = [v for v in vals if v == v]
-    ax.set_ylim(min(finite) / 3, max(finite) * 4)
-    ax.set_xticks(list(xs), [str(r["head_dim"]) for r in sweep], fontsize=7, rotation=90)
-    for x, r, val in zip(xs, sweep, vals):
-        ax.text(x, val * 1.15 if val == val else 1, r["version"] or "-", ha="center",
-                va="bottom", fontsize=6.5, color=_vcolor(r["version"]), fontweight="bold")
-    ax.set_xlabel("head_dim (bar: the kernel the dispatcher runs there, from its SASS)",
-                  fontsize=8)
-    ax.set_ylabel("instructions per score\n(one warp, log)", fontsize=8)
-    handles = [Rectangle((0, 0), 1, 1, color=_vcolor(v)) for v in sorted(
-        {r["version"] for r in sweep if r["version"]})]
-    ax.legend(handles, sorted({r["version"] for r in sweep if r["version"]}), fontsize=7,
-              loc="upper left", ncol=3)
-    ax.set_title("Compiled evidence (sm_90 SASS): all instructions per score", fontsize=9,
-                 y=1.0)
+    ax.set_ylim(min(finite) / 2, max(finite) * 3)
+    _head_dim_axis(ax, sweep)
+    ax.set_ylabel("instructions\nper score (log)", fontsize=FRAME_MIN_PT)
+    versions = sorted({r["version"] for _, rows in _worlds(sweep, padded) for r in rows
+                       if r["version"]}, key=registry.versions().index)
+    handles = [Rectangle((0, 0), 1, 1, color=_vcolor(v)) for v in versions]
+    ax.legend(handles, versions, fontsize=FRAME_MIN_PT, loc="upper left", ncol=len(versions),
+              frameon=False, handlelength=1.0, columnspacing=0.8, borderaxespad=0.2)
+    ax.set_title("Compiled evidence (sm_90 SASS)" + (": left bar pad=False, right pad=True"
+                                                      if two else ""), fontsize=FRAME_MIN_PT + 1)
 
 
 def draw_model_band(ax, sweep: list[dict], head_dim: int, measured: dict | None = None,
-                    gpu: str = "H200"):
+                    gpu: str = "H200", padded: list[dict] | None = None,
+                    measured_padded: dict | None = None):
     """The time MODEL per head_dim as a hatched band (bottom: every term overlapped, top: no
     overlap), published kernels as points (never joined), and measurements, when `measured`
-    {head_dim: bench.dispatched point} has them, as filled points with their device."""
-    xs = range(len(sweep))
-    for x, r in zip(xs, sweep):
-        m = (r.get("model") or {}).get(gpu)
-        if not m:
-            continue
-        ax.bar(x, m["upper_us"] - m["lower_us"], 0.75, bottom=m["lower_us"], facecolor="none",
-               edgecolor=_vcolor(r["version"]), hatch="////", linewidth=1.0,
-               label="MODEL: bottom = all terms overlapped, top = none" if x == 0 else None)
+    {head_dim: bench.dispatched point} has them, as filled points with their device. With
+    `padded` (pad=True's sweep) two bands per head_dim, left pad=False, right pad=True, and
+    `measured_padded` the padded world's points."""
+    two = padded is not None
+    for pad, rows in _worlds(sweep, padded):
+        for i, r in enumerate(rows):
+            m = (r.get("model") or {}).get(gpu)
+            if not m:
+                continue
+            ax.bar(_bar_x(i, pad, two), m["upper_us"] - m["lower_us"], 0.36 if two else 0.75,
+                   bottom=m["lower_us"], facecolor="none", edgecolor=_vcolor(r["version"]),
+                   hatch="////", linewidth=1.0,
+                   label="MODEL: all terms overlapped .. none"
+                   if (i, pad) == (0, False) else None)
     seen: set[str] = set()
-    for x, r in zip(xs, sweep):
+    for i, r in enumerate(sweep):
         for b in r.get("published") or []:
             lab = None
             if b["kernel"] not in seen:
                 seen.add(b["kernel"])
-                lab = (f"{b['kernel']} ({b['instruction']}), published"
-                       + (" (rate extrapolated)" if b["extrapolated"] else ""))
-            ax.scatter([x], [b["us"]], marker=PUBLISHED_MARKERS.get(b["kernel"], "D"), s=30,
+                lab = f"{b['kernel']}, published" + ("*" if b["extrapolated"] else "")
+            ax.scatter([i], [b["us"]], marker=PUBLISHED_MARKERS.get(b["kernel"], "D"), s=30,
                        facecolor="white", edgecolor="black", zorder=3, label=lab)
     device = None
-    for x, r in zip(xs, sweep):
-        pt = (measured or {}).get(r["head_dim"])
-        if not pt:
-            continue
-        device = pt["device"]
-        if pt["kernel"].get("us"):
-            ax.scatter([x], [pt["kernel"]["us"]], marker="*", s=90, color=_vcolor(r["version"]),
-                       edgecolor="black", zorder=4,
-                       label=f"measured: dispatched kernel, {device}" if "k" not in seen else None)
-            seen.add("k")
-        if pt["sdpa"].get("us"):
-            ax.scatter([x], [pt["sdpa"]["us"]], marker="P", s=50, color="#2ca02c",
-                       edgecolor="black", zorder=4,
-                       label=f"measured: torch SDPA, {device}" if "s" not in seen else None)
-            seen.add("s")
+    for pad, pts in ((False, measured), (True, measured_padded)):
+        world = padded if pad else sweep
+        for i, r in enumerate(world or []):
+            pt = (pts or {}).get(r["head_dim"])
+            if not pt:
+                continue
+            device = pt["device"]
+            x = _bar_x(i, pad, two)
+            if pt["kernel"].get("us"):
+                ax.scatter([x], [pt["kernel"]["us"]], marker="*", s=90,
+                           color=_vcolor(r["version"]), edgecolor="black", zorder=4,
+                           label="measured: dispatched kernel" if "k" not in seen else None)
+                seen.add("k")
+            if pt["sdpa"].get("us"):
+                ax.scatter([x], [pt["sdpa"]["us"]], marker="P", s=50, color="#2ca02c",
+                           edgecolor="black", zorder=4,
+                           label="measured: torch SDPA" if "s" not in seen else None)
+                seen.add("s")
     i = next(k for k, r in enumerate(sweep) if r["head_dim"] == head_dim)
     ax.axvspan(i - 0.5, i + 0.5, color="#fff2a8", zorder=0)
     ax.set_yscale("log")
     plain_log(ax.yaxis)
-    ax.set_xticks(list(xs), [str(r["head_dim"]) for r in sweep], fontsize=7, rotation=90)
-    ax.set_xlabel("head_dim", fontsize=8)
-    ax.set_ylabel("µs per launch (log)", fontsize=8)
+    _head_dim_axis(ax, sweep)
+    ax.set_xlabel("head_dim", fontsize=FRAME_MIN_PT)
+    ax.set_ylabel("µs per launch (log)", fontsize=FRAME_MIN_PT)
     r0 = sweep[0]
     what = f"measured on {device} over the MODEL" if device else "MODEL, no GPU measurement here"
-    ax.set_title(f"Time, {gpu}, B={r0['B']}, n_head={r0['n_head']}, T={r0['T']}, causal: "
-                 f"{what}", fontsize=9, y=1.0)
-    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(-0.02, -0.28), ncol=2,
-              frameon=False, title="published: H100 SXM5, FlashAttention-3 paper, seq 1k",
-              title_fontsize=6.5)
+    ax.set_title(f"Time, {gpu}, B={r0['B']}, n_head={r0['n_head']}, T={r0['T']}, causal:\n"
+                 f"{what}", fontsize=FRAME_MIN_PT + 1)
+    ax.legend(fontsize=FRAME_MIN_PT, loc="upper left", bbox_to_anchor=(-0.12, -0.3), ncol=2,
+              frameon=False, title="published: H100 SXM5, FlashAttention-3 paper, seq 1k\n"
+                                   "(*: its rate applied to this launch, an extrapolation)",
+              title_fontsize=FRAME_MIN_PT)
 
 
-def head_dim_lines(r: dict, measured: dict | None = None) -> list[str]:
-    """The text block of one head_dim: kernels.head_dim_evidence.at(...) in lines."""
-    hd = r["head_dim"]
-    import textwrap
+def head_dim_rows(sweep: list[dict], padded: list[dict] | None = None,
+                  head_dims=None) -> list[dict]:
+    """One row per (head_dim, world) of the frame's table: the numbers the frame draws."""
+    out = []
+    for pad, rows in _worlds(sweep, padded):
+        for r in rows:
+            if r["version"] is None or (head_dims and r["head_dim"] not in head_dims):
+                continue
+            m = r["model"]["H200"]
+            out.append(dict(head_dim=r["head_dim"], pad=pad, kernel=r["version"],
+                            width=r.get("width", r["head_dim"]),
+                            useful=r.get("useful_columns", 1.0), registers=r["registers"],
+                            tensor_per_score=r["tensor_per_score"],
+                            instr_per_score=r["instr_per_score"],
+                            smem_per_score=r["smem_per_score"], lower_us=m["lower_us"],
+                            upper_us=m["upper_us"], bound_by=m["bound_by"]))
+    return sorted(out, key=lambda d: (d["head_dim"], d["pad"]))
 
-    lines = [f"head_dim {hd}: the dispatcher runs {r['version']} ({r.get('backend')})"]
-    lines += textwrap.wrap(f"why: {r.get('why', 'no kernel runs it')}", 118,
-                           initial_indent="  ", subsequent_indent="       ")
-    if r["version"] is None:
-        return lines
-    uses_tc = r["tensor_per_score"] > 0
-    lines.append(f"16-wide tensor-core tiles of the head slice: {r['col_tiles']}, "
-                 f"{r['tile_useful']:.0%} useful" + ("" if uses_tc else
-                                                    f" ({r['version']} uses no tensor cores)"))
-    lines.append(f"SASS (sm_90), per score: {r['tensor_per_score']:.3f} tensor-core (HMMA), "
-                 f"{r['instr_per_score']:.2f} instructions in all, "
-                 f"{r['smem_per_score']:.0f} B of shared memory")
-    h, g4 = r["model"]["H200"], r["model"]["RTX 4090"]
-    lines.append(f"{r['registers']} registers/thread; blocks per SM: H200 {h['blocks_per_sm']}, "
-                 f"RTX 4090 {g4['blocks_per_sm']}; {h['blocks']} blocks: waves H200 "
-                 f"{h['waves']} ({h['idle_sms']} SMs idle), RTX 4090 {g4['waves']}")
-    lines.append(f"MODEL, H200: {h['lower_us']:.1f} µs (all terms overlapped; largest term "
-                 f"{h['bound_by']}) to {h['upper_us']:.1f} µs (no overlap)"
-                 + ("; latency-bound: 1 warp per scheduler" if h["latency_bound"] else ""))
-    pub = r.get("published") or []
-    if pub:
-        lines.append("published (H100 SXM5, FA3 paper; rate applied to this launch, an "
-                     "extrapolation): " + ", ".join(f"{b['kernel']} {b['us']:.1f} µs"
-                                                    for b in pub))
-    pt = (measured or {}).get(hd)
-    if pt:
-        k, sd = pt["kernel"], pt["sdpa"]
-        lines.append(f"measured on {pt['device']} ({pt['source']}): {k['backend']} "
-                     + (f"{k['us']:.1f} µs" if k.get("us") else "not timed")
-                     + f", SDPA ({sd['backend']}) "
-                     + (f"{sd['us']:.1f} µs" if sd.get("us") else "not timed"))
-    return lines
+
+def head_dim_table(sweep: list[dict], padded: list[dict] | None = None, head_dims=None) -> str:
+    """head_dim_rows as a Markdown table (the numbers under the slider, not inside a frame)."""
+    lines = ["| head_dim | pad | kernel | columns computed (useful) | registers | "
+             "tensor-core instr. / score | instructions / score | smem B / score | "
+             "MODEL, H200 (µs) |", "|---" * 9 + "|"]
+    for d in head_dim_rows(sweep, padded, head_dims):
+        lines.append(f"| {d['head_dim']} | {d['pad']} | {d['kernel']} | {d['width']} "
+                     f"({d['useful']:.0%}) | {d['registers']} | {d['tensor_per_score']:.3f} | "
+                     f"{d['instr_per_score']:.2f} | {d['smem_per_score']:.0f} | "
+                     f"{d['lower_us']:.1f} to {d['upper_us']:.1f} ({d['bound_by']}) |")
+    return "\n".join(lines)
 
 
 def head_dim_figure(head_dim: int, sweep: list[dict], seq_len: int = 1024,
-                    measured: dict | None = None):
-    """One frame of the chapter's slider: the head slice's tiles, the compiled evidence of the
-    kernel the dispatcher runs at every head_dim (this one outlined), the time MODEL per
-    head_dim as a hatched band beside published kernels (points) and any measurement, and the
-    numbers of this head_dim. sweep: kernels.head_dim_evidence.sweep(...); measured:
-    {head_dim: bench.dispatched point} or None."""
+                    measured: dict | None = None, padded: list[dict] | None = None,
+                    measured_padded: dict | None = None):
+    """One frame of the chapter's slider, three panels: the head slice's 16-wide tiles (the pad
+    hatched), the compiled evidence of the kernel the dispatcher runs at every head_dim (this
+    one outlined), and the time MODEL per head_dim as a hatched band beside published kernels
+    (points) and any measurement. sweep: kernels.head_dim_evidence.sweep(...) with pad=False
+    (the fallback world); padded: the same with pad=True, drawn beside it; measured /
+    measured_padded: {head_dim: bench.dispatched point} or None. The numbers are in
+    head_dim_table, under the frame."""
     r = next((x for x in sweep if x["head_dim"] == head_dim), None)
     if r is None:
         raise ValueError(f"head_dim={head_dim!r} is not in the sweep "
                          f"{[x['head_dim'] for x in sweep]}")
-    fig = plt.figure(figsize=(11, 8.4))
-    gs = fig.add_gridspec(3, 2, height_ratios=[1.5, 1.5, 0.95], width_ratios=[0.8, 1.6],
-                          hspace=0.75, wspace=0.22, left=0.07, right=0.98, top=0.92,
-                          bottom=0.03)
-    draw_tile_coverage(fig.add_subplot(gs[0:2, 0]), seq_len, head_dim)
-    draw_evidence_strip(fig.add_subplot(gs[0, 1]), sweep, head_dim)
-    draw_model_band(fig.add_subplot(gs[1, 1]), sweep, head_dim, measured)
-    ax = fig.add_subplot(gs[2, :])
-    ax.set_axis_off()
-    ax.text(0, 1, "\n".join(head_dim_lines(r, measured)), va="top", ha="left",
-            family="monospace", fontsize=7.5, transform=ax.transAxes)
-    fig.suptitle(f"head_dim = {head_dim}: the dispatcher runs {r['version']}; compiled "
-                 f"evidence and a time MODEL" + (", with a GPU measurement"
-                                                 if (measured or {}).get(head_dim) else
-                                                 " (no GPU timing)"), fontsize=11)
+    rp = next((x for x in padded if x["head_dim"] == head_dim), None) if padded else None
+    fig = plt.figure(figsize=(FRAME_WIDTH_IN, 8.6))
+    gs = fig.add_gridspec(3, 1, height_ratios=[0.55, 1.3, 1.5], hspace=0.85, left=0.14,
+                          right=0.98, top=0.88, bottom=0.2)
+    with plt.rc_context({"font.size": FRAME_MIN_PT}):
+        ax0 = fig.add_subplot(gs[0])
+        draw_tile_coverage(ax0, seq_len, head_dim, rows_shown=16)
+        ax0.set_ylabel("")
+        ax0.set_yticks([])
+        ax0.tick_params(labelsize=FRAME_MIN_PT)
+        ax0.set_xlabel("head_dim columns (16-wide tiles; the pad hatched)",
+                       fontsize=FRAME_MIN_PT)
+        draw_evidence_strip(fig.add_subplot(gs[1]), sweep, head_dim, padded)
+        draw_model_band(fig.add_subplot(gs[2]), sweep, head_dim, measured, padded=padded,
+                        measured_padded=measured_padded)
+    says = f"pad=False runs {r['version']}"
+    if rp is not None:
+        says = (f"pad=True runs {rp['version']}"
+                + (f" ({rp['width']} columns, {rp['useful_columns']:.0%} useful)"
+                   if rp.get("width", head_dim) != head_dim else "") + f"; {says}")
+    fig.suptitle(f"head_dim = {head_dim}: {says}\ncompiled evidence and a time MODEL"
+                 + (", with a GPU measurement" if (measured or {}).get(head_dim)
+                    else " (no GPU timing)"), fontsize=FRAME_MIN_PT + 2)
     return fig
 
 

@@ -3,6 +3,8 @@
     spec       KernelSpec: what a kernel version is, in one record (name, source, who may run
                it and why not, tiles, grid, shared memory, emulator block, SASS plan, work)
     v1, v2, v3 one spec module beside each .cu file
+    v3pad      the padded v3 (attention_v3_flash.cu with RD < HD): a head_dim run inside the next
+               multiple of 16, zeros in the pad (backend "cuda-flash-padded", pad=True)
     registry   the list of the specs, in the dispatcher's order of preference
     block_steps  the emulator's pieces: staged tiles, masks, one online-softmax step
     limits     what every backend accepts (shapes, dtypes), and each kernel's limits gathered

@@ -112,8 +112,8 @@ def emulate(q, k, v, causal: bool = False, kernel: str | None = None, trace: boo
                          "require grad and no gradient would flow back; call it under "
                          "torch.no_grad(), or pass q.detach(), k.detach(), v.detach()")
     if kernel is None:   # the kernel the GPU dispatcher would run on an sm_80+ GPU
-        runs, _ = registry.walk(hs, q.dtype)
-        kernel = runs.version if runs is not None else registry.versions()[0]
+        dispatched, _ = registry.walk(hs, q.dtype)
+        kernel = dispatched.version if dispatched is not None else registry.versions()[0]
     if kernel not in registry.versions():
         raise ValueError(f"kernel={kernel!r} is not one of {registry.versions() + (None,)}")
     spec = registry.get(kernel)

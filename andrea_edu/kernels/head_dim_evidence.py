@@ -5,15 +5,18 @@ slider. No GPU needed: the kernel the dispatcher's rule picks (registry.walk, th
 refusals) is compiled by NVRTC for the H200 (sm_90) and the RTX 4090 (sm_89), its SASS walked
 (kernels.sass, disk-cached by kernels.nvrtc), and the launch modelled (kernels.time_model).
 
-    at(head_dim, B=8, n_head=12, T=1024, causal=True, dtype=bf16) -> dict   (cached)
+    at(head_dim, B=8, n_head=12, T=1024, causal=True, dtype=bf16, pad=False) -> dict (cached)
         version, backend, why (each better kernel's refusal, in the dispatcher's order),
-        tile_useful (16-wide tiles of the head slice), tensor_per_score, instr_per_score,
+        tile_useful (16-wide tiles of the head slice), width (the columns the kernel computes:
+        80 for 72 padded), useful_columns (head_dim / width), tensor_per_score, instr_per_score,
         smem_per_score, registers, blocks_per_sm {gpu}, waves {gpu}, idle_sms {gpu},
         model {gpu: {lower, upper, bound_by, latency_bound, sms_busy}} (MODEL, µs),
         published [{kernel, instruction, us, extrapolated, where}] (points, H200 only)
     sweep(head_dims, **case) -> [at(h, **case) for h in head_dims]
     at_fixed_d_model(n_head, d_model=768, **case) -> at(d_model // n_head, n_head=n_head) plus
         scores_per_head and blocks of the launch: what n_head changes at a fixed width
+    pad: the dispatcher's choice with choose_backend(..., pad=pad): True runs a head_dim no
+        tensor-core kernel is compiled for in the padded one (cuda-flash-padded), False falls back
     SWEEP: 8..128 in steps of 8, plus 70 and 72 (the source's misaligned head_dims)
     compiled(kernel, head_dim, dtype, arch, B, n_head, T, gpu) -> dict
         one compiled specialization's PTX evidence, registers, shared memory, occupancy on an
@@ -44,18 +47,19 @@ def _check(head_dim) -> int:
     return head_dim
 
 
-def dispatched(head_dim: int, dtype=torch.bfloat16, sm: int | None = None
+def dispatched(head_dim: int, dtype=torch.bfloat16, sm: int | None = None, pad: bool = False
                ) -> tuple[str | None, list]:
     """(the version the dispatcher's rule runs on a GPU of compute capability sm (None: a
     current sm_80+ GPU, as choose_backend(..., "cuda") decides), [(version, why it refused)]
     for each better one, in the order the dispatcher tries them)."""
-    spec, passed = registry.walk(_check(head_dim), dtype, sm)
+    spec, passed = registry.walk(_check(head_dim), dtype, sm, pad=pad)
     return (spec.version if spec else None), [(s.version, why) for s, why in passed]
 
 
-def reason(head_dim: int, dtype=torch.bfloat16, sm: int | None = None) -> str | None:
+def reason(head_dim: int, dtype=torch.bfloat16, sm: int | None = None, pad: bool = False
+           ) -> str | None:
     """The dispatcher's own sentence for head_dim (the spec's `chosen`), or None."""
-    spec, passed = registry.walk(_check(head_dim), dtype, sm)
+    spec, passed = registry.walk(_check(head_dim), dtype, sm, pad=pad)
     if spec is None:
         return None
     previous = (passed[-1][0].backend, passed[-1][1]) if passed else None
@@ -64,20 +68,25 @@ def reason(head_dim: int, dtype=torch.bfloat16, sm: int | None = None) -> str | 
 
 @functools.lru_cache(maxsize=None)
 def at(head_dim: int, B: int = 8, n_head: int = 12, T: int = 1024, causal: bool = True,
-       dtype=torch.bfloat16) -> dict[str, Any]:
+       dtype=torch.bfloat16, pad: bool = False) -> dict[str, Any]:
     """The compiled evidence and the MODEL band of the kernel that runs head_dim (module doc).
     Cached per case; the compiles and SASS listings are cached on disk by kernels.nvrtc."""
-    version, refused = dispatched(head_dim, dtype)
+    if not isinstance(pad, bool):
+        raise ValueError(f"pad={pad!r} must be True or False")
+    version, refused = dispatched(head_dim, dtype, pad=pad)
     cov = tiles.tile_coverage(T, head_dim)
     out: dict[str, Any] = dict(head_dim=head_dim, B=B, n_head=n_head, T=T, causal=causal,
                                dtype=str(dtype).replace("torch.", ""), version=version,
                                refused=refused, tile_useful=cov.utilization,
-                               col_tiles=cov.col_tiles, kind="compiled evidence + MODEL")
+                               col_tiles=cov.col_tiles, pad=pad,
+                               kind="compiled evidence + MODEL")
     if version is None:
         return out
     spec = registry.get(version)
     out["backend"] = spec.backend
-    out["why"] = reason(head_dim, dtype)
+    out["why"] = reason(head_dim, dtype, pad=pad)
+    out["width"] = spec.width(head_dim)
+    out["useful_columns"] = head_dim / out["width"]
     model: dict[str, dict] = {}
     for g in MODEL_GPUS:
         ev = sass.evidence(version, head_dim, dtype, gpus.GPUS[g]["arch"])

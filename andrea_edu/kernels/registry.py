@@ -12,6 +12,7 @@ fourth version from a package of its own, tests/fourth_rung, and removes it).
     specs() -> [KernelSpec]       preferred() -> [KernelSpec] (best first)
     walk(head_dim, dtype, sm, start, pad=False) -> (the spec that runs or None, [(spec, why not)])
     get(version) -> KernelSpec    versions() -> ("v1", "v2", "v3p", "v3")    by_backend(name)
+    ladder() -> ("v1", "v2", "v3"): the worklog's rungs (no padding spec)
     KERNEL_NAMES {version: kernel}, KERNEL_FILES {version: .cu file},
     BACKENDS {version: backend}                                       (live views)
     color(version) -> "#1f77b4"   the spec's colour, or PALETTE's at its place in the ladder
@@ -58,6 +59,12 @@ def walk(head_dim: int, dtype, sm: int | None = None, start: str | None = None,
 
 def versions() -> tuple[str, ...]:
     return tuple(s.version for s in _SPECS)
+
+
+def ladder() -> tuple[str, ...]:
+    """The rungs of the worklog, baseline first: the versions that run a head_dim at its own
+    width (a padding spec, v3p, is a rung's kernel run wider: it sits beside the ladder)."""
+    return tuple(s.version for s in _SPECS if not s.pads)
 
 
 def get(version: str) -> KernelSpec:

@@ -81,6 +81,8 @@ class KernelSpec:
     template_args(tile) -> the template's int arguments after the dtype, from the tile: (tile,)
                    for one (v1's CHUNKS, v2's and v3's HD); the padded v3 passes (80, 72):
                    the width it computes and the real head_dim (kernels/v3pad.py)
+    width(head_dim) -> the columns of the head slice the kernel computes per row: head_dim, or
+                   the padded width (72 -> 80); head_dim / width is the useful fraction
     pads           runs a head_dim inside a wider kernel, computing zeros in the pad: the
                    dispatcher takes it only when asked to (choose_backend(..., pad=True))
     max_head_dim(tile) -> the largest head_dim one tile runs
@@ -113,6 +115,7 @@ class KernelSpec:
     block_rows: Callable[[dict, int], int]
     max_head_dim: Callable[[int], int] = lambda tile: tile  # noqa: E731
     template_args: Callable[[int], tuple] = lambda tile: (tile,)  # noqa: E731
+    width: Callable[[int], int] = lambda head_dim: head_dim  # noqa: E731
     pads: bool = False
     keys_const: str = "BK"
     min_sm: int = 75

@@ -40,6 +40,17 @@ from andrea_edu.env import book_build
 from andrea_edu.notebook import live
 
 DPI = 90  # static frames: sharp enough on a laptop screen
+# The width (CSS px) of the built book's content column in a 1280-px-wide window, where a reader
+# found the headline slider's frames shown at about 680 px (issue 39). A static frame is shown
+# at most 100 % of the column's width (max-width): one at least CONTENT_PX / DPI inches wide spans
+# the column, and its text reads at displayed_pt(fontsize, width) there.
+CONTENT_PX = 680
+
+
+def displayed_pt(fontsize: float, fig_width_in: float, content_px: int = CONTENT_PX) -> float:
+    """The size (pt, 96 CSS px per inch) at which text of `fontsize` pt in a figure
+    `fig_width_in` inches wide reads when the figure is shown `content_px` CSS px wide."""
+    return fontsize * content_px / (fig_width_in * 96)
 MAX_DPI = 600  # beyond print quality: a slip (dpi=9000) would allocate gigabytes per frame
 
 
