@@ -34,7 +34,7 @@ from andrea_edu.kernels.toolkit import KERNEL_FILES
 
 # The ladder as registered when the chapter imports this module; every function below reads
 # the registry when it is called (a version registered later is drawn too).
-VERSIONS = registry.versions()                                   # ("v1", "v2", "v3")
+VERSIONS = registry.ladder()      # ("v1", "v2", "v3"): the rungs (v3p pads v3: beside them)
 BACKEND = registry.BACKENDS                 # live {"v1": "cuda-naive", ...}
 color = registry.color                      # color("v2") -> its colour in every figure
 
@@ -44,7 +44,7 @@ def ladder_markdown(versions=None) -> str:
     """The worklog's ladder as a Markdown list, every entry read from the .cu files' headers
     (versions None: every registered one)."""
     items = []
-    for v in registry.versions() if versions is None else versions:
+    for v in registry.ladder() if versions is None else versions:
         h = version_header(v)
         items.append(f"- **{v}**, `{h['name']}` in `{KERNEL_FILES[v]}`: {h['title']} "
                      f"Grid: `{_first_sentence(h['grid'])}`. Speed, as the file says: "
@@ -58,7 +58,7 @@ def changes_markdown(rows) -> str:
     out = []
     for step, cols in rows:
         out.append(f"// ---- {step}")
-        out += [f"/* {v} {cols[v][0]:>3} */ {cols[v][1]}" for v in registry.versions()
+        out += [f"/* {v} {cols[v][0]:>3} */ {cols[v][1]}" for v in registry.ladder()
                 if v in cols]
     return "```cpp\n" + "\n".join(out) + "\n```"
 
@@ -190,7 +190,7 @@ def measured_rows(results, nh: int, head_dims=HEAD_DIMS, shape: str = "ANDREA-12
     for hd in sorted(by_case):
         recs = by_case[hd]
         sdpa = recs.get("sdpa", {})
-        for v in registry.versions():
+        for v in registry.ladder():
             r = recs.get(BACKEND[v])
             if not r or r.get("status") != "ok" or not sdpa.get("median_ms"):
                 continue
@@ -252,7 +252,7 @@ def measured_figure(rows: list, results, model=None):
 
     hds = sorted({r["head_dim"] for r in rows})
     fig, ax = plt.subplots(figsize=(10, 3.6))
-    versions = registry.versions()
+    versions = registry.ladder()
     width = 0.8 / (len(versions) + 1)
     x = np.arange(len(hds))
     sdpa = [next((r["sdpa_ms"] for r in rows if r["head_dim"] == hd), np.nan) for hd in hds]
@@ -565,7 +565,7 @@ def ratio_sentence(ev: dict, scores: dict, models: dict, head_dim: int) -> str:
         x = e["smem_bytes_per_tile"] if what == "smem" else e["per_tile"]["total"]
         return x / scores[v]
 
-    vs = [v for v in registry.versions() if v in ev]   # each rung beside the one below it
+    vs = [v for v in registry.ladder() if v in ev]   # each rung beside the one below it
     return f"Per score, at head_dim={head_dim}: " + "; ".join(
         f"from {a} to {b}, {per(a, 'instr') / per(b, 'instr'):.1f}x fewer instructions, "
         f"{per(a, 'smem') / per(b, 'smem'):.1f}x fewer shared-memory bytes and a "
@@ -595,7 +595,7 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
                                                        e["smem_bytes_per_tile"] / n]
         return np.array(vals, dtype=float)
 
-    for v in registry.versions():
+    for v in registry.ladder():
         if (v, head_dim) not in ev:            # not compiled for this head_dim
             continue
         vals = np.where(per_score(v) > 0, per_score(v), np.nan)
@@ -674,7 +674,7 @@ def model_overview_figure(models: dict, gpu: str = "H200"):
 
     hds = sorted({hd for _, hd in models})
     fig, ax = plt.subplots(figsize=(10, 3.6))
-    versions = [v for v in registry.versions() if any(key[0] == v for key in models)]
+    versions = [v for v in registry.ladder() if any(key[0] == v for key in models)]
     width = 0.8 / len(versions)
     for i, v in enumerate(versions):
         low = np.array([models[v, hd][gpu]["lower"] * 1e6 if (v, hd) in models else np.nan
