@@ -227,11 +227,14 @@ def json_depth_problem(raw: bytes, limit: int = JSON_MAX_DEPTH) -> str | None:
     """One line when the JSON text `raw` nests arrays/objects deeper than `limit` (a parser
     recursing per level would overflow its stack on a planted '[[[[...'), else None. Counts
     brackets outside strings, without parsing."""
-    import itertools
     import re
+
+    import numpy as np
     bare = re.sub(rb'"(?:[^"\\]|\\.)*"', b"", raw)  # strings hold no structure
-    steps = (1 if c in b"[{" else -1 for c in re.findall(rb"[\[\]{}]", bare))
-    deepest = max(itertools.accumulate(steps), default=0)
+    brackets = bare.translate(None, bytes(c for c in range(256) if c not in b"[]{}"))
+    steps = np.frombuffer(brackets, dtype=np.uint8)
+    steps = np.where((steps == ord("[")) | (steps == ord("{")), 1, -1)
+    deepest = int(np.cumsum(steps).max()) if steps.size else 0
     if deepest > limit:
         return (f"nests {deepest} levels deep, more than the {limit} a data file may; refused "
                 f"before parsing it (damaged, or not this book's data)")
@@ -550,6 +553,10 @@ def load(kind: str, path=None, *, missing: str = "raise", **options):
         if path is not None:
             raise ValueError(f"path=: a {kind} is looked for by its loader ({k.file}); "
                              f"point ANDREA_DATA_DIR at the folder instead")
+        for f in _glob_candidates(k.file):  # before the loader parses any of them
+            problem = unsafe_to_parse(f, manifest=options.get("errors", "raise") == "raise")
+            if problem:
+                raise DataFileError(f"{reader_path(f)}: {problem}")
         got = fn(*k.args, **options)
         if got is None and missing == "raise":
             raise DataFileError(where_looked(k.file))
@@ -560,4 +567,40 @@ def load(kind: str, path=None, *, missing: str = "raise", **options):
             if missing == "none":
                 return None
             raise DataFileError(where_looked(k.file))
+    problem = unsafe_to_parse(Path(path), manifest=True)
+    if problem:
+        raise DataFileError(f"{reader_path(path)}: {problem}")
     return fn(*k.args, Path(path), **options)
+
+
+def _glob_candidates(pattern: str) -> list[Path]:
+    """The files a glob loader may read: those matching `pattern` in the first folder of
+    `data_search_dirs` that holds one (the loaders' own rule)."""
+    for d in data_search_dirs():
+        with contextlib.suppress(OSError):
+            found = sorted(p for p in d.glob(pattern) if p.is_file())
+            if found:
+                return found
+    return []
+
+
+def unsafe_to_parse(path: Path, manifest: bool = True) -> str | None:
+    """One line when a data file must not be parsed at all, else None, checked in this order
+    before a loader reads it: its size (`size_problem`, from the file system alone), its
+    manifest and pins (`manifest_problem`: skipped with manifest=False, for a loader that
+    skips a refused file itself), and for JSON the depth of its nesting (`json_depth_problem`):
+    a 1 GB file is never read whole, a planted '[[[[...' never reaches a recursive parser."""
+    too_big = size_problem(path)
+    if too_big:
+        return too_big
+    if manifest:
+        problem = manifest_problem(path)
+        if problem:
+            return problem
+    if path.suffix == ".json":
+        try:
+            raw = path.read_bytes()
+        except OSError as e:
+            return f"cannot be read ({e.strerror or e})"
+        return json_depth_problem(raw)
+    return None

@@ -484,3 +484,67 @@ def test_the_issues_head_score_swap_renames_the_bracket_head_and_is_refused(tmp_
     path.write_text(json.dumps(d))
     with pytest.raises(DataFileError, match="sha256"):
         DIGESTS[name](path)
+
+
+# ---------------------------------------------------------------- issue 42: what is refused before parsing
+# Each kind of committed data, read as a chapter reads it (`load(kind)`), with its file damaged
+# in its structure rather than a field: nested deeper than any parser's stack, larger than a data
+# file may be (sparse: nothing real is read), its line endings converted (core.autocrlf), or its
+# folder's manifest naming a path outside the folder. Under the intact manifest, a regenerated
+# one (only the size and depth checks stand: no pins), and a regenerated one in a pinned folder.
+# Every one is refused with one DataFileError line, before a loader parses the file.
+KINDS = {"sweep": ("specialization_sweep.json", {}), "realtext_run": ("realtext_run.json", {}),
+         "realtext_variant": ("realtext_long_run.json", {"name": "long"}),
+         "toy_lab_model": ("toy_lab_model.json", {}), "realtext_paths": ("realtext_paths.json", {}),
+         "bench_headdim": ("bench_headdim_cpu.json", {"device": "cpu"}),
+         "bench_projections": ("bench_projections_cpu.json", {"device": "cpu"}),
+         "bench_layout": ("bench_layout_cpu.json", {"device": "cpu"})}
+STRUCTURAL = ("deep_list", "deep_object", "oversize", "crlf", "manifest_path", "manifest_newline")
+
+
+def _structural(path: Path, kind: str) -> None:
+    if kind == "deep_list":
+        path.write_text("[" * 200_000 + "]" * 200_000)
+    elif kind == "deep_object":
+        path.write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+    elif kind == "oversize":
+        with open(path, "r+b") as f:  # sparse: the file system holds no more blocks
+            f.truncate(bookdata.MAX_DATA_BYTES[".json"] + 1)
+    elif kind == "crlf":
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+
+
+def _damage_manifest(folder: Path, kind: str) -> None:
+    m = folder / MANIFEST
+    if kind == "manifest_path":
+        m.write_text(m.read_text() + "0" * 64 + "  ../victim.ipynb\n")
+    elif kind == "manifest_newline":  # a name that held a newline splits into a broken line
+        m.write_text(m.read_text() + "0" * 64 + "  evil\n" + "0" * 64 + "  x\x1b.json\n")
+
+
+@pytest.mark.parametrize("scenario", ["intact", "regenerated", "regenerated_pinned"])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_structural_damage_is_refused_before_parsing(kind, scenario, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
+    monkeypatch.setitem(bookdata.MAX_DATA_BYTES, ".json", 2**20)  # above every committed JSON
+    name, opts = KINDS[kind]
+    tried = []
+    for damage_kind in STRUCTURAL:
+        if damage_kind == "crlf" and scenario == "regenerated":
+            continue  # the same values re-manifested, no pins: harmless (JSON ignores \r)
+        for p in DATA.iterdir():  # the JSON files: refused before any weights are read
+            if p.suffix != ".pt":
+                shutil.copy(p, tmp_path / p.name)
+        _structural(tmp_path / name, damage_kind)
+        if scenario != "intact":
+            seal_folder(tmp_path)
+        if scenario == "regenerated_pinned":
+            data_pins.pin_folder(tmp_path)
+        _damage_manifest(tmp_path, damage_kind)
+        with pytest.raises(DataFileError) as e:
+            bookdata.load(kind, **opts)
+        assert "\n" not in str(e.value), damage_kind
+        tried.append(damage_kind)
+        for p in tmp_path.iterdir():
+            p.unlink()
+    assert len(tried) >= 5
