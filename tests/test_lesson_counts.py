@@ -11,7 +11,7 @@ import pytest
 
 from lesson_counts import MAX_CODE_CELLS, MIN_IN_VIEW, ROOT, chapters, computes_in_view, count
 
-REWRITTEN: set[str] = {"cuda_stores_heads", "output_projection", "three_matrices",
+REWRITTEN: set[str] = {"cuda_stores_heads", "final_picture", "output_projection", "three_matrices",
                         "twelve_vectors_become_one", "why_twelve_heads"}
 
 

@@ -221,3 +221,27 @@ def bandwidth_text(r: dict, bytes_per_s: float, device: str) -> str:
             f"copy), moving them takes **{r['bandwidth_ms']:.3f} ms**. Measured: **"
             f"{r['measured_ms']:.3f} ms**, {r['share']:.1%} of the forward pass "
             f"({r['measured_ms'] / r['bandwidth_ms']:.1f}x the bandwidth time).")
+
+
+def table(header: list, rows: list) -> None:
+    """Display computed values as a Markdown table (one row per list in `rows`)."""
+    from IPython.display import Markdown, display
+
+    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    display(Markdown("\n".join(lines)))
+
+
+def ops_table(steps, timing, gpu=None) -> None:
+    """The aten ops each step dispatched on this machine (`timing.main_ops`) and, from a committed
+    GPU timing, the CUDA kernels it ran (at most three per step), labelled with that device."""
+    from andrea_edu.pipeline.steps import chapter_link
+
+    head = ["step", "torch code", "aten ops on this machine"]
+    rows = [[s.label, f"`{s.op}`", ", ".join(f"`{o}`" for o in timing.main_ops(s.name)),
+             chapter_link(s.chapter)] for s in steps]
+    if gpu is not None:
+        head.append(f"CUDA kernels ({gpu.label()})")
+        for r, s in zip(rows, steps):
+            r.append(", ".join(f"`{k}`" for k in gpu.kernels.get(s.name, [])[:3]) or "–")
+    table(head[:3] + ["explained in"] + head[3:], rows)
