@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from andrea_edu.attention import reference_attention
-from andrea_edu.notebook import kernel_cell
+from andrea_edu.notebook import cuda_magic, kernel_cell
 from andrea_edu.notebook.kernel_puzzles import PUZZLES, grade
 
 pytestmark = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")),
@@ -143,11 +143,27 @@ def test_bad_arguments_are_one_line_naming_the_parameter():
 
 def test_the_cuda_cell_stores_the_source_and_reports_nvrtc_or_why_not():
     ns: dict = {}
-    line = kernel_cell.cuda("naive", NAIVE, ns)
+    line = cuda_magic.cuda("naive", NAIVE, ns)
     assert ns["naive"] == NAIVE
     assert re.match(r"naive: (sm_80: \d+ registers, .* PTX lines|NVRTC not used)", line), line
-    with pytest.raises(ValueError, match="NAME must be a Python identifier"):
-        kernel_cell.cuda("2x", NAIVE, ns)
-    broken = kernel_cell.cuda("b", NAIVE.replace("float s = 0.0f;", "float s = 0.0f", 1), ns)
+    graded = cuda_magic.cuda("m --grade mask", PUZZLES["mask"].solution, ns)
+    assert "puzzle 'mask': ok: causal_mask matches" in graded and ns["m"] == PUZZLES["mask"].solution
+    with pytest.raises(ValueError, match="PUZZLE must be one of"):
+        cuda_magic.cuda("m --grade nothing", NAIVE, ns)
+    with pytest.raises(ValueError, match="NAME a Python identifier"):
+        cuda_magic.cuda("2x", NAIVE, ns)
+    broken = cuda_magic.cuda("b", NAIVE.replace("float s = 0.0f;", "float s = 0.0f", 1), ns)
     assert "NVRTC could not compile naive_attention" in broken or "NVRTC not used" in broken
 
+
+
+def test_the_chapter_shows_each_puzzles_starter_as_the_grader_knows_it():
+    """One kernel, many heads holds each starter kernel in a cell a reader edits: the same text
+    as kernel_puzzles' (so the grade a reader sees is the grade tested here)."""
+    import json
+    from pathlib import Path
+    nb = json.loads((Path(__file__).parents[1] / "book" / "one_kernel_many_heads.ipynb").read_text())
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    for name, p in PUZZLES.items():
+        cell = next(c for c in code if f'kernel_puzzles.grade("{name}", my_{name})' in c)
+        assert f'my_{name} = r"""\n{p.starter}"""' in cell, name

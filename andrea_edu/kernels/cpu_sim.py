@@ -24,6 +24,7 @@ and floating-point exceptions behave as the CPU's. Overruns inside one static __
 into the next are not caught (only the last ends at the guard page).
 
     compiler() -> path of g++ (or c++); CompilerMissingError names what to install
+    has_compiler() -> bool
     build(source, call, defines=()) -> Path  the simulator binary, cached by content hash under
                                             cache_dir()/host_sim (the NVRTC cache's folder)
     launch(exe, grid, block, shared_bytes, buffers, scalars, seed=1, smem_fill="nan") -> Run
@@ -80,6 +81,15 @@ def compiler() -> str:
         if found:
             return found
     raise CompilerMissingError(INSTALL_HINT)
+
+
+def has_compiler() -> bool:
+    """Whether compiler() finds one (a chapter falls back to the emulator, saying so, if not)."""
+    try:
+        compiler()
+    except CompilerMissingError:
+        return False
+    return True
 
 
 def sim_dir() -> Path:

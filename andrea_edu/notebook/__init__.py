@@ -14,6 +14,8 @@
               CPU simulator, and what went wrong said in words (race, out of bounds, ...)
     kernel_puzzles  the CUDA puzzles of "One kernel, many heads": statement, hints, starter,
               hidden solution, graded by run_kernel
+    cuda_magic  the %%cuda cell magic: a kernel typed in a cell, its NVRTC evidence, graded
+              as a puzzle with --grade
 
 Used by every chapter (the slider) and by the tests and the book build (execute, exercises). It imports the
 core (andrea_edu.env, the dispatcher's tolerances), the command-line checks (andrea_edu.bench.args)

@@ -21,8 +21,8 @@ not wired: kernels.launch knows the attention kernels' arguments only).
     compile_cell(source) -> dict (registers, shared bytes, spills, PTX lines, SASS mix) or
                             {"skipped": why}
     parameters(source) -> [Param]   the __global__ function's name and parameters
-    %load_ext andrea_edu.notebook.kernel_cell, then `%%cuda NAME`: the cell's text becomes the
-        string NAME in the notebook, compiled once by NVRTC (one line of evidence printed)
+    evidence_line(compile_cell(source)) -> one line: registers, shared memory, spills, PTX, SASS
+The `%%cuda NAME` cell magic that feeds it lives in notebook.cuda_magic.
 """
 from __future__ import annotations
 
@@ -129,8 +129,9 @@ class Report:
     """What run_kernel found. ok: the kernel matched `expect` under every barrier order (or,
     with no expect, ran cleanly and agreed with itself); kind: "ok", "compile", "out-of-bounds",
     "deadlock", "timeout", "refused", "crash", "race", "missing-sync", "uninitialised-shared",
-    "unwritten", "nan", "wrong"; verdict: one sentence; outputs: {parameter: tensor} of the
-    first run; where: the index of the first bad element, or None; nvrtc: compile_cell's dict."""
+    "unwritten", "nan", "wrong", "no-compiler" (not run: no C++ compiler here); verdict: one
+    sentence; outputs: {parameter: tensor} of the first run; where: the index of the first bad
+    element, or None; nvrtc: compile_cell's dict."""
     ok: bool
     kind: str
     verdict: str
@@ -213,6 +214,8 @@ def run_kernel(source: str, grid, block, *args: Any, expect=None, shared_bytes: 
         runs = [run(s) for s in seeds]
     except cpu_sim.SimulatorError as e:
         return Report(False, e.kind, str(e), nvrtc=evid)
+    except cpu_sim.CompilerMissingError as e:
+        return Report(False, "no-compiler", f"not run: {e}", nvrtc=evid)
     first = runs[0]
     for other, seed in zip(runs[1:], seeds[1:]):
         for k, t in first.items():
@@ -276,24 +279,3 @@ def evidence_line(ev: dict) -> str:
     return (f"{ev['arch']}: {ev['registers']} registers, {ev['static_shared_bytes']} bytes static "
             f"shared memory, {ev['spill_bytes'] or 'no'} spill bytes, {ev['ptx_lines']} PTX "
             f"lines{sass_txt}")
-
-
-def cuda(line: str, cell: str, namespace: dict) -> str:
-    """The %%cuda cell: store the cell's text as `namespace[NAME]` and compile it with NVRTC;
-    returns the line to show. NAME: a Python identifier (the line)."""
-    target = line.strip()
-    if not target.isidentifier():
-        raise ValueError(f"%%cuda NAME: NAME must be a Python identifier, got {target!r}")
-    parameters(cell)
-    namespace[target] = cell
-    try:
-        return f"{target}: " + evidence_line(compile_cell(cell))
-    except tk.CompileError as e:
-        return f"{target}: {e}"
-
-
-def load_ipython_extension(ipython) -> None:
-    """%load_ext andrea_edu.notebook.kernel_cell: registers the %%cuda cell magic."""
-    def magic(line: str, cell: str) -> None:
-        print(cuda(line, cell, ipython.user_ns))
-    ipython.register_magic_function(magic, magic_kind="cell", magic_name="cuda")

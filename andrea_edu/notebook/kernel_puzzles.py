@@ -9,6 +9,8 @@ computed here in plain torch. `grade` runs the reader's kernel with kernel_cell.
 the CPU simulator and returns its Report, whose sentence says what is wrong in plain words.
 
     PUZZLES {name: Puzzle}                 grade(name, source) -> kernel_cell.Report
+    text(name) -> Markdown: the statement, and the hints folded away (a chapter shows it)
+    solutions() -> Markdown: every solution kernel with its grade (the chapter's hidden cell)
     Puzzle.case() -> (grid, block, args, expect, shared_bytes)
 """
 from __future__ import annotations
@@ -192,3 +194,18 @@ def grade(name: str, source: str, evidence: bool = False) -> Report:
     grid, block, args, expect, shared = PUZZLES[name].case()
     return run_kernel(source, grid, block, *args, expect=expect, shared_bytes=shared,
                       evidence=evidence)
+
+
+def text(name: str) -> str:
+    """Puzzle `name` as the chapter shows it: its title, its statement and its hints, each hint
+    folded in a <details> element."""
+    p = PUZZLES[name]
+    hints = "\n".join(f"<details><summary>Hint {i}</summary>\n\n{h}\n\n</details>"
+                      for i, h in enumerate(p.hints, 1))
+    return f"**Puzzle: {p.title}.** {p.statement}\n\n{hints}"
+
+
+def solutions() -> str:
+    """Every puzzle's solution kernel, each followed by its grade (run here, not written)."""
+    return "\n\n".join(f"**{p.title}**\n\n```cuda\n{p.solution}```\n\n{grade(n, p.solution)}"
+                         for n, p in PUZZLES.items())
