@@ -21,10 +21,16 @@ def save_timing(timing: StepTiming, out_dir=None, replace: bool = False) -> Path
     """Write `timing` as pipeline_<device_slug>.json into out_dir (default:
     `store.default_out_dir()`,
     andrea_runs/, never the book's data folder), with the folder's SHA256SUMS, as one unit.
-    An existing file is replaced only with replace=True (FileExistsError otherwise)."""
+    An existing file is replaced only with replace=True (FileExistsError otherwise), and the
+    committed data folder (book/data, whose SHA256SUMS and pins a new file changes too) is
+    written only with replace=True."""
+    from andrea_edu import data_pins
     out = Path(out_dir) if out_dir is not None else default_out_dir()
     path = out / timing.file_name()
     StepTiming.from_dict(timing.to_dict())  # what is written must load again
+    if data_pins.pinned(out) and not replace:
+        raise FileExistsError(f"{out} is the committed data folder; a timing is written there "
+                              f"only when asked (replace=True, on the command line --replace)")
     if path.exists() and not replace:
         raise FileExistsError(f"{path} exists; a new timing does not replace it unless asked "
                               f"(replace=True, on the command line --replace, or another "
@@ -112,6 +118,10 @@ def main(argv=None) -> int:
     if target.exists() and not a.replace:  # before measuring: the target is known
         return fail(ap.prog, f"--out: {target} exists; add --replace to replace it, or give "
                              f"another --out")
+    from andrea_edu.bench.args import check_not_committed
+    committed = check_not_committed("--out", [target], a.replace)  # a new file in book/data too
+    if committed:
+        return fail(ap.prog, committed)
     from andrea_edu.env import sigterm_interrupts, stop_signal
     t: StepTiming | None = None
     wrote: Path | None = None

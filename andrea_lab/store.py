@@ -311,7 +311,8 @@ def main(argv=None) -> int:
         return 2
     folder = Path(argv[1])
     if not folder.is_dir():
-        print(f"DIR={argv[1]!r} is not a folder; give the folder of data to finish", file=sys.stderr)
+        print(f"python -m andrea_lab.store recover: error: DIR={argv[1][:200]!r} is not a "
+              f"folder; give the folder of data to finish", file=sys.stderr)
         return 2
     try:
         with folder_lock(folder):

@@ -19,6 +19,8 @@ from andrea_edu.heads.sweep import DATA_NAME, N_HEADS, SEEDS, validate_sweep
 from andrea_edu.heads.training import default_settings
 from andrea_lab.store import default_out_dir, write_json_atomic
 
+MAX_SEED = 2**32 - 1  # numpy's and Python's generators take any; torch's and numpy's legacy ones not
+
 
 def save_sweep(path, prov: dict, runs: dict) -> Path:
     """Write the sweep atomically (temporary file + rename: an interrupted write leaves the old
@@ -62,8 +64,11 @@ def _check_args(args) -> str | None:
                     f"one of {' '.join(map(str, ok_heads))}")
     if len(set(args.n_heads)) != len(args.n_heads):
         return "--n-heads: a head count is given twice; allowed: distinct divisors of d_model"
-    if any(s < 0 for s in args.seeds) or len(set(args.seeds)) != len(args.seeds):
-        return "--seeds: must be distinct integers >= 0"
+    if (any(not 0 <= s <= MAX_SEED for s in args.seeds)
+            or len(set(args.seeds)) != len(args.seeds)):
+        return f"--seeds: must be distinct integers 0..{MAX_SEED} (2**32 - 1)"
+    if args.out is not None and Path(args.out).suffix != ".json":
+        return f"--out: {args.out} must end in .json (the sweep is one JSON file)"
     exists = (f"--out: {args.out} exists; pass --replace to overwrite it, or choose another "
               f"path" if args.out and Path(args.out).exists() and not args.replace else None)
     return first_problem(check_int("--workers", args.workers, 1, max(1, os.cpu_count() or 1)),

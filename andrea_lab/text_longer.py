@@ -42,8 +42,15 @@ def main(argv: list[str] | None = None) -> None:
     if there and not args.replace:
         ap.error(f"--out: {', '.join(map(str, there))} exist(s): committed data is not "
                  f"overwritten; pass --replace, or choose another path")
-    if args.steps is not None and args.steps < 1:
-        ap.error(f"--steps {args.steps}: allowed an integer >= 1")
+    from andrea_lab.text_training import MAX_STEPS
+    if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
+        ap.error(f"--steps {args.steps}: allowed an integer 1..{MAX_STEPS}")
+    if args.steps is not None:  # the settings' own bounds, before a re-exec and a long run
+        try:
+            dataclasses.replace(TL.variant_settings(args.variant, False), steps=args.steps,
+                                eval_every=max(1, args.steps // 2)).check()
+        except (ValueError, TypeError) as e:
+            ap.error(f"--steps {args.steps}: {str(e).splitlines()[0]}")
     if not os.environ.get("_ANDREA_PINNED"):
         env = TT.pinned_env()
         env["_ANDREA_PINNED"] = "1"

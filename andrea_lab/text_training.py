@@ -77,6 +77,9 @@ def _parser():
     return ap
 
 
+MAX_STEPS = 1_000_000  # the book's runs take 1,500-6,000 steps; a million is weeks on a CPU
+
+
 def _check_args(args) -> tuple[str | None, TextSettings | None]:
     """(the first problem as one line, or None; the settings to train). Runs before any work."""
     from andrea_edu.bench.args import check_int, check_out_file, first_problem
@@ -89,17 +92,25 @@ def _check_args(args) -> tuple[str | None, TextSettings | None]:
             return (f"--toy-out trains the toy chapter's model with its own settings; "
                     f"{', '.join(ignored) or '--measure-spread'} would be ignored: give "
                     f"--toy-out alone (with --replace, --no-pin)"), None
+    if args.settings is not None:  # a flat object of numbers: refused before any parser recurses
+        from andrea_edu.data import json_depth_problem
+        deep = (f"{len(args.settings)} characters, more than a settings object needs"
+                if len(args.settings) > 10_000 else json_depth_problem(args.settings.encode(), 2))
+        if deep:
+            return f"--settings: {deep[:120]}; give a flat JSON object of TextSettings fields", None
     try:
         if args.settings is not None:
             s = TextSettings.from_json(args.settings, base=default_settings(False))
         else:
             s = default_settings(False)
         if args.steps is not None:
-            p = check_int("--steps", args.steps, 1)
+            p = check_int("--steps", args.steps, 1, MAX_STEPS)
             if p:
                 return p, None
             s = dataclasses.replace(s, steps=args.steps)
         s.check()
+        if s.steps > MAX_STEPS:  # its arrays (steps,) are allocated before the first step
+            return f"--settings: steps={s.steps} is above {MAX_STEPS}", None
     except SettingsError as e:
         return f"--settings: {e}" if args.settings is not None else str(e), None
     except TypeError as e:  # a value JSON holds but a dataclass field cannot take

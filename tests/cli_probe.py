@@ -24,6 +24,23 @@ DATA = REPO / "book" / "data"
 NB = str(REPO / "book" / "three_matrices.ipynb")
 LIMIT_S = 15.0  # a backstop: reaching a command's long work (WORK) is caught at once
 NOWHERE = "/proc/andrea-no-such-dir/x"  # a folder no process can create
+EVIL = "evil\n" + "0" * 64 + "  x_run.json"  # a name that would forge a manifest line (issue 42)
+
+
+def damaged_notebooks() -> list[str]:
+    """Notebooks the notebook commands must refuse in one line: cut short, valid JSON that is
+    no notebook, a cell that is no cell (written once, into the system's temporary folder)."""
+    import tempfile
+    out = []
+    for name, text in (("cut", '{"cells": [{"cell_type": "code", "sou'),
+                       ("notnb", '{"cells": 3}'), ("list", "[1, 2]"),
+                       ("badcell", '{"cells": [{"cell_type": 7}], "metadata": {}, '
+                                   '"nbformat": 4, "nbformat_minor": 5}')):
+        p = Path(tempfile.gettempdir()) / f"andrea-cli-probe-{name}.ipynb"
+        if not p.is_file() or p.read_text() != text:
+            p.write_text(text)
+        out.append(str(p))
+    return out
 
 
 def table() -> list[tuple[str, list[str]]]:
@@ -43,29 +60,40 @@ def table() -> list[tuple[str, list[str]]]:
     rows += [(SW, a) for a in (["--bogus"], ["--workers", "0"], ["--workers", "999"],
                                ["--n-heads", "0"], ["--seeds", "x"], ["--out", NOWHERE + ".json"],
                                ["--out", ""], ["--out", str(DATA / "specialization_sweep.json")],
-                               ["--n-heads", "3"])]
+                               ["--n-heads", "3"], ["--seeds", str(2**64)], ["--seeds", "-1"],
+                               ["--out", "x.txt"], ["--out", EVIL], ["--out", "a\x1b[2J.json"])]
     rows += [(TT, a) for a in (
         ["--bogus"], ["--steps", "0"], ["--out", NOWHERE + ".json"], ["--toy-out", NOWHERE + ".json"],
         ["--toy-out", "toy.json", "--steps", "5"], ["--toy-out", "toy.json", "--settings", "{}"],
         ["--out", "a.json", "--out", "b.json"], ["--recheck", "0"],
         ["--compare", "nope1.json", "nope2.json"], ["--settings", "{bad"],
-        ["--out", "a.json", "--toy-out", "a.json"], ["--toy-out", ""])]
+        ["--out", "a.json", "--toy-out", "a.json"], ["--toy-out", ""],
+        ["--settings", '{"seq_len": 1e9}'], ["--settings", '{"seq_len": 1000000000}'],
+        ["--settings", '{"batch_size": 1000000000}'], ["--settings", '{"steps": 1e300}'],
+        ["--steps", "1e12"], ["--steps", str(10**12)], ["--settings", "[" * 5000], ["--settings", '{"seq_len": ' + "[" * 3000],
+        ["--out", EVIL], ["--toy-out", "x\u2028.json"], ["--out", "a\x00b.json"])]
     rows += [(TL, a) for a in (
         ["--bogus"], [], ["--variant", "x", "--out", "a.json"], ["--out", "a.txt"],
         ["--out", NOWHERE + ".json"], ["--steps", "0", "--out", "a.json"],
-        ["--steps", "x", "--out", "a.json"], ["--out", str(DATA / "realtext_long_run.json")])]
+        ["--steps", "x", "--out", "a.json"], ["--out", str(DATA / "realtext_long_run.json")],
+        ["--out", EVIL], ["--steps", str(10**12), "--out", "a.json"])]
     rows += [(PR, a) for a in (["--bogus"], [], ["--out", NOWHERE + ".json"],
-                               ["--out", str(DATA / "realtext_paths.json")], ["--out", "a.txt"])]
+                               ["--out", str(DATA / "realtext_paths.json")], ["--out", "a.txt"],
+                               ["--out", EVIL + ".json"])]
     rows += [(TM, a) for a in (["--bogus"], [], ["--out", NOWHERE], ["--out", "/dev/null/x"])]
     rows += [(PT, a) for a in (
         ["--bogus"], ["-B", "0"], ["-T", "0"], ["-T", "99999"], ["--repeats", "0"],
         ["--dtype", "int8"], ["--config", "X"], ["--device", "cuda"], ["--backend", "cuda-naive"],
-        ["--out", NOWHERE], ["-B", "1000000", "-T", "1024"], ["--repeats", "x"])]
+        ["--out", NOWHERE], ["-B", "1000000", "-T", "1024"], ["--repeats", "x"],
+        ["--config", "ANDREA-12M", "-T", "8", "--repeats", "1", "--out", str(DATA)])]
     rows += [(EX, a) for a in (
         ["--bogus", NB], [], ["nope.ipynb"], ["--timeout", "0", NB], ["--timeout", "nan", NB],
         ["--out", str(REPO / "book"), NB], ["--out", NOWHERE, NB], ["--kernel", "", NB],
-        ["--kernel", "no-such-kernel", NB])]
-    rows += [(XS, a) for a in ([], [NB, "x"], ["nope.ipynb", "1"], [NB, "999"], [NB, "0"])]
+        ["--kernel", "no-such-kernel", NB], *([d] for d in damaged_notebooks()))]
+    rows += [(XS, a) for a in ([], [NB, "x"], ["nope.ipynb", "1"], [NB, "999"], [NB, "0"],
+                               *([d, "1"] for d in damaged_notebooks()))]
+    rows += [("m:andrea_lab.store", a) for a in ([], ["recover"], ["recover", NOWHERE],
+                                                 ["fix", "."])]
     rows += [("s:format_share", ["--bogus"]), ("s:repo_url", ["--bogus"]),
              ("s:image_env", ["--bogus"]), ("s:image_env", ["site"]),
              ("s:image_env", ["check-wheels"]), ("s:install_book", ["--bogus"]),
@@ -197,7 +225,8 @@ def main() -> int:
                 tally[outcome] += 1
                 if outcome != "clean":
                     last = (text.strip().splitlines() or [""])[-1][:140]
-                    print(f"{outcome:9s} {entry} {' '.join(argv)} (rc {rc}, {secs:.1f} s): {last}")
+                    print(f"{outcome:9s} {entry} {' '.join(argv)[:100]!r} (rc {rc}, {secs:.1f} s): "
+                          f"{last}")
         finally:
             os.chdir(here)
     print(f"CLI invocations: {sum(tally.values())}: {dict(tally)}")

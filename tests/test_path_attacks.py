@@ -173,3 +173,32 @@ def test_a_live_writer_s_files_are_left_alone(tmp_path):
     with store.folder_lock(data):  # this process is the live writer
         assert unfinished_unit(data) is None
     assert unfinished_unit(data) is not None  # let go, its journal still there: dead
+
+
+# ---------------------------------------------------------------- sizes before reading (severity 3)
+@pytest.mark.parametrize("name", ["realtext_run.json", "realtext_model.pt"])
+def test_an_oversize_sparse_file_is_refused_before_it_is_read(tmp_path, monkeypatch, name):
+    """A sparse file far larger than any data file (nothing real on disk) is refused from its
+    size: load_run and load() never read it whole (the issue measured 2.8 GB resident)."""
+    import resource
+    import shutil
+
+    from andrea_edu import data as bookdata
+    from andrea_edu.heads import text_runs as TR
+    data = REPO / "book" / "data"
+    for n in ("realtext_run.json", "realtext_model.pt"):
+        shutil.copy(data / n, tmp_path / n)
+    with open(tmp_path / name, "r+b") as f:
+        f.truncate(2 * 2**30)  # 2 GiB, above both caps
+    import hashlib
+    sha = hashlib.sha256((tmp_path / "realtext_run.json").read_bytes()).hexdigest()
+    (tmp_path / MANIFEST).write_text(f"{sha}  realtext_run.json\n{'0' * 64}  realtext_model.pt\n")
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for call in (lambda: TR.load_run(tmp_path / "realtext_run.json"),
+                 lambda: bookdata.load("realtext_run")):
+        with pytest.raises(DataFileError, match="MiB, above the") as e:
+            call()
+        assert "\n" not in str(e.value)
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 256, grown_mib

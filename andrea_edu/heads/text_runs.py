@@ -8,7 +8,6 @@ DataFileError with one line that names the file and the reason.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -20,7 +19,8 @@ import torch
 
 from ..config import AndreaConfig
 from ..env import fast_mode
-from ..data import DataFileError, find_data_file, first_nonfinite, holds_text, manifest_problem
+from ..data import (DataFileError, find_data_file, first_nonfinite, holds_text, size_problem,
+                    unsafe_to_parse)
 from ..model import AndreaModel
 from . import text_corpus as tc
 from .run import TEXT_SCHEMA, Run, RunSettings
@@ -131,12 +131,12 @@ def _weights_entry(d: dict, path: Path) -> tuple[Path, str]:
 
 
 def _read_json(path: Path) -> dict:
+    problem = unsafe_to_parse(path)  # size, manifest and pins, nesting: before it is read
+    _need(problem is None, path, problem or "")
     try:
         d = json.loads(path.read_text(), parse_constant=lambda c: float("nan"))
     except (OSError, ValueError) as e:
         raise DataFileError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
-    problem = manifest_problem(path)
-    _need(problem is None, path, problem or "")
     bad = first_nonfinite(d)
     _need(bad is None, path, f"{bad} is NaN or infinite; expected a finite number (null marks "
           f"a missing value)")
@@ -238,7 +238,10 @@ def load_run(path: Path, with_model: bool = True) -> Run:
 
 def _load_weights(path: Path, wpath: Path, sha: str, cfg: AndreaConfig, seed: int) -> AndreaModel:
     _need(wpath.is_file(), path, f"weights file {wpath.name} is missing")
-    _need(hashlib.sha256(wpath.read_bytes()).hexdigest() == sha, path,
+    too_big = size_problem(wpath)  # before a byte of it is read
+    _need(too_big is None, path, f"weights file {wpath.name}: {too_big}")
+    from ..data_pins import sha256_file
+    _need(sha256_file(wpath) == sha, path,
           f"weights file {wpath.name} does not match the sha256 recorded in the run")
     try:
         state = torch.load(wpath, map_location="cpu", weights_only=True)

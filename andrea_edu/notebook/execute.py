@@ -210,6 +210,34 @@ def _kernel_problem(kernel: str) -> str | None:
     return None
 
 
+def notebook_problem(path) -> str | None:
+    """One line when `path` is not a notebook nbformat reads and validates (cut short, JSON
+    that is no notebook, a cell that is no cell, larger than MAX_NOTEBOOK_BYTES, nested deeper
+    than a parser may recurse), else None: what a command checks before it starts a kernel."""
+    import nbformat
+
+    from andrea_edu.data import json_depth_problem
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > MAX_NOTEBOOK_BYTES:
+            return (f"{path} is {size / 2**20:.0f} MiB, above the {MAX_NOTEBOOK_BYTES // 2**20} "
+                    f"MiB a chapter may be")
+        deep = json_depth_problem(p.read_bytes())
+        if deep:
+            return f"{path} {deep}"
+        nb = nbformat.read(p, as_version=4)
+        nbformat.validate(nb)
+    except (OSError, ValueError, TypeError, AttributeError, KeyError, RecursionError,
+            nbformat.ValidationError) as e:
+        why = str(e).strip().splitlines()[0][:120] if str(e).strip() else type(e).__name__
+        return f"{path} is not a notebook nbformat reads ({type(e).__name__}: {why})"
+    return None
+
+
+MAX_NOTEBOOK_BYTES = 64 * 2**20  # the book's chapters are < 1 MiB without outputs
+
+
 def main(argv=None) -> int:
     from andrea_edu.bench.args import (check_not_committed, check_number, check_out_dir, fail,
                                        first_problem)
@@ -223,6 +251,8 @@ def main(argv=None) -> int:
         check_number("--timeout", a.timeout, 0.0), check_out_dir("--out", a.out),
         check_not_committed("--out", [Path(a.out) / Path(n).name for n in a.notebooks]
                             if a.out is not None else [], a.replace))
+    if problem is None:  # before a kernel starts: each notebook read and validated
+        problem = next(filter(None, map(notebook_problem, a.notebooks)), None)
     if problem is None:
         problem = _kernel_problem(a.kernel)
     if problem:

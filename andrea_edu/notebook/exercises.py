@@ -256,6 +256,13 @@ def main(argv=None) -> int:
               "number)", file=sys.stderr)
         return 2
     import nbformat
+
+    from andrea_edu.notebook.execute import notebook_problem
+    damaged = notebook_problem(argv[0])
+    if damaged:  # before a kernel starts: one line, not nbformat's traceback
+        print(f"python -m andrea_edu.notebook.exercises: error: CHAPTER: {damaged}",
+              file=sys.stderr)
+        return 2
     nb = nbformat.read(argv[0], as_version=4)
     have = sorted(int(c["exercise"]) for c in changes(nb) if "exercise" in c)
     if int(argv[1]) not in have:  # before starting a kernel
