@@ -13,7 +13,7 @@ from lesson_counts import MAX_CODE_CELLS, MIN_IN_VIEW, ROOT, chapters, computes_
 
 REWRITTEN: set[str] = {"cuda_stores_heads", "final_picture", "output_projection",
                         "parameter_count", "three_matrices", "twelve_vectors_become_one",
-                        "why_twelve_heads"}
+                        "why_heads_specialize", "why_twelve_heads"}
 
 
 def test_every_rewritten_chapter_is_a_chapter():

@@ -61,14 +61,16 @@ def test_hand_written_definitions_state_the_librarys_values():
 @pytest.mark.parametrize("name", ["why_heads_specialize.ipynb", "heads_on_real_text.ipynb",
                                   "kernel_worklog.ipynb"])
 def test_long_chapters_keep_their_statistics_in_an_appendix_after_the_exercises(name):
-    """One spine (motivation, idea, code, check, exercises), then an appendix for statistics,
-    provenance, the full evidence and path ablations; the heads chapters point to the trained
-    model's chapter."""
+    """One spine (motivation, idea, code, check, exercises), then an appendix (or a collapsed
+    Evidence block) for statistics, provenance, the full evidence and path ablations; the heads
+    lesson and its optional deep-dive point to each other."""
     heads = [l for l in _markdown(name).splitlines() if l.startswith("## ")]
     assert heads.index("## Checking the source") < heads.index("## Exercises") \
-        < next(i for i, h in enumerate(heads) if h.startswith("## Appendix"))
-    if name.startswith(("why_heads", "heads_on")):
-        assert "](heads_in_trained_model.ipynb)" in _markdown(name)
+        < next(i for i, h in enumerate(heads) if h.startswith(("## Appendix", "## Evidence")))
+    if name.startswith("why_heads"):
+        assert "](heads_on_real_text.ipynb)" in _markdown(name)
+    if name.startswith("heads_on"):
+        assert "](why_heads_specialize.ipynb)" in _markdown(name)
 
 
 @pytest.mark.parametrize("name", sorted(LESSONS))

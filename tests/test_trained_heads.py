@@ -383,7 +383,7 @@ def test_the_kernel_source_on_the_host_computes_a_real_layer(model, tmp_path, ve
 
 
 def test_the_viewer_draws_a_frame_per_layer_and_head(model):
-    from andrea_edu.figures import heads_in_trained_model as figs
+    from andrea_edu.figures import why_heads_specialize as figs
     from andrea_edu.notebook.slider import static_frames
     maps, toks, _ = S.attention_maps(model, [SENTENCES[0]])
     frames = static_frames(figs.viewer(toks[0], maps[0]), layer=[0, 5], head=[0, 11])

@@ -1,4 +1,4 @@
-"""Figures and formatted text of the chapter "Heads on real text".
+"""Figures and formatted text of the chapter "Heads on real text (optional deep-dive)".
 
 Draws and formats what `andrea_edu.heads.text_corpus`, `.text_training`, `.measures`,
 `.detectors` and `.circuits` computed; decides nothing (verdicts come from `detectors`).
@@ -412,13 +412,16 @@ def toy_sentence(scores, heads, real, pos, ov_tab, chance: float) -> str:
     return text
 
 
-def toy_source(path_name: str | None, seconds: float, settings, chapter_seed: int) -> None:
+def toy_source(path_name: str | None, settings, chapter_seed: int) -> None:
+    """Where the toy model comes from. No training time: this copy was trained apart from the
+    toy chapter's run of the same weights, and two CPU times for one model read as a
+    contradiction (41 s here, 55 s there); the toy chapter gives its run's."""
     where = (f"`book/data/{path_name}`, committed with its weights" if path_name else
              "trained now (no committed file found)")
     same = ("the seed the toy chapter trains with" if settings.seed == chapter_seed else
             f"not the toy chapter's current seed ({chapter_seed}): another draw of the same run")
     md(f"The toy model: {where}; {settings.n_layer} layers x {settings.n_head} heads, seed "
-       f"{settings.seed} ({same}), {settings.steps} steps, {seconds:.0f} s of CPU to train.")
+       f"{settings.seed} ({same}), {settings.steps} steps.")
 
 
 # ---------------------------------------------------------------- checking the source
@@ -498,8 +501,9 @@ def summary(rows, pos, rep, ids, tol: float, variants_text: str | None = None) -
         f"Read from its weights alone, the previous-token head {hl(lh)} "
         + ("is positional: its QK circuit on positions peaks at t-1." if peak == 1 else
            "is not purely positional: its QK circuit on positions peaks "
-           + ("at t itself" if peak == 0 else f"at t-{peak}") + "; which characters they are "
-           "does the rest."),
+           + ("at t itself" if peak == 0 else f"at t-{peak}") + ". What moves it to t-1 is "
+           "not measured here: the tokens, the token x position cross terms and LayerNorm are "
+           "the candidates (an inference, see above)."),
         ("An induction head: " if ind else "No induction head: ")
         + f"the best reaches {ratio:.1f}x uniform on repeated random characters, and the second "
           f"copy costs {rep['first_loss'] - rep['second_loss']:.2f} nats less than the first"

@@ -1,8 +1,9 @@
 """Figures of the chapter "Why heads specialize" (those of "Why twelve heads" are in why_twelve_heads).
 
-Every function takes what `heads.training.train` (or `heads.sweep.load_sweep`) returned
-and returns a matplotlib Figure with a title and a caption line; nothing here trains or decides.
-Head h keeps its colour of `viz.head_color` in every figure.
+The toy's figures take what `heads.training.train` (or `heads.sweep.load_sweep`) returned; the
+trained model's (all-MiniLM-L6-v2, below the toy's) take `heads.trained` results. Every function
+returns a matplotlib Figure (or a table); nothing here trains or decides. Head h keeps its colour
+of `viz.head_color` in every figure; heads are written L3H10 (layer 3, head 10).
 """
 from __future__ import annotations
 
@@ -341,3 +342,106 @@ def fig_specialists(maps: torch.Tensor, batch: Batch, scores, b: int, start: int
                  "the answer. A specialised head puts its dark square inside the circle.")
     fig.tight_layout(rect=(0, 0.05, 1, 0.95))
     return fig
+
+
+def table(header: list, rows: list) -> None:
+    """Display computed values as a Markdown table (one row per list in `rows`)."""
+    from IPython.display import Markdown, display
+
+    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    display(Markdown("\n".join(lines)))
+
+
+# ---------------------------------------------------------------- the trained model (MiniLM)
+def head_name(lh) -> str:
+    """'L3H10' (layer 3, head 10, 0-based), as the book writes heads everywhere."""
+    return f"L{lh[0]}H{lh[1]}"
+
+
+def pattern_rows(results) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the patterns table: held-out scores beside their baselines."""
+    header = ["pattern", "head (chosen on half 0 by)", "mass on half 1", "x uniform",
+              "prefers target over rival", "position alone", "random init: best head, mass, prefers",
+              "queries (half 1)"]
+    rows = []
+    for r in results:
+        pct = (lambda x: "" if x is None else f"{x:.0%}")
+        rows.append([r.pattern, f"{head_name(r.head)} ({r.selected_by})", f"{r.mass:.3f}",
+                     f"{r.over_uniform:.1f}", pct(r.prefer), pct(r.position_prefer),
+                     f"{head_name(r.random_head)}, {r.random_mass:.3f}"
+                     + ("" if r.random_prefer is None else f", {r.random_prefer:.0%}"), str(r.n)])
+    return header, rows
+
+
+def fig_patterns(results):
+    """Held-out mass of the best trained head, the best random-init head and uniform, per pattern."""
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    y = np.arange(len(results))
+    ax.barh(y - 0.27, [r.mass for r in results], 0.26, color="#1f77b4",
+            label="all-MiniLM-L6-v2, best head (held out)")
+    ax.barh(y, [r.random_mass for r in results], 0.26, color="#aaaaaa",
+            label="random init, best head (held out)")
+    ax.barh(y + 0.27, [r.uniform for r in results], 0.26, color="#ffffff", edgecolor="#555555",
+            hatch="//", label="uniform attention")
+    for yi, r in zip(y, results):
+        ax.text(r.mass + 0.01, yi - 0.27, head_name(r.head), va="center", fontsize=8)
+    ax.set_yticks(y, [r.pattern for r in results], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.12)
+    ax.set_xlabel("mean attention probability on the pattern's key (half 1 of the probes)")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def fig_trained_ablation(abl: dict, labels: dict):
+    """Change of the paraphrase-unrelated gap when one head is zeroed: random heads as grey
+    points, the pattern heads labelled."""
+    base = abl["base"]["gap"]
+    fig, ax = plt.subplots(figsize=(8, 2.8))
+    rnd = [v["gap"] - base for v in abl["random"].values()]
+    ax.scatter(rnd, np.zeros(len(rnd)), color="#888888", label="a random head", zorder=2)
+    for i, (lh, v) in enumerate(abl["heads"].items()):   # one colour per head, named in the legend
+        ax.scatter([v["gap"] - base], [1], color=head_color(i), zorder=3,
+                   label=f"{head_name(lh)}: {labels.get(lh, '')}")
+    ax.axvline(0, color="#333333", lw=0.8)
+    ax.set_yticks([0, 1], ["random heads", "pattern heads"])
+    ax.set_ylim(-0.6, 1.6)
+    ax.set_xlabel("change of (paraphrase cosine - unrelated cosine) with the head zeroed", fontsize=8)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    return fig
+
+
+def fig_wo_shares(shares):
+    """Each head's share of |concat . W_O| per layer."""
+    fig, ax = plt.subplots(figsize=(6.5, 2.8))
+    L, nh = shares.shape
+    heatmap(ax, shares, [str(h) for h in range(nh)], [str(i) for i in range(L)], vmin=0,
+                annotate=False)
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    ax.set_title("each head's share of its layer's W_O output (norm of head_h . W_O[h])",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def viewer(tokens: list[str], maps: np.ndarray):
+    """plot_fn(layer, head) for the slider: that head's attention on one sentence (kept light:
+    the built page holds one frame per layer and head)."""
+    T = len(tokens)
+
+    def plot(layer: int, head: int):
+        size = min(6.0, 2.4 + 0.17 * T)
+        fig, ax = plt.subplots(figsize=(size + 0.6, size))
+        ax.imshow(maps[layer, head], cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+        ax.set_xticks(range(T), tokens, rotation=90, fontsize=7)   # every token, not thinned
+        ax.set_yticks(range(T), tokens, fontsize=7)
+        ax.set_xlabel("key (attended to)", fontsize=8)
+        ax.set_ylabel("query", fontsize=8)
+        ax.set_title(f"layer {layer}, head {head}: attention probability (0 to 1)", fontsize=8)
+        fig.subplots_adjust(left=0.22, right=0.98, bottom=0.24, top=0.93)
+        return fig
+    return plot

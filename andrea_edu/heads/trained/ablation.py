@@ -1,5 +1,5 @@
 """What a head does for the model: one head zeroed before W_O, and W_O's per-head contribution
-(chapter "Heads in a trained model").
+(chapter "Why heads specialize").
 
 The model's own task is sentence similarity: paraphrase pairs should score a higher cosine than
 unrelated pairs. `separation` measures mean cosine of the committed paraphrase pairs, of unrelated

@@ -1,5 +1,5 @@
-"""A BERT-style encoder on the book's own code: all-MiniLM-L6-v2 run through `attention()` (chapter
-"Heads in a trained model").
+"""A BERT-style encoder on the book's own code: all-MiniLM-L6-v2 run through `attention()`
+(chapter "Why heads specialize").
 
 Every layer is BERT's post-LayerNorm block, written with the book's pieces:
 

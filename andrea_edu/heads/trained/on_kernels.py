@@ -1,5 +1,5 @@
-"""One layer of a trained model through the book's kernels: real q, k, v at head_dim 32 (chapter
-"Heads in a trained model").
+"""One layer of a trained model through the book's kernels: real q, k, v at head_dim 32
+(chapter "Why heads specialize").
 
 The encoder keeps one layer's q, k, v (1, nh, T, hs) for a sentence; each kernel version's
 emulator (andrea_edu.kernels.emulator: its grid, tiles and online softmax, block by block) runs

@@ -233,10 +233,9 @@ def claim_verdict(results: list[Result]) -> tuple[str, str]:
 
     def say(r: Result) -> str:
         pref = ("" if r.prefer is None else
-                f", prefers it over the rival in {r.prefer:.0%} (position alone "
-                f"{r.position_prefer:.0%}, best random-init head {r.random_prefer:.0%})")
-        return (f"{_head(r.head)}, {r.mass:.2f} of its attention ({r.over_uniform:.1f}x uniform, "
-                f"random init {r.random_mass:.2f}){pref}")
+                f", prefers it in {r.prefer:.0%} (position alone {r.position_prefer:.0%}, "
+                f"random init {r.random_prefer:.0%})")
+        return f"{_head(r.head)}, mass {r.mass:.2f} ({r.over_uniform:.1f}x uniform){pref}"
 
     shown = {"positional": found(prev), "syntactic": found(nest),
              "semantic": found(recent) or found(gender)}
@@ -246,15 +245,13 @@ def claim_verdict(results: list[Result]) -> tuple[str, str]:
     groups = [g for g, ok in shown.items() if ok]
     if not groups:
         return "not observed here", "; ".join(parts) + ". No group is shown by this model."
-    caveat = ("all-MiniLM-L6-v2 (6 layers, 12 heads of 32), an encoder (a head may look ahead), "
-              "its attention distilled from a teacher and then contrastively fine-tuned: no "
-              "label names these patterns, but training had more signals than text alone")
+    caveat = ("an encoder, its attention distilled from a teacher, then contrastively "
+              "fine-tuned: no label names these patterns, but its training had more than text")
     if not shown["syntactic"]:
-        caveat += (f"; 'matching' is not shown where the matching and the nearest ')' differ: "
-                   f"{_head(nest.head)} prefers the matching one but puts {nest.over_uniform:.1f}x "
-                   f"uniform attention on it (3x needed); the nearest-bracket head "
-                   f"{_head(near.head)} prefers the nearest in {near.prefer:.0%}, as its position "
-                   f"alone predicts in {near.position_prefer:.0%}")
+        caveat += (f"; 'matching' not shown: {_head(nest.head)} prefers the matching ')' with "
+                   f"{nest.over_uniform:.1f}x uniform mass (3x needed), and the nearest-bracket "
+                   f"head {_head(near.head)} follows the nearest in {near.prefer:.0%} (position "
+                   f"alone {near.position_prefer:.0%})")
     missing_groups = [g for g, ok in shown.items() if not ok]
     head_text = "; ".join(parts) + f". Shown here: {', '.join(groups)}"
     if missing_groups:

@@ -52,7 +52,8 @@ PATTERNS = {
                          "says the other)", "semantic"),
 }
 # The pronoun sets the recency probe reads: same gender, the layout varied. (The older set "same
-# gender", names always at tokens 1 and 3, confounds recency with position: positional patterns only.)
+# gender", names always at tokens 1 and 3, confounds recency with position: positional
+# patterns only.)
 RECENCY_SETS = "same gender, recent"
 
 
@@ -133,7 +134,8 @@ def halves(probes: dict) -> dict[tuple[str, str], int]:
             out[(s, r["text"])] = ws.setdefault(wording(r), len(ws)) % 2
     both: dict[str, int] = {}
     for r in probes["pronouns"]:
-        if both.setdefault(wording(r), out[("pronouns", r["text"])]) != out[("pronouns", r["text"])]:
+        h = out[("pronouns", r["text"])]
+        if both.setdefault(wording(r), h) != h:
             raise ValueError(f"probes.json: the wording {wording(r)!r} falls in both halves")
     return out
 

