@@ -4,7 +4,8 @@
     python scripts/gpu_sanitizer_report.py --verdict DIR    the suite's sanitizer step: DIR
         holds <tool>_<version>.log and .rc (exit status) per process; prints one line per
         tool (kernel, count, first finding) and exits 0 all clean, 1 a finding or a failed
-        case, 3 a tool refused or timed out (nothing found otherwise)
+        case, 3 a tool refused, timed out, left no report or a report that is not
+        compute-sanitizer's (nothing found otherwise), 2 DIR is not a folder
 
 compute-sanitizer prints every line of its own with the prefix '========= '. A finding starts
 with an unindented message after the prefix ("Invalid __global__ read of size 4 bytes",
@@ -88,8 +89,12 @@ def parse(text: str, tool: str) -> dict:
         b = blocks[0]
         where = next((ln for ln in b[1:] if ln.startswith("at ")), "")
         first = (b[0] + (f" ({where})" if where else ""))[:300]
-    return dict(tool=tool, findings=len(blocks), by_kernel=by_kernel, first=first,
-                api_errors=api_errors, summary=summary)
+    # a report is compute-sanitizer's when its banner or its total line is there: a file
+    # without either (empty, junk, another program's log) is no evidence of a clean run
+    recognized = summary is not None or any(
+        raw.startswith(PREFIX) and "COMPUTE-SANITIZER" in raw for raw in text.splitlines())
+    return dict(tool=tool, findings=len(blocks) if recognized else None, by_kernel=by_kernel,
+                first=first, api_errors=api_errors, summary=summary, recognized=recognized)
 
 
 def line(r: dict) -> str:
@@ -97,6 +102,8 @@ def line(r: dict) -> str:
     first: ...'."""
     api = f"; {r['api_errors']} API error(s) returned to the host, not counted" \
         if r.get("api_errors") else ""
+    if r.get("recognized") is False:
+        return f"{r['tool']}: not a compute-sanitizer report (no banner, no summary line)"
     if not r["findings"]:
         return f"{r['tool']}: clean{api}"
     ks = ", ".join(f"{k} x{n}" for k, n in r["by_kernel"].items())
@@ -110,7 +117,12 @@ def verdict(folder: Path) -> tuple[int, str]:
     for tool in ("memcheck", "racecheck", "synccheck", "initcheck"):
         found: dict = dict(tool=tool, findings=0, by_kernel={}, first=None, api_errors=0)
         notes = []
-        for log in sorted(folder.glob(f"{tool}_v*.log")):
+        logs = sorted(folder.glob(f"{tool}_v*.log"))
+        if not logs:   # nothing ran (no kernel version listed, say): never "clean"
+            parts.append(f"{tool}: no report (no {tool}_v*.log: nothing ran)")
+            refused = True
+            continue
+        for log in logs:
             ver = log.stem.split("_")[-1]
             try:
                 rc = int((log.with_suffix(".rc")).read_text().strip())
@@ -118,6 +130,13 @@ def verdict(folder: Path) -> tuple[int, str]:
                 rc = None
             text = log.read_text(errors="replace")
             r = parse(text, tool)
+            if not r["recognized"]:
+                if rc in (0, 9, None):   # says clean (or errors), but shows nothing: no evidence
+                    notes.append(f"{ver}: not a compute-sanitizer report (status {rc}; see "
+                                 f"its log)")
+                    refused = True
+                    continue
+                r["findings"] = 0   # the tool did not run: the status below says why
             found["findings"] += r["findings"]
             found["api_errors"] += r["api_errors"]
             for k, n in r["by_kernel"].items():
@@ -146,6 +165,10 @@ def verdict(folder: Path) -> tuple[int, str]:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--verdict"] and len(argv) == 2:
+        if not Path(argv[1]).is_dir():
+            print(f"gpu_sanitizer_report: --verdict {argv[1]!r} is not a folder (give the "
+                  f"folder of <tool>_<version>.log/.rc files)", file=sys.stderr)
+            return 2
         status, text = verdict(Path(argv[1]))
         print(text)
         return status

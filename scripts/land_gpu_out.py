@@ -19,7 +19,11 @@ the suite's GPU path with scripts/gpu_fault_standin.py's `suite` stand-ins) is r
 their sha256 lines in DIR/SHA256SUMS (andrea_lab.store.write_files_as_unit: all files and the
 manifest, or none); into the committed folder (book/data) their pins too, written into
 andrea_edu/data_pins.py (the book refuses a committed file without its pin). A file already
-committed there is replaced only with --replace. After
+committed there with other bytes is replaced only with --replace (one with the same bytes,
+left by a landing killed before its pins, is landed again unasked: the retry pins it). A
+symbolic link in OUT is refused (OUT comes back as plain files). A run cut short lands as
+partial: a bench file labelled "incomplete" inside, a gpucheck.json with complete=false, an
+empty gpu_summary.md; each is said so in its line. After
 landing: tests/test_data_mutations.py reads the landed files by their name patterns, and the
 chapters (headline table, worklog, head_dim chapter, "How CUDA stores the heads", "Three
 matrices", "The final picture") pick them up. Commit book/data/ and andrea_edu/data_pins.py.
@@ -81,7 +85,10 @@ def check_file(path: Path, in_place: bool = False) -> str:
         with _apart(path) as copy:
             obj = read_results_file(copy, expect_device="gpu")
         n = sum(r["status"] == "ok" for r in obj["records"])
-        return f"{name}: {_not_standin(path, obj['provenance']['device'])}, {n} measured records"
+        part = (f"; PARTIAL, labelled incomplete inside: {str(obj['incomplete'])[:120]}"
+                if obj.get("incomplete") else "")
+        return (f"{name}: {_not_standin(path, obj['provenance']['device'])}, {n} measured "
+                f"records{part}")
     if PIPELINE.fullmatch(name):
         from andrea_edu.pipeline.timing import load_pipeline_timing
         if name == "pipeline_cpu.json":
@@ -90,6 +97,10 @@ def check_file(path: Path, in_place: bool = False) -> str:
             t = load_pipeline_timing("gpu", data_dir_=copy.parent)
         if t is None:
             raise ValueError(f"{path}: no pipeline timing in it")
+        want = t.file_name()   # the name must say the device it holds (as for bench files)
+        if name != want:
+            raise ValueError(f"{path}: holds a timing of {t.device!r} (device_slug "
+                             f"{t.provenance.get('device_slug')!r}), which belongs in {want}")
         return (f"{name}: {_not_standin(path, t.device)}, {len(t.steps)} steps, forward "
                 f"{t.forward_ms:.3f} ms")
     if name == "gpucheck.json":
@@ -98,10 +109,13 @@ def check_file(path: Path, in_place: bool = False) -> str:
             rep = read_report(copy)
         return (f"{name}: {_not_standin(path, rep['device']['name'])}, "
                 f"{rep['n_cases'] - rep['n_failed']}/"
-                f"{rep['n_cases']} cases passed, complete={rep['complete']}")
+                f"{rep['n_cases']} cases passed, complete={rep['complete']}"
+                + ("" if rep["complete"] else " (PARTIAL: the run was cut; landed as partial)"))
     if name == "gpu_summary.md":
         head = path.read_text(errors="replace").splitlines()[:1]
-        if not head or not head[0].startswith("# GPU suite: "):
+        if not head:   # a cut can leave no summary written yet: it lands nothing anyway
+            return f"{name}: empty (the run was cut before its first summary); kept out"
+        if not head[0].startswith("# GPU suite: "):
             raise ValueError(f"{path}: not a gpu_summary.md (no '# GPU suite:' title)")
         if "REHEARSAL" in head[0]:
             raise ValueError(f"{path}: this OUT is a CPU rehearsal's; it measured nothing "
@@ -121,6 +135,10 @@ def land(out: Path, data: Path, replace: bool = False, dry_run: bool = False) ->
     from andrea_edu import data_pins
     from andrea_edu.data import MANIFEST, read_manifest
     from andrea_lab.store import write_files_as_unit
+    links = sorted(p.name for p in out.iterdir() if p.is_symlink())
+    if links:   # the device tool returns plain files only: a link here points somewhere else
+        raise ValueError(f"{out}: {', '.join(links)} is a symbolic link (a returned OUT holds "
+                         f"plain files only; a link would land what lies outside it)")
     files = sorted(p for p in out.iterdir() if p.is_file() and not p.name.startswith(".")
                    and p.name != MANIFEST)
     if not files:
@@ -142,7 +160,10 @@ def land(out: Path, data: Path, replace: bool = False, dry_run: bool = False) ->
         raise ValueError(f"{out}: holds no measurement to land (no bench, pipeline or gpucheck "
                          f"file: did the GPU steps run?)")
     committed = read_manifest(data)
-    clash = [p.name for p in landed if p.name in committed]
+    # a file already listed with the same bytes is no clash: a landing killed between its data
+    # write and its pins left it so, and the retry finishes it (pins and read-back) unasked
+    clash = [p.name for p in landed if p.name in committed
+             and committed[p.name] != hashlib.sha256(p.read_bytes()).hexdigest()]
     if clash and not replace:
         raise ValueError(f"{data}: {', '.join(clash)} already committed there (listed in "
                          f"SHA256SUMS); add --replace to land the new run over them")

@@ -421,3 +421,34 @@ def test_sdpa_one_wide_head_cuts_the_same_numbers_two_ways():
     assert {k: v["head_dim"] for k, v in r.items()} == {"4 heads of 4": 4, "1 head of 16": 16}
     assert all(sum(v["ops"].values()) >= 1 and 0 < v["min_ms"] <= v["median_ms"]
                for v in r.values())
+
+
+def test_a_cut_gpu_suite_keeps_its_partial_results_in_its_own_labelled_file(tmp_path,
+                                                                            monkeypatch):
+    """Issue 41 item 4: the device returns 8 files at most, so gpu-suite's checkpoints and a cut's
+    partial results go into the suite's own bench_<suite>_<device>.json, labelled incomplete
+    inside (never a ninth incomplete_bench_* file); the finished run's write replaces them. On a
+    committed file nothing is replaced: the partial results go apart."""
+    from types import SimpleNamespace
+
+    from andrea_edu.bench import suites
+    from andrea_lab.bench import cli
+    from andrea_lab.bench.results import write_results
+    obj = suites.run_suite("layout", device="cpu", fast=True, progress=False)
+    save = cli._checkpoint(SimpleNamespace(out=str(tmp_path), replace=False))
+    save(obj)
+    save(obj)   # its own earlier checkpoint: replaced
+    f = tmp_path / "bench_layout_cpu.json"
+    assert json.loads(f.read_text())["incomplete"].startswith("checkpoint: ")
+    where = cli._save_partial_in_place(dict(obj, incomplete="KeyboardInterrupt: stopped"),
+                                       tmp_path)
+    assert where == f and json.loads(f.read_text())["incomplete"] == "KeyboardInterrupt: stopped"
+    assert [p.name for p in tmp_path.iterdir()] == [f.name]
+    write_results(obj, tmp_path)   # the run's own final write
+    assert "incomplete" not in json.loads(f.read_text())
+    from andrea_lab.store import seal_folder
+    seal_folder(tmp_path)   # now committed there: a cut never replaces it
+    monkeypatch.setenv("ANDREA_OUT_DIR", str(tmp_path / "apart"))
+    where = cli._save_partial_in_place(dict(obj, incomplete="stopped"), tmp_path)
+    assert where == tmp_path / "apart" / "incomplete_bench_layout_cpu.json"
+    assert "incomplete" not in json.loads(f.read_text())

@@ -281,6 +281,28 @@ def test_the_sanitizer_verdict_of_a_step(tmp_path):
     assert status == 1 and "racecheck: 1 finding(s) (attention_v2_wmma x1)" in text
 
 
+def test_no_report_or_a_junk_report_is_never_clean(tmp_path, capsys):
+    """Issue 42 item 9: --verdict on a folder that is not there is one line and status 2 (was
+    "clean" for every tool); a tool with no report, or a report that is not compute-sanitizer's
+    (junk, empty), is "refused", never clean, and a junk report counts no findings."""
+    import gpu_sanitizer_report as R
+    assert R.main(["--verdict", str(tmp_path / "nonexistent")]) == 2
+    err = capsys.readouterr().err
+    assert "is not a folder" in err and err.count("\n") == 1
+    status, text = R.verdict(tmp_path)           # empty folder: nothing ran
+    assert status == 3 and text.count("no report") == 4 and "clean" not in text
+    junk = R.parse("Segmentation fault\nsome other program's output\n", "memcheck")
+    assert junk["findings"] is None and not junk["recognized"]
+    assert R.line(junk) == "memcheck: not a compute-sanitizer report (no banner, no summary line)"
+    for tool in ("memcheck", "racecheck", "synccheck", "initcheck"):
+        (tmp_path / f"{tool}_v1.log").write_text(SAN_CLEAN)
+        (tmp_path / f"{tool}_v1.rc").write_text("0\n")
+    assert R.verdict(tmp_path)[0] == 0
+    (tmp_path / "initcheck_v1.log").write_text("")   # empty, status 0
+    status, text = R.verdict(tmp_path)
+    assert status == 3 and "v1: not a compute-sanitizer report (status 0" in text
+
+
 # ----------------------------------------------------------------- gpucheck: one process each
 def _stand_in_run(fault_at=None):
     seen = [0]

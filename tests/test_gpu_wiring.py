@@ -463,33 +463,57 @@ def test_a_broken_driver_reads_as_no_gpu_and_device_info_still_answers(standin, 
 
 # ----------------------------------------------------------------------------- the timed region
 class _Events:
-    """Stand-ins for torch.cuda.Event and torch.cuda._sleep that log into the driver stand-in's
-    call list, so the calls made between a start and an end record can be read off in order; a
-    group of n launches 'takes' n * 0.018 ms (about v3's model bound at the headline case)."""
+    """Stand-ins for torch.cuda.Event and torch.cuda._sleep, logging into the driver stand-in's
+    call list, over a device queue that behaves as a GPU's does: work runs in the order queued
+    and never before the host queued it (an event lands at max(the device's clock, the host's));
+    a sleep adds its cycles; each cuLaunchKernel LAUNCH_MS of device work (long beside the stand-
+    in's host time per launch, so that a loaded machine does not drain the queue). `inside`:
+    between a record that follows a sleep (a timed group's start) and the next record."""
+    LAUNCH_MS = 5.0
+    RATE = 1.0e6   # cycles per ms
 
     def __init__(self, standin):
-        self.standin, self.inside = standin, False
+        import time
+        self.standin, self.inside, self.pending = standin, False, False
+        self.perf, self.base, self.t, self.seen = time.perf_counter, time.perf_counter(), 0.0, 0
+
+    def host(self) -> float:
+        return (self.perf() - self.base) * 1e3
+
+    def _advance(self) -> None:   # the launches queued since the device's last point
+        n = sum(c.name == "cuLaunchKernel" for c in self.standin.calls[self.seen:])
+        self.t += self.LAUNCH_MS * n
+
+    def sync(self, *_):   # the host waits for the device: its clock moves on to the device's
+        lag = self.t - self.host()
+        if lag > 0:
+            self.base -= lag / 1e3
 
     def event(self):
         outer = self
 
         class Ev:
             def record(self):
-                outer.inside = not outer.inside
+                outer._advance()
+                outer.t = max(outer.t, outer.host())
+                self.t = outer.t
+                outer.inside, outer.pending = outer.pending, False
                 outer.standin.calls.append(Call("event.record", {}))
-                self.at = len(outer.standin.calls)
+                outer.seen = len(outer.standin.calls)
 
             def synchronize(self):
-                pass
+                outer.sync()
 
             def elapsed_time(self, end):
-                launches = [c for c in outer.standin.calls[self.at:end.at]
-                            if c.name == "cuLaunchKernel"]
-                return 0.018 * max(len(launches), 1)
+                return end.t - self.t
         return Ev()
 
     def sleep(self, cycles):
+        self._advance()
+        self.t = max(self.t, self.host()) + cycles / self.RATE
+        self.pending = True
         self.standin.calls.append(Call("gpu.sleep", {"cycles": cycles}))
+        self.seen = len(self.standin.calls)
 
 
 @pytest.fixture
@@ -528,15 +552,14 @@ def timed_region(standin, monkeypatch):
 
 
 def _between_records(names: list[str]) -> list[list[str]]:
+    """The calls between each two consecutive event records, empty stretches left out."""
     groups: list[list[str]] = []
     cur: list[str] | None = None
     for n in names:
         if n == "event.record":
-            if cur is None:
-                cur = []
-            else:
+            if cur:
                 groups.append(cur)
-                cur = None
+            cur = []
         elif cur is not None:
             cur.append(n)
     return groups
@@ -554,14 +577,30 @@ def test_the_timed_region_holds_the_launches_and_nothing_else(timed_region):
     n0 = len(s.calls)
     t = timed_region.timing.time_fns({"v3": prepared}, "cuda", repeats=5, warmup=2)["v3"]
     groups = _between_records(s.names()[n0:])
-    assert len(groups) == 1 + 5   # the sleep-rate calibration, then one per sample
+    # the sleep-rate calibration, then per sample: a record, the head start, the start record,
+    # the launches, the end record (the first record lets the device measure the sleep)
+    assert len(groups) == 1 + 2 * 5, groups
     assert groups[0] == ["gpu.sleep"]
-    for g in groups[1:]:
-        assert g == ["cuLaunchKernel"] * t["calls_per_sample"], g[:5]
+    for sl, g in zip(groups[1::2], groups[2::2]):
+        assert sl == ["gpu.sleep"] and g == ["cuLaunchKernel"] * t["calls_per_sample"], g[:5]
     assert t["calls_per_sample"] > 1 and timed_region.inside == []
     assert s.names()[n0:].count("gpu.sleep") == 1 + 5   # the host runs ahead of every group
-    assert t["median_ms"] == pytest.approx(0.018) and t["timer"] == "cuda-events-queued"
+    assert t["median_ms"] == pytest.approx(_Events.LAUNCH_MS)
+    assert t["timer"] == "cuda-events-queued" and not t["host_bound"]
     assert t["host_ms_per_call"] > 0 and t["quality_ok"], t
+
+
+@needs_nvrtc
+def test_a_drained_queue_reads_as_host_bound(timed_region, monkeypatch):
+    """Wiring test: with no head start (sleep=False) and launches that take the device less
+    time than the host takes to queue them, the queue drains and the events hold the host's
+    pace: the timer says host-bound, from the device's own time, not from the sleep it meant."""
+    monkeypatch.setattr(_Events, "LAUNCH_MS", 1e-6)
+    q, k, v = qkv(1, 2, 130, 64, torch.bfloat16)
+    prepared = launch.prepare_attention(q, k, v, causal=True, version="v3")
+    t = timed_region.timing.time_fns({"v3": prepared}, "cuda", repeats=3, warmup=1,
+                                     sleep=False)["v3"]
+    assert t["host_bound"] and not t["quality_ok"], t
 
 
 @needs_nvrtc

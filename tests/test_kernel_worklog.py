@@ -282,7 +282,9 @@ def _fake_gpu_headdim(out_dir):
     from book_toc import REPO
 
     obj = json.loads((REPO / "book" / "data" / "bench_headdim_cpu.json").read_text())
-    obj["provenance"].update(device_kind="gpu", device="NVIDIA H200 (fake, test)",
+    # the model's row is found by the device record (whole name, SM count), never a part of
+    # the name: the fake says so in its driver field
+    obj["provenance"].update(device_kind="gpu", device="NVIDIA H200", sm_count=132,
                              device_slug="fake-gpu", driver="0.0 (test)", cuda="0.0")
     obj["settings"]["timer"] = "cuda-events"
     recs = []
@@ -321,11 +323,11 @@ def test_chapter_shows_a_gpu_file_beside_the_model(tmp_path, monkeypatch):
     errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in outs if o["output_type"] == "error"]
     assert not errors, errors
     text = "\n".join("".join(o.get("data", {}).get("text/markdown", "")) for o in outs)
-    assert "Measured on NVIDIA H200 (fake, test)" in text and "Not yet measured" not in text
+    assert "Measured on NVIDIA H200 (driver 0.0 (test)" in text and "Not yet measured" not in text
     assert "| v3 | 64 | v3 | 0.160 | 0.100 | 0.62x |" in text  # measured beside the model
     printed = "\n".join(o.get("text", "") for o in outs if o["output_type"] == "stream")
     # exercise 5's cell, as committed (device = "cpu"), reads the same file
-    assert "NVIDIA H200 (fake, test), v3 (ran v3), head_dim 64: measured 0.160 ms, MODEL" \
+    assert "NVIDIA H200, v3 (ran v3), head_dim 64: measured 0.160 ms, MODEL" \
         in printed
     assert "measured vs SDPA (best head_dim)" in text  # the summary table's column
 

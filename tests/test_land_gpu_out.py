@@ -78,8 +78,9 @@ def test_landing_checks_copies_and_records_every_file(suite_out, tmp_path):
     import test_data_mutations as M
     for name in landed:
         M.digest_for(name)(data / name)
-    # landing the same run again over committed files needs --replace
-    assert land_gpu_out.main([str(suite_out), "--data", str(data)]) == 1
+    # the same bytes again land unasked (a retry); other bytes over them need --replace
+    assert land_gpu_out.main([str(suite_out), "--data", str(data)]) == 0
+    assert read_manifest(data) == sums
     assert land_gpu_out.main([str(suite_out), "--data", str(data), "--replace"]) == 0
 
 
@@ -152,3 +153,83 @@ def test_what_landed_is_read_back_through_its_manifest(suite_out, tmp_path):
         with pytest.raises(ValueError, match="differs from the sha256") as e:
             land_gpu_out.check_file(p, in_place=True)
         assert str(p) in str(e.value) and "\n" not in str(e.value)
+
+
+def _copy(suite_out, tmp_path, name) -> tuple[Path, Path]:
+    out = tmp_path / name
+    shutil.copytree(suite_out, out)
+    data = tmp_path / (name + "-data")
+    data.mkdir()
+    (data / "SHA256SUMS").write_text("")
+    return out, data
+
+
+def test_a_file_named_for_another_device_or_a_link_is_refused(suite_out, tmp_path, capsys):
+    """Issue 42 item 10: a pipeline file named for one GPU holding another's record, and a
+    symbolic link in OUT pointing outside it, each stop the landing in one line."""
+    out, data = _copy(suite_out, tmp_path, "a100")
+    (out / f"pipeline_{SLUG}.json").rename(out / "pipeline_a100.json")
+    (out / "SHA256SUMS").unlink()   # a file renamed on its way back: the name is the check
+    assert land_gpu_out.main([str(out), "--data", str(data)]) == 1
+    err = capsys.readouterr().err
+    assert "belongs in pipeline_synthetic-test-gpu.json" in err and err.count("\n") == 1
+    assert read_manifest(data) == {}
+    out, data = _copy(suite_out, tmp_path, "link")
+    outside = tmp_path / "elsewhere.json"
+    (out / "gpucheck.json").rename(outside)
+    (out / "gpucheck.json").symlink_to(outside)
+    assert land_gpu_out.main([str(out), "--data", str(data)]) == 1
+    err = capsys.readouterr().err
+    assert "gpucheck.json is a symbolic link" in err and err.count("\n") == 1
+    assert read_manifest(data) == {}
+
+
+def test_a_cut_run_lands_as_partial(suite_out, tmp_path, capsys):
+    """What a cut leaves (issue 41 item 4): a bench file labelled incomplete inside, a
+    gpucheck.json with complete=false and an empty gpu_summary.md land, each said partial."""
+    out, data = _copy(suite_out, tmp_path, "cut")
+    b = out / f"bench_layout_{SLUG}.json"
+    obj = json.loads(b.read_text())
+    obj["incomplete"] = "checkpoint: the run had not finished"
+    b.write_text(json.dumps(obj))
+    g = out / "gpucheck.json"
+    rep = json.loads(g.read_text())
+    rep.update(complete=False, passed=False)
+    g.write_text(json.dumps(rep))
+    (out / "gpu_summary.md").write_text("")
+    assert land_gpu_out.main([str(out), "--data", str(data)]) == 0
+    said = capsys.readouterr().out
+    assert "PARTIAL, labelled incomplete inside: checkpoint" in said
+    assert "complete=False (PARTIAL" in said and "gpu_summary.md: empty" in said
+    res = load_results("layout", device="gpu", data_dir_=data)
+    assert res is not None and res["incomplete"].startswith("checkpoint")
+
+
+def test_a_landing_killed_before_its_pins_is_finished_by_a_plain_retry(suite_out, tmp_path,
+                                                                        monkeypatch):
+    """Issue 42 item 10: killed between the data write and the pins, the files are listed but
+    unpinned; landing the same OUT again (no --replace) pins them. Other bytes still need
+    --replace."""
+    from andrea_edu import data_pins
+    copy = tmp_path / "data_pins_copy.py"
+    shutil.copy(data_pins.PIN_FILE, copy)
+    monkeypatch.setattr(data_pins, "PIN_FILE", copy)
+    monkeypatch.setattr(data_pins, "PINS", dict(data_pins.PINS))
+    data = _data(tmp_path)
+    data_pins.pin_folder(data)
+    real = data_pins.accept
+
+    def killed(paths):
+        raise KeyboardInterrupt("killed between the data write and the pins")
+    monkeypatch.setattr(data_pins, "accept", killed)
+    with pytest.raises(KeyboardInterrupt):
+        land_gpu_out.main([str(suite_out), "--data", str(data)])
+    landed = {f"bench_layout_{SLUG}.json", "gpucheck.json", f"pipeline_{SLUG}.json"}
+    assert set(read_manifest(data)) == landed and not any(n in data_pins.PINS for n in landed)
+    monkeypatch.setattr(data_pins, "accept", real)
+    assert land_gpu_out.main([str(suite_out), "--data", str(data)]) == 0
+    assert all(data_pins.check(data / n) is None for n in landed)
+    other, _ = _copy(suite_out, tmp_path, "other")
+    g = other / "gpucheck.json"
+    g.write_text(json.dumps(json.loads(g.read_text()), indent=2))
+    assert land_gpu_out.main([str(other), "--data", str(data)]) == 1

@@ -160,7 +160,7 @@ def test_clock_sentence_prints_the_derivation():
 
 
 @pytest.mark.parametrize("kw, allowed", [(dict(version="v9"), "is not one of ('v1', 'v2', 'v3p', 'v3'"),
-                                         (dict(gpu="A100"), "is not one of ('H200', 'RTX 4090')")])
+                                         (dict(gpu="A100"), "is not one of ('H200', 'H100', 'RTX 4090')")])
 def test_model_bound_names_the_allowed_values_in_one_line(kw, allowed):
     """The worklog's exercise 4 edits `version_e`: a version or GPU the model lacks stops at
     once, in one line naming the allowed ones."""

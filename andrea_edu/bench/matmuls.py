@@ -225,12 +225,44 @@ def valid_head_pairs(d_model: int = 768, max_n_head: int = 96) -> list[tuple[int
 
 
 # ---------------------------------------------------------------- the roofline rule (a calculation)
-def projection_roofline(rows: int, d_model: int = 768, gpu: str = "NVIDIA H200",
+FALLBACK_ROOFLINE_GPU = "NVIDIA H200"
+
+
+def roofline_gpu(gpu: str | None = None) -> tuple[str, str]:
+    """(torch's device name, why that GPU) for projection_roofline: `gpu` as given (a
+    kernels.gpus key such as "H100", or a PUBLISHED_PEAK name such as "NVIDIA H100 80GB HBM3");
+    None: the GPU of the committed GPU projections measurement when the book cites its peak
+    (matched by its device record, kernels.gpus.by_device), else FALLBACK_ROOFLINE_GPU, said
+    so. Another value: a one-line ValueError naming the allowed ones."""
+    if gpu is not None:
+        if gpu in gpus.GPUS and gpus.GPUS[gpu]["name"] in gpus.PUBLISHED_PEAK:
+            return gpus.GPUS[gpu]["name"], "asked for"
+        if gpu in gpus.PUBLISHED_PEAK:
+            return gpu, "asked for"
+        keys = [k for k, g in gpus.GPUS.items() if g["name"] in gpus.PUBLISHED_PEAK]
+        raise ValueError(f"gpu={gpu!r} has no published peak in the book; allowed: "
+                         f"{', '.join(map(repr, keys + list(gpus.PUBLISHED_PEAK)))} or None")
+    try:
+        from andrea_edu.bench.results import load_results
+        measured = load_results("projections", device="gpu", errors="warn")
+    except Exception:  # an unreadable file is reported where the chapter loads it
+        measured = None
+    key = gpus.by_device(measured) if measured else None
+    if key and gpus.GPUS[key]["name"] in gpus.PUBLISHED_PEAK:
+        return gpus.GPUS[key]["name"], "the GPU of the committed measurement"
+    return FALLBACK_ROOFLINE_GPU, ("no committed GPU measurement with a cited peak: the "
+                                   "H200's data sheet, for illustration")
+
+
+def projection_roofline(rows: int, d_model: int = 768, gpu: str | None = None,
                         bytes_per_element: int = 2) -> dict:
     """A calculation (no measurement): one [rows, d_model] x [d_model, d_model] projection in
-    bf16 against `gpu`'s published peak and bandwidth. Returns its FLOPs, the time at peak
-    compute, the time to move its bytes once at full bandwidth, and the smallest `rows` (= B*T)
-    at which the compute time exceeds the memory time, i.e. the matmul becomes compute-bound."""
+    bf16 against `gpu`'s published peak and bandwidth (None: roofline_gpu's choice, the
+    committed GPU measurement's device when the book cites its peak; "gpu_why" says which).
+    Returns its FLOPs, the time at peak compute, the time to move its bytes once at full
+    bandwidth, and the smallest `rows` (= B*T) at which the compute time exceeds the memory
+    time, i.e. the matmul becomes compute-bound."""
+    gpu, why = roofline_gpu(gpu)
     spec = gpus.PUBLISHED_PEAK[gpu]
     peak, bw = spec["bf16_tflops"] * 1e12, spec["hbm_tb_per_s"] * 1e12
     flops = 2.0 * rows * d_model * d_model
@@ -239,6 +271,6 @@ def projection_roofline(rows: int, d_model: int = 768, gpu: str = "NVIDIA H200",
     ridge = peak / bw  # FLOPs per byte at which compute and memory take equally long
     denom = 2 * d_model - 2 * bytes_per_element * ridge
     min_rows = None if denom <= 0 else int(-(-bytes_per_element * d_model * ridge // denom))
-    return {"gpu": gpu, "source": spec["source"], "rows": rows, "flops": flops,
+    return {"gpu": gpu, "gpu_why": why, "source": spec["source"], "rows": rows, "flops": flops,
             "compute_s": flops / peak, "memory_s": moved / bw, "ridge_flops_per_byte": ridge,
             "compute_bound_from_rows": min_rows}

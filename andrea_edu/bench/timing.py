@@ -38,7 +38,7 @@ from andrea_edu.env import cpu_name
 
 __all__ = ["attention_flops", "matmul_flops", "time_fn", "time_fns", "timing_ok", "timing_quality",
            "spread_text", "checked_ratio", "refusal", "ms_cell", "check_cell", "check_close", "tolerance", "provenance", "pick_device", "device_slug",
-           "ValidationError"]
+           "ValidationError", "QueuedEvents"]
 
 
 class ValidationError(RuntimeError):
@@ -173,6 +173,67 @@ def _sleep_cycles_per_ms(sync) -> float:
 
 
 _CYCLES_PER_MS: list[float] = []
+
+
+# host_bound's margin: a device that waited for the host ends its events this close to the
+# host's own time (an event lands on the device microseconds after the host records it)
+HOST_BOUND_MARGIN_MS = 0.02
+HOST_BOUND_MARGIN_SHARE = 0.05
+
+
+class QueuedEvents:
+    """The one GPU timer of the book (time_fns' groups, the pipeline's steps and forward): a
+    torch.cuda._sleep head start of `ahead_ms` on the stream, so that the host queues what
+    follows before the device reaches it, then a CUDA event at `start()`, one at each `mark()`,
+    and `stop()` -> (device ms between consecutive events, host ms between the same points).
+    The events measure the device's work, Python's time is the host list, apart.
+
+    host_bound: whether the queue drained (some device gap is the host's). An event recorded
+    before the sleep gives the device's own time from there to the last mark; a device that
+    had to wait for the host ends there within microseconds of the host's own time
+    (HOST_BOUND_MARGIN_*), one that did not ends later by the head start's spare. So the check
+    reads what the device did, not what the sleep was meant to do (torch.cuda._sleep's rate is
+    calibrated once per process and clocks that rise later shorten the real head start; that
+    shows here). sleep_ms: the head start asked for; slept_ms: the device's own measure of it.
+    cap_ms bounds the head start."""
+
+    def __init__(self, cap_ms: float = _SLEEP_CAP_MS):
+        self.cap_ms = cap_ms
+        self.sleep_ms = self.slept_ms = 0.0
+        self.host_bound = False
+        self._events: list = []
+        self._host: list[float] = []
+
+    def start(self, ahead_ms: float = 0.0) -> None:
+        self.sleep_ms = min(max(float(ahead_ms), 0.0), self.cap_ms)
+        rate = _sleep_cycles_per_ms(torch.cuda.synchronize) if self.sleep_ms > 0 else 0.0
+        e0 = _event()
+        e0.record()
+        self._h0 = time.perf_counter()
+        if self.sleep_ms > 0:
+            _gpu_sleep(int(self.sleep_ms * rate))
+        ev = _event()
+        ev.record()
+        self._e0, self._events, self._host = e0, [ev], [time.perf_counter()]
+
+    def mark(self) -> None:
+        h = time.perf_counter()
+        ev = _event()
+        ev.record()
+        self._events.append(ev)
+        self._host.append(h)
+
+    def stop(self) -> tuple[list[float], list[float]]:
+        self._events[-1].synchronize()
+        ev, h = self._events, self._host
+        device = [a.elapsed_time(b) for a, b in zip(ev, ev[1:])]
+        host = [(b - a) * 1e3 for a, b in zip(h, h[1:])]
+        self.slept_ms = self._e0.elapsed_time(ev[0])
+        dev_total = self._e0.elapsed_time(ev[-1])
+        host_total = (h[-1] - self._h0) * 1e3
+        self.host_bound = dev_total < host_total * (1 + HOST_BOUND_MARGIN_SHARE) + \
+            HOST_BOUND_MARGIN_MS
+        return device, host
 
 
 def timing_quality(t: dict) -> tuple[bool, str | None]:
@@ -325,7 +386,9 @@ def _time_fns(fns: dict, on_gpu: bool, repeats: int, warmup: int, budget_s: floa
             sync()
             per_round = max(time.perf_counter() - t0, 1e-9)
         repeats = max(min(floor, repeats), min(repeats, int(budget_s / per_round)))
-    rate = _sleep_cycles_per_ms(sync) if on_gpu and sleep else 0.0
+    if on_gpu and sleep:
+        _sleep_cycles_per_ms(sync)   # calibrated before the first timed group
+    clock = QueuedEvents()
     wall: dict[str, list[float]] = {name: [] for name in fns}
     cpu: dict[str, list[float]] = {name: [] for name in fns}
     host: dict[str, list[float]] = {name: [] for name in fns}
@@ -335,25 +398,15 @@ def _time_fns(fns: dict, on_gpu: bool, repeats: int, warmup: int, budget_s: floa
         for name, fn in fns.items():
             n = per[name]
             if on_gpu:
-                sleep_ms = 0.0
-                if sleep:   # long enough for the host to queue the group (last round's pace)
-                    ahead = 1.5 * n * (statistics.median(host[name]) if host[name] else
-                                       max(last[name], 0.05)) + 0.05
-                    sleep_ms = min(ahead, _SLEEP_CAP_MS)
-                    _gpu_sleep(int(sleep_ms * rate))
-                start, end = _event(), _event()
-                start.record()
-                h0 = time.perf_counter()
+                # a head start long enough for the host to queue the group (last round's pace)
+                clock.start(1.5 * n * (statistics.median(host[name]) if host[name] else
+                                       max(last[name], 0.05)) + 0.05 if sleep else 0.0)
                 for _ in range(n):
                     fn()
-                h1 = time.perf_counter()
-                end.record()
-                end.synchronize()
-                ms = start.elapsed_time(end)
-                host[name].append((h1 - h0) * 1e3 / n)
-                # the queue drained: the host took longer to queue the group than the sleep
-                # and the group's own device time together
-                bound[name] += (h1 - h0) * 1e3 > sleep_ms + ms
+                clock.mark()
+                (ms,), (h_ms,) = clock.stop()
+                host[name].append(h_ms / n)
+                bound[name] += clock.host_bound   # the queue drained: host time in the gap
                 wall[name].append(ms / n)
             else:
                 c0, t0 = time.thread_time(), time.perf_counter()

@@ -209,9 +209,13 @@ def _device(results) -> str:
 
 
 def model_gpu(results, model_gpus: dict) -> str | None:
-    """The time model's key ("H200", "RTX 4090") for the GPU a results file came from, or None."""
-    device = results["provenance"]["device"] if results else ""
-    return next((g for g in model_gpus if g in device), None)
+    """The time model's key ("H200", "H100", "RTX 4090") for the GPU a results file came from,
+    or None: matched by its device record (kernels.gpus.by_device: the whole device name and
+    the SM count it records), never by a part of the name ("NVIDIA H100 PCIe" or "NVIDIA H200
+    NVL" are other parts, with other peaks, and get none)."""
+    from andrea_edu.kernels.gpus import by_device
+    key = by_device(results) if results else None
+    return key if key in model_gpus else None
 
 
 def measured_seconds(rows: list, results, B: int, T: int) -> dict:

@@ -138,7 +138,11 @@ def tensor_core_claim(gpu_results, n_head: int, cpu_ratio_12: float | None,
     from andrea_edu.bench.timing import checked_ratio, refusal
     from andrea_edu.figures.verdicts import NOT_MEASURED
 
-    calc = projection_roofline(rows)  # a calculation (bench.matmuls), not a measurement
+    # a calculation (bench.matmuls), not a measurement: for the measured GPU where the book
+    # cites its peak (matched by its device record), else the fallback that calc["gpu"] names
+    measured_key = gpus.by_device(gpu_results) if gpu_results else None
+    calc = projection_roofline(rows, gpu=measured_key if gpus.published_peak(gpu_results)
+                               else None)
     bound = "memory" if calc["compute_s"] < calc["memory_s"] else "compute"
     calc_text = (f"Calculation from the {calc['gpu']}'s published peak ({calc['source']}): at "
                  f"B·T = {rows} one 768×768 bf16 projection takes {calc['compute_s'] * 1e6:.2f} µs "

@@ -7,7 +7,9 @@ limits), kernels.targets (what runs on a reader's GPU) and the chapters' rooflin
     GPUS {"H200": {...}, "RTX 4090": {...}, ...}   one dict per GPU (keys below)
     get(key) -> dict                              a one-line ValueError naming the keys otherwise
     clock_hz(key) -> the clock behind the stated dense tensor peak (GPUs with a peak only)
-    by_device_name("NVIDIA H200") -> "H200" or None   (torch.cuda.get_device_name spelling)
+    by_device_name("NVIDIA H200", sm_count=None) -> "H200" or None   (torch's whole name)
+    by_device(provenance) -> key or None          a measurement's record: name and SM count
+    published_peak(provenance) -> PUBLISHED_PEAK's entry for it, or None
     PUBLISHED_PEAK {"NVIDIA H200": {bf16_tflops, hbm_tb_per_s, source}, ...}   the GPUs with a
                                                   cited peak, in TFLOP/s and TB/s
 
@@ -15,7 +17,8 @@ Keys of each GPU:
     name, arch, sms                                 what it is
     regs, smem, smem_per_block, reserved_smem,      per-SM limits (bytes), the occupancy rules'
     max_threads, max_blocks                         inputs
-  and, for the GPUs the time model knows (H200, RTX 4090), published peaks and per-SM rates:
+  and, for the GPUs the time model knows (H200, H100 SXM, RTX 4090), published peaks and
+  per-SM rates (l2_bytes and memory_bytes where a source states them, else None):
     tensor_flops                dense fp16/bf16 tensor peak with fp32 accumulation (FLOP/s)
     tensor_flops_per_clock_per_sm   the per-SM rate behind it; clock_hz = peak / (sms x rate)
     dram_bytes_s                DRAM bandwidth (bytes/s)
@@ -28,7 +31,7 @@ Capability" (7.5: 64 KB shared memory per SM and per block, 1024 threads, 16 blo
 registers per SM throughout); the 1 KB of shared memory reserved per block begins with compute
 capability 8.0. SM counts: NVIDIA's data sheets and architecture whitepapers (T4/TU104 40,
 A100 108, RTX 3090/GA102 82, L4/AD104 58, RTX 4090/AD102 128, H100 SXM5 and H200/GH100 132).
-Peaks: see the comments at H200 and RTX 4090.
+Peaks: see the comments at H100, H200 and RTX 4090.
 """
 from __future__ import annotations
 
@@ -63,7 +66,16 @@ GPUS: dict[str, dict[str, Any]] = {
         # FLOPs per clock per SM (half the FP16-accumulate rate); memory 1,008 GB/s.
         tensor_flops=165.2e12, tensor_flops_per_clock_per_sm=512, dram_bytes_s=1.008e12,
         **_RATES),
-    "H100": dict(name="NVIDIA H100 (SXM)", arch="sm_90", sms=132, **_CC90),
+    "H100": dict(
+        name="NVIDIA H100 80GB HBM3", arch="sm_90", sms=132, **_CC90,
+        # H100 datasheet (nvidia.com/en-us/data-center/h100, the H100 SXM column): BF16 tensor
+        # core 1,979 TFLOPS *with sparsity*, so 989.5 TFLOPS dense; GPU memory 80 GB, bandwidth
+        # 3.35 TB/s. NVIDIA H100 Tensor Core GPU Architecture whitepaper: the H100 SXM5 has
+        # 132 SMs and 50 MB of L2 cache; the per-SM rate as for the H200 below (same GH100 SM).
+        # The PCIe and NVL parts have other SM counts, clocks and bandwidth: not this entry
+        # (`by_device` matches the SXM part's exact name and SM count only).
+        tensor_flops=989.5e12, tensor_flops_per_clock_per_sm=4096, dram_bytes_s=3.35e12,
+        l2_bytes=50 * 1024 * 1024, memory_bytes=80 * 10**9, **_RATES),
     "H200": dict(
         name="NVIDIA H200", arch="sm_90", sms=132, **_CC90,
         # H200 datasheet (nvidia.com/en-us/data-center/h200, the SXM form): FP16/BF16 tensor
@@ -74,13 +86,18 @@ GPUS: dict[str, dict[str, Any]] = {
         # twice A100's dense MMA rate clock for clock: 2,048 FMA = 4,096 FLOPs per clock per SM.
         # So the peak is 132 x 4,096 x 1.83 GHz (NVIDIA's cudnn-frontend benchmark table,
         # PR #650, states the same product for sm90).
+        # L2: the H200 datasheet states none; the GH100 of the H100 SXM5 has 50 MB (whitepaper),
+        # and torch on this workplace's lent H200 reported 60 MB (a reading, not a citation):
+        # left out here (None), the bench reads the device's own L2 size at run time.
         tensor_flops=989.5e12, tensor_flops_per_clock_per_sm=4096, dram_bytes_s=4.8e12,
-        **_RATES),
+        l2_bytes=None, memory_bytes=141 * 10**9, **_RATES),
 }
 SOURCES = {
     "limits": "CUDA C++ Programming Guide, Technical Specifications per Compute Capability",
     "H200": "NVIDIA H200 Tensor Core GPU data sheet; NVIDIA H100 Tensor Core GPU Architecture "
             "whitepaper",
+    "H100": "NVIDIA H100 Tensor Core GPU data sheet (SXM); NVIDIA H100 Tensor Core GPU "
+            "Architecture whitepaper",
     "RTX 4090": "NVIDIA Ada GPU Architecture whitepaper",
 }
 
@@ -101,11 +118,37 @@ def get(key: str) -> dict[str, Any]:
     return GPUS[key]
 
 
-def by_device_name(device: str) -> str | None:
-    """The table's key for a device name as torch spells it ("NVIDIA H200" -> "H200"), or None.
-    The longest key contained in the name wins ("H100" is not read as "H10")."""
-    hits = [k for k in GPUS if k in device]
-    return max(hits, key=len) if hits else None
+def by_device_name(device: str, sm_count: int | None = None) -> str | None:
+    """The table's key for a device as torch names it (torch.cuda.get_device_name: "NVIDIA H200"
+    -> "H200", "NVIDIA H100 80GB HBM3" -> "H100"), or None. The whole name must be the entry's
+    `name` (never a part of it: "NVIDIA H100 PCIe" or "NVIDIA H200 NVL" are other parts, with
+    other peaks); `sm_count`, when given (a results file's provenance records it), must be the
+    entry's too."""
+    if not isinstance(device, str):
+        return None
+    hits = [k for k, g in GPUS.items() if g["name"] == device.strip()]
+    if not hits or (sm_count is not None and GPUS[hits[0]]["sms"] != sm_count):
+        return None
+    return hits[0]
+
+
+def by_device(record) -> str | None:
+    """The table's key for the device a measurement's record names, or None: `record` is a
+    results file's provenance (or the whole file, or a pipeline timing's provenance): its
+    "device" name matched whole, and its "sm_count" where it records one."""
+    if not isinstance(record, dict):
+        return None
+    prov = record.get("provenance", record)
+    if not isinstance(prov, dict):
+        return None
+    sms = prov.get("sm_count")
+    return by_device_name(prov.get("device", ""), sms if isinstance(sms, int) else None)
+
+
+def published_peak(record) -> dict[str, Any] | None:
+    """PUBLISHED_PEAK's entry for the device a record names (by_device), or None."""
+    key = by_device(record)
+    return PUBLISHED_PEAK.get(GPUS[key]["name"]) if key else None
 
 
 for _k, _g in GPUS.items():     # stored too, for readers of the table; clock_hz() defines it
@@ -115,7 +158,8 @@ for _k, _g in GPUS.items():     # stored too, for readers of the table; clock_hz
 
 # The same published figures (not measurements) in the units a roofline states them: the dense
 # bf16 tensor peak and the DRAM bandwidth, keyed by the device name torch reports (NVIDIA's H200
-# data sheet: 1,979 TFLOP/s *with sparsity*, so 989.5 dense; 4.8 TB/s).
+# data sheet: 1,979 TFLOP/s *with sparsity*, so 989.5 dense; 4.8 TB/s; the H100 SXM's: the same
+# 989.5 dense, 3.35 TB/s).
 PUBLISHED_PEAK: dict[str, dict[str, Any]] = {
     g["name"]: {"bf16_tflops": g["tensor_flops"] / 1e12, "hbm_tb_per_s": g["dram_bytes_s"] / 1e12,
                 "source": SOURCES[key]}

@@ -60,7 +60,7 @@ PUBLISHED: list[dict[str, Any]]
 
 # The GPUs the model knows: the entries of the one GPU table (kernels.gpus, where each published
 # limit is cited) that carry a tensor peak, DRAM bandwidth and per-SM rates.
-GPUS = {key: _gpus.GPUS[key] for key in ("H200", "RTX 4090")}
+GPUS = {key: _gpus.GPUS[key] for key in ("H200", "H100", "RTX 4090")}
 HMMA_FLOPS = 2 * 16 * 8 * 16          # one HMMA.16816: m16 n8 k16 multiply-adds, 2 FLOPs each
 
 
@@ -84,6 +84,12 @@ TENSOR_CEILING = {
              "Architecture\", arXiv:2402.13499, on an H800) set mma.sync beside wgmma, and "
              "public tests disagree on the share of the peak mma.sync reaches. The model assumes the dense peak: an optimistic ceiling, so the tensor "
              "term stays a lower bound, and a register-only mma.sync loop on a GPU settles it."),
+    # the H100 SXM: the same GH100 SM, clock and dense peak as the H200 (kernels.gpus), so the
+    # same unpublished mma.sync rate; only the DRAM term differs (3.35 against 4.8 TB/s)
+    "H100": dict(
+        flops=GPUS["H100"]["tensor_flops"], published=False, instruction="HMMA.16816 (mma.sync)",
+        note="as for the H200: NVIDIA states the dense peak for wgmma and no rate for mma.sync; "
+             "the model assumes the dense peak (an optimistic ceiling, so a lower bound)."),
     "RTX 4090": dict(
         flops=GPUS["RTX 4090"]["tensor_flops"], published=True,
         instruction="HMMA.16816 (mma.sync)",
@@ -117,7 +123,8 @@ PUBLISHED = [
          dtype="fp16", head_dim=128, T=1024, B=16, n_head=16,
          tflops={False: 565.0, True: 423.0}, source=_FA3),
 ]
-PUBLISHED_GPU: dict[str, str] = {"H200": "H100 SXM5"}   # the H200 is an H100 SXM5's GH100 with more bandwidth
+PUBLISHED_GPU: dict[str, str] = {"H200": "H100 SXM5",   # the H200 is an H100 SXM5's GH100 with more bandwidth
+                                 "H100": "H100 SXM5"}
 PUBLISHED_HEAD_DIMS = tuple(sorted({int(p["head_dim"]) for p in PUBLISHED}))
 
 
@@ -235,7 +242,7 @@ def model_bound(version: str, B: int, nh: int, T: int, head_dim: int, causal: bo
 
 
 def report(head_dims=(32, 64, 96, 128), shape=(8, 12, 1024), causal: bool = True,
-           dtype=torch.bfloat16, gpus=("H200", "RTX 4090")) -> dict:
+           dtype=torch.bfloat16, gpus=("H200", "H100", "RTX 4090")) -> dict:
     """SASS evidence and the model bound of every version at every head_dim, per GPU: what
     scripts/gpu_suite.sh keeps in its logs archive (all of it labelled "model"; no chapter reads
     the file: the chapters compute the model themselves)."""

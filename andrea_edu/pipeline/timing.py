@@ -11,9 +11,13 @@ Introduced in the chapter "The final picture".
     load_pipeline_timing("gpu")    # a committed GPU measurement, or None
 
 How it measures: `pipeline.model_in_steps` runs the model's own forward with a mark after each
-step. On the CPU a mark reads time.perf_counter; on a GPU it records a CUDA event on the current
-stream (no synchronisation between steps, one at the end of the pass), and a step's time is the
-gap between its mark and the one before. The forward is timed whole too (`forward_ms`), so the
+step. On the CPU a mark reads time.perf_counter. On a GPU the pass is timed by the benchmarks'
+one timer (`bench.timing.QueuedEvents`): a torch.cuda._sleep head start, sized from the last
+pass's host time, lets the host queue the whole pass before the device reaches it; a mark
+records a CUDA event (no synchronisation between steps, one at the end of the pass), and a
+step's time is the device's between its event and the one before: kernel time, with the
+host's time per step apart (`host_median_ms`) and the passes the host outran counted
+(provenance "host_bound_passes"). The forward is timed whole too (`forward_ms`), so the
 marks' own overhead shows. Op names come from a separate untimed pass under a TorchDispatchMode
 that records every aten op, CUDA kernel names from a torch.profiler pass on a GPU
 (`pipeline_ops`).
@@ -44,40 +48,56 @@ from andrea_edu.pipeline.ops import OpRecorder, main_ops, profile_steps
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
+# A pass's head start on a GPU may be longer than one benchmark group's: a whole forward of the
+# 120M model (12 layers of dispatch and launches) is queued behind it.
+PASS_SLEEP_CAP_MS = 250.0
+
+
 class _Clock:
-    """The timing mark: one timestamp (CPU) or CUDA event (GPU) after each step."""
+    """The timing mark after each step. CPU: a perf_counter timestamp. GPU: bench.timing's one
+    timer (QueuedEvents): a torch.cuda._sleep head start sized from the last pass's host time,
+    so that the host queues the whole pass before the device reaches it, then one CUDA event per
+    mark; a step's time is the device's between two events, and the host's time between the same
+    marks is kept apart (`host_ms`), with `host_bound` when the head start did not cover it."""
 
     def __init__(self, device: str):
+        from andrea_edu.bench.timing import QueuedEvents
         self.device = device
-        self.marks: list = []  # timestamps (CPU) or CUDA events (GPU), one per mark
+        self.marks: list = []  # (layer, name, timestamp) on a CPU; (layer, name, None) on a GPU
         self.info: dict[str, Any] = {}
-
-    def _now(self):
-        if self.device == "cuda":
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record()
-            return ev
-        return time.perf_counter()
+        self.host_ms: list[float] = []   # the host's ms per step of the last pass (GPU)
+        self.host_bound = False
+        self.ahead_ms = PASS_SLEEP_CAP_MS   # the first pass: the longest head start
+        self._q = QueuedEvents(cap_ms=PASS_SLEEP_CAP_MS) if device == "cuda" else None
 
     def start(self):
-        self.marks, self.t0 = [], self._now()
+        self.marks = []
+        if self._q is not None:
+            self._q.start(self.ahead_ms)
+        else:
+            self.t0 = time.perf_counter()
 
     def __call__(self, layer, name, out, **info):
-        self.marks.append((layer, name, self._now()))
+        if self._q is not None:
+            self._q.mark()
+            self.marks.append((layer, name, None))
+        else:
+            self.marks.append((layer, name, time.perf_counter()))
         if info:
             self.info.setdefault(name, info)
         return out
 
     def durations_ms(self) -> list[tuple]:
-        """[(layer, name, ms)] of the last pass, in order."""
-        if self.device == "cuda":
-            torch.cuda.synchronize()
-            gap = lambda a, b: a.elapsed_time(b)  # noqa: E731
-        else:
-            gap = lambda a, b: (b - a) * 1e3  # noqa: E731
+        """[(layer, name, ms)] of the last pass, in order: device time on a GPU (the host's
+        apart in self.host_ms), wall time on a CPU."""
+        if self._q is not None:
+            device, self.host_ms = self._q.stop()
+            self.host_bound = self._q.host_bound
+            self.ahead_ms = 1.5 * sum(self.host_ms) + 0.05   # the next pass's head start
+            return [(layer, name, ms) for (layer, name, _), ms in zip(self.marks, device)]
         out, prev = [], self.t0
         for layer, name, t in self.marks:
-            out.append((layer, name, gap(prev, t)))
+            out.append((layer, name, (t - prev) * 1e3))
             prev = t
         return out
 
@@ -202,17 +222,32 @@ def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 
     idx = torch.randint(0, model.wte.shape[0], (B, T), generator=g).to(model.wte.device)  # (B, T)
     clock = _Clock(dev)
     per_step: dict[tuple[int, str], list[float]] = {}
+    host_step: dict[tuple[int, str], list[float]] = {}   # GPU: the host's ms, apart
+    bound = [0, 0]   # GPU: passes whose head start the host outran (marked, whole forward)
     whole: list[float] = []
     marked: list[float] = []
     ops: dict = {}
     kern: dict = {}
 
     def result() -> StepTiming:  # what the completed passes measured
-        steps = [{"layer": layer, "name": name, "median_ms": statistics.median(v),
-                  "min_ms": min(v)} for (layer, name), v in per_step.items()]
+        steps: list[dict[str, Any]] = []
+        for (layer, name), v in per_step.items():
+            st: dict[str, Any] = {"layer": layer, "name": name,
+                                  "median_ms": statistics.median(v), "min_ms": min(v)}
+            h = host_step.get((layer, name))
+            if h:   # GPU: the host's time of the step, its own number
+                st["host_median_ms"] = statistics.median(h)
+            steps.append(st)
         prov = provenance("cuda" if dev == "cuda" else "cpu",
                           command="pipeline_timing.time_steps",
                           what="the forward pass's five steps per layer, timed")
+        prov["timer"] = (
+            "cuda-events-queued: bench.timing.QueuedEvents, a torch.cuda._sleep head start "
+            "then one CUDA event per step (device time); the host's time per step apart "
+            "(host_median_ms)" if dev == "cuda" else "perf_counter per step (wall time)")
+        if dev == "cuda":
+            prov["host_bound_passes"] = {"marked": bound[0], "forward": bound[1],
+                                         "of": len(whole)}
         decision = clock.info.get("attention", {}).get("decision")
         return StepTiming(
             config=getattr(model.cfg, "name", "custom"), B=B, T=T,
@@ -230,10 +265,16 @@ def time_steps(model, B: int = 1, T: int = 128, repeats: int = 3, warmup: int = 
                 durations = clock.durations_ms()
                 if i >= warmup:
                     fwd = _time_forward(model, idx, dev)
-                    for layer, name, ms in durations:  # a pass counts once it is whole
-                        per_step.setdefault((layer, name), []).append(ms)
+                    fwd_bound = _FORWARD["host_bound"]
+                    hosts: list[float | None] = list(clock.host_ms) or [None] * len(durations)
+                    for (layer, name, ms), h in zip(durations, hosts):
+                        per_step.setdefault((layer, name), []).append(ms)  # a whole pass counts
+                        if h is not None:
+                            host_step.setdefault((layer, name), []).append(h)
                     marked.append(sum(ms for *_, ms in durations))
                     whole.append(fwd)
+                    bound[0] += clock.host_bound
+                    bound[1] += fwd_bound
             with OpRecorder() as rec:
                 model_in_steps(model, idx, rec.mark)
             ops = rec.ops
@@ -355,17 +396,27 @@ def group_at_bandwidth(timing: StepTiming, steps, group: str, bytes_per_s: float
             "share": timing.shares()[group]}
 
 
+# _time_forward's head start (sized from its last call's host time) and whether the host
+# outran it in its last call (GPU)
+_FORWARD: dict[str, Any] = {"ahead_ms": PASS_SLEEP_CAP_MS, "host_bound": False}
+
+
 def _time_forward(model, idx, dev) -> float:
-    """Milliseconds of one plain forward (no marks)."""
+    """Milliseconds of one plain forward (no marks). GPU: bench.timing's one timer (a head start,
+    then the device's time between two events; _FORWARD["host_bound"] when the host outran
+    it); CPU: perf_counter."""
     if dev == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+        from andrea_edu.bench.timing import QueuedEvents
+        q = QueuedEvents(cap_ms=PASS_SLEEP_CAP_MS)
+        q.start(_FORWARD["ahead_ms"])
         model(idx)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
+        q.mark()
+        (ms,), (host,) = q.stop()
+        _FORWARD.update(ahead_ms=1.5 * host + 0.05, host_bound=q.host_bound)
+        return ms
     t0 = time.perf_counter()
     model(idx)
+    _FORWARD["host_bound"] = False
     return (time.perf_counter() - t0) * 1e3
 
 

@@ -151,7 +151,13 @@ def main(argv=None) -> int:
                               f"written", file=sys.stderr)
                         return 130
                     raise
-                where = _save_incomplete(partial, args.out)
+                if args.cmd == "gpu-suite":
+                    # the device returns at most 8 files: the partial results go into the
+                    # suite's own file (its checkpoint's place), labelled incomplete inside,
+                    # never into a ninth file beside it
+                    where = _save_partial_in_place(partial, args.out)
+                else:
+                    where = _save_incomplete(partial, args.out)
                 left = ", ".join(suites[i + 1:])
                 print(f"[bench] {suite}: stopped ({e}); what was measured is saved, labelled "
                       f"incomplete, in {where}; nothing replaced"
@@ -192,16 +198,49 @@ def _save_incomplete(obj: dict, out, name: str | None = None) -> Path:
     return write_json_atomic(path, obj, manifest=False, indent=1)
 
 
+def _save_partial_in_place(obj: dict, out) -> Path | str:
+    """gpu-suite, stopped: what was measured, labelled {"incomplete": reason} inside, written as
+    the suite's own bench_<suite>_<device>.json over its checkpoint (never over committed data:
+    write_results refuses that); a file that cannot be written is said, not raised."""
+    from andrea_edu.bench.results import is_committed
+    if not any(r["status"] == "ok" for r in obj["records"]):
+        return "nowhere (nothing measured)"
+    slug = obj.get("provenance", {}).get("device_slug", "unknown")
+    if is_committed(Path(out) / f"bench_{obj['suite']}_{slug}.json"):
+        return _save_incomplete(obj, out)   # apart, as the other commands do
+    try:
+        return write_results(obj, out, replace=True)
+    except (OSError, ValueError) as e:
+        return f"nowhere ({e})"
+
+
 def _checkpoint(args):
     """gpu-suite: write the results so far every few cases, so that a run stopped by a fault or
-    by the slot's end keeps what it measured (the final write replaces them)."""
+    by the slot's end keeps what it measured (the final write replaces them). A checkpoint is
+    labelled incomplete inside ("incomplete": how far it got): a file left by a cut says so."""
     def save(obj):   # never over committed data unless --replace (as the final write)
         if any(r["status"] == "ok" for r in obj["records"]):
+            done = sum(r["status"] != "skipped" for r in obj["records"])
+            obj = dict(obj, incomplete=f"checkpoint: {done} records so far; the run had not "
+                                       f"finished when this was written")
             try:
-                write_results(obj, args.out, replace=args.replace)
+                write_results(obj, args.out, replace=True if _own_checkpoint(obj, args.out)
+                              else args.replace)
             except (OSError, ValueError) as e:   # FileExistsError included: said, not fatal
                 print(f"[bench] checkpoint not written: {e}", file=sys.stderr)
     return save
+
+
+def _own_checkpoint(obj: dict, out) -> bool:
+    """Whether the file this checkpoint would replace is an earlier checkpoint (labelled
+    incomplete) of a run, not finished results."""
+    from andrea_edu.bench.results import is_committed
+    slug = obj.get("provenance", {}).get("device_slug", "unknown")
+    path = Path(out) / f"bench_{obj['suite']}_{slug}.json"
+    try:
+        return not is_committed(path) and bool(json.loads(path.read_text()).get("incomplete"))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _would_replace_full(suites, device, fast, out) -> str | None:
