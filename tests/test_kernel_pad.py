@@ -94,9 +94,18 @@ def test_padded_emulator_block_is_v3s_block_at_the_padded_width():
     torch.testing.assert_close(out, ref[..., :56], atol=1e-5, rtol=1e-5)
 
 
-def test_pad_never_runs_a_head_dim_that_v3_runs():
+def test_at_v3s_widths_the_padded_spec_is_v3s_own_kernel():
+    """RD = HD compiles the code v3 runs (the padded paths are `if constexpr`): the same
+    specialization, the same SASS; the dispatcher tries v3 first there anyway."""
+    from andrea_edu.kernels import nvrtc
     for hd in V3_HEAD_DIMS:
-        assert "nothing to pad" in str(registry.get("v3p").ineligibility(hd, torch.float16, None))
+        assert registry.walk(hd, torch.float16, pad=True)[0].version == "v3"
+    a = nvrtc.compile_attention("v3", 64, torch.float16, "sm_90")
+    b = nvrtc.compile_attention("v3p", 64, torch.float16, "sm_90")
+    assert a.lowered_name == b.lowered_name and a.resources == b.resources
+    if a.sass() is not None:
+        assert a.sass() == b.sass()
+    assert choose_backend(64, torch.float16, "cuda", backend="cuda-flash-padded").kernel == "v3p"
 
 
 @pytest.mark.parametrize("hd", [72, 80])

@@ -32,8 +32,9 @@ def _device_name(device: str) -> str:
 
 def measure(head_dim: int, B: int = 8, n_head: int = 12, T: int = 1024, causal: bool = True,
             dtype=torch.bfloat16, device: str = "cuda", repeats: int = 10,
-            warmup: int = 3) -> dict[str, Any]:
-    """Validate, then time, the dispatched kernel and SDPA at one head_dim (module doc)."""
+            warmup: int = 3, pad: bool = False) -> dict[str, Any]:
+    """Validate, then time, the dispatched kernel and SDPA at one head_dim (module doc); pad:
+    the dispatcher's choice with attention(..., pad=pad) (True: cuda-flash-padded, #39)."""
     if isinstance(head_dim, bool) or not isinstance(head_dim, int) or not 1 <= head_dim <= 256:
         raise ValueError(f"head_dim={head_dim!r}: allowed values are ints 1..256")
     if device not in ("cuda", "cpu"):
@@ -43,7 +44,7 @@ def measure(head_dim: int, B: int = 8, n_head: int = 12, T: int = 1024, causal: 
     g = torch.Generator(device="cpu").manual_seed(0)
     q, k, v = (torch.randn(B, n_head, T, head_dim, generator=g).to(device=device, dtype=dtype)
                for _ in range(3))                                   # (B, nh, T, hs)
-    out, decision = attention(q, k, v, causal=causal, return_decision=True)
+    out, decision = attention(q, k, v, causal=causal, return_decision=True, pad=pad)
     ref_sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
     checks = {"kernel": compare_to_reference(out, q, k, v, causal),
               "sdpa": compare_to_reference(ref_sdpa, q, k, v, causal)}

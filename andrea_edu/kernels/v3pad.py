@@ -40,13 +40,12 @@ def useful_fraction(head_dim: int) -> float:
 
 
 def v3pad_ineligibility(head_dim: int, dtype, sm: int | None = None) -> str | None:
-    """Why the padded v3 cannot run this (head_dim, dtype[, GPU sm]), or None."""
+    """Why the padded v3 cannot run this (head_dim, dtype[, GPU sm]), or None. At v3's own
+    widths it runs too (RD = HD: the very specialization v3 runs), but the dispatcher tries v3
+    first there; asked for by name (backend="cuda-flash-padded") it runs every head_dim <= 128."""
     if dtype not in v3.V3_DTYPES:
         return (f"dtype={_dtype_name(dtype)} is not supported by cuda-flash-padded "
                 f"(mma.sync m16n8k16 takes float16 or bfloat16 inputs)")
-    if head_dim in v3.V3_HEAD_DIMS:
-        return (f"head_dim={head_dim} is one of cuda-flash's own widths "
-                f"{list(v3.V3_HEAD_DIMS)}: nothing to pad")
     if head_dim > V3PAD_MAX_HEAD_DIM:
         return (f"head_dim={head_dim} pads to {padded_width(head_dim)}, above "
                 f"{V3PAD_MAX_HEAD_DIM} (O would not fit in registers)")
