@@ -69,24 +69,28 @@ def cost_table(rows, timing, noise, ops) -> str:
     return "\n".join(lines)
 
 
-def cost_sentence(timing, noise, labels) -> str:
-    """What the layer's timing says: the four matmuls' share and the three views' time, from each
-    step's fastest run; or, when any step is flagged (`timing.step_noise`), no share at all but
-    the flagged steps and what to do. labels: {step: its label}."""
-    flagged = [n for n in timing if noise[n]["noise"]]
+def cost_summary(timing, noise, labels) -> dict:
+    """What the layer's timing says, from each step's fastest run: the four matmuls' share, the
+    three views' time and the layer's; or, when any step is flagged (`timing.step_noise`), only
+    {"flagged": {label: why}}: no share rests on a run with a scheduler spike in it.
+    labels: {step: its label}."""
+    flagged = {labels[n]: noise[n]["noise"] for n in timing if noise[n]["noise"]}
     if flagged:
-        which = "; ".join(f"{labels[n]} took {timing[n]['min_ms']:.3g} ms ({noise[n]['noise']})"
-                          for n in flagged)
-        return (f"No share is drawn from this run: {which}. That is a scheduler spike (the thread "
-                f"lost its core for a quantum), not the step's cost, and it would swamp any share "
-                f"computed with it. Re-run the two cells above, with more repeats "
-                f"(`repeats = 11`) or on a quieter machine, until no step is flagged. The three "
-                f"view steps wrote 0 bytes whatever the clock says.")
+        return {"flagged": flagged}
     total = sum(t["min_ms"] for t in timing.values())
     mm = sum(timing[n]["min_ms"] for n in MATMULS)
-    views = sum(timing[n]["min_ms"] for n in VIEWS)
-    return (f"The four matmuls took {mm / total:.0%} of the layer's {total:.3f} ms; the three view "
-            f"steps together {views:.3f} ms, and they wrote 0 bytes. No step is flagged as noise.")
+    return {"four matmuls' share": f"{mm / total:.0%}",
+            "three views (ms)": round(sum(timing[n]["min_ms"] for n in VIEWS), 3),
+            "layer (ms)": round(total, 3)}
+
+
+def table(header: list, rows: list) -> None:
+    """Display computed values as a Markdown table (one row per list in `rows`)."""
+    from IPython.display import Markdown, display
+
+    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    display(Markdown("\n".join(lines)))
 
 
 def mixing_table(rows, steps: int) -> str:
@@ -98,3 +102,10 @@ def mixing_table(rows, steps: int) -> str:
     lines += [f"| {r['head']} | {r['reaches']:.0%} | {r['share_min']:.2f} / {r['share_median']:.2f} / "
               f"{r['share_max']:.2f} |" for r in rows]
     return f"After {steps} training step{'s' if steps != 1 else ''}:\n\n" + "\n".join(lines)
+
+
+def show(markdown_table: str) -> None:
+    """Display a Markdown table the computation returned (e.g. `Trace.table()`)."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(markdown_table))
