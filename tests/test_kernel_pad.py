@@ -124,5 +124,9 @@ def test_padded_kernel_compiles_to_tensor_cores_and_pays_for_the_pad(hd):
     assert r["tensor_per_score"] == r80["tensor_per_score"]         # zeros cost full mma
     band = r["model"]["H200"]
     assert 0 < band["lower_us"] <= band["upper_us"]
+    from andrea_edu.kernels import time_model
+    m = time_model.model_bound("v3p", 8, 12, 1024, hd)
+    assert (m["width"], m["useful_columns"]) == (80, hd / 80)
+    assert m["lower"] * 1e6 == pytest.approx(band["lower_us"])
     fallback = head_dim_evidence.at(hd, pad=False)
     assert fallback["version"] != "v3p" and fallback["pad"] is False

@@ -217,7 +217,10 @@ def model_bound(version: str, B: int, nh: int, T: int, head_dim: int, causal: bo
     grid_bound["hbm"] = False
     bound_by = max(terms, key=lambda t: terms[t])
     lower, upper = terms[bound_by], sum(terms.values())
+    # Useful FLOPs count the real head_dim; the SASS counts are the compiled width's, so a
+    # padded kernel (72 run 80 wide) pays for its zero columns: useful_columns = 72 / 80.
     useful = 4 * B * nh * T * T * head_dim * (0.5 if causal else 1.0)  # QK^T and PV FLOPs
+    width = spec.width(head_dim)
     tflops = useful / lower / 1e12
     band = published_band(version, gpu, causal, useful, head_dim, pairs=B * nh)
     # The fastest published kernel with the same tensor instruction (mma.sync) on this GPU.
@@ -230,6 +233,7 @@ def model_bound(version: str, B: int, nh: int, T: int, head_dim: int, causal: bo
     return dict(kind="model", label="MODEL (from SASS counts)", version=version,
                 gpu=g["name"], gpu_key=gpu, B=B, n_head=nh, T=T, head_dim=head_dim,
                 causal=causal, dtype=str(dtype).replace("torch.", ""), seconds=lower,
+                width=width, useful_columns=head_dim / width,
                 lower=lower, upper=upper, bound_by=bound_by, terms=terms,
                 grid_bound=grid_bound, sms_busy=sms_busy, sms=g["sms"],
                 warps_per_busy_sm=resident,
