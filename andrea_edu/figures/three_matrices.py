@@ -162,16 +162,14 @@ def tensor_core_claim(gpu_results, n_head: int, cpu_ratio_12: float | None,
     if ratio is None:
         return (f"On {device} (committed): {refusal('per-head / fused ratio', why)}. "
                 f"{calc_text} {cpu_text}", NOT_MEASURED)
-    key = gpus.by_device_name(device)  # torch's spelling ("NVIDIA H100 80GB HBM3") -> the table's
-    tensor_flops = gpus.GPUS[key].get("tensor_flops") if key else None
-    peak = tensor_flops / 1e12 if tensor_flops else None  # dense bf16, TFLOP/s
+    spec = gpus.published_peak(gpu_results)  # the device's whole name (and SM count) -> its peak
+    peak = spec["bf16_tflops"] if spec else None  # dense bf16, TFLOP/s
     share = fused["tflops"] / peak if peak and fused.get("tflops") else None
     text = (f"On {device} (committed): per-head takes {ratio:.2f}x the fused time at "
             f"n_head={n_head}"
             + (f"; the fused projection reaches {fused['tflops']:.3g} TFLOP/s, {share:.0%} of the "
                f"published dense bf16 peak." if share is not None else
-               f"; andrea_edu.kernels.gpus cites no dense bf16 peak for {device}, so no share of "
-               f"peak is stated.")
+               f"; the book cites no peak for {device}, so no share of peak is stated.")
             + f" {calc_text}")
     if ratio <= 1.1:
         return text, "does not hold"
@@ -182,10 +180,8 @@ def gpu_projection_table(gpu_results) -> str:
     """Markdown: the committed GPU comparison, or a sentence saying that none exists."""
     rows = committed_projection_rows(gpu_results)
     if not rows:
-        return ("**No GPU measurement of this comparison is committed yet** (no "
-                "`book/data/bench_projections_<gpu>.json`), so this page shows no GPU number. On "
-                "a machine with an NVIDIA GPU the measurement cell above runs on it, live, in "
-                "bfloat16.")
+        return ("**No GPU measurement of this comparison is committed** "
+                "(`book/data/bench_projections_<gpu>.json`).")
     prov, settings = provenance(gpu_results), gpu_results["settings"]  # today's keys
     table = ["| n_head | way | BLAS calls | median (ms) | TFLOP/s | time / fused |",
              "|---|---|---|---|---|---|"]
