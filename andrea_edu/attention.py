@@ -247,6 +247,13 @@ def reference_attention(q, k, v, causal: bool = False):
     _check_reference_inputs(q, k, v, causal)
     T, hs = q.shape[-2], q.shape[-1]
     wide = torch.float64 if q.dtype == torch.float64 else torch.float32
+    if q.device.type == "cpu":  # scores and probabilities (B, nh, T, T) in `wide`, the mask (T, T)
+        from andrea_edu.layout import memory_problem
+        need = 2 * q.shape[0] * q.shape[1] * T * T * (8 if wide == torch.float64 else 4) + T * T
+        too_big = memory_problem(f"reference attention at seq_len={T} (its [B, n_head, T, T] "
+                                 f"scores)", need)
+        if too_big:
+            raise ValueError(f"{too_big}; backend='sdpa' computes it in tiles")
     qf, kf, vf = q.to(wide), k.to(wide), v.to(wide)
     att = softmax_scores((qf @ kf.transpose(-2, -1)) * (1.0 / math.sqrt(hs)), causal)  # (B, nh, T, T)
     return (att @ vf).to(q.dtype)  # (B, nh, T, hs)

@@ -182,6 +182,10 @@ class ParamCounts:
 
 def param_counts(cfg: AndreaConfig) -> ParamCounts:
     """Parameter counts from the formula. `model.AndreaModel` counts a real nn.Module; they agree."""
+    if not isinstance(cfg, AndreaConfig):
+        hint = (f" (the preset: param_counts(PRESETS[{cfg!r}]))" if isinstance(cfg, str)
+                and cfg in PRESETS else "")
+        raise TypeError(f"cfg must be an AndreaConfig, got {type(cfg).__name__}{hint}")
     C = cfg.d_model
     b = 1 if cfg.bias else 0  # GPT-2's biases: c_attn 3C + W_O C; W_in d_mlp + W_out C
     return ParamCounts(

@@ -171,13 +171,42 @@ def tensor_in_layout(x: torch.Tensor, layout: str, n_head: int) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------- memory maps
+def machine_memory_bytes() -> int | None:
+    """This machine's physical memory in bytes (None where the system does not say)."""
+    import os
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def memory_problem(what: str, need_bytes: int) -> str | None:
+    """One line when `need_bytes` (what a call would allocate at once, estimated before it
+    starts) exceeds this machine's physical memory, naming both sizes; else None. The guard of
+    the helpers that build an array per element (memory_map) or a [T, T] matrix (the reference
+    attention): a clear refusal instead of an allocator's error or a machine swapping."""
+    have = machine_memory_bytes()
+    if have is None or need_bytes <= have:
+        return None
+    return (f"{what} needs about {need_bytes / 2**30:.1f} GiB at once; this machine has "
+            f"{have / 2**30:.1f} GiB")
+
+
+MAP_BYTES_PER_ELEMENT = 8 * 12  # int64: 4 index grids, the offsets, 4 maps and temporaries
+
+
 def memory_map(layout: str, shape) -> dict[str, np.ndarray]:
     """For each flat offset of the buffer, the logical index stored there.
 
     Returns {"b", "t", "h", "d"}: int arrays of length B*T*C, e.g. map["h"][o] is the head whose
     element sits at offset o. One buffer holds every (b, t, h, d) exactly once, in any layout.
+    A shape whose maps this machine cannot hold is refused first (ValueError naming the size).
     """
     B, T, nh, hs = sizes = check_shape(shape)
+    too_big = memory_problem(f"memory_map: shape={tuple(sizes)} ({B * T * nh * hs:,} elements)",
+                             B * T * nh * hs * MAP_BYTES_PER_ELEMENT)
+    if too_big:
+        raise ValueError(too_big)
     b, t, h, d = np.meshgrid(np.arange(B), np.arange(T), np.arange(nh), np.arange(hs),
                              indexing="ij")  # each (B, T, nh, hs)
     sb, st, sh, sd = logical_strides(layout, sizes)

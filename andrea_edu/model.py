@@ -177,6 +177,15 @@ class AndreaModel(nn.Module):
         _check_backend(backend)  # before allocating the weights (seconds for ANDREA-120M)
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise TypeError(f"seed={seed!r} must be an int >= 0 (it seeds the initialisation)")
+        try:
+            dev = torch.device(device)
+        except (RuntimeError, TypeError):
+            dev = None
+        if dev is None or dev.type not in ("cpu", "cuda", "meta"):
+            raise ValueError(f"device={device!r} is not a device this model is built on; one of "
+                             f"'cpu', 'cuda' (or 'cuda:N'), 'meta'")
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device={device!r}: torch sees no CUDA GPU here; use 'cpu'")
         self.cfg = cfg
         C = cfg.d_model
         with torch.device(device):

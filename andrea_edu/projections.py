@@ -140,6 +140,8 @@ def project_fused(X, W_Q, W_K, W_V, n_head: int):
     C = X.shape[-1]
     for name, W in (("W_Q", W_Q), ("W_K", W_K), ("W_V", W_V)):
         _check(name, W, (C, C), "[d_model, d_model]")
+        if W.dtype != X.dtype:  # torch's matmul would raise deep inside, naming neither
+            raise TypeError(f"{name}: dtype {W.dtype} differs from X's {X.dtype}; give one dtype")
     return tuple(split_heads(X @ W, n_head) for W in (W_Q, W_K, W_V))  # 3 x (B, nh, T, hs)
 
 

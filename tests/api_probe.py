@@ -26,7 +26,12 @@ def cases() -> list[tuple[str, str, Callable[[Any], Any], list]]:
 
     import importlib
 
-    from andrea_edu import config as C, layout as L, projections as P
+    import tempfile
+
+    from andrea_edu import config as C, data as DATA, layout as L, projections as P
+    from andrea_edu.heads import gpt2 as G
+    from andrea_edu.model import AndreaModel
+    from andrea_lab import store as ST
     from andrea_edu.heads import detectors as D, measures as M, toy_calls as TC
     from andrea_edu.notebook import slider as S
     A = importlib.import_module("andrea_edu.attention")  # the package exports the function
@@ -37,6 +42,9 @@ def cases() -> list[tuple[str, str, Callable[[Any], Any], list]]:
     W12 = _t(12, 12, 1)
     sc = np.random.default_rng(0).random((3, 2, 4))
     cfg = C.AndreaConfig(d_model=16, n_head=4, n_layer=1, vocab_size=8, block_size=8)
+    tiny, tiny_b = cfg, cfg.replace(bias=True)
+    hf = dict(n_embd=16, n_head=4, n_layer=1, vocab_size=8, n_positions=8)
+    scratch = tempfile.mkdtemp(prefix="andrea-api-probe-")
 
     def fig(**kw):
         import matplotlib.pyplot as plt
@@ -102,6 +110,25 @@ def cases() -> list[tuple[str, str, Callable[[Any], Any], list]]:
         ("detectors.verdict", "score", lambda v: D.verdict(v, 0.1, 0.01), ["0.5", None]),
         ("slider.render_png", "dpi", lambda v: S.render_png(fig, dpi=v), [0, -10, 10.5, "72", NAN]),
         ("slider.render_png", "plot_fn", lambda v: S.render_png(v), [None, 3]),
+        # issue 42: deep tracebacks and silent acceptances found by a hostile probe
+        ("param_counts", "cfg", lambda v: C.param_counts(v), ["ANDREA-120M", None, 3]),
+        ("AndreaModel", "device", lambda v: AndreaModel(tiny, device=v), ["gpu", "tpu", 3]),
+        ("from_gpt2", "gpt2_state", lambda v: G.from_gpt2(v, tiny_b), [[1, 2], np.zeros(3), "x",
+                                                                       {1: _t(2)}]),
+        ("from_gpt2", "cfg", lambda v: G.from_gpt2({}, v), ["GPT-2", None]),
+        ("project_fused", "W_K", lambda v: P.project_fused(X, _t(12, 12), v, _t(12, 12), 2),
+         [_t(12, 12, dtype=torch.float64), _t(12, 12, dtype=torch.float16)]),
+        ("config_from_hf", "n_inner", lambda v: G.config_from_hf(dict(hf, n_inner=v)),
+         [0, -768, 100, 1.5, "3072", True]),
+        ("config_from_hf", "n_embd", lambda v: G.config_from_hf(dict(hf, n_embd=v)), [0, "768", None]),
+        ("memory_map", "shape", lambda v: L.memory_map("BTC", v), [(1024, 1024, 12, 64)]),
+        ("reference_attention", "seq_len",
+         lambda v: A.reference_attention(*(_t(1, 1, v, 8, dtype=torch.float16),) * 3), [2**21]),
+        ("attention", "seq_len", lambda v: A.attention(*(_t(1, 1, v, 8, dtype=torch.float16),) * 3),
+         [2**21]),
+        ("store.write_json_atomic", "path", lambda v: ST.write_json_atomic(v, {}),
+         [f"{scratch}/a\nb.json", f"{scratch}/\x1b.json", f"{scratch}/.."]),
+        ("data.load", "kind", lambda v: DATA.load(v), ["../realtext_run", "/etc/passwd", None]),
     ]
 
 

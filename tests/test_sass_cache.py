@@ -21,7 +21,8 @@ def _fresh_kernel(monkeypatch, tmp_path):
 def test_listing_is_written_once_and_read_back(monkeypatch, tmp_path):
     text = _fresh_kernel(monkeypatch, tmp_path).sass()
     files = list((tmp_path / "sass").glob("*.sass"))
-    assert text and "HMMA" in text and len(files) == 1 and files[0].read_text() == text
+    assert text and "HMMA" in text and len(files) == 1
+    assert files[0].read_text() == nvrtc._sass_sealed(text)  # the listing, then its sha256
     calls = []
     real_run = nvrtc.subprocess.run
 
@@ -34,13 +35,18 @@ def test_listing_is_written_once_and_read_back(monkeypatch, tmp_path):
     assert again == text and calls == []  # read from disk, cuobjdump not run
 
 
-@pytest.mark.parametrize("damage", ["", "cut in the mid"])
+@pytest.mark.parametrize("damage", ["", "cut in the mid", "half", "half+seal", "unsealed"])
 def test_damaged_listing_is_disassembled_again(monkeypatch, tmp_path, damage):
+    """Issue 42 item 8: a listing cut in half still names its Function and half its HMMAs; it
+    is disassembled again, never counted (the seal is the whole listing's sha256)."""
     text = _fresh_kernel(monkeypatch, tmp_path).sass()
     (path,) = (tmp_path / "sass").glob("*.sass")
-    path.write_text(damage)
+    half = text[: len(text) // 2]
+    assert "Function" in half and half.count("HMMA") < text.count("HMMA")
+    path.write_text({"half": half, "unsealed": text,
+                     "half+seal": half + path.read_text()[len(text):]}.get(damage, damage))
     assert _fresh_kernel(monkeypatch, tmp_path).sass() == text
-    assert path.read_text() == text
+    assert path.read_text() == nvrtc._sass_sealed(text)
 
 
 def test_evidence_is_kept_on_disk_and_a_damaged_entry_is_walked_again(monkeypatch, tmp_path):

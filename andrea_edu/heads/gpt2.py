@@ -68,8 +68,12 @@ def config_from_hf(hf_config) -> AndreaConfig:
                          f"tanh approximation (gelu_new) only")
     inner = get("n_inner")
     C = get("n_embd")
-    if inner not in (None, 4 * C) and inner % C:
-        raise ValueError(f"n_inner={inner} is not a multiple of n_embd={C}")
+    if not isinstance(C, int) or isinstance(C, bool) or C < 1:
+        raise ValueError(f"n_embd={C!r} must be an int >= 1")
+    if inner is not None and (not isinstance(inner, int) or isinstance(inner, bool) or inner < C
+                              or inner % C):
+        raise ValueError(f"n_inner={inner!r} must be None (4 * n_embd) or a positive multiple of "
+                         f"n_embd={C}")
     for k, v in (("scale_attn_by_inverse_layer_idx", False), ("reorder_and_upcast_attn", False),
                  ("scale_attn_weights", True)):
         if get(k, v) != v:
@@ -153,6 +157,11 @@ def from_gpt2(gpt2_state: dict, cfg: AndreaConfig, hf_config=None) -> AndreaMode
     what was found otherwise); the head count is not in the shapes, so when the checkpoint's
     config (hf_config: a GPT2Config or its config.json as a dict) is given, its n_head must be
     cfg's too."""
+    if not isinstance(gpt2_state, dict) or not all(isinstance(k, str) for k in gpt2_state):
+        raise TypeError(f"gpt2_state must be a dict of weight name -> tensor (a state dict), got "
+                        f"{type(gpt2_state).__name__}; load_gpt2_small reads a checkpoint file")
+    if not isinstance(cfg, AndreaConfig):
+        raise TypeError(f"cfg must be an AndreaConfig, got {type(cfg).__name__}")
     if not cfg.bias:
         raise ValueError("cfg.bias must be True: GPT-2's linear layers have biases "
                          "(use config_from_hf(...) or GPT2_SMALL)")

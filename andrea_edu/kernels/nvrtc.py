@@ -185,8 +185,8 @@ class CompiledKernel:
         key = f"{hashlib.sha256(self.cubin).hexdigest()[:32]}-{Path(tool).stat().st_size}"
         cached = cache_dir() / "sass" / f"{key}.sass"
         try:
-            text = cached.read_text()
-            if text.strip() and "Function" in text:  # a listing, not an empty or cut file
+            text = _sass_unsealed(cached.read_text())
+            if text is not None:  # whole, as written (a cut or edited file is disassembled again)
                 self._sass = text
                 return text
         except (OSError, UnicodeDecodeError):
@@ -204,11 +204,28 @@ class CompiledKernel:
         try:  # best effort: a read-only cache folder only costs the next run a disassembly
             cached.parent.mkdir(parents=True, exist_ok=True)
             tmp_path = cached.with_suffix(f".{os.getpid()}.tmp")
-            tmp_path.write_text(run.stdout)
+            tmp_path.write_text(_sass_sealed(run.stdout))
             os.replace(tmp_path, cached)
         except OSError:
             pass
         return self._sass
+
+
+_SEAL = "// andrea-sass sha256="  # the cached listing's last line: the listing's own digest
+
+
+def _sass_sealed(text: str) -> str:
+    """A listing as cached: itself, then one line with its sha256 (`_sass_unsealed` checks)."""
+    return f"{text}\n{_SEAL}{hashlib.sha256(text.encode()).hexdigest()}\n"
+
+
+def _sass_unsealed(raw: str) -> str | None:
+    """The listing a cached file holds when it is whole (its last line the sha256 of all
+    before it), else None: a listing cut short would count fewer instructions silently."""
+    body, sep, seal = raw.rstrip("\n").rpartition("\n" + _SEAL)
+    if not sep or hashlib.sha256(body.encode()).hexdigest() != seal:
+        return None
+    return body
 
 
 _MEMORY: dict[tuple, CompiledKernel] = {}  # (version, tile, dtype, arch) -> kernel
