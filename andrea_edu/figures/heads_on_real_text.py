@@ -501,9 +501,8 @@ def summary(rows, pos, rep, ids, tol: float, variants_text: str | None = None) -
         f"Read from its weights alone, the previous-token head {hl(lh)} "
         + ("is positional: its QK circuit on positions peaks at t-1." if peak == 1 else
            "is not purely positional: its QK circuit on positions peaks "
-           + ("at t itself" if peak == 0 else f"at t-{peak}") + ". What moves it to t-1 is "
-           "not measured here: the tokens, the token x position cross terms and LayerNorm are "
-           "the candidates (an inference, see above)."),
+           + ("at t itself" if peak == 0 else f"at t-{peak}") + "; what moves it to t-1 is "
+           "inferred above, not measured."),
         ("An induction head: " if ind else "No induction head: ")
         + f"the best reaches {ratio:.1f}x uniform on repeated random characters, and the second "
           f"copy costs {rep['first_loss'] - rep['second_loss']:.2f} nats less than the first"
