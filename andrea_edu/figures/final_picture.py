@@ -182,7 +182,7 @@ def length_table(rows, cfg) -> str:
             if r["beyond_block_size"] else ""
         lines.append(f"| {r['T']:,}{note} | {r['attention'] / 1e9:.3f} | {r['projections'] / 1e9:.3f} | "
                      f"{r['ratio']:.3f} |")
-    return f"One layer of {cfg.name}, B = 1:\n\n" + "\n".join(lines)
+    return "\n".join(lines)
 
 
 def intensity_table(rows, ridge: float, gpu_name: str) -> str:
@@ -191,8 +191,7 @@ def intensity_table(rows, ridge: float, gpu_name: str) -> str:
              f"{gpu_name}? |", "|---|---|---|---|---|"]
     lines += [f"| {r['tokens']:,} | {r['flops'] / 1e9:.3f} | {r['bytes'] / 1e6:.2f} | "
               f"{r['intensity']:.1f} | {'yes' if r['intensity'] >= ridge else 'no'} |" for r in rows]
-    return (f"The {gpu_name}'s ridge point, its published dense bf16 peak over its memory bandwidth: "
-            f"**{ridge:.0f} FLOP/byte** (a calculation from the data sheet).\n\n" + "\n".join(lines))
+    return "\n".join(lines)
 
 
 def shares_table(timings) -> str:
@@ -212,15 +211,6 @@ def shares_table(timings) -> str:
                  for sh, fl in zip(shares, flops)]
         lines.append(f"| {g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def bandwidth_text(r: dict, bytes_per_s: float, device: str) -> str:
-    """One paragraph for `pipeline.timing.group_at_bandwidth`'s result."""
-    return (f"**{r['group']}**: {r['bytes'] / 1e6:.2f} MB moved at least ({r['flops'] / 1e6:.2f} "
-            f"MFLOP); at the {bytes_per_s / 1e9:.1f} GB/s just measured on {device} (a large "
-            f"copy), moving them takes **{r['bandwidth_ms']:.3f} ms**. Measured: **"
-            f"{r['measured_ms']:.3f} ms**, {r['share']:.1%} of the forward pass "
-            f"({r['measured_ms'] / r['bandwidth_ms']:.1f}x the bandwidth time).")
 
 
 def table(header: list, rows: list) -> None:
