@@ -214,3 +214,19 @@ def test_the_frame_keeps_its_titles_legends_and_text_inside_and_apart(sweep, pad
         for b in range(a + 1, len(boxes)):
             assert not boxes[a][1].overlaps(boxes[b][1]), (boxes[a][0], boxes[b][0])
     matplotlib.pyplot.close(fig)
+
+
+def test_a_padded_measurement_draws_over_the_padded_band(sweep, padded):
+    """pad=True's measured point sits on the right-hand band of its head_dim (the padded world)."""
+    pt = dict(device=FAKE, source="test", kernel=dict(backend="cuda-flash-padded", us=60.0),
+              sdpa=dict(backend="flash", us=50.0))
+    fig = figs.head_dim_figure(72, sweep, padded=padded, measured_padded={72: pt})
+    try:
+        ax = _band_axes(fig)
+        stars = [c for c in ax.collections if c.get_sizes()[0] == 90]
+        assert len(stars) == 1
+        x, y = stars[0].get_offsets()[0]
+        assert y == pytest.approx(60.0) and x == pytest.approx(HDS.index(72) + 0.2)
+        assert f"measured on {FAKE}" in ax.get_title()
+    finally:
+        matplotlib.pyplot.close(fig)

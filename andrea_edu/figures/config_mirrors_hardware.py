@@ -5,12 +5,15 @@
     draw_throughput(ax, results, head_dim)      measured TFLOP/s vs head_dim, head_dim marked (a
                                                 CPU's panel says it cannot show tile effects)
     curves(results, shape, series)              {backend: [(head_dim, record)]} of "ok" records
-    draw_evidence_strip(ax, sweep, head_dim)    instructions per score of the dispatched kernel,
-                                                one bar per head_dim (the 64 -> 72 cliff)
-    draw_model_band(ax, sweep, head_dim, measured)  the time MODEL per head_dim, hatched, beside
-                                                published kernels (points) and measurements
-    head_dim_figure(head_dim, sweep, ...)       all panels for one head_dim (the slider's frame);
-                                                sweep from kernels.head_dim_evidence
+    draw_evidence_strip(ax, sweep, head_dim, padded)  instructions per score of the dispatched
+                                                kernel per head_dim, pad=False and pad=True side by side
+    draw_model_band(ax, sweep, head_dim, measured, padded=...)  the time MODEL per head_dim,
+                                                hatched, beside published kernels (points) and
+                                                measurements
+    head_dim_figure(head_dim, sweep, padded=...)  the slider's frame, three panels, legible at the
+                                                book's content width; sweeps from
+                                                kernels.head_dim_evidence (pad=False, pad=True)
+    head_dim_rows / head_dim_table(sweep, padded)  the frame's numbers, a table under the slider
     flash_utilization_figure, sdpa_eligibility_lines, same_d_model_line   the exercises' helpers
 
 Every timing panel names the device it was measured on; CPU results say CPU; no results, no
