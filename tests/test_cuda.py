@@ -191,7 +191,7 @@ def test_grid_and_threads():
 
 
 @pytest.mark.parametrize("args, match", [
-    (("v9", 64, torch.float16), r"version='v9'.*\('v1', 'v2', 'v3'"),
+    (("v9", 64, torch.float16), r"version='v9'.*\('v1', 'v2', 'v3p', 'v3'"),
     (("v1", 64, torch.float64), r"dtype=torch.float64.*allowed"),
     (("v1", 0, torch.float32), r"head_dim=0 must be a positive int"),
     (("v1", 300, torch.float32), r"head_dim=300 is above cuda-naive's maximum 256: use "
