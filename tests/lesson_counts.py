@@ -7,7 +7,7 @@ Method, on the committed notebook (no outputs needed), cell by cell:
 - **Exercise cells** are the code cells between a `## Exercises` heading and the next level-2
   heading. Every other code cell counts, the hidden setup cell and the collapsed `## Evidence`
   block at the chapter's end included.
-- A code cell is **visible** unless tagged `hide-input`, `remove-input` or `remove-cell` (the
+- A code cell is **visible** unless tagged `hide-input`, `hide-cell`, `remove-input` or `remove-cell` (the
   book hides its source; a reader reads only its output, if any).
 - A visible cell **computes in view** when, with IPython magics set aside (a `%%cuda` cell is a
   kernel the reader reads: it counts), it holds a statement that computes: an assignment, a loop,
@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MAX_CODE_CELLS = 25      # code cells outside the exercises
 MIN_IN_VIEW = 0.5        # share of those that compute the lesson in view
-HIDDEN = {"hide-input", "remove-input", "remove-cell"}
+HIDDEN = {"hide-input", "hide-cell", "remove-input", "remove-cell"}
 EXERCISES = re.compile(r"^## Exercises", re.M)
 LEVEL2 = re.compile(r"^## ", re.M)
 PROSE_CALLS = ("Markdown", "HTML", "display_markdown")

@@ -49,8 +49,9 @@ def test_the_counter_skips_hidden_cells_and_exercises(tmp_path):
         return {"cell_type": kind, "source": src, "metadata": {"tags": list(tags)}}
     nb = {"cells": [cell("code", "x = 1 + 1", ["hide-input"]), cell("code", "y = x * 2"),
                     cell("markdown", "## Exercises"), cell("code", "z = y + 1"),
-                    cell("markdown", "## Evidence"), cell("code", "w = 3 * y")]}
+                    cell("markdown", "## Evidence"), cell("code", "w = 3 * y"),
+                    cell("code", "v = w + y", ["hide-cell"])]}  # behind a toggle: not in view
     p = tmp_path / "c.ipynb"
     p.write_text(json.dumps(nb))
     c = count(p)
-    assert (c.code, c.visible, c.in_view, c.exercises) == (3, 2, 2, 1)
+    assert (c.code, c.visible, c.in_view, c.exercises) == (4, 2, 2, 1)
