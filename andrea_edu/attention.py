@@ -168,7 +168,7 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
                             tuple(f"{s.backend}: forward-only" for s in registry.preferred()),
                             **kw)
     if backend == "cpu-sim":   # the .cu itself on the CPU: the kernel an sm_80+ GPU would run
-        spec, passed = registry.walk(head_dim, dtype)
+        spec, passed = registry.walk(head_dim, dtype, pad=pad)
         if spec is None:
             raise ValueError(f"backend='cpu-sim' cannot run head_dim={head_dim}: no kernel "
                              f"does ({passed[-1][1]}); use backend='reference' or 'sdpa'")

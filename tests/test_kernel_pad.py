@@ -130,3 +130,10 @@ def test_padded_kernel_compiles_to_tensor_cores_and_pays_for_the_pad(hd):
     assert m["lower"] * 1e6 == pytest.approx(band["lower_us"])
     fallback = head_dim_evidence.at(hd, pad=False)
     assert fallback["version"] != "v3p" and fallback["pad"] is False
+
+
+def test_the_cpu_backends_follow_pad():
+    """The emulator and the host simulator run the kernel a GPU would run in each world."""
+    for backend in ("emulator", "cpu-sim"):
+        assert choose_backend(72, torch.float16, "cpu", backend=backend).kernel == "v1"
+        assert choose_backend(72, torch.float16, "cpu", backend=backend, pad=True).kernel == "v3p"
