@@ -30,6 +30,8 @@ def cases() -> list[tuple[str, str, Callable[[Any], Any], list]]:
 
     from andrea_edu import config as C, data as DATA, layout as L, projections as P
     from andrea_edu.heads import gpt2 as G
+    from andrea_edu.heads.corpus import make_batch
+    from andrea_edu.kernels import nvrtc
     from andrea_edu.model import AndreaModel
     from andrea_lab import store as ST
     from andrea_edu.heads import detectors as D, measures as M, toy_calls as TC
@@ -129,6 +131,9 @@ def cases() -> list[tuple[str, str, Callable[[Any], Any], list]]:
         ("store.write_json_atomic", "path", lambda v: ST.write_json_atomic(v, {}),
          [f"{scratch}/a\nb.json", f"{scratch}/\x1b.json", f"{scratch}/.."]),
         ("data.load", "kind", lambda v: DATA.load(v), ["../realtext_run", "/etc/passwd", None]),
+        ("make_batch", "batch_size", lambda v: make_batch(v, 16, seed=0), [10**9, 1e9]),
+        ("compile_attention", "use_cache",
+         lambda v: nvrtc.compile_attention("v2", 64, torch.float16, use_cache=v), ["no", 0, None]),
     ]
 
 

@@ -124,8 +124,10 @@ def test_writers_keep_a_folders_manifest_current(tmp_path):
 @pytest.mark.parametrize("args, words", [
     (["--out", "book/data/realtext_run.json", "--steps", "2"], ["exist", "--replace"]),
     (["--out", "/dev/null/x.json", "--steps", "2"], ["--out", "not a folder"]),
-    (["--out", "x.json", "--steps", "0"], ["--steps", ">= 1"]),
-    (["--out", "x.json", "--steps", "-3"], ["--steps", ">= 1"]),
+    (["--out", "x.json", "--steps", "0"], ["--steps", "1..1000000"]),
+    (["--out", "x.json", "--steps", "-3"], ["--steps", "1..1000000"]),
+    (["--out", "x.json", "--steps", str(10**12)], ["--steps", "1..1000000"]),
+    (["--out", "x.json", "--settings", '{"steps": 1000000000}'], ["steps=1000000000 is above"]),
     (["--out", ""], ["--out", "empty"]),
     (["--recheck", "2", "--settings", "{bad"], ["--settings", "not valid JSON"]),
     (["--recheck", "2", "--settings", '{"stepz": 3}'], ["unknown key", "stepz"]),

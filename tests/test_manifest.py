@@ -226,3 +226,34 @@ def test_pipeline_timing_writes_outside_the_book_and_replaces_only_when_asked(
     assert "exists" in err and "--replace" in err and len(err.strip().splitlines()) == 1
     monkeypatch.delenv("ANDREA_OUT_DIR")
     assert store.default_out_dir() != DATA and DATA not in store.default_out_dir().parents
+
+
+def test_pipeline_timing_adds_no_file_to_the_committed_folder_unless_asked(tmp_path, capsys,
+                                                                          monkeypatch):
+    """Issue 42 item 3: `--out book/data` without --replace, no pipeline file there yet: refused
+    before measuring (a new file changes the committed SHA256SUMS and is refused by the pins);
+    save_timing refuses a pinned folder the same way."""
+    from andrea_edu import data_pins
+    from andrea_edu.pipeline import timing as PT
+    from andrea_lab import pipeline_timing as lab_timing
+    before = (DATA / MANIFEST).read_bytes()
+    timing = _a_timing()
+    monkeypatch.setattr(PT, "time_steps", None)  # measuring would fail loudly
+    assert lab_timing.main(["--config", "ANDREA-12M", "-T", "8", "--repeats", "1",
+                            "--device", "cpu", "--out", str(DATA)]) == 2
+    err = capsys.readouterr().err
+    assert "lies in the book's folder" in err and len(err.strip().splitlines()) == 1
+    assert (DATA / MANIFEST).read_bytes() == before and not (DATA / "pipeline_cpu.json").exists()
+    data_pins.pin_folder(tmp_path)
+    with pytest.raises(FileExistsError, match="committed data folder"):
+        lab_timing.save_timing(timing, tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == [data_pins.MARKER]
+
+
+def _a_timing():
+    """A StepTiming as time_steps returns it, from the smallest forward on the CPU."""
+    from andrea_edu.config import AndreaConfig
+    from andrea_edu.model import AndreaModel
+    from andrea_edu.pipeline import timing as PT
+    cfg = AndreaConfig(d_model=16, n_head=2, n_layer=1, vocab_size=8, block_size=8, name="tiny")
+    return PT.time_steps(AndreaModel(cfg), 1, 4, repeats=1, warmup=0)

@@ -198,6 +198,11 @@ def make_batch(batch_size: int, seq_len: int, seed: int | None = None,
             raise ValueError(f"{name} must be a positive int, got {v!r}")
     if (seed is None) == (rng is None):
         raise ValueError(f"give exactly one of seed or rng, got seed={seed!r}, rng={rng!r}")
+    from andrea_edu.layout import memory_problem  # Python lists first: ~200 bytes a position
+    too_big = memory_problem(f"batch_size={batch_size} x seq_len={seq_len}",
+                             200 * batch_size * (seq_len + 1))
+    if too_big:
+        raise ValueError(too_big)
     rng = random.Random(seed) if rng is None else rng
     rows = []
     for _ in range(batch_size):

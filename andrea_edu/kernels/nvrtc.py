@@ -239,6 +239,8 @@ def cache_dir() -> Path:
 def compile_attention(version: str, head_dim: int, dtype, arch: str = "sm_90",
                       use_cache: bool = True) -> CompiledKernel:
     """Compile (or fetch from the caches) the kernel that runs (version, head_dim, dtype, arch)."""
+    if not isinstance(use_cache, bool):  # 'no' is a true value: never read it as True
+        raise TypeError(f"use_cache={use_cache!r} must be True or False")
     tile = _tile(version, head_dim, dtype)
     spec = registry.get(version)
     archnum = _arch_number(arch)
