@@ -16,6 +16,7 @@
 // group. So a missing wait, or a barrier missing between the wait and another thread's read,
 // shows as NaN or stale data; so does issuing a copy into a buffer another warp still reads.
 #pragma once
+#undef _FORTIFY_SOURCE  // glibc's checked longjmp refuses a jump onto a fiber's stack (sim.h)
 #include <cfloat>
 #include <cmath>
 #include <cstdint>

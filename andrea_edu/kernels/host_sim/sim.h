@@ -11,6 +11,7 @@
 // at a PROT_NONE guard page). ptx_sim.h adds v3's PTX instructions (mma.sync, ldmatrix,
 // cp.async) on top of this scheduler.
 #pragma once
+#undef _FORTIFY_SOURCE  // glibc's checked longjmp refuses a jump onto a fiber's stack (sim.h)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <functional>
 #include <random>
 #include <sys/mman.h>
+#include <setjmp.h>
 #include <ucontext.h>
 #include <unistd.h>
 #include <vector>
@@ -48,7 +50,9 @@ struct AsyncCopy {
 };
 
 struct Thread {
-  ucontext_t ctx;
+  ucontext_t ctx;                 // the fiber's first entry (makecontext/swapcontext) ...
+  jmp_buf jb;                     // ... every later switch: _setjmp/_longjmp, which skip the
+  bool started = false;           // signal-mask system call swapcontext makes each time
   dim3 idx;
   int lane = 0, warp = 0, wait = 0;  // wait: 0 runnable, 1 block barrier, 2 warp barrier
   bool done = false;
@@ -61,6 +65,7 @@ struct Thread {
 struct Block {
   std::vector<Thread> th;
   ucontext_t sched;
+  jmp_buf sched_jb;
   Thread* cur = nullptr;
   int block_arrived = 0;
   std::vector<int> warp_arrived;
@@ -85,7 +90,9 @@ inline size_t g_static_smem_bytes = 0;
 }
 
 inline Thread* cur() { return g_block->cur; }
-inline void yield() { swapcontext(&cur()->ctx, &g_block->sched); }
+inline void yield() {
+  if (!_setjmp(cur()->jb)) _longjmp(g_block->sched_jb, 1);
+}
 
 inline void block_barrier() {
   Block& b = *g_block;
@@ -128,7 +135,8 @@ inline void trampoline() {
   bool pending = !cur()->cp_open.empty();           // empty committed groups are harmless
   for (const auto& grp : cur()->cp_groups) pending |= !grp.empty();
   if (pending) fail("thread exited with cp.async copies it never waited for");
-  cur()->done = true;                              // uc_link returns to the scheduler
+  cur()->done = true;
+  _longjmp(g_block->sched_jb, 1);                  // back to the scheduler, never to return
 }
 
 // Run one block: every thread of `block` runs body(); resumed in random order at barriers.
@@ -175,7 +183,11 @@ inline void run_block(dim3 shape, const std::function<void()>& body) {
     for (Thread* t : order) {
       if (t->done || t->wait != 0) continue;
       b.cur = t;
-      swapcontext(&b.sched, &t->ctx);
+      if (!_setjmp(b.sched_jb)) {
+        if (t->started) _longjmp(t->jb, 1);
+        t->started = true;
+        swapcontext(&b.sched, &t->ctx);
+      }
     }
   }
   g_block = nullptr;
