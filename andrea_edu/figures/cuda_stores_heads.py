@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from andrea_edu import layout
-from andrea_edu.figures.viz import head_colors, text_color_on
+from andrea_edu.figures.viz import head_colors, table, text_color_on
 
 
 def _rgb(hex_colors: list[str]) -> np.ndarray:
@@ -159,15 +159,6 @@ def matmul_timing_figure(timings: list, device_label: str):
              fontsize=8, color="#444444")
     fig.subplots_adjust(left=0.09, right=0.98, top=0.88, bottom=0.2)
     return fig
-
-
-def table(header: list, rows: list) -> None:
-    """Display computed values as a Markdown table (one row per list in `rows`)."""
-    from IPython.display import Markdown, display
-
-    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
-    display(Markdown("\n".join(lines)))
 
 
 def gpu_table(prov: dict, by: dict, ratio: float | None, why: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from andrea_edu.pipeline.steps import GROUPS, LAYER_STEP_INFO, layer_steps, model_steps, totals
+from andrea_edu.figures.viz import table
 
 GROUP_COLORS = {
     "Q, K, V projections": "#4c72b0", "attention kernel": "#dd8452",
@@ -211,15 +212,6 @@ def shares_table(timings) -> str:
                  for sh, fl in zip(shares, flops)]
         lines.append(f"| {g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def table(header: list, rows: list) -> None:
-    """Display computed values as a Markdown table (one row per list in `rows`)."""
-    from IPython.display import Markdown, display
-
-    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
-    display(Markdown("\n".join(lines)))
 
 
 def ops_table(steps, timing, gpu=None) -> None:

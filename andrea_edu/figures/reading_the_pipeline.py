@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from andrea_edu.figures.viz import text_color_on
+from andrea_edu.figures.viz import table, text_color_on
 
 
 def _shape(s) -> str:
@@ -82,15 +82,6 @@ def cost_summary(timing, noise, labels) -> dict:
     return {"four matmuls' share": f"{mm / total:.0%}",
             "three views (ms)": round(sum(timing[n]["min_ms"] for n in VIEWS), 3),
             "layer (ms)": round(total, 3)}
-
-
-def table(header: list, rows: list) -> None:
-    """Display computed values as a Markdown table (one row per list in `rows`)."""
-    from IPython.display import Markdown, display
-
-    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
-    display(Markdown("\n".join(lines)))
 
 
 def mixing_table(rows, steps: int) -> str:

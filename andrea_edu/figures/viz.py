@@ -94,6 +94,21 @@ _TAB20 = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
           "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5"]
 
 
+def markdown_table(header: list, rows: list) -> str:
+    """The book's one Markdown table: a header row, then one row per list in `rows` (cells as
+    str(), a '|' inside a cell escaped)."""
+    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def table(header: list, rows: list) -> None:
+    """Display computed values as a Markdown table (markdown_table)."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(markdown_table(header, rows)))
+
+
 def head_color(h: int) -> str:
     """The colour of head ``h`` (0-based) in every figure of the book, as ``#rrggbb``."""
     if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 0:

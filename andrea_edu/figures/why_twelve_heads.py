@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from andrea_edu.heads.toy_calls import LOSS_KEYS, PATTERN_NAMES
-from andrea_edu.figures.viz import PATTERN_COLORS, caption, head_color
+from andrea_edu.figures.viz import PATTERN_COLORS, caption, head_color, table
 
 
 def fig_two_places(weights_one: np.ndarray, weights_two: np.ndarray, tokens: list[str],
@@ -118,15 +118,6 @@ def fig_grid_fill(rows: list[dict], sms: int, gpu: str):
              "GPU was used.")
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
-
-
-def table(header: list, rows: list) -> None:
-    """Display computed values as a Markdown table (one row per list in `rows`)."""
-    from IPython.display import Markdown, display
-
-    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
-    display(Markdown("\n".join(lines)))
 
 
 def error_columns(columns: dict) -> tuple[list, list]:
