@@ -21,6 +21,9 @@
     python scripts/gpu_fault_standin.py suite gpu-suite ARGS...   the bench step's command: its
         arguments parsed and checked by the bench CLI's own parser, then tiny CPU runs of the
         three suites written by the real writer into --out, labelled as STANDIN_GPU's
+    python scripts/gpu_fault_standin.py suite gpu-headline ARGS...   stage 1's bench command:
+        parsed by the bench CLI, the headline sweep with its real options at CPU fast sizes,
+        checkpointed case by case, labelled as STANDIN_GPU's
     python scripts/gpu_fault_standin.py suite pipeline ARGS...    the pipeline step's command:
         parsed by andrea_lab.pipeline_timing's parser, a tiny CPU timing written by save_timing
 The `suite` stand-ins serve tests/test_gpu_suite.py, which runs the whole of gpu_suite.sh's GPU
@@ -99,6 +102,37 @@ def suite_bench(argv: list[str]) -> int:
     return 0
 
 
+def suite_headline(argv: list[str]) -> int:
+    """Stage 1's `-m andrea_lab.bench gpu-headline ...`, parsed and checked by the bench CLI's
+    own parser, then the headline sweep with the CLI's own options (headline_options: every
+    kernel, attention()'s choice with pad off and on, SDPA, cold beside warm) on the CPU at
+    fast sizes and two of its head_dims, checkpointed case by case into --out by the CLI's own
+    checkpoint writer, as STANDIN_GPU's."""
+    from andrea_edu.bench import suites
+    from andrea_lab.bench import cli
+    from andrea_lab.bench.results import write_results
+    args = cli._parser().parse_args(argv)
+    problem = cli._check_args(args)
+    if args.cmd != "gpu-headline" or problem:
+        print(f"bench stand-in: {problem or f'{args.cmd}: not the gpu-headline command'}",
+              file=sys.stderr)
+        return 2
+    opts = dict(cli.headline_options(), head_dims=(64, 72), shapes=("ANDREA-12M",))
+    save = cli._checkpoint(args)
+
+    def checkpoint(obj):
+        _as_standin_gpu(obj["provenance"])
+        save(obj)
+    obj = suites.run_suite("headdim", device="cpu", fast=True, progress=False, repeats=1,
+                           warmup=0, checkpoint=checkpoint, strict=False, **opts)
+    _as_standin_gpu(obj["provenance"])
+    path = write_results(obj, args.out, replace=True)
+    cold = sum("cold" in r for r in obj["records"])
+    print(f"[bench] headdim: stand-in, {len(obj['records'])} records ({cold} with a cold "
+          f"timing) -> {path}")
+    return 0
+
+
 def suite_pipeline(argv: list[str]) -> int:
     """The pipeline step's `-m andrea_lab.pipeline_timing ...`, parsed by its own parser, then a
     tiny model timed on the CPU and written by save_timing into --out, as STANDIN_GPU's."""
@@ -124,9 +158,11 @@ def suite(argv: list[str]) -> int:
         return cli.main(argv)
     if argv[:1] == ["gpu-suite"]:
         return suite_bench(argv)
+    if argv[:1] == ["gpu-headline"]:
+        return suite_headline(argv)
     if argv[:1] == ["pipeline"]:
         return suite_pipeline(argv[1:])
-    print("usage: gpu_fault_standin.py suite gpu-check|gpu-suite|pipeline ARGS...",
+    print("usage: gpu_fault_standin.py suite gpu-check|gpu-suite|gpu-headline|pipeline ARGS...",
           file=sys.stderr)
     return 2
 

@@ -2,7 +2,9 @@
 mma.sync.m16n8k16 (bf16 in, fp32 accumulate) and the same with WMMA 16x16x16, on non-zero
 operands, over every SM. Seconds of GPU time.
 
-    python scripts/gpu_mma_ceiling.py [--out FILE.json]     on a GPU: TFLOP/s, % of dense peak
+    python scripts/gpu_mma_ceiling.py [--out FILE.json]     on a GPU: TFLOP/s, % of this GPU's
+                                                            dense peak (kernels.gpus, by its
+                                                            device name and SM count)
     python scripts/gpu_mma_ceiling.py --compile-only        anywhere: NVRTC compiles both loops for
                                                             sm_90 and their PTX holds the
                                                             instructions (the CPU rehearsal)
@@ -147,7 +149,22 @@ def measure(cubin: bytes, iters: int = 4096) -> dict:
 
 def main(argv: list[str]) -> int:
     compile_only = "--compile-only" in argv
-    out_path = Path(argv[argv.index("--out") + 1]) if "--out" in argv else None
+    out_path = None
+    rest = [a for a in argv if a != "--compile-only"]
+    if rest[:1] == ["--out"]:   # checked before any work: one line, status 2
+        if len(rest) < 2 or rest[1].startswith("-") or not rest[1]:
+            print("gpu_mma_ceiling: --out needs a file name (e.g. --out mma.json)",
+                  file=sys.stderr)
+            return 2
+        out_path, rest = Path(rest[1]), rest[2:]
+        if not out_path.parent.is_dir():
+            print(f"gpu_mma_ceiling: --out {str(out_path)!r}: its folder does not exist",
+                  file=sys.stderr)
+            return 2
+    if rest:
+        print(f"gpu_mma_ceiling: unknown argument {rest[0]!r} (allowed: --out FILE.json, "
+              f"--compile-only)", file=sys.stderr)
+        return 2
     ptx, cubin = compile_ptx_cubin("sm_90")
     n_mma = ptx.count("mma.sync.aligned.m16n8k16")
     n_wmma = ptx.count("wmma.mma.sync")
@@ -166,15 +183,20 @@ def main(argv: list[str]) -> int:
         print(f"compiled for sm_90 but this GPU is sm_{cap[0]}{cap[1]}: not measured")
         return 2
     res = measure(cubin)
-    from andrea_edu.kernels.time_model import GPUS
-    peak = GPUS["H200"]["tensor_flops"]
+    from andrea_edu.kernels import gpus
+    props = torch.cuda.get_device_properties(0)
+    key = gpus.by_device_name(props.name, props.multi_processor_count)   # this GPU's own row
+    peak = gpus.GPUS[key].get("tensor_flops") if key else None
     for name in KERNELS:
         r = res[name]
-        r["pct_of_dense_peak"] = 100 * r["tflops"] / peak
-        print(f"{name}: {r['tflops']:.0f} TFLOP/s = {r['pct_of_dense_peak']:.0f} % of the "
-              f"{peak / 1e12:.1f} TFLOP/s dense bf16 peak (measured; operands non-zero: "
+        r["pct_of_dense_peak"] = 100 * r["tflops"] / peak if peak else None
+        share = (f" = {r['pct_of_dense_peak']:.0f} % of the {peak / 1e12:.1f} TFLOP/s dense bf16 "
+                 f"peak of the {key}" if peak else
+                 f" (the book cites no dense peak for {props.name}: no share stated)")
+        print(f"{name}: {r['tflops']:.0f} TFLOP/s{share} (measured; operands non-zero: "
               f"{r['operands_nonzero']})")
-    res["dense_peak_tflops"] = peak / 1e12
+    res["dense_peak_tflops"] = peak / 1e12 if peak else None
+    res["gpu"] = props.name
     res["n_wmma_ptx_lines"] = n_wmma
     if out_path:
         out_path.write_text(json.dumps(res, indent=1))

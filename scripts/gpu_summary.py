@@ -1,11 +1,13 @@
 """Write gpu_summary.md: one page saying what scripts/gpu_suite.sh found, step by step.
 
-    python scripts/gpu_summary.py OUT STEPS_TSV [LOGS] [--rehearse] [--deadline S]
+    python scripts/gpu_summary.py OUT STEPS_TSV [LOGS] [--rehearse] [--deadline S] [--stage N]
     python scripts/gpu_summary.py --mark-under-load DIR   put a first cell into every executed
         chapter in DIR saying its timings were taken while the correctness steps shared the GPU
 
 STEPS_TSV: one line per step, tab-separated: name, status (pass, fail, skipped, refused),
-seconds, budget seconds, reason. The page adds, when their files are in OUT: gpu-check's
+seconds, budget seconds, reason. The page keeps kernel results (every GPU step) apart from
+chapter results (notebooks, and chapter:<name> rows: a chapter skipped with its reason), each
+with its own verdict: a chapter that cannot run here never makes the kernels' verdict fail. The page adds, when their files are in OUT: gpu-check's
 result per backend (gpucheck.json), the head_dim sweep's headline ratios at head_dim 64
 (bench_headdim_*.json: the kernels' time over SDPA's), Nsight Compute's counters for v2 and v3
 (ncu.csv, with what each bank-conflict counter covers), the sanitizer's findings per tool
@@ -28,6 +30,10 @@ def _load(path: Path):
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+def is_chapter_row(r: list[str]) -> bool:
+    return bool(r) and (r[0] == "notebooks" or r[0].startswith("chapter:"))
 
 
 def steps_table(rows: list[list[str]]) -> list[str]:
@@ -58,7 +64,8 @@ def headline_lines(out: Path) -> list[str]:
     if not isinstance(rep, dict):
         return []
     rows = [r for r in rep.get("records", []) if r.get("status") == "ok"
-            and r.get("params", {}).get("head_dim") == 64 and str(r.get("backend", "")).startswith("cuda")]
+            and r.get("params", {}).get("head_dim") == 64
+            and (str(r.get("backend", "")).startswith(("cuda", "auto")) or "cold" in r)]
     if not rows:
         return []
     lines = [f"## Headline ratios, head_dim 64 ({files[0].name}, measured)", "",
@@ -78,7 +85,39 @@ def headline_lines(out: Path) -> list[str]:
                      f"{str(check)[:80].replace('|', '/')} |")
     lines += ["", "Kernel time: launches queued back to back between one pair of CUDA events "
               "(prepared launches, one cuLaunchKernel each); the host's own time per launch and "
-              "per attention() call are the last columns, measured apart."]
+              "per attention() call are the last columns, measured apart. Every median above "
+              "is warm (the same inputs every call)."]
+    cold = [r for r in rows if isinstance(r.get("cold"), dict)]
+    if cold:
+        lines += ["", "| backend | warm median ms | cold median ms | cold / warm | how cold |",
+                  "|---|---|---|---|---|"]
+        for r in cold:
+            c = r["cold"]
+            if c.get("status") != "ok":
+                lines.append(f"| {r['backend']} | {r.get('median_ms', nan):.3f} | failed | | "
+                             f"{str(c.get('reason', ''))[:80].replace('|', '/')} |")
+                continue
+            lines.append(f"| {r['backend']} | {r.get('median_ms', nan):.3f} | "
+                         f"{c.get('median_ms', nan):.3f} | "
+                         f"{c.get('median_ms', nan) / r.get('median_ms', nan):.2f} | "
+                         f"{str(c.get('method', ''))[:120].replace('|', '/')} |")
+    sweep = sorted({(r.get("params", {}).get("head_dim"), r.get("backend"))
+                    for r in rep.get("records", []) if r.get("status") == "ok"})
+    hds = sorted({h for h, _ in sweep if isinstance(h, int)})
+    if hds and len(hds) > 1:
+        by = {(r.get("params", {}).get("head_dim"), r.get("backend")): r
+              for r in rep.get("records", []) if r.get("status") == "ok"}
+        backends = [b for b in dict.fromkeys(b for _, b in sweep) if b != "sdpa"]
+        lines += ["", "Time over SDPA's, by head_dim (warm; `auto` is attention()'s own choice, "
+                  "`auto:pad` with pad=True):", "",
+                  "| head_dim | " + " | ".join(backends) + " |",
+                  "|---|" + "---|" * len(backends)]
+        for h in hds:
+            cells = [f"{by[h, b].get('time_ratio_to_sdpa', nan):.2f}" if (h, b) in by else "-"
+                     for b in backends]
+            lines.append(f"| {h} | " + " | ".join(cells) + " |")
+    if rep.get("incomplete"):
+        lines += ["", f"**Incomplete**: {str(rep['incomplete'])[:200]}"]
     return lines + [""]
 
 
@@ -172,36 +211,73 @@ def mark_under_load(folder: Path) -> int:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--mark-under-load"] and len(argv) == 2:
+        if not Path(argv[1]).is_dir():
+            print(f"gpu_summary: --mark-under-load {argv[1]!r} is not a folder", file=sys.stderr)
+            return 2
         n = mark_under_load(Path(argv[1]))
         print(f"{n} executed chapter(s) marked as run under load (timings not evidence)")
         return 0
-    deadline = None
-    if "--deadline" in argv:
-        i = argv.index("--deadline")
-        deadline = argv[i + 1] if i + 1 < len(argv) else None
-        argv = argv[:i] + argv[i + 2:]
+    opts: dict[str, str | None] = {"--deadline": None, "--stage": None}
+    for flag in opts:
+        if flag in argv:
+            i = argv.index(flag)
+            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                print(f"gpu_summary: {flag} needs a value", file=sys.stderr)
+                return 2
+            opts[flag] = argv[i + 1]
+            argv = argv[:i] + argv[i + 2:]
+    deadline, stage = opts["--deadline"], opts["--stage"]
+    unknown = [a for a in argv if a.startswith("--") and a != "--rehearse"]
     args = [a for a in argv if not a.startswith("--")]
-    if len(args) not in (2, 3):
+    if unknown or len(args) not in (2, 3):
         print(__doc__, file=sys.stderr)
         return 2
     out, steps = Path(args[0]), Path(args[1])
     work = Path(args[2]) if len(args) == 3 else None
+    if not out.is_dir():
+        print(f"gpu_summary: OUT {args[0]!r} is not a folder", file=sys.stderr)
+        return 2
+    try:
+        text = steps.read_text(errors="replace")
+    except OSError as e:
+        print(f"gpu_summary: STEPS_TSV {args[1]!r} cannot be read ({e.strerror or e})",
+              file=sys.stderr)
+        return 2
     rehearse = "--rehearse" in argv
-    rows = [ln.rstrip("\n").split("\t") for ln in steps.read_text().splitlines() if ln.strip()]
-    env = next((r[4] for r in rows if r[0] == "environment"), "")
+    rows = [ln.rstrip("\n").split("\t") for ln in text.splitlines() if ln.strip()]
+    env = next((r[4] for r in rows if r[0] == "environment" and len(r) > 4), "")
     failed = [r[0] for r in rows if len(r) > 1 and r[1] == "fail"]
+    k_failed = [n for n in failed if not is_chapter_row([n])]
+    c_failed = [n for n in failed if is_chapter_row([n])]
+    c_skipped = [r[0] for r in rows if r[0].startswith("chapter:") and len(r) > 1
+                 and r[1] == "skipped"]
     head = ["# GPU suite: " + ("REHEARSAL on a CPU (GPU steps skipped)" if rehearse else
-                               "first-contact run"), "",
+                               "first-contact run")
+            + (f", stage {stage}" if stage and stage != "all" else ""), "",
             f"Overall: **{'fail' if failed else 'pass'}**" +
-            (f" (failed: {', '.join(failed)})" if failed else "") + ".", "", env, ""]
+            (f" (failed: {', '.join(failed)})" if failed else "") + ".",
+            f"Kernels: **{'fail' if k_failed else 'pass'}**"
+            + (f" ({', '.join(k_failed)})" if k_failed else "")
+            + f". Chapters: **{'fail' if c_failed else 'pass'}**"
+            + (f" ({', '.join(c_failed)})" if c_failed else "")
+            + (f"; {len(c_skipped)} skipped with their reason" if c_skipped else "") + ".",
+            "", env, ""]
     if deadline:
-        head += [f"Global deadline {deadline} s; every step's limit derived from it; worst case "
-                 f"{deadline} + 5 (kill grace) + 15 (final summary) s, under the device's 600 s "
+        head += [f"Global deadline {deadline} s; every step's limit derived from it (a "
+                 f"torch-importing step gets a floor, up to 40 s past it); worst case "
+                 f"{deadline} + 40 (floors) + 5 (kill grace) + 15 (final summary) s, under the "
+                 f"device's 600 s "
                  f"per command. This page is rewritten after every step: "
                  f"{len(rows)} step(s) so far"
                  + ("." if any(r[0] == "summary" for r in rows) else
                     " (the run has not finished, or was cut short)."), ""]
-    page = head + steps_table(rows) + [""] + gpucheck_lines(out) + headline_lines(out) + \
+    kernel_rows = [r for r in rows if not is_chapter_row(r)]
+    chapter_rows = [r for r in rows if is_chapter_row(r)]
+    page = head + ["## Kernel results (every GPU step)", ""] + steps_table(kernel_rows) + [""]
+    if chapter_rows:
+        page += ["## Chapter results (a chapter that cannot run here is skipped, with its "
+                 "reason)", ""] + steps_table(chapter_rows) + [""]
+    page = page + gpucheck_lines(out) + headline_lines(out) + \
         sanitizer_lines(work) + ncu_lines(out, work) + model_lines(out, work)
     page.append("Files: gpucheck.json, bench_*_<gpu>.json, pipeline_<gpu>.json (land them: python "
                 "scripts/land_gpu_out.py OUT), notebooks.tar.gz (the chapters, executed under "

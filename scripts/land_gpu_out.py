@@ -156,9 +156,9 @@ def land(out: Path, data: Path, replace: bool = False, dry_run: bool = False) ->
         lines.append(check_file(p))
         if p.name not in KEPT_OUT:
             landed.append(p)
-    if not landed:
-        raise ValueError(f"{out}: holds no measurement to land (no bench, pipeline or gpucheck "
-                         f"file: did the GPU steps run?)")
+    if not landed:   # a run cut before its first measurement: nothing to land, no error
+        return lines + [f"nothing landed: {out} holds no measurement (no bench, pipeline or "
+                        f"gpucheck file: the run was cut before its first, or ran no GPU step)"]
     committed = read_manifest(data)
     # a file already listed with the same bytes is no clash: a landing killed between its data
     # write and its pins left it so, and the retry finishes it (pins and read-back) unasked

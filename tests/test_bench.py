@@ -452,3 +452,37 @@ def test_a_cut_gpu_suite_keeps_its_partial_results_in_its_own_labelled_file(tmp_
     where = cli._save_partial_in_place(dict(obj, incomplete="stopped"), tmp_path)
     assert where == tmp_path / "apart" / "incomplete_bench_layout_cpu.json"
     assert "incomplete" not in json.loads(f.read_text())
+
+
+def test_the_headline_sweep_times_dispatch_with_pad_and_cold_beside_warm():
+    """Issue 41 items 1 and 5, on the CPU (wiring; the GPU runs the same code in stage 1):
+    attention()'s own choice is timed as "auto" (and "auto:pad" where attention takes pad),
+    and at cold_head_dims every ok record carries a cold timing on rotated input sets beside
+    its warm one, each labelled."""
+    import inspect
+
+    from andrea_edu.attention import attention
+    from andrea_edu.bench import cases, suites
+    assert cases.dispatched_backends()[0] == "auto"
+    assert ("auto:pad" in cases.dispatched_backends()) == (
+        "pad" in inspect.signature(attention).parameters)
+    assert not set(cases.dispatched_backends()) & set(cases.headdim_backends())
+    obj = suites.run_suite("headdim", device="cpu", fast=True, progress=False,
+                           head_dims=(16,), shapes=("ANDREA-12M",), series=("n_head",),
+                           backends=("sdpa", *cases.dispatched_backends()),
+                           cold_head_dims=(16,), repeats=1, warmup=0)
+    assert "warm" in obj["settings"]["cache"]
+    recs = {r["backend"]: r for r in obj["records"]}
+    assert set(recs) == {"sdpa", *cases.dispatched_backends()}
+    for r in recs.values():
+        assert r["status"] == "ok" and r["cache"].startswith("warm"), r
+        c = r["cold"]
+        assert c["status"] == "ok" and c["median_ms"] > 0 and c["input_sets"] >= 2, c
+        assert c["input_sets"] * c["bytes_per_set"] >= 3 * c["cache_bytes"] or \
+            c["input_sets"] == 64, c
+        assert "_prepare" not in r
+    from andrea_edu.bench import validate_result
+    validate_result(obj)
+    with pytest.raises(ValueError, match="not in"):
+        suites.run_suite("headdim", device="cpu", fast=True, progress=False,
+                         backends=("sdpa", "auto:fast"), head_dims=(16,))

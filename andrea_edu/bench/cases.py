@@ -15,8 +15,8 @@ import torch
 from andrea_edu.bench import timing as bench
 from andrea_edu.attention import attention, reference_attention
 from andrea_edu.kernels import registry
-from andrea_edu.bench.runner import (DTYPE, HOST_PATH, N_HEAD, TIMED, _params, _progress, _Runner,
-                                     _shape_table)
+from andrea_edu.bench.runner import (DTYPE, HOST_PATH, N_HEAD, PREPARE, TIMED, _params,
+                                     _progress, _Runner, _shape_table)
 
 HEAD_DIMS = tuple(sorted(set(range(8, 129, 8)) | {70, 72}))  # 8..128 step 8, plus 70 (not /8)
 HEAD_DIMS_FAST = (16, 32, 64, 70, 72)
@@ -28,6 +28,15 @@ def headdim_backends() -> tuple[str, ...]:
     kernel's (kernels.registry, baseline first)."""
     return ("sdpa", *(f"sdpa:{k}" for k in SDPA_KINDS), "reference",
             *(s.backend for s in registry.specs()))
+
+
+def dispatched_backends() -> tuple[str, ...]:
+    """attention()'s own choice, timed as a backend of the sweep (never in its default list):
+    "auto", and "auto:pad" (attention(..., pad=True): a misaligned head_dim in the padded
+    tensor-core kernel) where attention() takes `pad`."""
+    import inspect
+    pad = "pad" in inspect.signature(attention).parameters
+    return ("auto",) + (("auto:pad",) if pad else ())
 
 
 def _sdpa_backend(kind: str):
@@ -55,8 +64,11 @@ def _run_sdpa_kind(kind):
 
 
 def _run_attention(backend):
+    name, _, opt = backend.partition(":")   # "auto:pad": attention(..., pad=True)
+    kw = {"pad": True} if opt == "pad" else {}
+
     def run(q, k, v, causal):
-        out, d = attention(q, k, v, causal=causal, backend=backend, return_decision=True)
+        out, d = attention(q, k, v, causal=causal, backend=name, return_decision=True, **kw)
         info = {"ran": d.backend, "kernel": d.kernel, "decision": d.reason,
                 "fallbacks": list(d.fallbacks_considered)}
         if q.device.type == "cuda" and d.kernel in registry.versions():
@@ -65,7 +77,9 @@ def _run_attention(backend):
             from andrea_edu.kernels.launch import prepare_attention
             qc, kc, vc = (t.contiguous() for t in (q, k, v))
             info[TIMED] = prepare_attention(qc, kc, vc, causal, d.kernel)
-            info[HOST_PATH] = lambda: attention(q, k, v, causal=causal, backend=backend)
+            info[HOST_PATH] = lambda: attention(q, k, v, causal=causal, backend=name, **kw)
+            info[PREPARE] = lambda q2, k2, v2: prepare_attention(
+                q2.contiguous(), k2.contiguous(), v2.contiguous(), causal, d.kernel)
         return out, info
     return run
 
@@ -100,18 +114,22 @@ def _headdim_configs(device, fast, head_dims=None, shapes=None, series=("n_head"
 
 
 def headdim_suite(r: _Runner, fast: bool, progress: bool, causal: bool = True, head_dims=None,
-                  shapes=None, series=("n_head", "d_model"), backends=None):
+                  shapes=None, series=("n_head", "d_model"), backends=None,
+                  cold_head_dims=()):
     """head_dim sweep. Options (the chapter's live re-measurement uses them): head_dims, shapes
     (names in SHAPES), series ("n_head": n_head fixed at 12; "d_model": the preset's d_model
-    fixed), backends (a subset of headdim_backends(), None: all of them; "sdpa" is always run,
-    as the baseline)."""
+    fixed), backends (a subset of headdim_backends() + dispatched_backends(), None: all of
+    headdim_backends(); "sdpa" is always run, as the baseline), cold_head_dims: the head_dims
+    at which each backend is timed cold too (bench.runner.time_cold: inputs rotated through
+    copies that together exceed the last-level cache; the record's "cold" field). Every timing
+    without "cold" is warm: the same inputs every call ("cache": "warm")."""
     if head_dims is not None and (
             not isinstance(head_dims, (tuple, list)) or not head_dims or
             any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in head_dims)):
         raise ValueError(f"head_dims={head_dims!r}: allowed values are a tuple of positive ints, "
                          f"e.g. (64, 70)")
-    allowed = headdim_backends()
-    backends = allowed if backends is None else backends
+    allowed = headdim_backends() + dispatched_backends()
+    backends = headdim_backends() if backends is None else backends
     unknown = set(backends) - set(allowed)
     if unknown:
         raise ValueError(f"backends {sorted(unknown)} are not in {allowed}")
@@ -141,7 +159,14 @@ def headdim_suite(r: _Runner, fast: bool, progress: bool, causal: bool = True, h
                 recs[backend] = r.check(case, backend, params, lambda fn=fn: fn(q, k, v, causal),
                                         ref, flops, unavailable=unavailable)
                 bar.update(1)
+            cold_fns = {b: (backend_fn(b), recs[b].get(PREPARE)) for b in backends
+                        if hs in cold_head_dims and recs[b]["status"] == "ok"}
+            for rec in recs.values():
+                rec.pop(PREPARE, None)
             r.time_queued()
+            for b, (fn, prep) in cold_fns.items():
+                if recs[b]["status"] == "ok" and r.broken is None:
+                    r.time_cold(recs[b], q, k, v, fn, prep, causal)
             base = recs["sdpa"].get("median_ms")
             recs["sdpa"]["sdpa_choice"] = sdpa_choice(q, k, v, causal) if r.broken is None \
                 else None  # what "sdpa" ran

@@ -405,6 +405,30 @@ def load_results(suite: str, device: str = "any", data_dir_=None,
     return None
 
 
+def load_all_results(suite: str, data_dir_=None, errors: str = "raise") -> list[dict]:
+    """Every committed GPU results file of one suite, one per GPU (an H100's and an H200's
+    both, in file-name order), each read and checked as load_results reads one: where both
+    exist, neither shadows the other. [] when there is none."""
+    if suite not in SUITES:
+        raise ValueError(f"suite={suite!r} is not one of {SUITES}")
+    if errors not in ("raise", "warn"):
+        raise ValueError(f"errors={errors!r} is not one of 'raise', 'warn'")
+    folder = Path(data_dir_) if data_dir_ is not None else results_folder(suite)
+    if folder is None:
+        return []
+    out = []
+    for f in sorted(folder.glob(f"bench_{suite}_*.json")):
+        if f.name.endswith("_cpu.json"):
+            continue
+        try:
+            out.append(read_results_file(f, expect_device="gpu"))
+        except DataFileError as e:
+            if errors == "raise":
+                raise
+            warnings.warn(f"{e} (skipped, not shown)", RuntimeWarning)
+    return out
+
+
 def where_results_looked(suite: str) -> str:
     """One line: where load_results looked for bench_<suite>_*.json."""
     return where_looked(f"bench_{suite}_*.json")

@@ -37,6 +37,16 @@ DTYPE = torch.bfloat16
 # to time instead of the backend's whole path (a prepared launch); HOST_PATH, the whole path,
 # whose host time per call is reported apart (host_path_ms)
 TIMED, HOST_PATH = "_timed", "_host_path"
+# PREPARE (a kernel backend's info): fn(q, k, v) -> a prepared launch on those tensors, so that
+# a cold timing can prepare one per rotated input set (popped by the suite, never written)
+PREPARE = "_prepare"
+# cold timings: the rotated input sets together hold at least this many times the last-level
+# cache (the GPU's L2 as the device reports it; COLD_CPU_CACHE_BYTES on a CPU), at most
+# COLD_MAX_SETS sets and COLD_MAX_BYTES in all
+COLD_CACHE_FACTOR = 3
+COLD_CPU_CACHE_BYTES = 64 * 2**20
+COLD_MAX_SETS = 64
+COLD_MAX_BYTES = 4 * 2**30
 
 
 def _why(e, caught) -> str:
@@ -137,6 +147,47 @@ class _Runner:
                 rec["tflops"] = rec["flops"] / (rec["median_ms"] * 1e-3) / 1e12
         if self.after_case is not None:
             self.after_case()
+
+    def time_cold(self, rec: dict, q, k, v, fn, prepare, causal: bool) -> None:
+        """rec["cold"]: the backend timed again (time_fns) on input sets rotated call by call,
+        copies of q, k, v that together exceed the last-level cache (COLD_*), so that no call
+        finds its inputs where the previous call left them; a kernel backend through a launch
+        prepared per set (`prepare`), any other through fn(q_i, k_i, v_i, causal). The rest of
+        rec is the warm timing (the same inputs every call), and rec["cache"] says so. A
+        failure is recorded in rec["cold"], never raised."""
+        import itertools
+        rec["cache"] = "warm: the same inputs every call"
+        per_set = sum(t.numel() * t.element_size() for t in (q, k, v)) * 2   # inputs + output
+        if self.device == "cuda":
+            cache = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or 0)
+        else:
+            cache = COLD_CPU_CACHE_BYTES
+        n = max(2, min(COLD_MAX_SETS, -(-COLD_CACHE_FACTOR * cache // max(per_set, 1)),
+                       COLD_MAX_BYTES // max(per_set, 1)))
+        sets: list[tuple] = []
+        calls: list = []
+        try:
+            sets = [tuple(t.clone() for t in (q, k, v)) for _ in range(n)]
+            calls = ([prepare(*s_) for s_ in sets] if prepare is not None else
+                     [lambda s_=s_: fn(*s_, causal) for s_ in sets])
+            turn = itertools.cycle(calls)
+            t = bench.time_fns({"cold": lambda: next(turn)()}, self.device, self.repeats,
+                               self.warmup, self.case_budget_s, threads=None)["cold"]
+        except (RuntimeError, MemoryError) as e:
+            rec["cold"] = {"status": "failed", "reason": f"{type(e).__name__}: {e}"[:300]}
+            return
+        finally:   # freed before the next case
+            sets.clear()
+            calls.clear()
+        rec["cold"] = {k_: t[k_] for k_ in ("min_ms", "median_ms", "p25_ms", "p75_ms",
+                                             "max_ms", "repeats", "calls_per_sample",
+                                             "quality_ok", "quality_reason")}
+        rec["cold"].update(status="ok", input_sets=n, bytes_per_set=per_set,
+                           cache_bytes=cache, method=(
+                               f"inputs rotated through {n} copies ({n * per_set / 2**20:.0f} "
+                               f"MiB, >= {COLD_CACHE_FACTOR} x the {cache / 2**20:.0f} MiB "
+                               f"cache where the caps allow): no call reuses the last one's "
+                               f"inputs from the cache"))
 
     def run(self, *args, **kw):
         """check() then time_queued(): one backend on its own."""

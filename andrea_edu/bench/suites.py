@@ -84,6 +84,8 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
                              "warmup": warmup, "fast": fast, "case_budget_s": case_budget_s,
                              "timer": "cuda-events" if device == "cuda" else "perf_counter",
                              "method": TIMING_METHOD["cuda" if device == "cuda" else "cpu"],
+                             "cache": "warm (the same inputs every call) unless a record's "
+                                      "'cold' field gives the cold timing beside it",
                              "shapes": _shape_table(device, fast)},
                 "flop_formula": FLOP_FORMULA[suite], "options": {k: list(v) if isinstance(
                     v, (tuple, list)) else v for k, v in options.items()}, "records": recs}

@@ -6,6 +6,10 @@
     python -m andrea_lab.bench all                 # the three above, on this machine
     python -m andrea_lab.bench gpu-check --out D   # andrea_lab.bench.gpucheck.main
     python -m andrea_lab.bench gpu-suite --out D   # everything GPU, <= 5 min on an H200
+    python -m andrea_lab.bench gpu-headline --out D   # the GPU suite's stage 1: head_dim
+                                                   # 32..128 at the headline shape, every
+                                                   # kernel, attention()'s choice (pad on and
+                                                   # off) and SDPA, cold and warm at 64
 
 Arguments are checked before anything runs (one line naming the flag, exit status 2). A fast
 run, or one that measured nothing, never replaces full-size data unless --replace says so.
@@ -42,7 +46,9 @@ def _parser() -> argparse.ArgumentParser:
                         ("projections", "per-head vs fused vs c_attn projections"),
                         ("layout", "strided vs contiguous matmul, cost of .contiguous()"),
                         ("all", "head-dim, projections and layout on this machine"),
-                        ("gpu-suite", "everything GPU in <= 5 min (refuses to run on a CPU)")):
+                        ("gpu-suite", "everything GPU in <= 5 min (refuses to run on a CPU)"),
+                        ("gpu-headline", "stage 1 of the GPU suite: the head_dim headline, "
+                                         "written case by case (refuses to run on a CPU)")):
         p = sub.add_parser(name, help=help_, description=help_)
         p.add_argument("--out", default=None,
                        help="output folder, created if missing (default: $ANDREA_OUT_DIR, else "
@@ -114,7 +120,8 @@ def main(argv=None) -> int:
     fast = args.fast or fast_mode()
     if args.out is None:  # never the book's own data folder unless named
         args.out = str(default_out_dir())
-    if args.cmd == "gpu-suite":
+    gpu_cmd = args.cmd in ("gpu-suite", "gpu-headline")
+    if gpu_cmd:
         if not torch.cuda.is_available():
             return fail(prog, "torch sees no CUDA GPU; nothing measured (run `all` for the CPU)")
         args.device = "cuda"
@@ -122,8 +129,9 @@ def main(argv=None) -> int:
             args.budget_s = 270.0  # the suite must finish in 5 minutes on an H200
     # all / gpu-suite: the short torch-only suites first, so that they are on disk even if a
     # kernel of the head_dim sweep misbehaves
-    suites = {"head-dim": ["headdim"], "projections": ["projections"], "layout": ["layout"]}.get(
-        args.cmd, ["projections", "layout", "headdim"])
+    suites = {"head-dim": ["headdim"], "projections": ["projections"], "layout": ["layout"],
+              "gpu-headline": ["headdim"]}.get(args.cmd, ["projections", "layout", "headdim"])
+    options = headline_options() if args.cmd == "gpu-headline" else {}
     device = pick_device(args.device)
     if not args.replace:  # refuse before measuring, not after: a fast run over full data
         problem = _would_replace_full(suites, device, fast, args.out)
@@ -139,10 +147,10 @@ def main(argv=None) -> int:
                 obj = bench_cases.run_suite(suite, device=device, fast=fast, repeats=args.repeats,
                                             warmup=args.warmup, deadline=deadline,
                                             progress=not args.no_progress,
-                                            strict=not (args.keep_going or args.cmd == "gpu-suite"),
+                                            strict=not (args.keep_going or gpu_cmd),
                                             command=command, threads=args.threads,
-                                            checkpoint=_checkpoint(args)
-                                            if args.cmd == "gpu-suite" else None)
+                                            checkpoint=_checkpoint(args) if gpu_cmd else None,
+                                            **options)
             except (Exception, KeyboardInterrupt) as e:
                 partial = getattr(e, "partial", None)
                 if partial is None:
@@ -151,7 +159,7 @@ def main(argv=None) -> int:
                               f"written", file=sys.stderr)
                         return 130
                     raise
-                if args.cmd == "gpu-suite":
+                if gpu_cmd:
                     # the device returns at most 8 files: the partial results go into the
                     # suite's own file (its checkpoint's place), labelled incomplete inside,
                     # never into a ninth file beside it
@@ -182,6 +190,24 @@ def main(argv=None) -> int:
                 return 1
             print(f"[bench] {suite}: {n} -> {path}")
     return 1 if (bad or nothing) else 0
+
+
+# stage 1 of the GPU suite (scripts/gpu_suite.sh --stage 1): the head_dims of the headline
+# (32, 64 and the misaligned 72, 80, 96, 100, 128), the headline shape only, every registered
+# kernel, attention()'s own choice with pad off and on, SDPA; cold beside warm at 64
+HEADLINE_HEAD_DIMS = (32, 64, 72, 80, 96, 100, 128)
+HEADLINE_CASE_BUDGET_S = 0.5
+
+
+def headline_options() -> dict:
+    """run_suite's options for gpu-headline (and checkpoints after every case)."""
+    from andrea_edu.bench.cases import dispatched_backends
+    from andrea_edu.kernels import registry
+    return dict(head_dims=HEADLINE_HEAD_DIMS, shapes=("ANDREA-120M",), series=("n_head",),
+                backends=("sdpa", *(s.backend for s in registry.specs()),
+                          *dispatched_backends()),
+                cold_head_dims=(64,), case_budget_s=HEADLINE_CASE_BUDGET_S,
+                checkpoint_every=1)
 
 
 def _save_incomplete(obj: dict, out, name: str | None = None) -> Path:
