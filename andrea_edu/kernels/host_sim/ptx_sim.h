@@ -1,5 +1,5 @@
 // ptx_sim.h: the PTX layer of andrea_edu/kernels/attention_v3_flash.cu, emulated on the CPU
-// (tests/host_sim only). The kernel is compiled with -DANDREA_PTX_EMULATED -include ptx_sim.h:
+// (andrea_edu/kernels/host_sim, the CPU simulator). The kernel is compiled with -DANDREA_PTX_EMULATED -include ptx_sim.h:
 // its own inline-asm functions are then left out and these take their place, with the same
 // names and signatures (namespace andrea::ptx).
 //

@@ -1,4 +1,4 @@
-// Host stand-in for cuda_bf16.h (tests/host_sim only): bfloat16, round to nearest even.
+// Host stand-in for cuda_bf16.h (andrea_edu/kernels/host_sim, the CPU simulator): bfloat16, round to nearest even.
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Host stand-in for cuda_fp16.h (tests/host_sim only): IEEE binary16, round to nearest even.
+// Host stand-in for cuda_fp16.h (andrea_edu/kernels/host_sim, the CPU simulator): IEEE binary16, round to nearest even.
 #pragma once
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// Host stand-in for mma.h's WMMA API (tests/host_sim only). Each lane holds the whole 16x16
+// Host stand-in for mma.h's WMMA API (andrea_edu/kernels/host_sim, the CPU simulator). Each lane holds the whole 16x16
 // tile (a legal choice: the fragment layout is opaque), loads read the whole tile, and a store
 // writes only the elements e with e % 32 == lane, so a reader that skips __syncwarp sees holes.
 // Pointer alignment (32 bytes) and ldm (multiple of 16 bytes) are checked as CUDA requires.
