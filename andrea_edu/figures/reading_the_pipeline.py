@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from andrea_edu.figures.viz import table, text_color_on
+from andrea_edu.figures.viz import text_color_on
 
 
 def _shape(s) -> str:

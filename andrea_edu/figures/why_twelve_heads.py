@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from andrea_edu.heads.toy_calls import LOSS_KEYS, PATTERN_NAMES
-from andrea_edu.figures.viz import PATTERN_COLORS, caption, head_color, table
+from andrea_edu.figures.viz import PATTERN_COLORS, caption, head_color
 
 
 def fig_two_places(weights_one: np.ndarray, weights_two: np.ndarray, tokens: list[str],
