@@ -7,7 +7,6 @@ real sources and on small fake result files (no GPU needed).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -127,21 +126,6 @@ def test_never_knows_verdicts():
     assert figs.never_knows_row("v1", sig, ["n_head"], reads, True)[2] == "does not hold"
 
 
-def test_live_markdown_marks_untimed_versions():
-    dec = SimpleNamespace(backend="cuda-flash")
-    live = {"v3": dict(decision=dec, check=dict(max_abs_err=1e-3, passed=True)),
-            "v2": dict(decision=dec, check=dict(max_abs_err=1.0, passed=False))}
-    times = {"v3": dict(median_ms=2.0), "sdpa": dict(median_ms=1.0)}
-    text = figs.live_markdown(live, times, "GPU", 8, 1024)
-    assert "0.50x" in text and "not timed" in text
-
-
-def test_setup_sentence_names_the_case():
-    cfg = SimpleNamespace(name="ANDREA-120M", n_head=12, head_dim=64)
-    s = figs.setup_sentence(cfg, 8, 1024, torch.bfloat16, True, False, True)
-    assert re.search(r"B=8, T=1024.*bfloat16, causal", s) and "fast mode" in s
-
-
 def test_fragment_tables_follow_the_isa_and_p_needs_no_data_movement():
     # the ISA's figure for C/D: row r, column c of a 16x8 tile sits in lane 4(r%8) + c//2
     assert figs.accumulator_owner(0, 0) == (0, "c0")
@@ -192,13 +176,6 @@ def test_evidence_table_has_a_column_per_version_and_a_model_section():
     assert "| ... per score | 400 | 100 | 25 |" in table
 
 
-def test_ratio_sentence_divides_per_score():
-    s = figs.ratio_sentence(EV, SC, MO, 64)
-    assert "from v1 to v2, 4.0x fewer instructions, 4.0x fewer shared-memory bytes" in s
-    assert "from v2 to v3, 2.0x fewer instructions, 4.0x fewer" in s
-    assert "a 5.0x lower MODEL lower edge" in s and "-bound" not in s
-
-
 def test_evidence_figure_draws_the_model_hatched_and_a_measurement_solid():
     key = lambda d: {(v, 64): x for v, x in d.items()}  # noqa: E731
     models = {(v, 64): {"H200": m} for v, m in MO.items()}
@@ -238,6 +215,18 @@ def test_summary_table_has_a_row_per_version_and_a_measured_column_only_with_a_g
     rows = figs.measured_rows(_fake_results(), nh=12)
     measured = figs.summary_table(checks, EV, MO, bars, rows).splitlines()
     assert "measured vs SDPA" in measured[0] and all(r.count("|") == 11 for r in measured)
+
+
+def test_rung_numbers_keep_the_nonzero_counts_per_score_and_the_bracket():
+    e = _ev(512, 2048, 64)
+    e["per_tile"]["LDS"] = 0
+    m = dict(_model(2e-5), gpu_key="H200", sms_busy=96)
+    r = figs.rung_numbers(e, 1024, m)
+    assert r["SASS per warp-tile"]["HMMA"] == 64 and "LDS" not in r["SASS per warp-tile"]
+    assert r["SASS per warp-tile"]["total"] == 512
+    assert r["per score"] == {"instructions": 0.5, "smem bytes": 2.0}
+    assert r["MODEL H200, µs"] == (20.0, round(m["upper"] * 1e6, 1))
+    assert r["blocks per SM"] == 4 and r["bound by"] == "smem" and r["SMs busy"] == "96 of 132"
 
 
 def test_evidence_line_lists_the_nonzero_classes_and_gives_the_model_as_a_bracket():

@@ -11,9 +11,9 @@ import pytest
 
 from lesson_counts import MAX_CODE_CELLS, MIN_IN_VIEW, ROOT, chapters, computes_in_view, count
 
-REWRITTEN: set[str] = {"cuda_stores_heads", "final_picture", "output_projection",
-                        "parameter_count", "reading_the_pipeline", "three_matrices",
-                        "twelve_vectors_become_one",
+REWRITTEN: set[str] = {"cuda_stores_heads", "final_picture", "kernel_worklog",
+                        "output_projection", "parameter_count", "reading_the_pipeline",
+                        "three_matrices", "twelve_vectors_become_one",
                         "why_heads_specialize", "why_twelve_heads"}
 
 

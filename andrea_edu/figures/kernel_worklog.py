@@ -8,12 +8,13 @@
     decomposition_figure(trace)                the emulator's launch: blocks, and the tiles of one
                                                head's score matrix each block computed
     fragment_figure()                          v3's mma fragments: S's accumulator lanes are P's
-    evidence_line, evidence_markdown, ratio_sentence, evidence_figure, model_overview_figure
+    rung_numbers(e, scores, m)                 one rung's SASS counts, per score, and its MODEL
+    evidence_line, evidence_markdown, evidence_figure, model_overview_figure
                                                SASS counts (kernels.sass) and the time model
                                                (kernels.time_model): hatched, labelled "model"
     summary_table                              the chapter at a glance, one row per version
-    measured_rows, measured_markdown, measured_figure, live_markdown
-                                               a GPU results file or a live GPU run, solid
+    measured_rows, measured_markdown, measured_figure
+                                               a GPU results file, solid
     one_block_row, cooperate_row, never_knows_row   the rows of "Checking the source"
     lane_elements, model_terms_lines, model_beside_measured   the exercises' helpers
 
@@ -141,32 +142,6 @@ def _tile_width(trace) -> int:
 
 
 # ------------------------------------------------------------------ sentences and tables
-def setup_sentence(cfg, B, T, dtype, causal, gpu_here, fast) -> str:
-    dt = str(dtype).replace("torch.", "")
-    where = ("A CUDA GPU is visible: the kernels also run." if gpu_here else
-             "No CUDA GPU is visible here: the kernels compile, the emulator runs them on the CPU.")
-    return (f"Design case: {cfg.name}, B={B}, T={T}, n_head={cfg.n_head}, "
-            f"head_dim={cfg.head_dim}, {dt}, {'causal' if causal else 'not causal'}. {where}"
-            + (" (fast mode)" if fast else ""))
-
-
-def barrier_sentence(barriers: dict, loops: dict) -> str:
-    parts = [f"{v}: {n} `__syncthreads` in a {len(loops[v])}-line loop" for v, n in
-             barriers.items()]
-    return "Block-wide barriers per K/V tile: " + "; ".join(parts) + "."
-
-
-def emulator_table(traces: dict, checks: dict) -> str:
-    rows = ["| version | grid | blocks | blocks per (b, h) | K/V tile loads | max abs error "
-            "vs reference | within tolerance |", "|---|---|---|---|---|---|---|"]
-    for v, tr in traces.items():
-        B, nh = tr.shape[:2]
-        c = checks[v]
-        rows.append(f"| {v} | {tr.grid} | {tr.n_blocks} | {tr.n_blocks // (B * nh)} | "
-                    f"{tr.kv_tiles_loaded()} | {c['max_abs_err']:.1e} | {c['passed']} |")
-    return "\n".join(rows)
-
-
 # ------------------------------------------------------------------ measurements (GPU files)
 HEAD_DIMS = (32, 64, 96, 128)  # the head_dims every version compiles for (v3's set)
 # The slider's head_dims: v3's set plus misaligned ones where the dispatcher falls back
@@ -280,21 +255,6 @@ def measured_figure(rows: list, results, model=None):
                  f"{results['provenance']['device']}", fontsize=9)
     fig.tight_layout()
     return fig
-
-
-def live_markdown(live: dict, times: dict, device: str, B: int, T: int) -> str:
-    out = [f"Live on {device}, B={B}, T={T}: each version validated, then timed.", "",
-           "| version | backend that ran | max abs error | passed | median (ms) | "
-           "throughput vs SDPA |", "|---|---|---|---|---|---|"]
-    base = times["sdpa"]["median_ms"]
-    for v, r in live.items():
-        t = times.get(v)
-        out.append(f"| {v} | {r['decision'].backend} | {r['check']['max_abs_err']:.1e} | "
-                   f"{r['check']['passed']} | {t['median_ms']:.3f} | {base / t['median_ms']:.2f}x |"
-                   if t else f"| {v} | {r['decision'].backend} | "
-                   f"{r['check']['max_abs_err']:.1e} | {r['check']['passed']} | not timed | |")
-    out.append(f"| sdpa | sdpa | | | {base:.3f} | 1.00x |")
-    return "\n".join(out)
 
 
 # ------------------------------------------------------------------ Checking the source
@@ -449,32 +409,6 @@ def check_head_dim(hs: int) -> int:
     return hs
 
 
-def band_phrase(m: dict) -> str:
-    """What published kernels reach beside one time_model.model_bound dict, in words: the band
-    a real kernel lands in, and a warning when the bound's TFLOP/s exceed what any published
-    kernel with the same instructions reaches."""
-    band = m.get("published") or []
-    if not band:
-        return ("no published attention kernel's throughput is cited here for this GPU and "
-                "head_dim, so no band is drawn")
-    where = band[0]["where"]
-    same = [b for b in band if b["same_design"]]
-    other = [b for b in band if not b["same_design"]]
-    txt = (", ".join(f"{b['kernel']} ({b['instruction']}, {m['version']}'s design) "
-                     f"{b['tflops']:.0f} TFLOP/s, {b['seconds'] * 1e6:.1f} µs for this work"
-                     for b in same)
-           or f"no published kernel has {m['version']}'s design")
-    txt += "; " + ", ".join(f"{b['kernel']} ({b['instruction']}) {b['tflops']:.0f} TFLOP/s, "
-                            f"{b['seconds'] * 1e6:.1f} µs" for b in other)
-    txt = f"published kernels ({where}, FlashAttention-3 paper): {txt}"
-    if m.get("above_published"):
-        best = max(b["tflops"] for b in band if b["instruction"] == "mma.sync")
-        txt += (f". The lower edge's {m['model_tflops']:.0f} TFLOP/s are above the {best:.0f} "
-                "TFLOP/s of the fastest published kernel with the same instructions: they say "
-                "what the counted instructions allow, not what to expect")
-    return txt
-
-
 def evidence_markdown(ev: dict, scores: dict, models: dict, models_4090: dict) -> str:
     """ev {version: sass.evidence dict}, scores {version: scores per warp per K/V tile},
     models / models_4090 {version: time_model.model_bound dict}: one column per version."""
@@ -540,6 +474,24 @@ def _model_smem(m: dict) -> str:
                                               else "")
 
 
+def rung_numbers(e: dict, scores: int, m: dict) -> dict:
+    """One rung in numbers: e a sass.evidence dict, scores the query-key pairs of its warp-tile,
+    m its time_model.model_bound dict on one GPU. The nonzero SASS counts of one warp and one
+    K/V tile, the same per score, registers and blocks per SM, and the MODEL's bracket in µs
+    (every term overlapped .. none) with the SMs the grid occupies."""
+    p = e["per_tile"]
+    per_sm = next((n for g, n in e["blocks_per_sm"].items() if g in m.get("gpu", "")),
+                  e["blocks_per_sm"].get("H200"))  # on the model's GPU
+    return {"SASS per warp-tile": {k: p[k] for k in (*MIX, "total") if p.get(k)},
+            "scores per warp-tile": scores,
+            "per score": {"instructions": round(p["total"] / scores, 2),
+                          "smem bytes": round(e["smem_bytes_per_tile"] / scores, 1)},
+            "registers": e["registers"], "blocks per SM": per_sm,
+            f"MODEL {m['gpu_key'] if 'gpu_key' in m else m['gpu']}, µs":
+                (round(m["lower"] * 1e6, 1), round(m["upper"] * 1e6, 1)),
+            "bound by": m["bound_by"], "SMs busy": f"{m.get('sms_busy')} of {m.get('sms')}"}
+
+
 def evidence_line(v: str, e: dict, scores: int, m: dict) -> str:
     """One version's evidence in one line: e a sass.evidence dict, scores the query-key pairs of
     its warp-tile, m its time_model.model_bound dict on one GPU (the full table is
@@ -559,22 +511,6 @@ def evidence_line(v: str, e: dict, scores: int, m: dict) -> str:
     if m.get("latency_bound"):
         txt += f", {m['warps_per_busy_sm']} warps each: latency-bound"
     return txt + "."
-
-
-def ratio_sentence(ev: dict, scores: dict, models: dict, head_dim: int) -> str:
-    """Each step's gain per score (one query-key pair): instructions, shared-memory bytes and the
-    model's lower edge, from v1 to v2 and from v2 to v3."""
-    def per(v, what):
-        e = ev[v]
-        x = e["smem_bytes_per_tile"] if what == "smem" else e["per_tile"]["total"]
-        return x / scores[v]
-
-    vs = [v for v in registry.ladder() if v in ev]   # each rung beside the one below it
-    return f"Per score, at head_dim={head_dim}: " + "; ".join(
-        f"from {a} to {b}, {per(a, 'instr') / per(b, 'instr'):.1f}x fewer instructions, "
-        f"{per(a, 'smem') / per(b, 'smem'):.1f}x fewer shared-memory bytes and a "
-        f"{models[a]['lower'] / models[b]['lower']:.1f}x lower MODEL lower edge"
-        for a, b in zip(vs, vs[1:])) + "."
 
 
 def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim: int,
