@@ -35,31 +35,34 @@ def test_another_corpus_trains_a_new_run_on_it(tiny_run):
         X.run_with_corpus(TINY, tiny_run, max_depth=7)
 
 
-def test_carrier_and_idle_head_read_the_ablation_table(tiny_run):
+def test_carrier_and_copy_pair_read_the_ablation_table(tiny_run):
     a = tiny_run.ablation
     l, h = X.carrier(tiny_run, "previous token")
     assert a[l, h, 1] == np.nanmax(a[..., 1])
-    idle = X.idle_head(tiny_run, l, exclude=h)
-    worst = np.nanmax(a[l], axis=-1)
-    assert idle != h and worst[idle] == min(worst[k] for k in range(a.shape[1]) if k != h)
+    layer, src, dst = X.copy_pair(tiny_run, tol=10.0)
+    worst = np.nanmax(a, axis=-1)
+    assert src != dst and worst[layer, dst] == worst.min() and worst[layer, src] == worst[layer].max()
 
 
-def test_the_idle_head_is_idle_for_every_pattern_not_only_the_total(tiny_run):
+def test_the_overwritten_head_is_idle_for_every_pattern_not_only_the_total(tiny_run):
     """Issue 38 item 7: exercise 3 overwrote a bracket head whose removal moved the total loss
-    little; a head that carries one pattern is not idle."""
+    little; a head that carries one pattern is not idle, and a run with no idle head says so."""
     import copy
     r = copy.copy(tiny_run)
-    a = np.zeros((1, 3, 4))
-    a[0, 1] = [0.01, 0.0, 0.375, 0.0]   # head 1: little on the total, carries brackets
-    a[0, 2] = [0.02, 0.02, 0.0, 0.0]    # head 2: a little everywhere, nothing carried
-    r.ablation = a
-    assert X.idle_head(r, 0, exclude=0) == 2
+    a = np.zeros((2, 3, 4))
+    a[0] = [[0.3, 0.2, 0.0, 0.9], [0.01, 0.0, 0.375, 0.0], [0.2, 0.2, 0.1, 0.0]]
+    a[1] = [[0.5, 0.0, 0.0, 0.0], [0.02, 0.02, 0.0, 0.0], [0.1, 0.3, 0.0, 0.0]]
+    r.ablation = a     # layer 0: no idle head (head 1 carries brackets); layer 1: head 1 is idle
+    assert X.copy_pair(r) == (1, 0, 1)
+    r.ablation = a + 0.1
+    with pytest.raises(ValueError, match="no head of this run is idle"):
+        X.copy_pair(r)
 
 
 @pytest.mark.parametrize("call, words", [
     (lambda r: X.carrier(r, "verbs"), "pattern='verbs' is not allowed; one of previous token"),
     (lambda r: X.head_line(r, (2, 0)), "head=(2, 0) is not allowed; a (layer, head) pair"),
-    (lambda r: X.idle_head(r, 0, 5), "head=(0, 5) is not allowed"),
+    (lambda r: X.copy_pair(r, tol=0), "tol=0 is not allowed"),
     (lambda r: X.pattern_progress(r, "matching bracket", tol=0), "tol=0 is not allowed"),
     (lambda r: X.duplicate_head(r.model, 0, 1, 1), "dst=1 is not allowed; a head other than src"),
     (lambda r: X.duplicate_head(r.model, 0, 0, 2), "dst=2 is not allowed; an int in 0..1"),

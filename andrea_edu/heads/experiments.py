@@ -4,7 +4,8 @@
                        the run itself, untrained, when nothing changes
     head_line          one line on what a head does in a run: scores, ablation, detection
     pattern_progress   one line on a pattern: when its loss reaches its floor, its best head
-    carrier, idle_head the head whose removal hurts a pattern most; the least needed head of a layer
+    carrier            the head whose removal hurts a pattern most
+    copy_pair          a layer's most needed head and a head of it that no loss needs
     duplicate_head     a copy of a model with one head copied into another (W_O rows halved)
     train_on           train such a model further and follow the two copies' gradients and distance
 """
@@ -65,15 +66,20 @@ def carrier(run: Run, pattern: str) -> tuple[int, int]:
     return int(l), int(h)
 
 
-def idle_head(run: Run, layer: int, exclude: int) -> int:
-    """The head of `layer`, other than `exclude`, that no loss needs: the one whose removal
-    raises the total loss and every pattern's loss least (the smallest of its largest increase).
-    The total alone is not enough: a head can carry a pattern that few positions have (a bracket
-    head's +0.375 nats on brackets moved the total little)."""
-    l, _ = _check_head(run, (layer, exclude))
-    worst = np.nanmax(np.asarray(run.ablation)[l].astype(float), axis=-1)  # (nh,): over total and patterns
-    worst[exclude] = np.inf
-    return int(np.argmin(worst))
+def copy_pair(run: Run, tol: float = 0.05) -> tuple[int, int, int]:
+    """(layer, src, dst) for copying a head over one the model does not need: dst is the head
+    whose removal raises the total loss and every pattern's loss least (its largest increase,
+    below `tol` nats), src the head of the same layer whose removal costs most. The total alone
+    is not enough: a bracket head's +0.375 nats on brackets moved the total little. ValueError
+    when no head of any layer stays under `tol`."""
+    if not (isinstance(tol, (int, float)) and not isinstance(tol, bool) and tol > 0):
+        raise ValueError(f"tol={tol!r} is not allowed; a number > 0 (nats)")
+    worst = np.nanmax(np.asarray(run.ablation).astype(float), axis=-1)   # (L, nh): over total and patterns
+    layer = int(np.argmin(worst.min(axis=1)))
+    if worst[layer].min() >= tol:
+        raise ValueError(f"no head of this run is idle: every head's removal raises some loss by "
+                         f"{worst.min():.3f} nats or more (tol={tol:g})")
+    return layer, int(np.argmax(worst[layer])), int(np.argmin(worst[layer]))
 
 
 def head_line(run: Run, head) -> str:
