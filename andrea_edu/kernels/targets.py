@@ -93,7 +93,7 @@ def gpu_rows(head_dim: int = 64, dtype=torch.float16, gpus=tuple(READERS)) -> li
         versions: dict[str, dict] = {}
         row: dict = dict(gpu=gpu, name=preset["name"], arch=arch, sms=preset["sms"],
                          head_dim=head_dim, dtype=dtype_name(dtype), versions=versions)
-        for spec in registry.specs():
+        for spec in _rungs():
             why = spec.ineligibility(head_dim, dtype, sm)
             v: dict = dict(backend=spec.backend, support=support(spec.version, sm), why_not=why)
             if why is None:
@@ -107,6 +107,12 @@ def gpu_rows(head_dim: int = 64, dtype=torch.float16, gpus=tuple(READERS)) -> li
                        for dt in (torch.float16, torch.bfloat16)}
         rows.append(row)
     return rows
+
+
+def _rungs() -> list:
+    """The ladder's specs (registry.ladder): the padded v3 is v3's code at a wider width, so its
+    support, registers and occupancy are v3's and get no column of their own."""
+    return [registry.get(v) for v in registry.ladder()]
 
 
 def _cell(v: dict) -> str:
@@ -123,7 +129,7 @@ def _cell(v: dict) -> str:
 def table_markdown(rows: list[dict]) -> str:
     """One row per GPU, one column per kernel version (what runs, and at the rows' head_dim and
     dtype its registers and blocks per SM), and what auto runs for fp16 and bf16."""
-    specs = registry.specs()
+    specs = _rungs()
     hd, dt = rows[0]["head_dim"], rows[0]["dtype"]
     head = (["GPU", "arch", "SMs"] + [f"{s.version} ({s.backend})" for s in specs]
             + [f"auto, float16, head_dim {hd}", f"auto, bfloat16, head_dim {hd}"])
@@ -144,7 +150,7 @@ def reader_line(gpu: str = "T4", head_dim: int = 64) -> str:
     """What a reader on `gpu` sees, in one sentence, from the dispatcher's rule (what
     backend="auto" runs for float16 and bfloat16)."""
     sm = sm_of(gpu)
-    never = [s for s in registry.specs() if not support(s.version, sm)]
+    never = [s for s in _rungs() if not support(s.version, sm)]
     parts = []
     for dt in (torch.float16, torch.bfloat16):
         spec, passed = registry.walk(head_dim, dt, sm)
