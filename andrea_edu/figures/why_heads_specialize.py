@@ -344,15 +344,6 @@ def fig_specialists(maps: torch.Tensor, batch: Batch, scores, b: int, start: int
     return fig
 
 
-def table(header: list, rows: list) -> None:
-    """Display computed values as a Markdown table (one row per list in `rows`)."""
-    from IPython.display import Markdown, display
-
-    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
-    display(Markdown("\n".join(lines)))
-
-
 # ---------------------------------------------------------------- the trained model (MiniLM)
 def head_name(lh) -> str:
     """'L3H10' (layer 3, head 10, 0-based), as the book writes heads everywhere."""
