@@ -243,7 +243,7 @@ def run_attention(q, k, v, causal: bool, version: str, seed: int = 1):
     ct = CTYPE[q.dtype]
     smem = shared_bytes(version, hs, q.dtype)
     # the template's int arguments after the dtype, as NVRTC's name expression spells them
-    targs = ", ".join(str(a) for a in getattr(spec, "template_args", lambda t: (t,))(tile))
+    targs = ", ".join(str(a) for a in spec.template_args(tile))
     call = (f"andrea::{spec.kernel}<{ct}, {targs}>((const {ct}*)p[0], (const {ct}*)p[1], "
             f"(const {ct}*)p[2], ({ct}*)p[3], (int)s[0], (int)s[1], (float)s[2], (int)s[3]);")
     exe = build(spec.source_text(), call, (f"ANDREA_SMEM_BYTES={smem}",))
