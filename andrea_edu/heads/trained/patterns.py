@@ -204,7 +204,8 @@ def found(r: Result, over_uniform: float = 3.0, over_random: float = 2.0) -> boo
     PREFER_SHOWN of the queries and MARGIN more often than its own position-only rule would.
     (The best of 72 random-init heads, chosen by preference, prefers the nearer key almost as
     often as a trained head: a preference rate alone cannot tell a pattern from position bias,
-    so it is reported beside, not used here.)"""
+    so it is reported beside, not used here.) The thresholds were set after a first run of these
+    probes, not registered before it: a reader should weigh results near them accordingly."""
     if r.over_uniform < over_uniform or r.mass < over_random * r.random_mass:
         return False
     if r.prefer is None:
