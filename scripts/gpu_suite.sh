@@ -36,8 +36,9 @@
 #
 # Stage 1 (--stage 1): environment; the carried wheels unpacked if any (none needed);
 #   gpu-check (90): every registered kernel version (the padded one too) and auto through
-#   attention() against the fp32 reference, one process per backend, on its grid (headline
-#   case included); headline (100): python -m andrea_lab.bench gpu-headline: head_dim 32, 64,
+#   attention() against the fp32 reference, one process per backend, on the small grid
+#   (gpu-check --small: two shapes, head_dims 8/32/64/72/80/96/100/128, both dtypes and
+#   causal flags, the headline case, the fallbacks and the auto calls); headline (100): python -m andrea_lab.bench gpu-headline: head_dim 32, 64,
 #   72, 80, 96, 100, 128 at the headline shape (B=8, T=1024, nh=12, causal, bf16) for every
 #   kernel, attention()'s own choice with pad off and on ("auto", "auto:pad") and SDPA; cold
 #   beside warm at head_dim 64 (inputs rotated through copies over 3x the L2 the device
@@ -419,7 +420,7 @@ if [ "$HAS_GPU" = 1 ] && [ "$b" -gt 0 ]; then
   cpids=()
   for be in $(runs gpu-check && echo ${kbackends:-} auto); do   # one process per backend
     ( timeout -k $KILL_S $b "$PY" -m andrea_lab.bench gpu-check --out "$work/gpucheck/$be" --skip-pytest \
-        --backends $be >"$logs/gpu_check_$be.log" 2>&1; echo $? >"$work/gpucheck/$be.rc" ) &
+        --backends $be $([ "$STAGE" = 1 ] && echo --small) >"$logs/gpu_check_$be.log" 2>&1; echo $? >"$work/gpucheck/$be.rc" ) &
     cpids+=($!)
   done
   if runs gpu-tests; then

@@ -589,6 +589,9 @@ def test_stage_1_runs_the_headline_alone_and_lands_by_itself(stage1_standin, mon
     names = {p.name for p in out.iterdir()}
     assert names == {"gpu_summary.md", "logs.tar.gz", "gpucheck.json",
                      f"bench_headdim_{STANDIN_SLUG}.json"}, names
+    checks = [c for c in calls if c[:4] == ["python", "-m", "andrea_lab.bench", "gpu-check"]
+              and "--merge" not in c]
+    assert checks and all("--small" in c for c in checks), checks
     head = [c for c in calls if c[:4] == ["python", "-m", "andrea_lab.bench", "gpu-headline"]]
     assert len(head) == 1 and "--out" in head[0] and "--budget-s" in head[0]
     assert not any("gpu-suite" in c or "pipeline_timing" in c for c in calls)
@@ -679,3 +682,15 @@ def test_the_mma_ceiling_refuses_a_bad_out_before_any_work(capsys):
         assert M.main(argv) == 2
         err = capsys.readouterr().err
         assert words in err and err.count("\n") == 1, err
+
+
+def test_the_small_grid_keeps_every_kernel_and_the_headline_case():
+    """gpu-check --small (stage 1): fewer cases, every registered kernel and auto still in it,
+    the design case (B=8, nh=12, T=1024, hs=64) and head_dim 72 (the padded kernel's) kept."""
+    from andrea_edu.kernels import registry
+    from andrea_lab.bench import gpucheck
+    full, small = gpucheck.cases(90), gpucheck.cases(90, small=True)
+    assert len(small) < len(full) / 2
+    assert {c[0] for c in small} == {c[0] for c in full} >= {s.backend for s in registry.specs()}
+    assert any(c[2:6] == (8, 12, 1024, 64) for c in small)
+    assert any(c[5] == 72 for c in small) and all(c in full for c in small)

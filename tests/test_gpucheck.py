@@ -66,7 +66,7 @@ def test_a_run_cut_short_still_writes_its_json(monkeypatch, tmp_path):
     monkeypatch.setattr(cuda_launch, "device_info", lambda device=None: {"name": "stand-in"})
     row = dict(backend="cuda-naive", passed=True, max_abs_err=0.0)
 
-    def sweep(log=print, checkpoint=None, backends=None):
+    def sweep(log=print, checkpoint=None, backends=None, small=False):
         checkpoint([row])
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 

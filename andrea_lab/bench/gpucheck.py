@@ -55,6 +55,9 @@ SHAPES = [(1, 1, 1), (1, 1, 17), (2, 3, 77), (1, 12, 256), (3, 2, 65), (1, 2, 10
 # head_dims no kernel is compiled for, run by a kernel whose tile covers them (v1's CHUNKS):
 # each kernel is swept over its compiled head_dims and these, where its limits allow them
 TAIL_HEAD_DIMS = (1, 8, 24, 72, 100)
+# --small (the GPU suite's stage 1, minutes of a lease): two shapes and the headline's head_dims
+SMALL_SHAPES = [(1, 1, 17), (2, 3, 77)]
+SMALL_HEAD_DIMS = (8, 32, 64, 72, 80, 96, 100, 128)
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -76,21 +79,23 @@ FALLBACK_CASES = (("cuda-flash", 48, torch.float16), ("cuda-wmma", 72, torch.bfl
 Case = tuple[str, torch.dtype, int, int, int, int, bool]
 
 
-def cases(sm: int | None = None) -> list[Case]:
+def cases(sm: int | None = None, small: bool = False) -> list[Case]:
     """(backend, dtype, B, nh, T, hs, causal) for the sweep through attention(): every
     registered kernel at every shape, dtype and head_dim (its compiled ones and TAIL_HEAD_DIMS)
     its limits let run on an sm GPU (10*major + minor; None: no GPU named); then the design
     case, the fallbacks and the auto calls of the book's ladder (cuda-flash only when sm is None
-    or at least V3_MIN_SM)."""
+    or at least V3_MIN_SM). small: SMALL_SHAPES and SMALL_HEAD_DIMS only (the rest as
+    above: the design case, the fallbacks and the auto calls)."""
     v3 = sm is None or sm >= V3_MIN_SM
     out: list[Case] = []
     for causal in (False, True):
-        for B, nh, T in SHAPES:
+        for B, nh, T in (SMALL_SHAPES if small else SHAPES):
             for dt in DTYPES:
                 for spec in registry.specs():
                     out += [(spec.backend, dt, B, nh, T, hs, causal)
                             for hs in sorted(set(spec.head_dims) | set(TAIL_HEAD_DIMS))
-                            if spec.ineligibility(hs, dt, sm) is None]
+                            if spec.ineligibility(hs, dt, sm) is None
+                            and (not small or hs in SMALL_HEAD_DIMS)]
     out += [("cuda-wmma", torch.float16, 8, 12, 1024, 64, c) for c in (False, True)]  # 120M
     out += [("cuda-flash", dt, 8, 12, 1024, 64, c) for dt in (torch.float16, torch.bfloat16)
             for c in (False, True) if v3]
@@ -136,20 +141,20 @@ class StickyError(RuntimeError):
 
 def run_sweep(log: Callable[[str], Any] = print,
               checkpoint: Callable[[list[dict]], Any] | None = None,
-              backends=None, run=None) -> list[dict]:
+              backends=None, run=None, small: bool = False) -> list[dict]:
     """Every case of cases() for `backends` through attention(); `checkpoint(results)` after
     each backend (and every 50 cases). A case that leaves a sticky CUDA error (an illegal
     address: andrea_edu.kernels.launch.is_sticky_error) ends the sweep with StickyError, its row
     recorded: every later case in this process would fail with the same error, so the suite runs
     one process per backend. backends None: all_backends(). run: run_case (tests stand in for
-    it)."""
+    it). small: cases(small=True)."""
     from andrea_edu.kernels.launch import is_sticky_error
     run = run or run_case
     results: list[dict] = []
     gen = torch.Generator(device="cuda").manual_seed(0) if torch.cuda.is_available() else None
     major, minor = torch.cuda.get_device_capability() if torch.cuda.is_available() else (9, 0)
     sm = 10 * major + minor   # no GPU: only a stand-in `run` gets here (the fault rehearsal)
-    todo = cases(sm)
+    todo = cases(sm, small=small)
     for backend in all_backends() if backends is None else backends:
         for case in (c for c in todo if c[0] == backend):
             row = run(case, sm, gen)
@@ -260,6 +265,9 @@ def main(argv=None) -> int:
     ap.add_argument("--backends", default=",".join(allowed),
                     help=f"comma-separated subset of {','.join(allowed)} (default: all); "
                          f"the suite runs one process per kernel version")
+    ap.add_argument("--small", action="store_true",
+                    help="two shapes and the headline's head_dims only, beside the design case, "
+                         "the fallbacks and the auto calls (the GPU suite's stage 1)")
     ap.add_argument("--merge", nargs="+", metavar="REPORT", default=None,
                     help="write OUT/gpucheck.json merged from these per-backend reports (no GPU "
                          "needed) and exit")
@@ -309,7 +317,8 @@ def main(argv=None) -> int:
     old = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         report["cases"] = run_sweep(log=lambda m: print(m, file=sys.stderr), checkpoint=save,
-                                    backends=backends)
+                                    backends=backends, small=args.small)
+        report["grid"] = "small" if args.small else "full"
         save()
         report["pytest"] = dict(returncode=None, note="--skip-pytest") if args.skip_pytest \
             else run_gpu_tests(args.pytest_timeout)
