@@ -64,35 +64,34 @@ def read_config(root: Path = ROOT) -> Repo:
     return out
 
 
-def install_cell(url: str) -> str:
-    """The first code cell of every chapter."""
+def install_cell(url: str, cpu_isa: str | None = None) -> str:
+    """The first code cell of every chapter: hidden in the book, silent unless it fails.
+    cpu_isa: the chapter's notebook metadata `andrea.cpu_isa` ("native" in a chapter that times
+    things at the CPU's own speed), passed to setup_kernel."""
+    isa = "" if cpu_isa is None else f"cpu_isa={cpu_isa!r}"
     return f'''\
-# Installs andrea_edu when it is missing (a fresh Colab runtime, say), then sets up this kernel.
-# It clones the book's repository (book/data comes along) and runs scripts/install_book.py
-# there: NVRTC and CUDA headers that fit this machine's driver, never another torch.
-# Written by scripts/repo_url.py from _config.yml: edit the URL there, not here.
+# Setup, silent: on a fresh runtime (Colab, say) it clones the book's repository and installs its
+# library with scripts/install_book.py (NVRTC and CUDA headers that fit this machine's driver, never
+# another torch); then it pins this kernel's CPU. Written by scripts/repo_url.py from _config.yml.
 import importlib.util, os, pathlib, subprocess, sys
 if importlib.util.find_spec("andrea_edu") is None:
     url = os.environ.get("ANDREA_REPO_URL", "{url}")  # a fork or a mirror
     repo = pathlib.Path.home() / "andrea-attention"
     run = lambda *cmd: subprocess.run(cmd, capture_output=True, text=True)  # noqa: E731
-    if not repo.exists():
-        r = run("git", "clone", "-q", "--depth", "1", url, str(repo))
-        if r.returncode:
-            why = (r.stderr.strip() or "no message").splitlines()[0]  # git's reason
-            raise SystemExit(f"Could not clone {{url}} ({{why}}): "
-                             "set os.environ['ANDREA_REPO_URL'] to a reachable copy, or "
-                             "pip install -e a clone of it, then rerun this cell.")
+    r = None if repo.exists() else run("git", "clone", "-q", "--depth", "1", "--", url, str(repo))
+    if r is not None and r.returncode:
+        why = (r.stderr.strip() or "no message").splitlines()[0]  # git's reason
+        raise SystemExit(f"Could not clone {{url}} ({{why}}): set os.environ['ANDREA_REPO_URL'] to a "
+                         "reachable copy, or pip install -e a clone of it, then rerun this cell.")
     if not (repo / "scripts" / "install_book.py").is_file():
         raise SystemExit(f"{{repo}} exists but is not the book's repository: move it aside "
                          "(or delete it), then rerun this cell.")
     r = run(sys.executable, str(repo / "scripts" / "install_book.py"), str(repo))
-    print(r.stdout + r.stderr, end="")  # its one line (and pip's message when pip fails)
-    if r.returncode:
-        raise SystemExit("andrea_edu was not installed: the lines above say why.")
+    if r.returncode:  # its one line (and pip's message), then why the cell stops
+        raise SystemExit(r.stdout + r.stderr + "andrea_edu was not installed: the lines above say why.")
     sys.path.insert(0, str(repo))  # this kernel started before the install: make it importable now
 from andrea_edu.env import setup_kernel  # noqa: E402  (light: it does not load torch)
-setup_kernel()  # once, before torch loads: the CPU pins (ANDREA_CPU_ISA) and a notebook's thread cap'''
+setup_kernel({isa})  # before torch loads: the CPU pins (ANDREA_CPU_ISA) and a notebook's thread cap'''
 
 
 def readme_block(repo: Repo) -> str:
@@ -122,10 +121,16 @@ def cell_source(path: Path) -> str:
     return "".join(_first_code_cell(json.loads(path.read_text()))["source"])
 
 
-def _notebook_text(path: Path, source: str) -> str:
+def chapter_isa(nb: dict) -> str | None:
+    """The chapter's CPU mode for setup_kernel: its notebook metadata `andrea.cpu_isa`."""
+    return (nb.get("metadata", {}).get("andrea") or {}).get("cpu_isa")
+
+
+def _notebook_text(path: Path, url: str) -> str:
     """The notebook with its install cell written; a new chapter without one gets it inserted
     before its first code cell (hidden, like the others)."""
     nb = json.loads(path.read_text())
+    source = install_cell(url, chapter_isa(nb))
     cell = _first_code_cell(nb)
     if "find_spec(\"andrea_edu\")" not in "".join(cell["source"]):
         cell = {"cell_type": "code", "execution_count": None, "id": f"{path.stem}-install",
@@ -156,9 +161,8 @@ def expected(root: Path = ROOT) -> dict[Path, str]:
     repo = read_config(root)
     out = {root / "README.md": _readme_text(root / "README.md", repo),
            root / "CITATION.cff": _citation_text(root / "CITATION.cff", repo)}
-    cell = install_cell(repo.url)
     for nb in chapters(root):
-        out[nb] = _notebook_text(nb, cell)
+        out[nb] = _notebook_text(nb, repo.url)
     return out
 
 

@@ -55,7 +55,34 @@ def _project() -> dict:
 
 @pytest.mark.parametrize("nb", repo_url.chapters(REPO), ids=lambda p: p.stem)
 def test_every_chapter_starts_with_the_one_install_cell(nb):
-    assert repo_url.cell_source(nb) == repo_url.install_cell(repo_url.read_config(REPO).url)
+    isa = repo_url.chapter_isa(json.loads(nb.read_text()))
+    assert isa in (None, "native")
+    assert repo_url.cell_source(nb) == repo_url.install_cell(repo_url.read_config(REPO).url, isa)
+    cell = next(c for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
+    assert cell["metadata"].get("tags") == ["hide-input"]  # hidden in the book
+
+
+def test_the_setup_cell_prints_nothing_when_the_library_is_there():
+    """In the book (andrea_edu installed) the cell, run as IPython runs a cell, prints nothing and
+    leaves no value for Jupyter to display (it once showed the CPU knobs' dict)."""
+    run = ("import sys; from IPython.core.interactiveshell import InteractiveShell\n"
+           "r = InteractiveShell.instance().run_cell(sys.stdin.read())\n"
+           "print('RESULT', repr(r.result), r.success)")
+    for isa in (None, "native"):
+        cell = repo_url.install_cell("https://github.com/o/r", isa)
+        r = subprocess.run([sys.executable, "-c", run], input=cell, capture_output=True,
+                           text=True, timeout=120, cwd=REPO)
+        assert r.stdout == "RESULT None True\n" and r.stderr == "", r.stdout + r.stderr
+
+
+def test_a_repository_url_that_looks_like_an_option_is_still_a_url(tmp_path):
+    """`--` before the URL: git reads '--upload-pack=...' as a repository, never an option."""
+    marker = tmp_path / "ran"
+    r = _run_cell(tmp_path, ANDREA_REPO_URL=f"--upload-pack=touch {marker}")
+    assert r.returncode == 1 and not marker.exists()
+    # git's reason names the URL as the repository (without `--` it named the target folder)
+    assert r.stderr.strip().startswith(f"Could not clone --upload-pack=touch {marker} (fatal: "
+                                       f"repository '--upload-pack=touch {marker}' does not exist")
 
 
 def test_a_new_chapter_gets_the_install_cell_before_its_first_code_cell(tmp_path):
