@@ -90,10 +90,14 @@ def test_builds_are_cached_by_content(monkeypatch):
     src = "__global__ void add1(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] += 1.0f; }"
     call = "add1((float*)p[0], (int)s[0]);"
     exe = cpu_sim.build(src, call)
-    calls = []
+    calls: list = []
     real_run = cpu_sim.subprocess.run
-    monkeypatch.setattr(cpu_sim.subprocess, "run",
-                        lambda cmd, **kw: calls.append(cmd) or real_run(cmd, **kw))
+
+    def recording_run(cmd, **kw):
+        calls.append(cmd)
+        return real_run(cmd, **kw)
+
+    monkeypatch.setattr(cpu_sim.subprocess, "run", recording_run)
     assert cpu_sim.build(src, call) == exe                # the same text: no compiler run
     assert not [c for c in calls if "-o" in c]
     assert cpu_sim.build(src.replace("1.0f", "2.0f"), call) != exe   # other text, other binary

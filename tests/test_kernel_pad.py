@@ -99,7 +99,8 @@ def test_at_v3s_widths_the_padded_spec_is_v3s_own_kernel():
     specialization, the same SASS; the dispatcher tries v3 first there anyway."""
     from andrea_edu.kernels import nvrtc
     for hd in V3_HEAD_DIMS:
-        assert registry.walk(hd, torch.float16, pad=True)[0].version == "v3"
+        spec = registry.walk(hd, torch.float16, pad=True)[0]
+        assert spec is not None and spec.version == "v3"
     a = nvrtc.compile_attention("v3", 64, torch.float16, "sm_90")
     b = nvrtc.compile_attention("v3p", 64, torch.float16, "sm_90")
     assert a.lowered_name == b.lowered_name and a.resources == b.resources

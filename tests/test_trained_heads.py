@@ -153,7 +153,7 @@ def test_paraphrases_score_higher_than_unrelated_pairs_and_random_init_cannot_te
 # ---- the patterns on planted attention -----------------------------------------------------
 
 def test_items_label_nearest_and_matching_brackets_and_names():
-    recs = [{"text": "Mary called John and he left.", "names": ["Mary", "John"], "pronoun": "he",
+    recs: list[dict] = [{"text": "Mary called John and he left.", "names": ["Mary", "John"], "pronoun": "he",
              "antecedent": 1, "set": "different gender, antecedent second"},
             {"text": "Paul met Mark and he smiled.", "names": ["Paul", "Mark"], "pronoun": "he",
              "antecedent": None, "set": "same gender, recent 2 back, first at token 1"},
@@ -293,7 +293,7 @@ def test_the_position_only_rule_reads_a_heads_mean_attention_by_offset():
 
 
 def _result(**kw):
-    base = dict(pattern="p", head=(0, 0), mass=0.3, win=0.5, prefer=0.95, uniform=0.06,
+    base: dict = dict(pattern="p", head=(0, 0), mass=0.3, win=0.5, prefer=0.95, uniform=0.06,
                 random_head=(1, 1), random_mass=0.07, random_win=0.2, random_prefer=0.9,
                 best_all=0.3, n=30, position_prefer=0.3)
     base.update(kw)
