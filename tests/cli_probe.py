@@ -53,7 +53,7 @@ def table() -> list[tuple[str, list[str]]]:
     rows = [(B, []), (B, ["--bogus"]), (B, ["nosuch"]), (B, ["layout", "--bogus"])]
     rows += [(B, ["layout", *a]) for a in (
         ["--repeats", "0"], ["--repeats", "x"], ["--repeats", "100000000"], ["--warmup", "-1"],
-        ["--budget-s", "nan"], ["--budget-s", "0"], ["--threads", "0"], ["--threads", "100000"],
+        ["--warmup", "1000000000"], ["--budget-s", "nan"], ["--budget-s", "0"], ["--threads", "0"], ["--threads", "100000"],
         ["--out", NOWHERE], ["--out", "/dev/null/x"], ["--out", ""], ["--device", "gpu"],
         ["--device", "cuda"], ["--out", str(DATA)])]
     rows += [(B, ["gpu-check", "--bogus"]), (B, ["gpu-suite"])]
