@@ -46,8 +46,12 @@ def test_both_worlds_at_72_padded_and_fallback(sweep, padded):
     assert p72["tensor_per_score"] == byp[80]["tensor_per_score"]
     assert f72["instr_per_score"] > 30 * p72["instr_per_score"]
     assert f72["model"]["H200"]["lower_us"] > 30 * p72["model"]["H200"]["lower_us"]
-    table = figs.head_dim_table(sweep, padded, head_dims=(64, 72))
-    assert "| 72 | True | v3p | 80 (90%) |" in table and "| 72 | False | v1 | 72 (100%) |" in table
+    rows = {(d["head_dim"], d["pad"]): d for d in figs.head_dim_rows(sweep, padded, head_dims=(64, 72))}
+    assert sorted(rows) == [(64, False), (64, True), (72, False), (72, True)]
+    assert (rows[72, True]["kernel"], rows[72, True]["width"]) == ("v3p", 80)
+    assert rows[72, True]["useful"] == pytest.approx(0.9)
+    assert (rows[72, False]["kernel"], rows[72, False]["width"], rows[72, False]["useful"]) == \
+        ("v1", 72, 1.0)
 
 
 @pytest.mark.parametrize("head_dim", [64, 72, 80])

@@ -13,7 +13,8 @@
     head_dim_figure(head_dim, sweep, padded=...)  the slider's frame, three panels, legible at the
                                                 book's content width; sweeps from
                                                 kernels.head_dim_evidence (pad=False, pad=True)
-    head_dim_rows / head_dim_table(sweep, padded)  the frame's numbers, a table under the slider
+    head_dim_rows(sweep, padded)                the frame's numbers (the chapter tabulates them
+                                                under the slider with viz.table)
     flash_utilization_figure, sdpa_eligibility_lines, same_d_model_line   the exercises' helpers
 
 Every timing panel names the device it was measured on; CPU results say CPU; no results, no
@@ -364,19 +365,6 @@ def head_dim_rows(sweep: list[dict], padded: list[dict] | None = None,
     return sorted(out, key=lambda d: (d["head_dim"], d["pad"]))
 
 
-def head_dim_table(sweep: list[dict], padded: list[dict] | None = None, head_dims=None) -> str:
-    """head_dim_rows as a Markdown table (the numbers under the slider, not inside a frame)."""
-    lines = ["| head_dim | pad | kernel | columns computed (useful) | registers | "
-             "tensor-core instr. / score | instructions / score | smem B / score | "
-             "MODEL, H200 (µs) |", "|---" * 9 + "|"]
-    for d in head_dim_rows(sweep, padded, head_dims):
-        lines.append(f"| {d['head_dim']} | {d['pad']} | {d['kernel']} | {d['width']} "
-                     f"({d['useful']:.0%}) | {d['registers']} | {d['tensor_per_score']:.3f} | "
-                     f"{d['instr_per_score']:.2f} | {d['smem_per_score']:.0f} | "
-                     f"{d['lower_us']:.1f} to {d['upper_us']:.1f} ({d['bound_by']}) |")
-    return "\n".join(lines)
-
-
 def head_dim_figure(head_dim: int, sweep: list[dict], seq_len: int = 1024,
                     measured: dict | None = None, padded: list[dict] | None = None,
                     measured_padded: dict | None = None):
@@ -386,7 +374,7 @@ def head_dim_figure(head_dim: int, sweep: list[dict], seq_len: int = 1024,
     (points) and any measurement. sweep: kernels.head_dim_evidence.sweep(...) with pad=False
     (the fallback world); padded: the same with pad=True, drawn beside it; measured /
     measured_padded: {head_dim: bench.dispatched point} or None. The numbers are in
-    head_dim_table, under the frame."""
+    head_dim_rows, tabulated under the frame."""
     r = next((x for x in sweep if x["head_dim"] == head_dim), None)
     if r is None:
         raise ValueError(f"head_dim={head_dim!r} is not in the sweep "
