@@ -67,6 +67,8 @@ def _check_args(args) -> str | None:
     if (any(not 0 <= s <= MAX_SEED for s in args.seeds)
             or len(set(args.seeds)) != len(args.seeds)):
         return f"--seeds: must be distinct integers 0..{MAX_SEED} (2**32 - 1)"
+    if args.out is not None and Path(args.out).is_dir():
+        return f"--out: {args.out} is a folder; name a .json file (the sweep is one JSON file)"
     if args.out is not None and Path(args.out).suffix != ".json":
         return f"--out: {args.out} must end in .json (the sweep is one JSON file)"
     exists = (f"--out: {args.out} exists; pass --replace to overwrite it, or choose another "

@@ -43,7 +43,7 @@ def _one_line(capsys, *words):
 
 
 BENCH_BAD = [(["--repeats", "-3"], "--repeats", "1..100000"), (["--repeats", "0"], "--repeats", "1..100000"),
-             (["--warmup", "-1"], "--warmup", ">= 0"), (["--threads", "-2"], "--threads", "in 1.."),
+             (["--warmup", "-1"], "--warmup", "0..1000"), (["--threads", "-2"], "--threads", "in 1.."),
              (["--threads", "0"], "--threads", "in 1.."), (["--budget-s", "-1"], "--budget-s", "> 0"),
              (["--budget-s", "nan"], "--budget-s", "finite")]
 
@@ -81,7 +81,7 @@ def test_bench_all_skipped_exits_nonzero_and_writes_nothing(capsys, tmp_path):
 
 @pytest.mark.parametrize("argv, flag, allowed", [
     (["--n-heads", "3"], "--n-heads", "1 2 4 8 16 32 64"),
-    (["--n-heads", "0"], "--n-heads", "divide"), (["--seeds", "-1"], "--seeds", ">= 0"),
+    (["--n-heads", "0"], "--n-heads", "divide"), (["--seeds", "-1"], "--seeds", "0..4294967295"),
     (["--workers", "0"], "--workers", "1.."), (["--out", "/"], "--out", "folder")])
 def test_sweep_refuses_bad_arguments(no_work, capsys, argv, flag, allowed):
     assert lab_sweep.main(argv) == 2
