@@ -335,7 +335,10 @@ def test_emulated_kernels_compute_a_real_layers_attention(model):
     q, k, v, out = K.layer_case(model, SENTENCES[2], 2)
     assert q.shape[1:] == (12, q.shape[2], 32)
     rows = K.through_kernels(q, k, v, out)
-    assert {r["kernel"] for r in rows} == {"v1", "v2", "v3"} and all(r["passed"] for r in rows)
+    from andrea_edu.kernels import registry
+    ran = {r["kernel"] for r in rows}  # the ladder at least; the padded v3 too (it pads nothing at 32)
+    assert {"v1", "v2", "v3"} <= ran <= {s.version for s in registry.specs()}, ran
+    assert all(r["passed"] for r in rows)
     fp32 = [r for r in rows if r["dtype"] == "float32"]
     assert fp32 and all(r["vs_model"] <= 1e-5 for r in fp32)
     with pytest.raises(ValueError, match="layer must be in 0..5"):
