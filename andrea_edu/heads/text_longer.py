@@ -12,15 +12,9 @@ Each run here changes one thing, within the issue's budget of 10 minutes of CPU 
   steps  the committed model and context, 1400 steps instead of 1200 (a first attempt, started
          beside the other two on the loaded machine, was stopped; this one ran alone on it).
 
-The steps were chosen from the CPU cost per step measured on the book's 2-core machine (one
-thread): on a quiet machine 0.70 s at 256 characters, 0.41 s with 3 layers, 0.28 s for the
-committed shape; under the load of seven agents sharing the two cores the same process time per
-step rose to 0.86 s at 256 characters (cache and core contention count as the process's own
-time), so each run keeps room for that, for its evaluations and for its final ablation. A first
-longer-context run of 1000 steps took 706 s of CPU, 18% over the budget, and a second of 700
-steps was stopped when its measured rate under load projected about 600 s; the committed one is
-the 600-step run. The evaluations (every `eval_every` steps) and the final ablation change no
-weight; the long run's use half the windows (each twice as long).
+Each run's steps fit CPU_BUDGET on the book's 2-core machine (one torch thread); the run JSON records
+the CPU seconds each took. The evaluations (every `eval_every` steps) and the final ablation change
+no weight.
 
     python -m andrea_lab.text_longer --variant deep --out book/data/realtext_deep_run.json
 

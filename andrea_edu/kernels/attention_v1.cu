@@ -23,7 +23,7 @@
 //   speed:  not yet measured on a GPU. Expected to be slow: scalar FMAs, one warp shuffle per
 //           key per row, no tensor cores. It is the readable baseline and the fallback.
 //
-// Algorithm per block (the emulator's `_run_block_v1` follows the same loops):
+// Algorithm per block (the emulator's `kernels/v1.py: emulate_block` follows the same loops):
 //   for q0 in 0, BR, 2BR, ... < T:                      query tile
 //     stage Q[q0 : q0+BR, :] in shared memory (zero-filled past T and past head_dim)
 //     m = -inf, l = 0, acc = 0                          per query row

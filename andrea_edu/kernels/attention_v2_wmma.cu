@@ -23,7 +23,7 @@
 //           = 40 KB at HD=64, 64 KB at HD=128 (above 48 KB the launcher opts in).
 //   speed:  not yet measured on a GPU.
 //
-// Algorithm per block (the emulator's `_run_block_v2` follows the same loops):
+// Algorithm per block (the emulator's `kernels/v2.py: emulate_block` follows the same loops):
 //   stage Q[q0 : q0+64, :] (zeros past T) and load each warp's 16 x HD Q fragments
 //   per query row: m = -inf, l = 0, O = 0 (fp32, shared memory)
 //   for k0 in 0, BK, ... < kv_end:                      kv_end = T, or min(T, q0+64) if causal
