@@ -14,5 +14,5 @@ if ! command -v g++ >/dev/null && ! command -v c++ >/dev/null && [ "$(id -u)" = 
     || echo "[setup] g++ could not be installed: the chapters say so and run the emulator"
 fi
 start=$(date +%s)
-jupyter-book build . --all -W -n --keep-going
+python scripts/jupyter_book_build.py . --all -W -n --keep-going
 echo "[book] built in $(( $(date +%s) - start )) s: open $root/_build/html/index.html"

@@ -92,7 +92,7 @@ def test_scripts_pin_the_same_values():
         text = (REPO / "scripts" / script).read_text()
         assert "source scripts/cpu_isa.sh" in text, script
         assert text.index("cpu_isa.sh") < text.index("python -m pytest" if script == "test.sh"
-                                                      else "jupyter-book build")
+                                                      else "scripts/jupyter_book_build.py")
 
 
 @needs_x86
