@@ -118,6 +118,9 @@ _STATE_JS = """(id) => { const r = document.getElementById(id);
   const img = r.querySelector("img.andrea-slider-img"), msg = r.querySelector(".andrea-slider-msg");
   return [r.getAttribute("data-key"), img.hidden ? "msg:" + msg.textContent : img.getAttribute("src")]; }"""
 
+_OPEN_JS = """(id) => { for (let e = document.getElementById(id); e; e = e.parentElement)
+  if (e.tagName === "DETAILS") e.open = true; }"""
+
 _FIGURES_JS = """() => {
   const main = document.querySelector("main") || document.body;
   const imgs = [...main.querySelectorAll("img")].filter(i => i.getAttribute("src"));
@@ -240,7 +243,9 @@ def test_page_in_browser(docname, browser, site, built_book):
                     if res["n"] > 1 and res["distinct"] < 2:
                         problems.append(f"slider {sid}: moving {res['name']} over {res['n']} "
                                         f"values never changes the figure")
-                # One real keyboard move: the first input, one step.
+                # One real keyboard move: the first input, one step. A slider in a collapsed
+                # block (a hidden cell, the Evidence) is opened first, as a reader clicks it open.
+                page.evaluate(_OPEN_JS, sid)
                 before = page.evaluate(_STATE_JS, sid)
                 first = page.locator(f"#{sid} input.andrea-slider-input").first
                 at_max = first.get_attribute("value") == first.get_attribute("max")
