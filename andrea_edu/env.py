@@ -438,16 +438,6 @@ def check_real(name: str, value, lo: float | None = None, hi: float | None = Non
     return v
 
 
-def check_pos_int(name: str, value, lo: int = 1) -> int:
-    """value when it is an int (not bool) >= lo; else one line naming `name`."""
-    import numbers
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name}={value!r} must be an integer >= {lo}, got {type(value).__name__}")
-    if value < lo:
-        raise ValueError(f"{name}={value!r} is not allowed; an integer >= {lo}")
-    return int(value)
-
-
 def check_scores(name: str, scores, n_patterns: int = 3, allow_nan: bool = True):
     """scores as a float array of shape (n_patterns, n_layer, n_head), values in [0, 1] (NaN
     where nothing was measured, when allowed); else one line naming `name` and the shape."""

@@ -52,7 +52,7 @@ def _check_layout(layout: str) -> str:
 
 # ---------------------------------------------------------------- the steps, as torch sees them
 @dataclass(frozen=True)
-class Step:
+class LayoutStep:
     """One step of the recipe, read off the real torch tensor."""
 
     op: str  # the code of the step, e.g. ".transpose(1, 2)"
@@ -69,7 +69,7 @@ class Step:
         return tuple(s * self.itemsize for s in self.strides)
 
 
-def layout_steps(B: int, T: int, n_head: int, head_dim: int, dtype=torch.float32) -> list[Step]:
+def layout_steps(B: int, T: int, n_head: int, head_dim: int, dtype=torch.float32) -> list[LayoutStep]:
     """Run the recipe on a real [B, T, C] tensor and report each step as torch reports it.
 
     View or copy is decided by comparing storage pointers, not assumed.
@@ -86,13 +86,13 @@ def layout_steps(B: int, T: int, n_head: int, head_dim: int, dtype=torch.float32
                         (".contiguous()", "[B, nh, T, hs]", xc)):
         same = t.untyped_storage().data_ptr() == base
         kind = "input" if t is x else ("view" if same else "copy")
-        steps.append(Step(op, dims, tuple(t.shape), tuple(t.stride()), t.element_size(),
+        steps.append(LayoutStep(op, dims, tuple(t.shape), tuple(t.stride()), t.element_size(),
                           t.is_contiguous(), kind,
                           0 if same else t.numel() * t.element_size()))
     return steps
 
 
-def steps_table(steps: list[Step]) -> str:
+def steps_table(steps: list[LayoutStep]) -> str:
     """A Markdown table of `layout_steps`' result."""
     rows = ["| step | axes | shape | strides (elements) | strides (bytes) | contiguous | view or copy "
             "| bytes copied |", "|---|---|---|---|---|---|---|---|"]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import cu_loops
 from andrea_edu.attention import TOLERANCE, compare_to_reference, reference_attention
 from andrea_edu.kernels import registry
-from andrea_edu.kernels.emulator import Trace, emulate
+from andrea_edu.kernels.emulator import LaunchTrace, emulate
 from andrea_edu.kernels.spec import parse_constants
 from andrea_edu.kernels.toolkit import block_rows, kernel_constants
 
@@ -97,7 +97,7 @@ def follows_the_cu_loops(kernel: str, text: str | None = None) -> None:
             _, tr = emulate(q, k, v, causal=causal, kernel=kernel)
             assert tr is not None and tr.threads_per_block == spec.const("THREADS", parse_constants(
                 text or spec.source_text()))
-            assert isinstance(tr, Trace) and tr.kv_tiles_loaded() == len(tr.to_rows())
+            assert isinstance(tr, LaunchTrace) and tr.kv_tiles_loaded() == len(tr.to_rows())
             assert all((blk.b, blk.h) == divmod(blk.grid_index[0], nh) for blk in tr.blocks)
             cu_loops.assert_emulator_follows_cu(spec, text or spec.source_text(), tr)
 

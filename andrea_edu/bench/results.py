@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import warnings
 from pathlib import Path
 
 from andrea_edu.data import (MANIFEST, DataFileError, data_search_dirs, first_nonfinite,
-                             listed_but_missing, manifest_problem, provenance, read_manifest,
-                             where_looked)
+                             listed_but_missing, manifest_problem, provenance, read_manifest)
 
 SCHEMA_VERSION = 1
 SUITES = ("headdim", "projections", "layout")
@@ -327,10 +325,6 @@ def is_committed(path) -> bool:
         return True  # a damaged manifest: treat the folder as committed data, refuse
 
 
-def _reject_constant(name):
-    raise ValueError(f"{name} is not a number JSON allows (NaN/Infinity)")
-
-
 def read_results_file(path, expect_device: str | None = None) -> dict:
     """One results file, parsed and validated; DataFileError (one line: the file and the
     reason) when it cannot be trusted."""
@@ -427,8 +421,3 @@ def load_all_results(suite: str, data_dir_=None, errors: str = "raise") -> list[
                 raise
             warnings.warn(f"{e} (skipped, not shown)", RuntimeWarning)
     return out
-
-
-def where_results_looked(suite: str) -> str:
-    """One line: where load_results looked for bench_<suite>_*.json."""
-    return where_looked(f"bench_{suite}_*.json")

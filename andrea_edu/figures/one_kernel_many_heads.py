@@ -7,7 +7,7 @@
     launches_figure(comparisons, device_label)  one call for all heads vs one per (b, h)
     kv_order(order, T)                          an order of the keys, for exercise 4
 
-All numbers come from `andrea_edu.kernels.grid`, `andrea_edu.kernels.occupancy` and the emulator's Trace;
+All numbers come from `andrea_edu.kernels.grid`, `andrea_edu.kernels.occupancy` and the emulator's LaunchTrace;
 heads keep their `viz.head_color` everywhere.
 """
 from __future__ import annotations

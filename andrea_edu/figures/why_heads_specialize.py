@@ -38,50 +38,6 @@ def pick_example(batch: Batch, length: int = 28) -> tuple[int, int]:
     return best
 
 
-def fig_attention_grid(maps: torch.Tensor, batch: Batch, scores, b: int, start: int,
-                       length: int = 28, threshold: float = DETECT_THRESHOLD):
-    """Per-head attention heatmaps over one window of one example, tokens on both axes.
-
-    maps: (L, B, nh, T, T) from `AndreaModel.attention_maps`; scores: (3, L, nh) of the run, for
-    the label above each panel. Rows are queries, columns keys; a marker shows, on each labelled
-    query row, the key its pattern designates (the answer a specialised head should look at).
-    """
-    L, _, nh, T, _ = maps.shape
-    sl = slice(start, start + length)
-    toks = tokens(batch, b)[sl]
-    pattern, key = labels(batch)
-    found = detect(scores, threshold)
-    fig, axes = plt.subplots(L, nh, figsize=(2.9 * nh + 0.6, 3.1 * L + 0.9), squeeze=False)
-    marks: dict[str, list[tuple[int, int]]] = {PATTERNS[p]: [] for p in PATTERNS}
-    for t in range(start, start + length):
-        p = int(pattern[b, t])
-        k = int(key[b, t])
-        if p and start <= k < start + length:
-            marks[PATTERNS[p]].append((t - start, k - start))
-    for l in range(L):
-        for h in range(nh):
-            ax = axes[l, h]
-            heatmap(ax, maps[l, b, h, sl, sl], colorbar=False, annotate=False, vmin=0, vmax=1,
-                    cmap="Greys")
-            ax.set_xticks(range(length), toks, rotation=90, fontsize=5.5)
-            ax.set_yticks(range(length), toks, fontsize=5.5)
-            for name, pts in marks.items():
-                if pts:
-                    qs, ks = zip(*pts)
-                    ax.scatter(ks, qs, s=9, facecolors="none", edgecolors=PATTERN_COLORS[name],
-                               linewidths=0.8)
-            what = found[(l, h)] or "none"
-            best = float(np.max(np.asarray(scores)[:, l, h]))
-            ax.set_title(f"L{l}H{h}: {what} ({best:.2f})", fontsize=8, color=head_color(h))
-    fig.suptitle("Attention probabilities of every head on one example (rows: queries, "
-                 "columns: keys)", fontsize=10)
-    caption(fig, f"Circles: the key each labelled query's pattern designates (blue previous "
-             f"token, red matching bracket, green recent entity). Panel title: the pattern the "
-             f"head is detected for (score >= {threshold}) and its highest score.")
-    fig.tight_layout(rect=(0, 0.04, 1, 0.96))
-    return fig
-
-
 def fig_pattern_losses(run, title: str | None = None):
     """Per-pattern evaluation loss through training, with each pattern's irreducible floor."""
     fig, ax = plt.subplots(figsize=(7.5, 3.8))
@@ -238,40 +194,6 @@ def example_html(batch: Batch, b: int, start: int = 0, length: int | None = None
     return (f'<div style="font-family:monospace;line-height:2.1">{" ".join(spans)}</div>'
             f'<div style="font-size:85%">underlined: the next token is decided by {legend}; '
             f"boxed: the key position that decides it</div>")
-
-
-def fig_scores_over_training(run, threshold: float = DETECT_THRESHOLD):
-    """Every head's score for each pattern through training, beside that pattern's loss."""
-    sc = np.asarray(run.scores)  # (n_eval, 3, L, nh)
-    steps = np.asarray(run.eval_steps)
-    L, nh = sc.shape[2:]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6), sharey=True)
-    for i, (ax, name) in enumerate(zip(axes, PATTERN_NAMES)):
-        for l in range(L):
-            for h in range(nh):
-                ax.plot(steps, sc[:, i, l, h], color=head_color(h), ls="-" if l == 0 else "--",
-                        lw=1.3, label=f"L{l}H{h}")
-        ax.axhline(threshold, color="#888888", lw=0.8, ls=":")
-        ax2 = ax.twinx()
-        j = LOSS_KEYS.index(name)
-        above = np.maximum(run.eval_loss[:, j] - run.floors[name], 1e-3)  # noise can dip below 0
-        ax2.plot(steps, above, color="black", lw=2.2, alpha=0.25)
-        ax2.set_yscale("log")
-        ax2.tick_params(labelsize=7)
-        if i == 2:
-            ax2.set_ylabel("loss above the floor (grey, log)", fontsize=8)
-        ax.set_title(name, fontsize=10)
-        ax.set_xlabel("training step")
-        ax.set_ylim(0, 1)
-    axes[0].set_ylabel("score (probability on the designated key)")
-    axes[0].legend(fontsize=6, ncol=2, loc="center right")
-    fig.suptitle("Each head's score through training (solid: layer 0, dashed: layer 1), with the "
-                 "pattern's loss", fontsize=10)
-    caption(fig, f"Dotted: the detection threshold {threshold}. Grey, right axis: the pattern's "
-             f"evaluation loss above its floor (drawn at 1e-3 when sampling noise puts it at or "
-             f"below the floor).")
-    fig.tight_layout(rect=(0, 0.05, 1, 0.93))
-    return fig
 
 
 def specialists(scores) -> dict:

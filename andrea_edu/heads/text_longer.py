@@ -80,10 +80,6 @@ def variant_settings(name: str, fast: bool | None = None) -> R.TextSettings:
     return dataclasses.replace(s, **R.FAST) if fast else s
 
 
-def long_settings(fast: bool | None = None) -> R.TextSettings:
-    return variant_settings("long", fast)
-
-
 def command(name: str, path: Path) -> str:
     """The command as a reader types it in the repository: the output path relative to the
     working directory when it lies below it."""

@@ -101,10 +101,6 @@ def _progress_bar(total: int, desc: str, enabled: bool):
     return _Null()
 
 
-def _lr(s: RunSettings, step: int) -> float:
-    return s.lr_at(step)
-
-
 def fit(model: AndreaModel, s: RunSettings, n_steps: int, next_batch, bar,
         before_step=None, after_backward=None, postfix_every: int = 50) -> np.ndarray:
     """The one training loop of the book, for both corpora: AdamW (betas 0.9, 0.98, s.weight_decay)

@@ -24,7 +24,7 @@ or causal and a key above one of the warp's rows). Its query tiles run heaviest 
 (blockIdx.y = 0 takes the last tile). The trace's running max is in units of scaled scores for
 every kernel (v3's raw max times scale).
 
-The Trace lists, for every block in launch order, its grid index, the (b, h) it handled, its
+The LaunchTrace lists, for every block in launch order, its grid index, the (b, h) it handled, its
 query tiles and, per query tile, the K/V tiles it staged in order with the running max and sum
 of each query row after that tile (trace=False skips recording).
 """
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import torch
 
 from andrea_edu.kernels import registry
-from andrea_edu.kernels.block_steps import KVStep, QTile  # noqa: F401  (the Trace's records)
+from andrea_edu.kernels.block_steps import KVStep, QTile  # noqa: F401  (the LaunchTrace's records)
 from andrea_edu.kernels.limits import validate_qkv
 
 
@@ -52,7 +52,7 @@ class BlockRecord:
 
 
 @dataclass
-class Trace:
+class LaunchTrace:
     """What every block of one emulated launch did (for figures and tests)."""
     kernel: str
     grid: tuple                    # (gridDim.x, gridDim.y, gridDim.z)
@@ -103,7 +103,7 @@ def _one_thread():
 
 
 def emulate(q, k, v, causal: bool = False, kernel: str | None = None, trace: bool = True):
-    """Run kernel v1, v2 or v3's grid on the CPU; returns (out (B, nh, T, hs), Trace or None)."""
+    """Run kernel v1, v2 or v3's grid on the CPU; returns (out (B, nh, T, hs), LaunchTrace or None)."""
     B, nh, T, hs = validate_qkv(q, k, v)
     if not isinstance(causal, bool):
         raise TypeError(f"causal={causal!r} must be True or False")
@@ -128,7 +128,7 @@ def emulate(q, k, v, causal: bool = False, kernel: str | None = None, trace: boo
     grid = spec.grid(B, nh, T, hs)
     threads = spec.threads
     p_dtype = q.dtype if q.dtype != torch.float32 else None
-    tr = Trace(kernel, grid, threads, (B, nh, T, hs), causal) if trace else None
+    tr = LaunchTrace(kernel, grid, threads, (B, nh, T, hs), causal) if trace else None
     with _one_thread():
         _run_grid(qc, kc, vc, out, grid, nh, spec, causal, scale, tr, c, p_dtype)
     return out.to(device=q.device, dtype=q.dtype), tr

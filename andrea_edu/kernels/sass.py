@@ -245,13 +245,6 @@ def tile_counts(instrs: list[Instr], trip_plan) -> dict:
     return mix
 
 
-def trip_plan_for(version: str, head_dim: int, consts: dict):
-    """The source's inner-loop iteration counts for one K/V tile, per thread (see docstring):
-    the version's own plan (KernelSpec.trip_plan)."""
-    from andrea_edu.kernels import registry
-    return registry.get(version).trip_plan(head_dim, consts)
-
-
 def _evidence_key(spec, ck, head_dim: int, dtype, arch: str) -> str:
     """What one evidence dict is a pure function of: the CUBIN, this module's walk, the spec
     module's trip plan, the GPU table and the occupancy rules, and the case."""
