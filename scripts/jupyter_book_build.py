@@ -50,13 +50,13 @@ def declare_parallel_safe() -> None:
 
     for name in UNDECLARED:
         mod = importlib.import_module(name)
-        setup = mod.setup
+        setup = getattr(mod, "setup")
 
         def safe_setup(app, _setup=setup):
             return {**(_setup(app) or {}), "parallel_read_safe": True,
                     "parallel_write_safe": True}
 
-        mod.setup = safe_setup
+        setattr(mod, "setup", safe_setup)
 
 
 def main(argv: list[str]) -> None:
@@ -69,7 +69,7 @@ def main(argv: list[str]) -> None:
         declare_parallel_safe()
         jupyter_book.sphinx.build_sphinx = functools.partial(jupyter_book.sphinx.build_sphinx,
                                                              jobs=n)
-        sphinx.builders.make_chunks = one_document_per_batch  # type: ignore[attr-defined]
+        sphinx.builders.make_chunks = one_document_per_batch
     print(f"[book] executing the chapters with {n} worker{'s' if n > 1 else ''}", flush=True)
     cli(["build", *argv], prog_name="jupyter-book")
 
