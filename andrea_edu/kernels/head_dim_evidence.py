@@ -38,7 +38,7 @@ import torch
 from andrea_edu.kernels import gpus, nvrtc, occupancy, registry, sass, tiles, time_model
 
 SWEEP = tuple(sorted(set(range(8, 129, 8)) | {70, 72}))
-MODEL_GPUS = ("H200", "RTX 4090")
+MODEL_GPUS = ("H200", "H100", "RTX 4090")  # the two lent kinds and the reader GPU the book models
 
 
 def _check(head_dim) -> int:

@@ -313,8 +313,8 @@ def _evidence(spec, ck, version: str, head_dim: int, dtype, arch: str) -> dict:
     rows = spec.rows(head_dim) // warps                       # query rows per warp
     scores = rows * bk                                        # (query row, key) pairs per tile
     r = ck.resources
-    occ = {name: occupancy.occupancy(r, ck.threads_per_block, sm)
-           for name, sm in (("H200", occupancy.H200), ("RTX 4090", occupancy.RTX_4090))}
+    occ = {name: occupancy.occupancy(r, ck.threads_per_block, occupancy.PRESETS[name])
+           for name in ("H200", "H100", "RTX 4090")}  # the lent kinds and the reader GPU
     return dict(version=version, head_dim=head_dim, dtype=str(dtype).replace("torch.", ""),
                 arch=arch, keys_per_tile=bk, rows_per_warp=rows, scores_per_tile=scores,
                 threads_per_block=ck.threads_per_block, warps_per_block=warps,
