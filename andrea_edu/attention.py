@@ -59,8 +59,8 @@ from typing import Any
 import torch
 
 from andrea_edu.kernels import registry
-from andrea_edu.kernels.limits import (DTYPES, V1_MAX_HEAD_DIM, V2_DTYPES,  # noqa: F401
-                                      V2_HEAD_DIMS, V3_DTYPES, V3_HEAD_DIMS, _dtype_name,
+from andrea_edu.kernels.limits import (DTYPES, REFERENCE_DTYPES, V1_MAX_HEAD_DIM,  # noqa: F401
+                                      V2_DTYPES, V2_HEAD_DIMS, V3_DTYPES, V3_HEAD_DIMS, _dtype_name,
                                       v1_ineligibility, v2_ineligibility, v3_ineligibility,
                                       validate_qkv)
 
@@ -213,38 +213,13 @@ def choose_backend(head_dim: int, dtype, device_type: str, backend: str = "auto"
                     ": no andrea_edu kernel fits, ran torch's sdpa", considered, **kw)
 
 
-REFERENCE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
-
-def _check_reference_inputs(q, k, v, causal) -> None:
-    """One-line errors, as attention() gives them: tensors of shape [B, n_head, seq_len,
-    head_dim], one floating dtype (float64 included), one shape, one device, no empty dim."""
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal={causal!r} must be True or False")
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 4:
-            raise ValueError(f"{name} must have shape [B, n_head, seq_len, head_dim] (4 dims), "
-                             f"got shape {tuple(t.shape)}")
-        if t.dtype not in REFERENCE_DTYPES:
-            raise TypeError(f"{name}.dtype={t.dtype} is not supported; allowed: float16, "
-                            f"bfloat16, float32, float64 (attention weights are real numbers)")
-    for name, t in (("k", k), ("v", v)):
-        if t.shape != q.shape or t.dtype != q.dtype or t.device != q.device:
-            raise ValueError(f"{name} is {tuple(t.shape)} {t.dtype} on {t.device} but q is "
-                             f"{tuple(q.shape)} {q.dtype} on {q.device}; q, k, v must share "
-                             f"shape [B, n_head, seq_len, head_dim], dtype and device")
-    if min(q.shape) < 1:
-        raise ValueError(f"q.shape={tuple(q.shape)} has an empty dimension; B, n_head, seq_len "
-                         f"and head_dim must all be >= 1")
-
-
 def reference_attention(q, k, v, causal: bool = False):
     """softmax(q k^T / sqrt(hs) [+ causal mask]) v in fp32 (float64 inputs: in float64),
     rounded to q's dtype at the end. q, k, v: [B, n_head, seq_len, head_dim], one floating
     dtype; anything else is refused with one line naming the argument."""
-    _check_reference_inputs(q, k, v, causal)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal={causal!r} must be True or False")
+    validate_qkv(q, k, v, REFERENCE_DTYPES)
     T, hs = q.shape[-2], q.shape[-1]
     wide = torch.float64 if q.dtype == torch.float64 else torch.float32
     if q.device.type == "cpu":  # scores and probabilities (B, nh, T, T) in `wide`, the mask (T, T)

@@ -39,8 +39,8 @@ def test_reference_attention_computes_float64_in_float64():
 
 
 @pytest.mark.parametrize("change, words", [
-    (lambda q: (q, q[:, :, :2], q), "k is (1, 2, 2, 4)"),
-    (lambda q: (q, q, q.double()), "v is"),
+    (lambda q: (q, q[:, :, :2], q), "k.shape=(1, 2, 2, 4) differs from q.shape=(1, 2, 3, 4)"),
+    (lambda q: (q, q, q.double()), "v.dtype=torch.float64 differs from q.dtype=torch.float32"),
     (lambda q: (q[0], q[0], q[0]), "4 dims"),
     (lambda q: (q[:, :, :0], q[:, :, :0], q[:, :, :0]), "empty dimension"),
 ])

@@ -9,7 +9,8 @@ chapters. Introduced in "The configuration mirrors the hardware" (why head_dim=7
     v3_ineligibility(head_dim, dtype, sm=None) -> None or the reason v3 cannot run
     v2_ineligibility(head_dim, dtype, sm=None) -> None or the reason v2 cannot run
     v1_ineligibility(head_dim, sm=None)        -> None or the reason v1 cannot run
-    validate_qkv(q, k, v) -> (B, nh, T, hs)    shapes, dtypes and devices every backend needs
+    validate_qkv(q, k, v, dtypes=DTYPES) -> (B, nh, T, hs)   the one check of q, k, v: shapes,
+        dtypes and devices (every backend; reference_attention passes REFERENCE_DTYPES)
 """
 from __future__ import annotations
 
@@ -22,19 +23,22 @@ from andrea_edu.kernels.v2 import V2_DTYPES, V2_HEAD_DIMS, v2_ineligibility  # n
 from andrea_edu.kernels.v3 import V3_DTYPES, V3_HEAD_DIMS, V3_MIN_SM, v3_ineligibility  # noqa: F401
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# The fp32 reference also takes float64 (and then computes in float64).
+REFERENCE_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
-def validate_qkv(q, k, v) -> tuple[int, int, int, int]:
-    """Check q, k, v and return (B, nh, T, hs); raise a ValueError/TypeError that names the fix."""
+def validate_qkv(q, k, v, dtypes: tuple[torch.dtype, ...] = DTYPES) -> tuple[int, int, int, int]:
+    """Check q, k, v and return (B, nh, T, hs); raise a one-line ValueError/TypeError that
+    names the argument and the fix. `dtypes`: the floating dtypes the caller accepts."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() != 4:
             raise ValueError(f"{name} must have shape [B, n_head, seq_len, head_dim] (4 dims), "
                              f"got shape {tuple(t.shape)}")
-        if t.dtype not in DTYPES:
+        if t.dtype not in dtypes:
             raise TypeError(f"{name}.dtype={t.dtype} is not supported; allowed: "
-                            f"{[_dtype_name(d) for d in DTYPES]}")
+                            f"{[_dtype_name(d) for d in dtypes]}")
     for name, t in (("k", k), ("v", v)):
         if t.shape != q.shape:
             raise ValueError(f"{name}.shape={tuple(t.shape)} differs from q.shape="
