@@ -296,18 +296,6 @@ def test_the_real_text_recheck_child_keeps_the_pins_it_is_given():
     assert "[None, 'AVX2,STRICT', 'AVX2']" in out       # the unset knob stays unset
 
 
-def test_recheck_sentence_says_same_pins_only_when_they_were(monkeypatch):
-    from andrea_edu.figures import heads_on_real_text as F
-    said: list = []
-    monkeypatch.setattr(F, "md", said.append)                # the module's Markdown display
-    pins = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT", "ONEDNN_MAX_CPU_ISA": "AVX2"}
-    cmp = dict(steps=5, max_abs_diff=0.0, tol=1e-4, agrees=True, cpu_capability="AVX2",
-               pins=pins, wall_seconds=1.0)
-    F.recheck_sentence(cmp, 5, True, {"pins": pins, "cpu_capability": "AVX2"})
-    assert "the committed run's pins (ATen used AVX2, as it did" in said[-1]
-    F.recheck_sentence({**cmp, "cpu_capability": "AVX512", "pins": dict.fromkeys(pins)}, 5, True,
-                       {"pins": pins, "cpu_capability": "AVX2"})
-    assert "committed run's pins" not in said[-1] and "the committed run had" in said[-1]
 def test_one_commit_id_helper_names_the_changed_files(monkeypatch, tmp_path):
     """env.git_commit, the one commit id every provenance block records: the override, HEAD with
     the changed files under andrea_edu/, and "unknown" outside a repository."""

@@ -40,27 +40,8 @@ def caption(fig, text: str, y: float = 0.01) -> None:
     fig.text(0.5, y, text, ha="center", va="bottom", fontsize=8, wrap=True, color="#333333")
 
 
-def mode_line(fast: bool) -> None:
-    md("Mode: **" + ("fast (ANDREA_FAST=1): fewer windows and re-check steps, the toy model barely "
-                     "trained; its numbers are not meaningful" if fast else "full") + "**.")
-
-
-def window(batch: Batch, b: int) -> Batch:
-    """The one-window batch of window b."""
-    return batch.slice(b, b + 1)
-
-
 # ---------------------------------------------------------------- the corpus
-def corpus_line(corpus: tc.Corpus) -> None:
-    """The corpus in one sentence (the lesson); `show_corpus` is the full table (the appendix)."""
-    p = corpus.provenance
-    md(f"This page read {p['n_files']} modules of Python {p['python']}'s standard library: "
-       f"{p['n_train_files']} for training ({p['train_chars']:,} characters) and "
-       f"{p['n_valid_files']} held out ({p['valid_chars']:,}), a vocabulary of "
-       f"{p['vocab_size']} characters.")
-
-
-def show_corpus(corpus: tc.Corpus, committed_prov: dict | None) -> None:
+def show_corpus(corpus: tc.Corpus) -> None:
     p = corpus.provenance
     big = sorted(p["files"], key=lambda f: -f["chars"])[:3]
     table(["", "the corpus this page read"],
@@ -73,9 +54,6 @@ def show_corpus(corpus: tc.Corpus, committed_prov: dict | None) -> None:
            ["vocabulary", f"{p['vocab_size']} characters (id 0 for the {p['unk_share_train']:.4%} "
                           f"of training characters seen fewer than {tc.MIN_CHAR_COUNT} times)"],
            ["content hash", f"`{p['content_hash'][:16]}…`"]])
-    if committed_prov is not None:
-        same, what = tc.same_corpus(committed_prov, corpus)
-        md(f"The committed run below was trained on {what}.")
 
 
 def show_label_counts(rows: list[dict]) -> None:
@@ -177,48 +155,7 @@ def fig_training(run):
     return fig
 
 
-def recheck_sentence(cmp: dict, n_steps: int, same: bool, committed: dict | None = None) -> None:
-    """committed: the committed run's provenance; the sentence says "the same pins" only when
-    the re-check's pins and ATen level are the committed run's, and names both otherwise."""
-    if not same:
-        md(f"Re-check: {n_steps} steps trained now on this machine's corpus, which is not the "
-           f"committed run's, so their losses are not expected to agree (largest difference "
-           f"{cmp['max_abs_diff']:.3g} nats); the committed numbers below are the committed "
-           f"corpus's.")
-        return
-    pins = ", ".join(f"{k}={v}" for k, v in cmp["pins"].items())
-    if committed is None:
-        how = f"with {pins} (ATen used {cmp['cpu_capability']}"
-    elif (cmp["pins"] == committed.get("pins")
-          and cmp["cpu_capability"] == committed.get("cpu_capability")):
-        how = f"with the committed run's pins (ATen used {cmp['cpu_capability']}, as it did"
-    else:
-        how = (f"with {pins} (ATen used {cmp['cpu_capability']}; the committed run had "
-               + ", ".join(f"{k}={v}" for k, v in (committed.get("pins") or {}).items())
-               + f" and ATen {committed.get('cpu_capability')}")
-    md(f"Re-check: the first {cmp['steps']} steps, trained again now in a subprocess {how}; "
-       f"{cmp['wall_seconds']:.1f} s), give training "
-       f"losses within **{cmp['max_abs_diff']:.2g}** nats of the committed ones: "
-       f"{'inside' if cmp['agrees'] else '**outside**'} the tolerance of {cmp['tol']:g} nats "
-       f"(measured, see `text_training`). "
-       + ("The committed run is confirmed." if cmp["agrees"] else
-          "The committed run is **not** confirmed on this machine."))
-
-
 # ---------------------------------------------------------------- detectors
-def rescore_sentence(live, run, batch: Batch, same_corpus: bool) -> None:
-    """Compare the scores recomputed now from the committed weights with the committed ones."""
-    n = batch.idx.shape[0]
-    diff = float(np.nanmax(np.abs(np.asarray(live) - run.scores_after)))
-    if same_corpus and n == run.settings.eval_batch:
-        md(f"The committed weights, scored again now on the same {n} held-out windows, give every "
-           f"head's scores within {diff:.1g} of the committed ones.")
-    else:
-        why = "this machine's corpus" if not same_corpus else f"{n} windows (fast mode)"
-        md(f"Scored again now on {why}, the committed weights give scores within {diff:.2f} of the "
-           f"committed ones (another sample of windows, so not the same numbers). The table below "
-           f"is the committed run's.")
-
 def fig_ratios(scores, baseline):
     s = np.asarray(scores) / np.asarray(baseline)[:, None, None]  # (3, L, nh)
     L, nh = s.shape[1:]
@@ -238,7 +175,7 @@ def fig_ratios(scores, baseline):
     return fig
 
 
-def show_summary(rows, tol: float) -> None:
+def show_summary(rows) -> None:
     table(["pattern", "best head", "score", "uniform", "ratio", f"margin to {D.FOUND_RATIO:g}x",
            "verdict", "its ablation (nats, ± s.e.)", "head whose ablation hurts most"],
           [[r["pattern"], hl(r["head"]), f"{r['score']:.3f}", f"{r['baseline']:.4f}",
@@ -246,9 +183,6 @@ def show_summary(rows, tol: float) -> None:
             f"+{r['ablation']:.3f} ± {r['ablation_se']:.3f}",
             f"{hl(r['carrier'])} (+{r['carrier_ablation']:.3f} ± {r['carrier_se']:.3f})"]
            for r in rows])
-    md(f"*Found* or *not found*: the best score clears, or misses, the line {D.FOUND_RATIO:g} x "
-       f"uniform by more than the score tolerance {tol:g} (where it comes from: appendix); "
-       f"otherwise *within noise of the threshold*.")
 
 
 def fig_heads_on_example(maps, corpus, batch, heads, b, start, length):
@@ -321,22 +255,6 @@ def fig_ablation(Dt):
     return fig
 
 
-def ablation_sentence(rows, Dt) -> None:
-    parts = []
-    for r in rows:
-        p = tc.PATTERN_NAMES.index(r["pattern"])
-        own, other = r["carrier_ablation"], max(
-            float(Dt[r["carrier"]][1 + q]) for q in range(3) if q != p)
-        parts.append(f"{r['pattern']}: removing {hl(r['carrier'])} costs it "
-                     f"+{own:.3f} ± {r['carrier_se']:.3f} nats (at most +{other:.3f} on another "
-                     f"pattern); the best-scoring head {hl(r['head'])} "
-                     + ("is that head" if r["carrier"] == r["head"] else
-                        f"costs it +{r['ablation']:.3f} ± {r['ablation_se']:.3f}"))
-    md("Per pattern, the head whose removal hurts it most: " + "; ".join(parts) + ". The previous-"
-       "token pattern labels every position, so its loss is the whole loss: a head the model needs "
-       "anywhere shows up there.")
-
-
 # ---------------------------------------------------------------- circuits
 def fig_positional(P, title: str, n: int = 24):
     fig, ax = plt.subplots(figsize=(4.6, 4.2))
@@ -366,62 +284,6 @@ def show_circuit_table(real, pos, ov_tab, chance: float, what: str) -> None:
            f"OV copy rate ({what}; chance {chance:.3f})", "OV eigenvalue copying score"],
           [[f"L{l}H{h}", f(real[l, h]), f(pos[l, h]), f"{ov_tab[l, h, 0]:.0%}",
             f"{ov_tab[l, h, 1]:+.2f}"] for l in range(L) for h in range(nh)])
-
-
-def _reading(lh, real, pos, where: str = "on real text") -> str:
-    r, p = real[lh], pos[lh]
-    f = lambda v: ", ".join(f"{x:.2f}" for x in v)  # noqa: E731
-    head = (f"{hl(lh)} puts {f(r)} of its attention on t, t-1, t-2 {where}; on positions alone "
-            f"its QK gives {f(p)}")
-    if int(np.argmax(p)) == 1:
-        return head + ": the QK circuit alone makes it a previous-token head (a positional one)"
-    if int(np.argmax(r)) == 1 and int(np.argmax(p)) == 0:
-        return (head + ": from positions alone it looks at the last few tokens, nearest first. "
-                "What moves its peak from t itself to t-1 is then, we infer, the part of the "
-                "circuit this reading leaves out: the tokens (which characters they are), the "
-                "token x position cross terms, and LayerNorm. An inference, not a measurement: "
-                "this reading averages all three away")
-    return head
-
-
-def circuits_sentence(rows, real, pos, ov_tab, chance: float) -> None:
-    best_ov = tuple(int(i) for i in np.unravel_index(np.argmax(ov_tab[..., 0]), ov_tab.shape[:2]))
-    rate = ov_tab[best_ov][0]
-    md(f"The detector's previous-token head {_reading(rows[tc.PREV]['head'], real, pos)}. "
-       f"The strongest copier by OV is {hl(best_ov)}: it raises the attended character's own logit "
-       f"above every other for {rate:.0%} of the characters (chance {chance:.1%}; eigenvalue "
-       f"score {ov_tab[best_ov][1]:+.2f})"
-       + (", so some copying is written into its weights" if rate >= 5 * chance else
-          ", no better than a few times chance: no head of this model is a copier") + ".")
-
-
-def toy_sentence(scores, heads, real, pos, ov_tab, chance: float) -> str:
-    """Display and return (for the verdict box) what the toy laboratory's circuits show."""
-    from andrea_edu.heads.toy_calls import PATTERN_NAMES as TOY_PATTERNS
-    sc = np.asarray(scores)
-    pl, el = heads[0], heads[2]
-    rate = ov_tab[el][0]
-    text = (f"its best {TOY_PATTERNS[0]} head (score {sc[0][pl]:.2f}): "
-            f"{_reading(pl, real, pos, 'on its corpus')}; "
-            f"its best {TOY_PATTERNS[2]} head {hl(el)} (score {sc[2][el]:.2f}) raises the attended "
-            f"name's own logit first for {rate:.0%} of the names (chance {chance:.0%}, eigenvalue "
-            f"score {ov_tab[el][1]:+.2f})"
-            + (": its OV circuit copies" if rate >= 0.5 and ov_tab[el][1] > 0 else
-               ": its OV circuit is not a plain copier"))
-    md(f"Toy laboratory: {text}.")
-    return text
-
-
-def toy_source(path_name: str | None, settings, chapter_seed: int) -> None:
-    """Where the toy model comes from. No training time: this copy was trained apart from the
-    toy chapter's run of the same weights, and two CPU times for one model read as a
-    contradiction (41 s here, 55 s there); the toy chapter gives its run's."""
-    where = (f"`book/data/{path_name}`, committed with its weights" if path_name else
-             "trained now (no committed file found)")
-    same = ("the seed the toy chapter trains with" if settings.seed == chapter_seed else
-            f"not the toy chapter's current seed ({chapter_seed}): another draw of the same run")
-    md(f"The toy model: {where}; {settings.n_layer} layers x {settings.n_head} heads, seed "
-       f"{settings.seed} ({same}), {settings.steps} steps.")
 
 
 # ---------------------------------------------------------------- checking the source
@@ -485,36 +347,6 @@ def claim_rows(rows, verdict: str, toy_found: str | None, gpt2_text: str | None,
     return out
 
 
-def summary(rows, pos, rep, ids, tol: float, variants_text: str | None = None) -> None:
-    """The summary's data-dependent bullets (the chapter's Markdown holds the rest)."""
-    found = [r["pattern"] for r in rows if r["verdict"] == "found"]
-    other = [r for r in rows if r["verdict"] != "found"]
-    lh = rows[tc.PREV]["head"]
-    peak = int(np.argmax(pos[lh]))
-    ind, _, ratio = induction_call(rep)
-    s, u, _ = ids["span"]
-    items = [
-        "Trained on text nobody arranged, with labels from a parser, the small ANDREA grows heads "
-        f"for: {', '.join(found) if found else 'none of the three patterns'}"
-        + ("" if not other else "; " + "; ".join(f"{r['pattern']}: {r['verdict']}" for r in other))
-        + ".",
-        f"Read from its weights alone, the previous-token head {hl(lh)} "
-        + ("is positional: its QK circuit on positions peaks at t-1." if peak == 1 else
-           "is not purely positional: its QK circuit on positions peaks "
-           + ("at t itself" if peak == 0 else f"at t-{peak}") + "; what moves it to t-1 is "
-           "inferred above, not measured."),
-        ("An induction head: " if ind else "No induction head: ")
-        + f"the best reaches {ratio:.1f}x uniform on repeated random characters, and the second "
-          f"copy costs {rep['first_loss'] - rep['second_loss']:.2f} nats less than the first"
-        + (f"; in the runs that each change one thing (appendix), {variants_text.split('; ')[-1]}"
-           if variants_text else "") + ".",
-        f"Read as the source states it (attention to the earlier occurrence of a name), the "
-        f"recent-identifier pattern's best head reaches {float(s.max()) / u:.1f}x uniform: "
-        f"{D.verdict(float(s.max()), u, tol)}.",
-    ]
-    md("\n".join(f"* {x}" for x in items))
-
-
 # ---------------------------------------------------------------- circuits across layers
 # (heads.composition, heads.paths / path_runs, heads.induction)
 def fig_composition(sc, base):
@@ -530,30 +362,9 @@ def fig_composition(sc, base):
                 cmap="RdBu_r", vmin=-vmax, vmax=vmax, fmt="{:.0f}", colorbar=k == 2,
                 title=f"{KINDS[k]}-composition: random {base.mean[k]:.3f} ± {base.std[k]:.3f}",
                 xlabel="reader (layer 1)", ylabel="writer (layer 0)")
-    caption(fig, "Each cell: the pair's composition score in spreads of the random baseline, "
-                 "(score - mean) / std over random matrices of the same shapes; red above, blue "
-                 "below. LayerNorm weights folded in, centering ignored.")
+    caption(fig, "Each cell: (score - random mean) / random std.")
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
-
-
-def composition_sentence(sc, base, top) -> None:
-    from andrea_edu.heads.composition import KINDS
-    above = int((sc > base.q99.reshape(3, 1, 1)).sum())
-    below = int((sc < base.mean.reshape(3, 1, 1) - 3 * base.std.reshape(3, 1, 1)).sum())
-    med = [float(np.median(sc[k])) for k in range(3)]
-    md("Strongest compositions (kind, writer -> reader: score, times the random mean, spreads "
-       "above it): " + "; ".join(f"{t['kind']}, L0H{t['writer']} -> L1H{t['reader']}: "
-                                 f"{t['score']:.3f}, {t['times_baseline']:.2f}x, "
-                                 f"{t['z']:+.1f}" for t in top)
-       + f". Of the {sc.size} scores, {above} lie above the 99th percentile of the random "
-       f"baseline ({base.draws} draws of {base.shapes}) and {below} more than three spreads "
-       f"below its mean; the medians of the model's own Q, K, V scores are "
-       + ", ".join(f"{m:.3f}" for m in med)
-       + f" against random means of {', '.join(f'{m:.3f}' for m in base.mean)}. Trained weights "
-       "are not random matrices (they share directions, such as the embeddings' mean), so the "
-       "random spread is a floor, not a significance test: a pair stands out when it is far above "
-       "the model's other pairs too.")
 
 
 def fig_paths(d, nh: int, head_ablation, prev_head: int, bracket_writer: int, bracket_reader: int):
@@ -588,63 +399,10 @@ def fig_paths(d, nh: int, head_ablation, prev_head: int, bracket_writer: int, br
     ax.invert_yaxis()
     ax.set_xlabel("bracket-query loss increase (nats)")
     ax.set_title(f"Paths from L0H{a}: what the bracket pattern loses", fontsize=9)
-    caption(fig, "Path ablations on the run's held-out ablation windows (committed, re-checked "
-                 "live). TV: mean total-variation distance between the reader's patched and intact "
-                 "attention rows. Bars: ± one standard error over windows.")
+    caption(fig, "TV: mean total-variation distance, patched vs intact attention rows. "
+                 "Bars: ± one standard error over windows.")
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     return fig
-
-
-def paths_sentence(d, nh: int, head_ablation, prev_head: int, a: int, b: int) -> None:
-    from andrea_edu.heads import path_runs as PR
-    e = {i: PR.entry(d, f"L0H{a} -> L1H{b} {i}") for i in ("q", "k", "v", "qkv")}
-    every = PR.entry(d, f"L0H{a} -> every L1 head qkv")
-    whole, whole_se = float(head_ablation[0][0, a, 2]), float(head_ablation[1][0, a, 2])
-    prev = {(bb, i): PR.entry(d, f"L0H{prev_head} -> L1H{bb} {i}") for bb in range(nh) for i in "qkv"}
-    top = max(prev, key=lambda k: prev[k]["tv"])
-    ev = PR.entry(d, f"L0H{prev_head} -> every L1 head qkv")
-    f = lambda x: f"{x['loss'][2]:+.4f} ± {x['loss_se'][2]:.4f}"  # noqa: E731
-    md(f"Removing L0H{a} from L1H{b}'s query or key alone changes L1H{b}'s pattern by a total "
-       f"variation of {e['q']['tv']:.3f} and {e['k']['tv']:.3f} (from its value, "
-       f"{e['v']['tv']:.3f}: a value moves no pattern); it changes the "
-       f"bracket-query loss by {f(e['q'])}, {f(e['k'])}, {f(e['v'])} nats; from all three at once "
-       f"{f(e['qkv'])}; from every layer-1 head at once {f(every)}. Ablating L0H{a} outright costs "
-       f"the bracket queries {whole:+.3f} ± {whole_se:.3f}: "
-       + ("too small to split into paths." if whole <= 2 * whole_se else
-          "the attention paths into layer 1 carry none of it measurably (their sum is within two "
-          "standard errors of zero)."
-          if abs(every["loss"][2]) <= 2 * every["loss_se"][2] else
-          f"the attention paths into layer 1 carry {every['loss'][2] / whole:.0%} of it.")
-       + _routes_text(d, a, 2, "the bracket queries")
-       + f" The previous-token head L0H{prev_head} moves a layer-1 pattern most through "
-       f"L1H{top[0]}'s {top[1]} (TV {prev[top]['tv']:.3f}); removed from every layer-1 head at "
-       f"once it costs all positions {ev['loss'][0]:+.4f} ± {ev['loss_se'][0]:.4f} nats "
-       f"(the intact loss there: {d['base_loss'][0]:.3f}; ablating L0H{prev_head} outright: "
-       f"{float(head_ablation[0][0, prev_head, 0]):+.3f})."
-       + _routes_text(d, prev_head, 0, "all positions") + " A composition score says two heads' "
-       f"weights line up; only the path ablation says whether the model uses that line.")
-
-
-def _routes_text(d, a: int, col: int, what: str) -> str:
-    """" Removed from ... alone" for the committed routes of writer a (empty when none)."""
-    from andrea_edu.heads import path_runs as PR
-    es = [(n, PR.entry(d, f"L0H{a} -> {n}")) for n in PR.ROUTES.values()
-          if any(e["label"] == f"L0H{a} -> {n}" for e in d["entries"])]
-    if not es:
-        return ""
-    return (f" Removed from one other reader alone, L0H{a} costs {what} "
-            + ", ".join(f"{e['loss'][col]:+.4f} ± {e['loss_se'][col]:.4f} ({n})" for n, e in es)
-            + ": " + ("its effect runs through layer 0's own MLP."
-                      if max(es, key=lambda ne: ne[1]["loss"][col])[0] == "MLP0" else
-                      f"its largest reader is {max(es, key=lambda ne: ne[1]['loss'][col])[0]}."))
-
-
-def recheck_paths_sentence(r: dict) -> None:
-    md(f"Live re-check: {len(r['labels'])} of the committed path ablations "
-       f"({', '.join(r['labels'])}) measured again on the same windows: largest difference "
-       f"{r['max_abs_diff']:.1e} (allowed {r['tol']:.0e}): "
-       + ("they agree." if r["agrees"] else "**they do not agree**: the file and the weights "
-                                              "or the code have drifted apart."))
 
 
 def fig_induction(rep, sig, nh: int):
@@ -672,11 +430,7 @@ def fig_induction(rep, sig, nh: int):
             [f"L0H{h}" for h in range(nh)] + ["copy"], cmap="RdBu_r", vmin=-1, vmax=1,
             fmt="{:.2f}", colorbar=True,
             title="eigenvalue positivity: prefix matching (rows L0), copying")
-    caption(fig, "Random characters of the model's vocabulary, repeated once. Left: mean attention "
-                 "from the second copy to the character after the earlier occurrence, over the "
-                 "uniform baseline. Middle: loss on each copy; the rise of the second copy's loss "
-                 "when one last-layer head is ablated. Right: sum Re(lambda) / sum |lambda| of each "
-                 "pair's prefix-matching matrix and of each layer-1 head's token OV circuit "
+    caption(fig, "Random characters, repeated once. Right: sum Re(lambda) / sum |lambda| "
                  "(+1: every eigenvalue positive).")
     fig.tight_layout(rect=(0, 0.09, 1, 1))
     return fig
@@ -693,19 +447,16 @@ def induction_call(rep, factor: float = 5.0) -> tuple[bool, tuple[int, int], flo
     return ratio >= factor and rep["first_loss"] - rep["second_loss"] > DROP_NATS, (l, h), ratio
 
 
-def induction_sentence(rep, sig, what: str = "This model") -> str:
+def induction_phrase(rep, sig) -> str:
+    """The box's phrase on induction: the best head, the two copies' losses, the signatures."""
     found, lh, ratio = induction_call(rep)
     pm = sig["prefix"]
     a, b = np.unravel_index(np.argmax(pm), pm.shape)
-    text = (f"best induction score {hl(lh)} at {ratio:.1f}x uniform; loss on the first "
-            f"copy {rep['first_loss']:.2f} nats, on the second {rep['second_loss']:.2f} "
-            f"(a drop of {rep['first_loss'] - rep['second_loss']:.2f}); largest prefix-matching "
-            f"positivity L0H{a} -> L1H{b} {pm[a, b]:+.2f}, largest copying positivity "
-            f"L1H{int(np.argmax(sig['copying']))} {sig['copying'].max():+.2f}")
-    md(f"{what}: {text}" + (": an induction head." if found else
-               ": **no induction head** (none reaches 5x uniform on the induction key while the "
-               "second copy gets cheaper by half a nat)."))
-    return text + (" (an induction head)" if found else " (no induction head)")
+    return (f"best induction score {hl(lh)} at {ratio:.1f}x uniform; loss on the first "
+            f"copy {rep['first_loss']:.2f} nats, on the second {rep['second_loss']:.2f}; "
+            f"largest prefix-matching positivity L0H{a} -> L1H{b} {pm[a, b]:+.2f}, largest copying "
+            f"positivity L1H{int(np.argmax(sig['copying']))} {sig['copying'].max():+.2f}"
+            + (" (an induction head)" if found else " (no induction head)"))
 
 
 # ---------------------------------------------------------------- what it takes: other runs
@@ -716,7 +467,6 @@ def _chars(s) -> str:
 def show_variants(items, budget: float) -> None:
     """items: [(label, run, induction.evidence)]: one row per run, the settings that differ and
     the three measurements at each run's best candidate head; budget: CPU seconds per new run."""
-    from andrea_edu.heads import induction as IN
     table(["run", "layers", "context", "steps", "characters seen", "CPU", "val. loss",
            "best candidate", "induction score", "2nd copy cheaper by", "its ablation costs",
            "copying", "prefix matching (writer)", "induction head?"],
@@ -726,18 +476,10 @@ def show_variants(items, budget: float) -> None:
             f"{e['ablated']:+.3f} nats", f"{e['copying']:+.2f}",
             f"{e['prefix'][0]:+.2f} ({hl(e['prefix'][1])})", "yes" if e["found"] else "no"]
            for label, r, e in items])
-    md(f"The best candidate is the head of a layer above 0 with the highest induction score on "
-       f"repeated random characters (sequences of half the run's context, repeated once); "
-       f"an induction head needs at least {IN.FOUND_FACTOR:g}x uniform there and a second copy "
-       f"cheaper by more than {IN.DROP_NATS} nats. Validation losses are each run's own held-out "
-       f"windows; a longer context predicts more characters from more history, so they compare "
-       f"only roughly. CPU seconds are measured by each run; "
-       + ("every new run stayed within" if all(r.cpu_seconds <= budget for _, r, _ in items[1:])
-          else "**a run went over**")
-       + f" the budget of {budget:.0f} s. Made by: "
+    md(("Every new run stayed within" if all(r.cpu_seconds <= budget for _, r, _ in items[1:])
+        else "**A run went over**") + f" the CPU budget of {budget:.0f} s. Made by: "
        + "; ".join(f"`{provenance.command(r.provenance.get('produced_by', '?'))}` "
-                   f"({r.provenance.get('date_utc', '?')})"
-                   for _, r, _ in items[1:]) + ".")
+                   f"({r.provenance.get('date_utc', '?')})" for _, r, _ in items[1:]) + ".")
 
 
 def fig_variants(items):
@@ -753,26 +495,10 @@ def fig_variants(items):
                 vmin=0, vmax=vmax, fmt="{:.1f}", colorbar=False,
                 title=f"{label}\n2nd copy {e['drop']:+.2f} nats cheaper")
         ax.title.set_fontsize(9)
-    caption(fig, "Induction score of every head, times uniform, on random characters of the "
-                 f"model's vocabulary repeated once. Found: >= {D.FOUND_RATIO:g}x, with the "
-                 "second copy clearly cheaper.")
+    caption(fig, f"Induction score, times uniform. Found: >= {D.FOUND_RATIO:g}x and a "
+                 "cheaper second copy.")
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
-
-
-def variants_sentence(items) -> str:
-    """What the runs show, computed; returns the short form for the verdicts page."""
-    found = [label for label, _, e in items if e["found"]]
-    text = variants_summary(items)
-    if found:
-        md(f"An induction head appears in: {', '.join(found)}. Across the runs, the "
-           f"{text.rsplit('; ', 1)[0]}.")
-    else:
-        md(f"Not one of the {len(items)} runs has an induction head: the "
-           f"{text.rsplit('; ', 1)[0]}. Within its CPU budget, none of the changes "
-           f"({'; '.join(label for label, _, _ in items[1:])}) made one. What it takes lies beyond "
-           f"this budget; these runs do not say which change, or how much of it, would.")
-    return text
 
 
 def variants_summary(items) -> str:
@@ -846,18 +572,6 @@ def fig_pair(maps, corpus, batch, b, start, length, reader: int, writer: int, ki
                  f"{z:+.1f} random spreads", fontsize=10)
     fig.tight_layout()
     return fig
-
-
-def identifier_sentence(ids: dict, tol: float) -> None:
-    best = {k: (float(np.max(ids[k][0])), ids[k][1]) for k in ids}
-    found = [k for k, (s, u) in best.items() if D.verdict(s, u, tol) == "found"]
-    md(f"On the same {ids['induction'][2]:,} queries, the best head puts "
-       f"{best['span'][0] / best['span'][1]:.1f}x uniform on the earlier occurrence as a whole, "
-       f"{best['duplicate'][0] / best['duplicate'][1]:.1f}x on its same character and "
-       f"{best['induction'][0] / best['induction'][1]:.1f}x on the character after it. "
-       + ("No reading reaches the threshold: the model has no head for the recent identifier, in "
-          "the source's sense or in the induction sense." if not found else
-          "Found: " + ", ".join(found) + "."))
 
 
 # ---------------------------------------------------------------- the exercises' cells
