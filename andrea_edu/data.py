@@ -4,7 +4,7 @@ A chapter reads a committed measurement with `load(kind)` (which calls the kind'
 named in `LOADERS`); what made the file lives in the laboratory package `andrea_lab`, which the
 book never imports. Here:
 
-    where          data_search_dirs, find_data_file / find_data (one finder), where_looked
+    where          data_search_dirs, data_folder / find_data (the one finder), where_looked
     the manifest   read_manifest (strict), manifest_problem (a file the book may read matches
                    its sha256 in SHA256SUMS), listed_but_missing, unfinished_unit
     one error      DataFileError: every loader raises it, one line naming the file and field
@@ -64,17 +64,36 @@ def _search_dirs() -> list[tuple[Path, str]]:
     return out
 
 
-def find_data_file(name: str) -> Path | None:
-    """The first data_search_dirs()/<name> that is a file, or None (see `where_looked`). A file
-    its folder's SHA256SUMS lists but that is gone is an error (DataFileError), not "no data":
-    committed data that was deleted is damage."""
+def data_folder(pattern: str) -> Path | None:
+    """The one search of committed data: the first folder of `data_search_dirs()` holding a
+    file that matches `pattern` (a file name, or a glob such as "bench_layout_*.json"), or
+    whose SHA256SUMS or pins list such a file that is gone (committed data that was deleted is
+    damage, not "no data": the caller raises `listed_but_missing`); None when no folder does."""
     for d in data_search_dirs():
-        if (d / name).is_file():
-            return d / name
-        problem = listed_but_missing(d, name)
-        if problem:
-            raise DataFileError(problem)
+        with contextlib.suppress(OSError):
+            if any(p.is_file() for p in d.glob(pattern)):
+                return d
+        if listed_but_missing(d, pattern):
+            return d
     return None
+
+
+def find_data(name: str, verify: bool = True) -> Path | None:
+    """The committed file `name` in `data_folder(name)`, or None when no folder has it (see
+    `where_looked`). DataFileError (one line) when its folder lists it but it is gone and, with
+    `verify`, when its folder's SHA256SUMS refuses it (a loader that checks the file itself,
+    with `unsafe_to_parse` or `manifest_problem`, passes verify=False)."""
+    folder = data_folder(name)
+    if folder is None:
+        return None
+    path = folder / name
+    if not path.is_file():
+        raise DataFileError(listed_but_missing(folder, name) or where_looked(name))
+    if verify:
+        problem = manifest_problem(path)
+        if problem:
+            raise DataFileError(f"{reader_path(path)}: {problem}")
+    return path
 
 
 def listed_but_missing(folder, pattern: str) -> str | None:
@@ -112,7 +131,7 @@ def reader_path(path) -> str:
 
 
 def where_looked(name: str) -> str:
-    """One line for a reader: every place `find_data_file(name)` tried, in order, named by its
+    """One line for a reader: every place `find_data(name)` tried, in order, named by its
     rule rather than by the absolute folders of the machine that ran it."""
     return (f"no committed {name} found; looked in: "
             + "; ".join(label.replace("{name}", name) for _, label in _search_dirs())
@@ -524,17 +543,6 @@ LOADERS: dict[str, Kind] = {
 }
 
 
-def find_data(name: str) -> Path | None:
-    """The one data finder: `find_data_file(name)` (the search order of `data_search_dirs`),
-    the file's manifest checked (DataFileError when its folder's SHA256SUMS refuses it)."""
-    path = find_data_file(name)
-    if path is not None:
-        problem = manifest_problem(path)
-        if problem:
-            raise DataFileError(f"{reader_path(path)}: {problem}")
-    return path
-
-
 def load(kind: str, path=None, *, missing: str = "raise", **options):
     """The committed record of `kind` (a key of LOADERS), validated by its loader: the one
     entry through which a chapter reads `book/data/`. path overrides where a one-file kind is
@@ -553,7 +561,8 @@ def load(kind: str, path=None, *, missing: str = "raise", **options):
         if path is not None:
             raise ValueError(f"path=: a {kind} is looked for by its loader ({k.file}); "
                              f"point ANDREA_DATA_DIR at the folder instead")
-        for f in _glob_candidates(k.file):  # before the loader parses any of them
+        folder = data_folder(k.file)  # the folder the loader reads: its files checked first
+        for f in sorted(p for p in folder.glob(k.file) if p.is_file()) if folder else []:
             problem = unsafe_to_parse(f, manifest=options.get("errors", "raise") == "raise")
             if problem:
                 raise DataFileError(f"{reader_path(f)}: {problem}")
@@ -571,17 +580,6 @@ def load(kind: str, path=None, *, missing: str = "raise", **options):
     if problem:
         raise DataFileError(f"{reader_path(path)}: {problem}")
     return fn(*k.args, Path(path), **options)
-
-
-def _glob_candidates(pattern: str) -> list[Path]:
-    """The files a glob loader may read: those matching `pattern` in the first folder of
-    `data_search_dirs` that holds one (the loaders' own rule)."""
-    for d in data_search_dirs():
-        with contextlib.suppress(OSError):
-            found = sorted(p for p in d.glob(pattern) if p.is_file())
-            if found:
-                return found
-    return []
 
 
 def unsafe_to_parse(path: Path, manifest: bool = True) -> str | None:

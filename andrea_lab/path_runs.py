@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from andrea_edu.bench.args import check_out_file
+from andrea_edu.data import find_data
 from andrea_edu.heads import path_runs as PR
 from andrea_edu.heads import text_corpus as tc
 from andrea_edu.heads import text_training as TT
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.out.exists() and not args.replace:
         ap.error(f"--out {args.out} exists: pass --replace to overwrite committed data")
     torch.set_num_threads(1)
-    src = TT.find_data()
+    src = find_data(TT.RUN_FILE, verify=False)  # load_run checks it before reading
     if src is None:
         raise SystemExit("no committed real-text run (book/data/realtext_run.json) found")
     run = TT.load_run(src)

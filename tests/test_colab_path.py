@@ -81,9 +81,9 @@ print("TORCH-BEFORE " + md.version("torch"))
 
 CHECK = '''
 import importlib.metadata as md, json, andrea_edu
-from andrea_edu.heads.sweep import find_data
+from andrea_edu.data import find_data
 print("COLAB-CHECK " + json.dumps({"andrea_edu": andrea_edu.__file__,
-      "sweep": str(find_data(say=False)), "cuda-toolkit": md.version("cuda-toolkit"),
+      "sweep": str(find_data("specialization_sweep.json", verify=False)), "cuda-toolkit": md.version("cuda-toolkit"),
       "torch": md.version("torch"),
       "cwd": __import__("os").getcwd()}))
 '''

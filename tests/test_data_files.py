@@ -173,13 +173,13 @@ def test_sweep_loader_refuses_bad_files_in_one_line(sweep_obj, tmp_path, name):
     assert str(path) in str(e.value) and reason in str(e.value) and "\n" not in str(e.value)
 
 
-def test_sweep_not_found_says_where_it_looked(tmp_path, monkeypatch, capsys):
+def test_sweep_not_found_says_where_it_looked(tmp_path, monkeypatch):
+    from andrea_edu.data import find_data
     monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
-    assert W.find_data() is None
-    out = capsys.readouterr().out
-    assert str(tmp_path / W.DATA_NAME) in out and "computed now" in out
-    with pytest.raises(FileNotFoundError, match="looked in"):
+    assert find_data(W.DATA_NAME) is None
+    with pytest.raises(FileNotFoundError, match="looked in") as e:
         W.load_sweep()
+    assert str(tmp_path / W.DATA_NAME) in str(e.value) and "\n" not in str(e.value)
 
 
 def test_save_sweep_validates_before_writing(tmp_path, sweep_obj):

@@ -469,7 +469,7 @@ def test_a_deleted_committed_file_is_refused_not_taken_for_no_data(name, manifes
         elif name.startswith("bench_"):
             R.load_results(name.split("_")[1], "cpu")
         else:
-            bookdata.find_data_file(name)
+            bookdata.find_data(name, verify=False)
 
 
 def test_the_issues_head_score_swap_renames_the_bracket_head_and_is_refused(tmp_path, monkeypatch):

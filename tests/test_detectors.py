@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from andrea_lab.text_runs import save_run
-from andrea_edu.data import DataFileError
+from andrea_edu.data import DataFileError, find_data
 from andrea_edu.config import AndreaConfig
 from andrea_edu.heads import detectors as D, measures as M
 from andrea_edu.heads import text_corpus as tc
@@ -150,7 +150,7 @@ def test_recheck_comparison_uses_the_tolerance(tiny_run):
 
 
 def test_committed_run_finds_a_previous_token_head():
-    path = TT.find_data()
+    path = find_data(TT.RUN_FILE, verify=False)
     if path is None:
         pytest.skip("no committed book/data/realtext_run.json next to this checkout")
     run = TT.load_run(path)

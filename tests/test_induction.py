@@ -226,7 +226,9 @@ def test_committed_path_ablations_validate_and_recheck(tmp_path):
 
     from andrea_edu.heads import path_runs as PR
     from andrea_edu.heads import text_training as TT
-    run_path, paths_path = TT.find_data(), TT.find_data(PR.PATHS_FILE)
+    from andrea_edu.data import find_data
+    run_path = find_data(TT.RUN_FILE, verify=False)
+    paths_path = find_data(PR.PATHS_FILE, verify=False)
     if run_path is None or paths_path is None:
         pytest.skip("no committed real-text run or path ablations next to this checkout")
     sha = PR.weights_sha256(run_path)
@@ -337,8 +339,9 @@ def test_variant_run_files_when_committed(name, monkeypatch):
     from andrea_edu.heads import text_longer as TL
     from andrea_edu.heads import text_runs as R
     from andrea_edu.heads import text_training as TT
+    from andrea_edu.data import find_data
     v = TL.variant(name)
-    path = TT.find_data(v.file)
+    path = find_data(v.file, verify=False)
     if path is None:
         pytest.skip(f"the {name} run is not committed")
     run = TT.load_run(path)  # validates shapes, values and the weights' sha256

@@ -209,7 +209,7 @@ def test_provenance_blocks_record_the_settings():
 def test_data_dir_env_is_the_only_place_when_set(tmp_path, monkeypatch):
     monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
     assert bookdata.data_search_dirs() == [tmp_path]
-    assert bookdata.find_data_file("specialization_sweep.json") is None
+    assert bookdata.find_data("specialization_sweep.json", verify=False) is None
     assert str(tmp_path) in bookdata.where_looked("specialization_sweep.json")
 
 
@@ -220,7 +220,7 @@ def test_finder_order_package_repository_then_notebook(tmp_path, monkeypatch):
     assert dirs[0] == REPO / "book" / "data"  # beside the installed package's repository
     assert dirs[1:] == [tmp_path / "data", tmp_path / "book" / "data",
                         tmp_path.parent / "book" / "data"]
-    assert bookdata.find_data_file("specialization_sweep.json") == REPO / "book" / "data" / \
+    assert bookdata.find_data("specialization_sweep.json", verify=False) == REPO / "book" / "data" / \
         "specialization_sweep.json"
 
 

@@ -10,7 +10,8 @@ from andrea_edu.heads import corpus as C
 from andrea_edu.heads import training as S
 from andrea_edu.heads.gradient_pressure import MIN_SOLO, classify, gradient_pressure, sign_test
 from andrea_edu.model import AndreaModel
-from andrea_edu.heads.sweep import compare_runs, find_data, load_sweep, recheck
+from andrea_edu.data import find_data
+from andrea_edu.heads.sweep import DATA_NAME, compare_runs, load_sweep, recheck
 from andrea_lab.sweep import save_sweep
 from andrea_edu.heads.two_places import two_places_table
 
@@ -283,7 +284,7 @@ def full_run():
 
 @pytest.fixture(scope="module")
 def committed():
-    path = find_data(say=False)
+    path = find_data(DATA_NAME, verify=False)
     if path is None:
         pytest.skip("book/data/specialization_sweep.json is not in this checkout")
     return load_sweep(path)

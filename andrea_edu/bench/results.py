@@ -10,7 +10,7 @@ committed measurement reads it with `load_results` (re-exported by andrea_edu.be
                                             line: the file and the reason)
     data_dir()                              where committed results live: $ANDREA_DATA_DIR,
                                             else the repository's book/data
-Files are found through andrea_edu.data.data_search_dirs ($ANDREA_DATA_DIR; beside the installed
+Files are found by andrea_edu.data.data_folder ($ANDREA_DATA_DIR; beside the installed
 package's repository; relative to the notebook). Validation: the schema, plus what a schema does
 not say: timings finite and 0 <= min <= median <= max, TFLOP/s consistent with the FLOPs and the
 median (a timing scaled by 1000 is caught), the sizes every chapter reads present in params, and
@@ -25,8 +25,9 @@ import math
 import warnings
 from pathlib import Path
 
-from andrea_edu.data import (MANIFEST, DataFileError, data_search_dirs, first_nonfinite,
-                             listed_but_missing, manifest_problem, provenance, read_manifest)
+from andrea_edu.data import (MANIFEST, DataFileError, data_folder, data_search_dirs,
+                             first_nonfinite, listed_but_missing, manifest_problem, provenance,
+                             read_manifest)
 
 SCHEMA_VERSION = 1
 SUITES = ("headdim", "projections", "layout")
@@ -352,15 +353,6 @@ def read_results_file(path, expect_device: str | None = None) -> dict:
     return obj
 
 
-def results_folder(suite: str) -> Path | None:
-    """The first folder of andrea_edu.data.data_search_dirs holding a bench_<suite>_*.json."""
-    for d in data_search_dirs():
-        if d.is_dir() and (any(d.glob(f"bench_{suite}_*.json"))
-                           or listed_but_missing(d, f"bench_{suite}_*.json")):
-            return d
-    return None
-
-
 def load_results(suite: str, device: str = "any", data_dir_=None,
                  errors: str = "raise") -> dict | None:
     """The committed results of one suite ("headdim", "projections", "layout"), or None when
@@ -377,7 +369,7 @@ def load_results(suite: str, device: str = "any", data_dir_=None,
         raise ValueError(f"device={device!r} is not one of 'any', 'gpu', 'cpu'")
     if errors not in ("raise", "warn"):
         raise ValueError(f"errors={errors!r} is not one of 'raise', 'warn'")
-    folder = Path(data_dir_) if data_dir_ is not None else results_folder(suite)
+    folder = Path(data_dir_) if data_dir_ is not None else data_folder(f"bench_{suite}_*.json")
     if folder is None:
         return None
     gone = listed_but_missing(folder, f"bench_{suite}_*.json")
@@ -407,7 +399,7 @@ def load_all_results(suite: str, data_dir_=None, errors: str = "raise") -> list[
         raise ValueError(f"suite={suite!r} is not one of {SUITES}")
     if errors not in ("raise", "warn"):
         raise ValueError(f"errors={errors!r} is not one of 'raise', 'warn'")
-    folder = Path(data_dir_) if data_dir_ is not None else results_folder(suite)
+    folder = Path(data_dir_) if data_dir_ is not None else data_folder(f"bench_{suite}_*.json")
     if folder is None:
         return []
     out = []

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from andrea_edu.env import cpu_provenance, same_cpu_numerics
-from andrea_edu.data import DataFileError, find_data_file, where_looked
+from andrea_edu.data import DataFileError, find_data, where_looked
 from andrea_edu.heads import training as S
 from andrea_edu.heads.corpus import make_batch
 from andrea_edu.heads.measures import ablation, pattern_losses, scores_from_maps
@@ -84,8 +84,8 @@ def check_weights(now: dict, stored: S.Run, exact: bool) -> dict:
 
 
 def _sweep_entry(settings: S.Settings):
-    from andrea_edu.heads.sweep import find_data, load_sweep
-    path = find_data(say=False)
+    from andrea_edu.heads.sweep import DATA_NAME, load_sweep
+    path = find_data(DATA_NAME, verify=False)  # load_sweep checks the manifest
     if path is None:
         return None, None
     prov, runs = load_sweep(path)
@@ -112,7 +112,7 @@ def chapter_run(settings: S.Settings, first_steps: int = FIRST_STEPS,
     if settings != committed_settings():
         return S.train_cached(settings, progress=progress), None
     prov, stored = _sweep_entry(settings)
-    toy_path = find_data_file(TR.TOY_FILE)
+    toy_path = find_data(TR.TOY_FILE, verify=False)  # load_toy checks it
     if stored is None or toy_path is None:
         print(f"{'the sweep entry' if stored is None else TR.TOY_FILE} not found "
               f"({where_looked(TR.TOY_FILE)}): training the run now", flush=True)

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from andrea_edu.env import cpu_name, cpu_provenance, same_cpu_numerics
-from andrea_edu.data import (DataFileError, data_search_dirs, find_data_file, first_nonfinite,
+from andrea_edu.data import (DataFileError, data_search_dirs, find_data, first_nonfinite,
                              holds_text, manifest_problem, new_provenance, where_looked)
 from andrea_edu.heads.run import Run
 from andrea_edu.heads.training import Settings, default_settings, train
@@ -133,17 +133,6 @@ def run_sweep(n_heads=N_HEADS, seeds=SEEDS, base: Settings | None = None, worker
         raise
     wall = time.perf_counter() - t0
     return provenance(base, n_heads, seeds, wall, *([command] if command else [])), runs
-
-
-def find_data(name: str = DATA_NAME, say: bool = True) -> Path | None:
-    """book/data/<name> through andrea_edu.data.data_search_dirs: $ANDREA_DATA_DIR, beside the
-    installed package's repository, then relative to the notebook. When nothing is found and
-    `say`, prints every place it looked (before a caller starts computing the sweep itself)."""
-    path = find_data_file(name)
-    if path is None and say:
-        print(where_looked(name) + ": the sweep will be computed now, which takes a while",
-              flush=True)
-    return path
 
 
 _RUN_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -322,7 +311,7 @@ def load_sweep(path=None) -> tuple[dict, dict]:
     """(provenance, {(n_head, seed): Run}) from the JSON; runs carry no model.
     Raises FileNotFoundError (saying where it looked) or DataFileError (one line: the file and
     what is wrong with it: not JSON, truncated, a field missing, a duplicate run...)."""
-    path = Path(path) if path is not None else find_data(say=False)
+    path = Path(path) if path is not None else find_data(DATA_NAME, verify=False)
     if path is None or not path.is_file():
         looked = (where_looked(DATA_NAME) if path is None else f"no sweep file at {path}")
         raise FileNotFoundError(f"{looked}: create it with `python -m "

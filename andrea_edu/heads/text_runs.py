@@ -19,8 +19,7 @@ import torch
 
 from ..config import AndreaConfig
 from ..env import fast_mode
-from ..data import (DataFileError, find_data_file, first_nonfinite, holds_text, size_problem,
-                    unsafe_to_parse)
+from ..data import (DataFileError, first_nonfinite, holds_text, size_problem, unsafe_to_parse)
 from ..model import AndreaModel
 from . import text_corpus as tc
 from .run import TEXT_SCHEMA, Run, RunSettings
@@ -256,13 +255,6 @@ def _load_weights(path: Path, wpath: Path, sha: str, cfg: AndreaConfig, seed: in
     bad = [k for k, v in state.items() if not torch.isfinite(v).all()]
     _need(not bad, wpath, f"weights {bad[:3]} hold NaN or infinity")
     return model.eval()
-
-
-def find_data(name: str = RUN_FILE) -> Path | None:
-    """The committed file, found as every committed file is (andrea_edu.data.find_data_file:
-    $ANDREA_DATA_DIR alone when set, else book/data beside the package, then from the
-    working directory); None when it is not there."""
-    return find_data_file(name)
 
 
 # ---------------------------------------------------------------- the toy laboratory's model

@@ -56,7 +56,7 @@ from . import text_corpus as tc
 from .run import Run, RunSettings, SettingsError
 from .training import _progress_bar, _threads, fit
 from .text_runs import (FAST, RUN_FILE, SCHEMA, TOY_FILE, WEIGHTS_FILE,  # noqa: F401
-                        TextSettings, default_settings, find_data,
+                        TextSettings, default_settings,
                         load_run, load_toy, toy_settings, weights_path)
 
 # The pins the committed file is produced with, set before torch is imported (_reexec_pinned):

@@ -434,7 +434,7 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
     errors="warn" warns that line and goes on."""
     import warnings
 
-    from andrea_edu.data import data_search_dirs, listed_but_missing, manifest_problem
+    from andrea_edu.data import data_folder, listed_but_missing, manifest_problem
 
     if device not in ("gpu", "cpu", "any"):
         raise ValueError(f"device={device!r} is not one of 'gpu', 'cpu', 'any'")
@@ -443,9 +443,7 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
     if data_dir_ is not None:
         folder = Path(data_dir_)
     else:  # $ANDREA_DATA_DIR; beside the installed package's repository; beside the notebook
-        found = next((d for d in data_search_dirs() if d.is_dir() and
-                      (any(d.glob("pipeline_*.json"))
-                       or listed_but_missing(d, "pipeline_*.json"))), None)
+        found = data_folder("pipeline_*.json")
         if found is None:
             return None
         folder = found
