@@ -1,5 +1,6 @@
 """The pieces every kernel's block is built from, on the CPU: a staged tile zero-filled past T,
-the (query, key) mask, one step of the online softmax, and the records a trace keeps.
+the (query, key) mask, one step of the online softmax (its m/l/o rescale written once, in
+`online_rescale`, for every kernel), and the records a trace keeps.
 
 Used by each spec's emulator block function (kernels/v1.py, v2.py, v3.py) and by
 kernels.emulator, which runs those blocks in launch order. Chapter "One kernel, many heads".
@@ -29,7 +30,8 @@ class QTile:
 
 
 def online_step(qt, kt, vt, m, l, acc, valid, scale, p_dtype):
-    """One K/V tile of the online softmax for a tile of query rows (the kernels' inner loop).
+    """One K/V tile of the online softmax for a tile of query rows (v1's and v2's inner loop):
+    scaled scores, masked, then `online_rescale`.
 
     qt (R, hs), kt/vt (C, hs) zero-filled past T; m/l (R,), acc (R, hs); valid (R, C) bool,
     or None when every (row, key) pair of the tile is allowed (masking nothing is a no-op).
@@ -37,12 +39,30 @@ def online_step(qt, kt, vt, m, l, acc, valid, scale, p_dtype):
     s = torch.mm(qt, kt.T).mul_(scale)                       # (R, C) scores
     if valid is not None:
         s.masked_fill_(~valid, float("-inf"))                # keys past T, or j > i (causal)
+    return online_rescale(s, m, l, acc, vt, p_dtype)
+
+
+def online_rescale(s, m, l, acc, vt, p_dtype, cc=None):
+    """The online softmax's update for one K/V tile, every kernel's: the new running max m,
+    the old sum l and output acc rescaled by alpha = exp(m_old - m_new), the tile's p = exp(s - m)
+    added to l and p @ v to acc. Returns (m_new, l, acc).
+
+    s (R, C) the tile's masked scores (-inf where masked); m, l (R,); acc (R, hs); vt (C, hs).
+    cc None: s is already scaled and the kernel uses exp (v1, v2). cc = scale * log2(e): s is
+    raw q.k and the kernel uses exp2 on s * cc, as FlashAttention-2 does (v3); m stays raw.
+    p_dtype: P rounded to the tensor cores' input type before p @ v (None: P stays fp32).
+    """
     m_new = torch.maximum(m, s.amax(dim=1))                  # (R,)
-    m_use = torch.where(torch.isneginf(m_new), 0.0, m_new)   # a row masked so far: no NaN
-    p = torch.exp(s - m_use[:, None])                        # (R, C); exp(-inf) = 0 when masked
-    alpha = torch.exp(m - m_use)                             # (R,) 0 on the first tile
+    if cc is None:
+        m_use = torch.where(torch.isneginf(m_new), 0.0, m_new)   # a row masked so far: no NaN
+        p = torch.exp(s - m_use[:, None])                    # (R, C); exp(-inf) = 0 when masked
+        alpha = torch.exp(m - m_use)                         # (R,) 0 on the first tile
+    else:
+        mc = torch.where(torch.isneginf(m_new), 0.0, m_new * cc)
+        p = torch.exp2(s * cc - mc[:, None])                 # (R, C)
+        alpha = torch.exp2(m * cc - mc)                      # (R,) 0 on the first tile
     l = alpha * l + p.sum(dim=1)
-    if p_dtype is not None:                                  # v2: P goes to tensor cores
+    if p_dtype is not None:                                  # P goes to tensor cores
         p = p.to(p_dtype).float()
     acc = torch.addmm(acc * alpha[:, None], p, vt)           # (R, hs)
     return m_new, l, acc

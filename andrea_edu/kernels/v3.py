@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from andrea_edu.kernels.block_steps import QTile, KVStep, mask, padded
+from andrea_edu.kernels.block_steps import QTile, KVStep, mask, online_rescale, padded
 from andrea_edu.kernels.spec import KernelSpec, dtype_name as _dtype_name
 
 V3_HEAD_DIMS = (32, 64, 96, 128)  # v3 keeps O in registers: HD/2 floats per lane (64 at 128)
@@ -78,15 +78,7 @@ def emulate_block(qh, kh, vh, oh, qtile, causal, scale, record, c, p_dtype):
             s = torch.mm(qt[w * R:(w + 1) * R], kt.T)        # (R, BK) raw scores
             if k0 + BK > T or (causal and k0 + BK - 1 > r0):  # the kernel's warp-level test
                 s.masked_fill_(~mask(r0, R, k0, BK, T, causal, always=True), float("-inf"))
-            m_new = torch.maximum(m[w], s.amax(dim=1))       # (R,)
-            mc = torch.where(torch.isneginf(m_new), 0.0, m_new * cc)
-            p = torch.exp2(s * cc - mc[:, None])             # (R, BK)
-            alpha = torch.exp2(m[w] * cc - mc)               # (R,) 0 on the first tile
-            l[w] = alpha * l[w] + p.sum(dim=1)
-            if p_dtype is not None:                          # P re-packed to fp16/bf16
-                p = p.to(p_dtype).float()
-            o[w] = torch.addmm(o[w] * alpha[:, None], p, vt)  # (R, hs)
-            m[w] = m_new
+            m[w], l[w], o[w] = online_rescale(s, m[w], l[w], o[w], vt, p_dtype, cc)  # exp2 form
         if record:
             tile.steps.append(KVStep(k0, min(k0 + BK, T), (m.reshape(-1)[:n] * scale).clone(),
                                      l.reshape(-1)[:n].clone()))
