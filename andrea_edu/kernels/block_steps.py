@@ -42,6 +42,31 @@ def online_step(qt, kt, vt, m, l, acc, valid, scale, p_dtype):
     return online_rescale(s, m, l, acc, vt, p_dtype)
 
 
+def query_tile(qt, kp, vp, oh, q0, BK, causal, scale, record, p_dtype) -> QTile:
+    """One staged tile of query rows q0.. against every K/V tile of BK rows it may see, as
+    v1's block does for each of its query tiles and v2's block for its one: `online_step` per
+    K/V tile, then O = acc / l written to oh's rows below T. Returns the QTile (its KVSteps
+    recorded when `record`).
+
+    qt (BQ, hs) zero-filled past T; kp, vp (T rounded up to BK, hs) zero-filled; oh (T, hs).
+    """
+    BQ, hs = qt.shape
+    T = oh.shape[0]
+    m = torch.full((BQ,), float("-inf"))                     # (BQ,) running max
+    l = torch.zeros(BQ)                                      # (BQ,) running sum
+    acc = torch.zeros(BQ, hs)                                # (BQ, hs) unnormalised O
+    n = min(BQ, T - q0)
+    tile = QTile(q0, q0 + n)
+    kv_end = min(T, q0 + BQ) if causal else T                # causal: no key past the last row
+    for k0 in range(0, kv_end, BK):
+        m, l, acc = online_step(qt, kp[k0:k0 + BK], vp[k0:k0 + BK], m, l, acc,
+                                mask(q0, BQ, k0, BK, T, causal), scale, p_dtype)
+        if record:
+            tile.steps.append(KVStep(k0, min(k0 + BK, T), m[:n].clone(), l[:n].clone()))
+    oh[q0:q0 + n] = acc[:n] / l[:n, None]
+    return tile
+
+
 def online_rescale(s, m, l, acc, vt, p_dtype, cc=None):
     """The online softmax's update for one K/V tile, every kernel's: the new running max m,
     the old sum l and output acc rescaled by alpha = exp(m_old - m_new), the tile's p = exp(s - m)

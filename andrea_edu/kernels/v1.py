@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import math
 
-import torch
-
-from andrea_edu.kernels.block_steps import QTile, KVStep, mask, online_step, padded
+from andrea_edu.kernels.block_steps import padded, query_tile
 from andrea_edu.kernels.spec import CTYPE, KernelSpec
 
 V1_MAX_HEAD_DIM = 256  # v1 keeps ceil(hs/32) accumulators per lane; 8 chunks of 32 at most
@@ -41,24 +39,12 @@ def smem_layout(c: dict, tile: int, es: int) -> tuple:
 def emulate_block(qh, kh, vh, oh, qtile, causal, scale, record, c, p_dtype):
     """attention_v1's block: every query tile of one (b, h), K/V streamed 32 rows at a time
     (qtile is always 0: the block walks them all; P stays fp32, p_dtype is unused)."""
-    T, hs = qh.shape
+    T = qh.shape[0]
     BR, BC = c["V1_BR"], c["V1_BC"]
     qp = padded(qh, -(-T // BR) * BR)                       # (T rounded up to BR, hs)
     kp, vp = (padded(x, -(-T // BC) * BC) for x in (kh, vh))  # (T rounded up to BC, hs)
-    for q0 in range(0, T, BR):
-        qt = qp[q0:q0 + BR]                                  # (BR, hs) staged Q tile
-        m = torch.full((BR,), float("-inf"))
-        l = torch.zeros(BR)
-        acc = torch.zeros(BR, hs)                            # (BR, hs)
-        n = min(BR, T - q0)
-        tile = QTile(q0, q0 + n)
-        kv_end = min(T, q0 + BR) if causal else T
-        for k0 in range(0, kv_end, BC):
-            m, l, acc = online_step(qt, kp[k0:k0 + BC], vp[k0:k0 + BC], m, l, acc,
-                                     mask(q0, BR, k0, BC, T, causal), scale, None)
-            if record:
-                tile.steps.append(KVStep(k0, min(k0 + BC, T), m[:n].clone(), l[:n].clone()))
-        oh[q0:q0 + n] = acc[:n] / l[:n, None]
+    for q0 in range(0, T, BR):                               # the block walks every tile
+        tile = query_tile(qp[q0:q0 + BR], kp, vp, oh, q0, BC, causal, scale, record, None)
         if record:
             yield tile
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from andrea_edu.kernels.block_steps import QTile, KVStep, mask, online_step, padded
+from andrea_edu.kernels.block_steps import padded, query_tile
 from andrea_edu.kernels.spec import KernelSpec, dtype_name as _dtype_name
 
 V2_HEAD_DIMS = tuple(range(16, 129, 16))  # v2 is compiled for these head_dims only (16..128)
@@ -47,23 +47,12 @@ def smem_layout(c: dict, tile: int, es: int) -> tuple:
 
 def emulate_block(qh, kh, vh, oh, qtile, causal, scale, record, c, p_dtype):
     """attention_v2_wmma's block: one 64-row query tile of one (b, h), K/V 32 rows at a time."""
-    T, hs = qh.shape
+    T = qh.shape[0]
     BQ, BK = c["V2_BQ"], c["V2_BK"]
     q0 = qtile * BQ
     qt = padded(qh[q0:q0 + BQ], BQ)                         # (BQ, hs) staged Q tile
     kp, vp = (padded(x, -(-T // BK) * BK) for x in (kh, vh))  # (T rounded up to BK, hs)
-    m = torch.full((BQ,), float("-inf"))
-    l = torch.zeros(BQ)
-    acc = torch.zeros(BQ, hs)                                # (BQ, hs): the kernel's sO
-    n = min(BQ, T - q0)
-    tile = QTile(q0, q0 + n)
-    kv_end = min(T, q0 + BQ) if causal else T
-    for k0 in range(0, kv_end, BK):
-        m, l, acc = online_step(qt, kp[k0:k0 + BK], vp[k0:k0 + BK], m, l, acc,
-                                 mask(q0, BQ, k0, BK, T, causal), scale, p_dtype)
-        if record:
-            tile.steps.append(KVStep(k0, min(k0 + BK, T), m[:n].clone(), l[:n].clone()))
-    oh[q0:q0 + n] = acc[:n] / l[:n, None]
+    tile = query_tile(qt, kp, vp, oh, q0, BK, causal, scale, record, p_dtype)  # acc: the sO
     if record:
         yield tile
 

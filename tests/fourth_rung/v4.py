@@ -9,9 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import torch
-
-from andrea_edu.kernels.block_steps import QTile, KVStep, mask, online_step, padded
+from andrea_edu.kernels.block_steps import padded, query_tile
 from andrea_edu.kernels.spec import CTYPE, KernelSpec
 
 V4_MAX_HEAD_DIM = 256         # ceil(hs/32) accumulators per lane, 8 chunks of 32 at most
@@ -44,23 +42,12 @@ def smem_layout(c: dict, tile: int, es: int) -> tuple:
 def emulate_block(qh, kh, vh, oh, qtile, causal, scale, record, c, p_dtype):
     """attention_v4_split's block: query tile `qtile` of one (b, h), K/V BK rows at a time
     (P stays fp32, as in v1: p_dtype is unused)."""
-    T, hs = qh.shape
+    T = qh.shape[0]
     BQ, BK = c["V4_BQ"], c["V4_BK"]
     q0 = qtile * BQ                                          # q0 = blockIdx.y * V4_BQ
     qt = padded(qh[q0:q0 + BQ], BQ)                         # (BQ, hs) staged Q tile
     kp, vp = (padded(x, -(-T // BK) * BK) for x in (kh, vh))  # (T rounded up to BK, hs)
-    m = torch.full((BQ,), float("-inf"))
-    l = torch.zeros(BQ)
-    acc = torch.zeros(BQ, hs)                                # (BQ, hs)
-    n = min(BQ, T - q0)
-    tile = QTile(q0, q0 + n)
-    kv_end = min(T, q0 + BQ) if causal else T
-    for k0 in range(0, kv_end, BK):
-        m, l, acc = online_step(qt, kp[k0:k0 + BK], vp[k0:k0 + BK], m, l, acc,
-                                 mask(q0, BQ, k0, BK, T, causal), scale, None)
-        if record:
-            tile.steps.append(KVStep(k0, min(k0 + BK, T), m[:n].clone(), l[:n].clone()))
-    oh[q0:q0 + n] = acc[:n] / l[:n, None]
+    tile = query_tile(qt, kp, vp, oh, q0, BK, causal, scale, record, None)
     if record:
         yield tile
 
