@@ -216,7 +216,6 @@ def test_a_fourth_version_compiles_and_every_worklog_figure_draws_it(fourth):
                                                   evidence=ev[v, hs] if g == "H200" else None)
                         for g in ("H200", "RTX 4090")} for v in versions}
     scores = {key: e["scores_per_tile"] for key, e in ev.items()}
-    at_hs = {v: ev[v, hs] for v in versions}
     design = {v: models[v, hs]["H200"] for v in versions}
 
     def drew_v4(fig) -> bool:
@@ -239,18 +238,13 @@ def test_a_fourth_version_compiles_and_every_worklog_figure_draws_it(fourth):
     assert "/* v4" in block
     q = torch.randn(2, 3, 70, 32).to(dtype)
     traces = {v: emulate(q, q, q, causal=True, kernel=v)[1] for v in versions}
-    checks = {v: dict(max_abs_err=0.0, passed=True) for v in versions}
     assert (traces["v4"].grid, traces["v4"].n_blocks) == ((6, 5, 1), 30)  # 5 per (b, h)
     fig = wl.decomposition_figure(traces["v4"])
     assert "dotted = warps" in fig.axes[1].get_title()             # one query tile per block
-    assert wl.evidence_markdown(at_hs, {v: scores[v, hs] for v in versions}, design,
-                                {v: models[v, hs]["RTX 4090"] for v in versions}
-                                ).splitlines()[0] == "| per warp and K/V tile | v1 | v2 | v3 | v4 |"
     assert wl.rung_numbers(ev["v4", hs], scores["v4", hs],
                            design["v4"])["scores per warp-tile"] == scores["v4", hs]
-    assert wl.evidence_line("v4", ev["v4", hs], scores["v4", hs],
-                            models["v4", hs]["H200"]).startswith("**v4 (")
-    assert "\n| v4 |" in wl.summary_table(checks, at_hs, design, dict.fromkeys(versions, 2), [])
+    assert "MODEL H200, µs" in wl.rung_numbers(ev["v4", hs], scores["v4", hs],
+                                              models["v4", hs]["H200"])
     assert drew_v4(wl.evidence_figure(ev, scores, models, "v4", hs))
     assert drew_v4(wl.evidence_figure(ev, scores, models, "v1", hs))   # v4 as ticks
     assert drew_v4(wl.model_overview_figure(models))

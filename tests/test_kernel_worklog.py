@@ -167,15 +167,6 @@ SC = {"v1": 100, "v2": 100, "v3": 100}
 MO = {"v1": _model(1e-3), "v2": _model(1e-4, "issue"), "v3": _model(2e-5)}
 
 
-def test_evidence_table_has_a_column_per_version_and_a_model_section():
-    table = figs.evidence_markdown(EV, SC, MO, MO).splitlines()
-    assert table[0] == "| per warp and K/V tile | v1 | v2 | v3 |"
-    assert all(row.count("|") == 5 for row in table)
-    model_rows = [r for r in table if r.startswith("| MODEL, ")]
-    assert len(model_rows) == 2 and "**model, whole launch**" in "\n".join(table)
-    assert "| ... per score | 400 | 100 | 25 |" in table
-
-
 def test_evidence_figure_draws_the_model_hatched_and_a_measurement_solid():
     key = lambda d: {(v, 64): x for v, x in d.items()}  # noqa: E731
     models = {(v, 64): {"H200": m} for v, m in MO.items()}
@@ -205,18 +196,6 @@ def test_measured_seconds_and_the_models_name_for_the_gpu():
     assert "| 1.000 | 2.0x |" in text
 
 
-def test_summary_table_has_a_row_per_version_and_a_measured_column_only_with_a_gpu_file():
-    checks = {v: dict(max_abs_err=1e-3) for v in figs.VERSIONS}
-    bars = {"v1": 2, "v2": 2, "v3": 1}
-    table = figs.summary_table(checks, EV, MO, bars, []).splitlines()
-    assert len(table) == 2 + 3 and all(r.count("|") == 10 for r in table)
-    assert "| v3 | 96 | 500 / 64 | 2,500 | 64 | 4 | 1 | 20 .. " in table[-1]
-    assert "measured vs SDPA" not in table[0]
-    rows = figs.measured_rows(_fake_results(), nh=12)
-    measured = figs.summary_table(checks, EV, MO, bars, rows).splitlines()
-    assert "measured vs SDPA" in measured[0] and all(r.count("|") == 11 for r in measured)
-
-
 def test_rung_numbers_keep_the_nonzero_counts_per_score_and_the_bracket():
     e = _ev(512, 2048, 64)
     e["per_tile"]["LDS"] = 0
@@ -227,23 +206,6 @@ def test_rung_numbers_keep_the_nonzero_counts_per_score_and_the_bracket():
     assert r["per score"] == {"instructions": 0.5, "smem bytes": 2.0}
     assert r["MODEL H200, µs"] == (20.0, round(m["upper"] * 1e6, 1))
     assert r["blocks per SM"] == 4 and r["bound by"] == "smem" and r["SMs busy"] == "96 of 132"
-
-
-def test_evidence_line_lists_the_nonzero_classes_and_gives_the_model_as_a_bracket():
-    e = dict(_ev(500, 2048, 64), head_dim=64, dtype="bfloat16", arch="sm_90", shared_bytes=4096)
-    m = _model(2e-5)
-    text = figs.evidence_line("v3", e, 1024, m)
-    assert "64 HMMA" in text and "2 shared-memory bytes per score" in text
-    assert "**MODEL, NVIDIA H200:** 20.0 µs (every term overlapped; largest term: smem) to " \
-        f"{m['upper'] * 1e6:.1f} µs (none)" in text
-    assert "-bound" not in text and "4 blocks per SM" in text  # the H200's, the model's GPU
-    e["per_tile"]["LDS"] = 0
-    assert "0 LDS" not in figs.evidence_line("v3", e, 1024, m)
-    # v1 at the design batch: idle SMs and one warp per scheduler say latency-bound
-    v1 = dict(m, sms_busy=96, latency_bound=True, warps_per_busy_sm=4)
-    assert text.count("SMs") == 0 and \
-        "the grid occupies 96 of 132 SMs, 4 warps each: latency-bound." in \
-        figs.evidence_line("v1", e, 1024, v1)
 
 
 def test_log_axes_label_ticks_without_mathtext():
@@ -314,11 +276,11 @@ def test_chapter_shows_a_gpu_file_beside_the_model(tmp_path, monkeypatch):
     text = "\n".join("".join(o.get("data", {}).get("text/markdown", "")) for o in outs)
     assert "Measured on NVIDIA H200 (driver 0.0 (test)" in text and "Not yet measured" not in text
     assert "| v3 | 64 | v3 | 0.160 | 0.100 | 0.62x |" in text  # measured beside the model
-    printed = "\n".join(o.get("text", "") for o in outs if o["output_type"] == "stream")
+    plain = "\n".join("".join(o.get("data", {}).get("text/plain", "")) for o in outs)
     # exercise 5's cell, as committed (device = "cpu"), reads the same file
-    assert "NVIDIA H200, v3 (ran v3), head_dim 64: measured 0.160 ms, MODEL" \
-        in printed
-    assert "measured vs SDPA (best head_dim)" in text  # the summary table's column
+    assert "'device': 'NVIDIA H200',\n 'version': 'v3',\n 'ran': 'v3',\n 'head_dim': 64,\n " \
+        "'measured, ms': 0.16," in plain
+    assert "'measured vs SDPA (best head_dim)': 0.62" in plain  # the chapter at a glance
 
 
 def test_cooperate_verdicts():
@@ -342,18 +304,18 @@ def test_lane_elements_follow_the_isa():
             figs.lane_elements(bad)  # type: ignore[arg-type]  # under test
 
 
-def test_model_terms_lines_max_or_sum():
-    m = dict(_model(4e-5, "issue"), version="v3", head_dim=64, useful_flops=8e9, published=[])
-    perfect = figs.model_terms_lines(m, "perfect")
-    none = figs.model_terms_lines(m, "none")
-    assert "(a model)" in perfect[0] and "issue" in perfect[1] and "<- the largest" in perfect[1]
+def test_model_terms_max_or_sum():
+    m = dict(_model(4e-5, "issue"), version="v3", head_dim=64, useful_flops=8e9,
+             published=[dict(kernel="FlashAttention-2", seconds=5e-5)])
+    perfect = figs.model_terms(m, "perfect")
+    none = figs.model_terms(m, "none")
     total = sum(m["terms"].values())
-    assert (f"max of the terms (perfect overlap: the bracket's lower edge): {4e-5 * 1e6:.1f} µs"
-            in perfect[-1])
-    assert (f"sum of the terms (no overlap at all: the bracket's upper edge): {total * 1e6:.1f} µs"
-            in none[-1])
+    assert perfect["largest"] == "issue" and perfect["MODEL terms, µs"]["issue"] == 40.0
+    assert perfect["max of the terms, µs"] == 40.0 and perfect["useful TFLOP/s"] == 200
+    assert none["sum of the terms, µs"] == round(total * 1e6, 1) and "max of the terms, µs" not in none
+    assert perfect["published, µs"] == {"FlashAttention-2": 50.0}
     with pytest.raises(ValueError, match="overlap='some': allowed values are 'perfect', 'none'"):
-        figs.model_terms_lines(m, "some")
+        figs.model_terms(m, "some")
 
 
 def test_model_beside_measured_without_a_file_names_where_it_looked(tmp_path, monkeypatch):
@@ -364,9 +326,15 @@ def test_model_beside_measured_without_a_file_names_where_it_looked(tmp_path, mo
     res = _fake_results()
     res["provenance"]["device"] = "NVIDIA A10"
     (line,) = figs.model_beside_measured(res, 12, torch.bfloat16)
-    assert "no preset for this GPU" in line
+    assert line == "NVIDIA A10: no time-model preset (presets: H200, H100, RTX 4090)"
     with pytest.raises(ValueError, match="hs=80"):
         figs.model_beside_measured(_fake_results(), 12, torch.bfloat16, head_dims=(80,))
+    rows = figs.model_beside_measured(_fake_results(), 12, torch.bfloat16, head_dims=(64,))
+    assert rows and all(isinstance(r, dict) for r in rows)
+    for r in rows:   # measured beside the bracket, and the ratio to its lower edge
+        lo, hi = r["MODEL, ms"]
+        assert 0 < lo <= hi   # the ratio from unrounded times: the rounded ones agree to 5 %
+        assert r["measured / lower edge"] == pytest.approx(r["measured, ms"] / lo, rel=0.05)
 
 
 def test_exercise_5_gpu_run_reaches_the_driver_boundary_on_a_cpu():
@@ -381,4 +349,4 @@ def test_exercise_5_gpu_run_reaches_the_driver_boundary_on_a_cpu():
     assert status == {"sdpa": "ok", **dict.fromkeys(figs.BACKEND.values(), "unavailable")}
     assert {"cuda-naive", "cuda-wmma", "cuda-flash"} <= set(status)
     (line,) = figs.model_beside_measured(res, 12, torch.bfloat16, head_dims=(64,))
-    assert "is a CPU: the time model bounds GPU kernels only" in line
+    assert "no time-model preset (presets: H200" in line

@@ -8,7 +8,6 @@ import itertools
 
 import pytest
 
-from andrea_edu.figures import kernel_worklog as figs
 from andrea_edu.kernels import time_model as tm
 
 
@@ -155,10 +154,18 @@ def test_a_bound_above_published_kernels_says_so():
     assert not none["published"] and not none["above_published"]
 
 
-def test_clock_sentence_prints_the_derivation():
-    s = figs.clock_sentence(tm)
-    assert "989.5 TFLOP/s / (132 SMs x 4,096 FLOPs per clock) = 1.830 GHz" in s
-    assert "not published for mma.sync" in s
+def test_the_clock_is_the_peak_over_sms_and_flops_per_clock_and_the_ceiling_says_if_published():
+    """The worklog's Evidence prints, per GPU, the peak, SMs, FLOPs per clock and the clock
+    they give, and whether the HMMA.16816 rate is published (else the dense peak is assumed)."""
+    h200 = tm.GPUS["H200"]
+    assert (h200["tensor_flops"], h200["sms"], h200["tensor_flops_per_clock_per_sm"]) == \
+        (989.5e12, 132, 4096)
+    assert round(tm.clock_hz("H200") / 1e9, 3) == 1.830
+    assert set(tm.TENSOR_CEILING) == set(tm.GPUS)
+    assert not tm.TENSOR_CEILING["H200"]["published"] and tm.TENSOR_CEILING["RTX 4090"]["published"]
+    for key, c in tm.TENSOR_CEILING.items():
+        if not c["published"]:   # not published for mma.sync: the dense peak is assumed
+            assert c["flops"] == tm.GPUS[key]["tensor_flops"]
 
 
 @pytest.mark.parametrize("kw, allowed", [(dict(version="v9"), "is not one of ('v1', 'v2', 'v3p', 'v3'"),

@@ -9,14 +9,12 @@
                                                head's score matrix each block computed
     fragment_figure()                          v3's mma fragments: S's accumulator lanes are P's
     rung_numbers(e, scores, m)                 one rung's SASS counts, per score, and its MODEL
-    evidence_line, evidence_markdown, evidence_figure, model_overview_figure
-                                               SASS counts (kernels.sass) and the time model
+    evidence_figure, model_overview_figure     SASS counts (kernels.sass) and the time model
                                                (kernels.time_model): hatched, labelled "model"
-    summary_table                              the chapter at a glance, one row per version
     measured_rows, measured_markdown, measured_figure
                                                a GPU results file, solid
     one_block_row, cooperate_row, never_knows_row   the rows of "Checking the source"
-    lane_elements, model_terms_lines, model_beside_measured   the exercises' helpers
+    lane_elements, model_terms, model_beside_measured   the exercises' helpers
 
 The figures module formats and draws; every number a chapter states is computed in a cell from
 andrea_edu.kernels (sources, compiler, emulator, SASS evidence, model) or andrea_edu.bench.
@@ -305,28 +303,6 @@ def never_knows_row(v, sig, heads_in_params, reads, same_bits: bool) -> tuple:
     return (f"{CLAIM_NEVER_KNOWS} ({v})", measured, verdict)
 
 
-def summary_table(checks, ev, design, barriers, measured) -> str:
-    """The chapter at a glance, one row per version at the design case: ev {version:
-    sass.evidence}, design {version: model_bound} (H200), barriers {version: count}, checks
-    {version: compare_to_reference}; measured (measured_rows) adds the best throughput vs SDPA."""
-    best = {v: max((r["speed"] for r in measured if r["version"] == v), default=None)
-            for v in ev}
-    out = ["| version | blocks | instructions / HMMA per warp-tile | shared-memory bytes per "
-           "warp-tile | registers | blocks per SM (H200) | barriers per tile | MODEL, H200 "
-           "(all overlapped .. none) | emulated max error |"
-           + (" measured vs SDPA (best head_dim) |" if measured else ""),
-           "|---|---|---|---|---|---|---|---|---|" + ("---|" if measured else "")]
-    for v, e in ev.items():
-        m = design[v]
-        out.append(f"| {v} | {m['work']['blocks']} | {e['per_tile']['total']} / "
-                   f"{e['per_tile']['HMMA']} | {e['smem_bytes_per_tile']:,} | {e['registers']} | "
-                   f"{e['blocks_per_sm']['H200']} | {barriers[v]} | {m['lower'] * 1e6:.0f} .. "
-                   f"{m['upper'] * 1e6:.0f} µs | {checks[v]['max_abs_err']:.1e} |"
-                   + (f" {best[v]:.2f}x |" if measured and best[v] is not None else
-                      " |" if measured else ""))
-    return "\n".join(out)
-
-
 # ------------------------------------------------------------------ v3's register fragments
 def accumulator_owner(row: int, col: int) -> tuple[int, str]:
     """(lane, register) holding element (row, col) of a 16x8 mma.m16n8k16 accumulator, as the
@@ -387,19 +363,6 @@ MODEL_STYLE: dict[str, Any] = dict(facecolor="none", hatch="///", linewidth=1.2)
 MODEL_LABEL = "MODEL (from SASS counts)"
 
 
-def clock_sentence(tm) -> str:
-    """The one clock of the time model (module tm = kernels.time_model), derived per GPU from
-    the stated dense tensor peak and the per-SM tensor rate, and the tensor ceiling's status."""
-    parts = [f"{g['name']}: {g['tensor_flops'] / 1e12:.1f} TFLOP/s / ({g['sms']} SMs x "
-             f"{g['tensor_flops_per_clock_per_sm']:,} FLOPs per clock) = "
-             f"{tm.clock_hz(key) / 1e9:.3f} GHz" for key, g in tm.GPUS.items()]
-    ceil = [f"{key}: " + ("published for this instruction" if c["published"] else
-                          "not published for mma.sync; the dense peak is assumed")
-            for key, c in tm.TENSOR_CEILING.items()]
-    return ("The model's one clock, for every term: " + "; ".join(parts)
-            + ". The tensor ceiling of HMMA.16816: " + "; ".join(ceil) + ".")
-
-
 def check_head_dim(hs: int) -> int:
     """hs when this chapter precomputed it (HEAD_DIMS: the head_dims all three kernels compile
     for), else a one-line ValueError naming the allowed values, before any long work."""
@@ -407,71 +370,6 @@ def check_head_dim(hs: int) -> int:
         raise ValueError(f"hs={hs!r}: this chapter compiles and models head_dim "
                          f"{', '.join(map(str, HEAD_DIMS))} only; set hs to one of them")
     return hs
-
-
-def evidence_markdown(ev: dict, scores: dict, models: dict, models_4090: dict) -> str:
-    """ev {version: sass.evidence dict}, scores {version: scores per warp per K/V tile},
-    models / models_4090 {version: time_model.model_bound dict}: one column per version."""
-    vs = list(ev)
-
-    def row(name, f):
-        return f"| {name} | " + " | ".join(f(v) for v in vs) + " |"
-
-    out = ["| per warp and K/V tile | " + " | ".join(vs) + " |", "|---|" + "---|" * len(vs),
-           row("keys per tile", lambda v: str(ev[v]["keys_per_tile"])),
-           row("scores (query-key pairs)", lambda v: str(scores[v]))]
-    out += [row(f"`{k}`", lambda v, k=k: str(ev[v]["per_tile"][k])) for k in MIX]
-    out += [row("all instructions", lambda v: str(ev[v]["per_tile"]["total"])),
-            row("shared-memory bytes", lambda v: f"{ev[v]['smem_bytes_per_tile']:,}"),
-            row("... per score", lambda v: f"{ev[v]['smem_bytes_per_tile'] / scores[v]:.0f}"),
-            row("**per thread and block**", lambda v: ""),
-            row("registers", lambda v: str(ev[v]["registers"])),
-            row("spill bytes (stores / loads)",
-                lambda v: f'{ev[v]["spill_stores"]} / {ev[v]["spill_loads"]}'),
-            row("blocks per SM, H200", lambda v: str(ev[v]["blocks_per_sm"]["H200"])),
-            row("blocks per SM, RTX 4090", lambda v: str(ev[v]["blocks_per_sm"]["RTX 4090"])),
-            row("shared memory per block (B)", lambda v: f"{ev[v].get('shared_bytes', 0):,}"),
-            row("what limits blocks per SM, H200",
-                lambda v: str(ev[v].get("limited_by", {}).get("H200", "?"))),
-            row("**model, whole launch**", lambda v: ""),
-            row("MODEL, H200 (all overlapped .. none)",
-                lambda v: f"{models[v]['lower'] * 1e6:.1f} .. {models[v]['upper'] * 1e6:.1f} µs "
-                          f"(largest term: {models[v]['bound_by']})"),
-            row("SMs with a block, H200 (RTX 4090)",
-                lambda v: f"{models[v].get('sms_busy')} of {models[v].get('sms')} "
-                          f"({models_4090[v].get('sms_busy')} of {models_4090[v].get('sms')})"
-                          + (", latency-bound" if models[v].get("latency_bound") else "")),
-            row("shared-memory bytes the model counts per warp-tile",
-                lambda v: _model_smem(models[v])),
-            row("MODEL, RTX 4090", lambda v: f"{models_4090[v]['lower'] * 1e6:.1f} .. "
-                                             f"{models_4090[v]['upper'] * 1e6:.1f} µs (largest "
-                                             f"term: {models_4090[v]['bound_by']})"),
-            row("model's TFLOP/s, H200", lambda v: f"{models[v]['model_tflops']:.0f}"
-                                                  + (" (above any published mma.sync kernel)"
-                                                     if models[v].get("above_published") else ""))]
-    band = next(iter(models.values())).get("published") or []
-    if band:
-        out.append(row("**published kernels, same work**", lambda v: ""))
-        out += [row(f"{b['kernel']} ({b['instruction']})",
-                    lambda v, k=b["kernel"]: next(
-                        f"{x['seconds'] * 1e6:.1f} µs ({x['tflops']:.0f} TFLOP/s"
-                        + (f", {v}'s design)" if x["same_design"] else ")")
-                        for x in models[v]["published"] if x["kernel"] == k))
-                for b in band]
-        out.append("")
-        out.append(f"Published kernels: {band[0]['where']}, {band[0]['source']}.")
-    return "\n".join(out)
-
-
-def _model_smem(m: dict) -> str:
-    """The shared-memory bytes per warp-tile that the model's term uses (below the SASS count
-    where the model keeps only the bytes the code cannot avoid)."""
-    c, tiles = m.get("counts", {}), m.get("work", {}).get("warp_tiles")
-    if "smem_bytes" not in c or not tiles:
-        return ""
-    return f"{c['smem_bytes'] // tiles:,}" + (" (the bytes this code cannot avoid)"
-                                              if c["smem_bytes"] < c.get("smem_bytes_sass", 0)
-                                              else "")
 
 
 def rung_numbers(e: dict, scores: int, m: dict) -> dict:
@@ -490,27 +388,6 @@ def rung_numbers(e: dict, scores: int, m: dict) -> dict:
             f"MODEL {m['gpu_key'] if 'gpu_key' in m else m['gpu']}, µs":
                 (round(m["lower"] * 1e6, 1), round(m["upper"] * 1e6, 1)),
             "bound by": m["bound_by"], "SMs busy": f"{m.get('sms_busy')} of {m.get('sms')}"}
-
-
-def evidence_line(v: str, e: dict, scores: int, m: dict) -> str:
-    """One version's evidence in one line: e a sass.evidence dict, scores the query-key pairs of
-    its warp-tile, m its time_model.model_bound dict on one GPU (the full table is
-    evidence_markdown)."""
-    p = e["per_tile"]
-    mix = ", ".join(f"{p[k]} {k}" for k in MIX if p[k])
-    per_sm = next((n for g, n in e["blocks_per_sm"].items() if g in m.get("gpu", "")),
-                  e["blocks_per_sm"].get("H200"))  # on the model's GPU
-    txt = (f"**{v} (`{e['arch']}`, head_dim {e['head_dim']}):** {p['total']} instructions "
-           f"per warp-tile of {scores} scores ({mix}), {e['smem_bytes_per_tile'] / scores:.0f} "
-           f"shared-memory bytes per score, {e['registers']} registers, "
-           f"{per_sm} blocks per SM. "
-           f"**MODEL, {m['gpu']}:** {m['lower'] * 1e6:.1f} µs (every term overlapped; largest "
-           f"term: {m['bound_by']}) to {m['upper'] * 1e6:.1f} µs (none)")
-    if m.get("sms_busy", m.get("sms")) < m.get("sms", 0):
-        txt += f"; the grid occupies {m['sms_busy']} of {m['sms']} SMs"
-    if m.get("latency_bound"):
-        txt += f", {m['warps_per_busy_sm']} warps each: latency-bound"
-    return txt + "."
 
 
 def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim: int,
@@ -682,32 +559,29 @@ def lane_elements(lane: int) -> dict:
 OVERLAPS = {"perfect": "max", "none": "sum"}  # how the model's five terms combine
 
 
-def model_terms_lines(m: dict, overlap: str = "perfect") -> list[str]:
-    """A time_model.model_bound dict's five terms, one line each, and their combination:
-    overlap="perfect" takes the largest (the model: a lower bound), "none" adds them (every
-    resource waiting for the others: no overlap at all); then the published band beside it."""
+def model_terms(m: dict, overlap: str = "perfect") -> dict:
+    """A time_model.model_bound dict's five terms (µs) and their combination: overlap="perfect"
+    takes the largest (the bracket's lower edge: every resource busy at once), "none" adds them
+    (the upper edge: each waits for the others); the useful TFLOP/s at that time, and the
+    published kernels' times for the same work beside it."""
     if overlap not in OVERLAPS:
         raise ValueError(f"overlap={overlap!r}: allowed values are "
                          f"{', '.join(map(repr, OVERLAPS))}")
     terms = m["terms"]
     t = max(terms.values()) if overlap == "perfect" else sum(terms.values())
-    lines = [f"{m['version']} on the {m['gpu']}, B={m['B']}, n_head={m['n_head']}, T={m['T']}, "
-             f"head_dim={m['head_dim']}, {m['dtype']}, causal={m['causal']} (a model):"]
-    lines += [f"  {name:<6} {s * 1e6:9.1f} µs" + ("  <- the largest" if name == m["bound_by"]
-                                                  else "") for name, s in terms.items()]
-    how = ("perfect overlap: the bracket's lower edge" if overlap == "perfect" else
-           "no overlap at all: the bracket's upper edge")
-    lines.append(f"  {OVERLAPS[overlap]} of the terms ({how}): {t * 1e6:.1f} µs, "
-                 f"{m['useful_flops'] / t / 1e12:.0f} TFLOP/s of useful work")
-    lines += [f"  published: {b['kernel']} ({b['instruction']}, {b['where']}) "
-              f"{b['seconds'] * 1e6:.1f} µs for this work" for b in m.get("published") or []]
-    return lines
+    return {"MODEL terms, µs": {name: round(s * 1e6, 1) for name, s in terms.items()},
+            "largest": m["bound_by"],
+            f"{OVERLAPS[overlap]} of the terms, µs": round(t * 1e6, 1),
+            "useful TFLOP/s": round(m["useful_flops"] / t / 1e12),
+            "published, µs": {b["kernel"]: round(b["seconds"] * 1e6, 1)
+                              for b in m.get("published") or []}}
 
 
-def model_beside_measured(results, nh: int, dtype, head_dims=HEAD_DIMS) -> list[str]:
-    """For a GPU head_dim results file: per measured (version, head_dim in head_dims), the time
-    measured beside the model's bound for that GPU and case (measured / model: how far above
-    its bound the kernel landed). With no file: one line naming where it was looked for."""
+def model_beside_measured(results, nh: int, dtype, head_dims=HEAD_DIMS) -> list:
+    """For a GPU head_dim results file: per measured (version, head_dim in head_dims), a dict of
+    the time measured beside the model's bracket for that GPU and case (measured / lower edge:
+    how far above its bound the kernel landed). With no file, or one from a CPU or a GPU the
+    model has no preset for: one line saying so."""
     from andrea_edu.data import where_looked
     from andrea_edu.kernels import time_model
 
@@ -715,21 +589,18 @@ def model_beside_measured(results, nh: int, dtype, head_dims=HEAD_DIMS) -> list[
         return [where_looked("bench_headdim_<gpu>.json")]
     gpu = model_gpu(results, time_model.GPUS)
     device = results["provenance"]["device"]
-    if results["provenance"].get("device_kind") == "cpu":
-        return [f"{device} is a CPU: the time model bounds GPU kernels only (it has "
-                f"{', '.join(time_model.GPUS)})"]
-    if gpu is None:
-        return [f"{device}: the time model has no preset for this GPU (it has "
-                f"{', '.join(time_model.GPUS)}), so no bound to set beside the measurement"]
-    out = []
+    if results["provenance"].get("device_kind") == "cpu" or gpu is None:
+        return [f"{device}: no time-model preset (presets: {', '.join(time_model.GPUS)})"]
+    out: list = []
     for r in measured_rows(results, nh, head_dims=tuple(check_head_dim(h) for h in head_dims)):
         m = time_model.model_bound(r["version"], r["B"], nh, r["T"], r["head_dim"], r["causal"],
                                    dtype, gpu)
-        out.append(f"{device}, {r['version']} (ran {r['kernel']}), head_dim {r['head_dim']}: "
-                   f"measured {r['ms']:.3f} ms, MODEL {m['lower'] * 1e3:.3f} ms (every term "
-                   f"overlapped, largest term {m['bound_by']}) to {m['upper'] * 1e3:.3f} ms "
-                   f"(none): measured / lower edge {r['ms'] / (m['lower'] * 1e3):.1f}x")
-    return out or [f"{device}: the file holds no version of this chapter at n_head={nh}"]
+        out.append({"device": device, "version": r["version"], "ran": r["kernel"],
+                    "head_dim": r["head_dim"], "measured, ms": round(r["ms"], 3),
+                    "MODEL, ms": (round(m["lower"] * 1e3, 3), round(m["upper"] * 1e3, 3)),
+                    "largest term": m["bound_by"],
+                    "measured / lower edge": round(r["ms"] / (m["lower"] * 1e3), 1)})
+    return out or [f"{device}: no version of this chapter at n_head={nh}"]
 
 
 # ------------------------------------------------------------------ n_head at a fixed d_model
