@@ -1,5 +1,6 @@
 """Helpers that write a chapter's sentences and tables (the roofline ratio, the tensor-core claim,
-the kernel walkthrough, the provenance line): each computes what its chapter states."""
+the kernel walkthrough, where a measurement came from): each computes what its chapter states."""
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,11 +39,26 @@ def test_tensor_core_claim_waits_for_a_gpu_file():
     assert "None" not in text
 
 
+def _v2_loop_key() -> list:
+    """The chapter's V2_LOOP_KEY, read from the notebook cell that defines it."""
+    import ast
+    import json
+
+    nb = Path(__file__).resolve().parents[1] / "book" / "config_mirrors_hardware.ipynb"
+    for cell in json.loads(nb.read_text(encoding="utf-8"))["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "code" and "V2_LOOP_KEY = [" in src:
+            for node in ast.walk(ast.parse(src)):
+                if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "V2_LOOP_KEY":
+                    return ast.literal_eval(node.value)
+    raise AssertionError("no cell of config_mirrors_hardware defines V2_LOOP_KEY")
+
+
 def test_kernel_walkthrough_marks_lines_of_the_cu_file():
-    from andrea_edu.figures.config_mirrors_hardware import V2_LOOP_KEY
     from andrea_edu.figures.viz import kernel_walkthrough
     from andrea_edu.kernels.toolkit import kernel_source
 
+    V2_LOOP_KEY = _v2_loop_key()
     md = kernel_walkthrough("v2", V2_LOOP_KEY, start=r"for \(int k0", stop=r"^  }$").data
     src = kernel_source("v2").splitlines()
     rows = [r for r in md.splitlines() if r.startswith("| ") and r[2].isdigit()]
@@ -53,12 +69,16 @@ def test_kernel_walkthrough_marks_lines_of_the_cu_file():
     assert "wmma::mma_sync(sf, qf[kk], kf, sf);" in md
 
 
-def test_provenance_line_has_no_empty_fields():
-    from andrea_edu.figures.config_mirrors_hardware import provenance_line
+def test_measurement_source_has_only_the_fields_a_file_holds():
+    from andrea_edu.figures.config_mirrors_hardware import measurement_source
 
     res = {"provenance": {"device": "CPU: test", "device_kind": "cpu", "torch": "2", "cuda": "13",
                           "driver": None, "andrea_edu": "0.1", "git_commit": "abc", "date": "2026"},
            "settings": {"repeats": 3, "dtype": "bfloat16"}, "_path": "/x/bench_headdim_cpu.json"}
-    line = provenance_line(res, "CPU measurement")
-    assert "None" not in line and "driver" not in line and "bench_headdim_cpu.json" in line
-    assert provenance_line(None, "GPU measurement").endswith("**none exists yet**.")
+    src = measurement_source(res)
+    assert src is not None and None not in src.values()
+    assert "driver" not in src and "cuda" not in src and src["file"] == "bench_headdim_cpu.json"
+    assert measurement_source(res, live=res)["file"] == "live"
+    gpu = dict(res, provenance=dict(res["provenance"], device_kind="gpu"))
+    assert measurement_source(gpu)["cuda"] == "13" and "driver" not in measurement_source(gpu)
+    assert measurement_source(None) is None

@@ -15,6 +15,7 @@
                                                 kernels.head_dim_evidence (pad=False, pad=True)
     head_dim_rows(sweep, padded)                the frame's numbers (the chapter tabulates them
                                                 under the slider with viz.table)
+    measurement_source(res)                     where a results file came from (a dict)
     flash_utilization_figure, sdpa_eligibility_lines, same_d_model_line   the exercises' helpers
 
 Every timing panel names the device it was measured on; CPU results say CPU; no results, no
@@ -424,53 +425,22 @@ def kernel_facts(head_dim: int, dtype=torch.bfloat16, arch: str = "sm_90", B: in
 
 
 
-# ---------------------------------------------------------------- the chapter's text helpers
-# v2's inner loop, line by line: (a regex found in attention_v2_wmma.cu, what that line does).
-V2_LOOP_KEY = [
-    (r"for \(int k0", "walk the keys in tiles of V2_BK = 32 (the block's 64 query rows stay)"),
-    (r"sK\[rr \* LDH \+ d\] =", "load: stage the K and V tile in shared memory, zeros past T"),
-    (r"wmma::fill_fragment\(sf", "a 16 x 16 fp32 accumulator of scores, in registers"),
-    (r"wmma::load_matrix_sync\(kf", "load: a 16 x 16 piece of K^T from shared memory"),
-    (r"wmma::mma_sync\(sf, qf\[kk\], kf, sf\)",
-     "mma: S += Q K^T, one 16 x 16 x 16 product per call, HD / 16 calls"),
-    (r"wmma::store_matrix_sync\(sSw", "store: the warp's 16 x 32 scores to shared memory (fp32)"),
-    (r"const float m_new", "online softmax on ordinary cores: running max"),
-    (r"sPw\[r \* V2_LDP \+ c\] =", "P rounded to fp16/bf16: the tensor cores take 16-bit inputs"),
-    (r"sOw\[r \* LDO \+ half \* HALF_HD \+ t\] \*= alpha", "rescale the output by alpha"),
-    (r"wmma::load_matrix_sync\(of", "load: 16 x 16 of the output accumulator"),
-    (r"wmma::mma_sync\(of, pf, vf, of\)", "mma: O += P V"),
-    (r"wmma::store_matrix_sync\(sOw", "store: the output tile back to shared memory"),
-]
-
-
-def provenance_line(res, what: str, live=None) -> str:
-    """One Markdown bullet saying where a measurement came from (only the fields it has)."""
+# ---------------------------------------------------------------- where a measurement came from
+def measurement_source(res, live=None) -> dict | None:
+    """Where a head_dim results file came from, only the fields it has (None: no file): device,
+    the file (or "live" for the run `live` of this notebook), torch, CUDA and driver (a GPU's),
+    andrea_edu, commit, date, repeats, dtype."""
     if res is None:
-        return f"- {what}: **none exists yet**."
+        return None
     p = provenance(res)  # today's keys, whichever a file was committed under
-    src = ("measured live in this notebook" if res is live
-           else f"`{str(res.get('_path', '')).split('/')[-1]}`")
-    parts: list[str | None] = [f"{p['device']} ({src})", f"torch {p['torch']}"]
+    out = {"device": p["device"],
+           "file": "live" if res is live else str(res.get("_path", "")).split("/")[-1],
+           "torch": p["torch"]}
     if p.get("device_kind") == "gpu":
-        parts += [f"CUDA {p['cuda']}" if p.get("cuda") else None,
-                  f"driver {p['driver']}" if p.get("driver") else None]
-    parts += [f"andrea_edu {p['andrea_edu']}", f"commit {str(p['git_commit'])[:12]}",
-              str(p["date_utc"])[:10], f"{res['settings']['repeats']} repeats",
-              str(res["settings"]["dtype"])]
-    return f"- {what}: " + ", ".join(x for x in parts if x) + "."
-
-
-def gpu_source_sentence(gpu_res) -> str:
-    """Which GPU this chapter's GPU numbers come from: the data present decides."""
-    if gpu_res is None:
-        return ("The source names the RTX 4090, an Ada GPU (`sm_89`). No GPU measurement of this "
-                "chapter is committed yet, from a 4090 or any other GPU, so what follows compares "
-                "the two GPUs by their compiled kernels and published specifications only, "
-                "beside the H200 (Hopper, `sm_90`) that the book's launch grids are computed for.")
-    dev = gpu_res["provenance"]["device"]
-    return (f"The source names the RTX 4090, an Ada GPU (`sm_89`); this chapter's GPU measurements "
-            f"come from {dev}. The 16-multiple rule of WMMA is the same on both. What differs is "
-            f"the number of SMs, and so how a grid spreads over them:")
+        out |= {k: p[k] for k in ("cuda", "driver") if p.get(k)}
+    return out | {"andrea_edu": p["andrea_edu"], "commit": str(p["git_commit"])[:12],
+                  "date": str(p["date_utc"])[:10], "repeats": res["settings"]["repeats"],
+                  "dtype": str(res["settings"]["dtype"])}
 
 
 # ---------------------------------------------------------------- the exercises' helpers
