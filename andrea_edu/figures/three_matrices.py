@@ -5,8 +5,8 @@ is ``andrea_edu.bench.matmuls``; the committed, provenance-carrying version of t
 comparison is ``python -m andrea_lab.bench projections``. This module draws and formats.
 - ``fig_fused_matrix``: W_Q with the column blocks W_Q^h coloured, beside the per-head view.
 - ``fig_projection_timings``: BLAS calls and time per way for one (n_head, head_dim).
-- ``tensor_core_claim`` / ``gpu_projection_table``: the GPU claim's box row and the committed GPU
-  measurement, when one exists.
+- ``tensor_core_claim``: the GPU claim's box row; ``committed_projection_rows``: the committed GPU
+  measurement's rows, when one exists (the chapter tabulates them).
 Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
 """
 from __future__ import annotations
@@ -16,7 +16,6 @@ import torch
 
 from andrea_edu import projections as P
 from andrea_edu.bench.matmuls import projection_roofline
-from andrea_edu.data import provenance
 from andrea_edu.kernels import gpus
 from andrea_edu.figures.viz import head_colors
 
@@ -174,22 +173,3 @@ def tensor_core_claim(gpu_results, n_head: int, cpu_ratio_12: float | None,
     if ratio <= 1.1:
         return text, "does not hold"
     return text, ("holds" if share is not None and share >= 0.5 else "holds with a caveat")
-
-
-def gpu_projection_table(gpu_results) -> str:
-    """Markdown: the committed GPU comparison, or a sentence saying that none exists."""
-    rows = committed_projection_rows(gpu_results)
-    if not rows:
-        return ("**No GPU measurement of this comparison is committed** "
-                "(`book/data/bench_projections_<gpu>.json`).")
-    prov, settings = provenance(gpu_results), gpu_results["settings"]  # today's keys
-    table = ["| n_head | way | BLAS calls | median (ms) | TFLOP/s | time / fused |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        cells = [r["n_head"], r["way"], r["blas_calls"], r["median_ms"], r["tflops"],
-                 r["ratio_to_fused"]]
-        table.append("| " + " | ".join("-" if v is None else (f"{v:.3g}" if isinstance(v, float)
-                                                                else str(v)) for v in cells) + " |")
-    return (f"Committed measurement from **{prov['device']}** (torch {prov['torch']}, CUDA "
-            f"{prov.get('cuda') or '-'}, {prov['date_utc'][:10]}, {settings['dtype']}):\n\n"
-            + "\n".join(table))
