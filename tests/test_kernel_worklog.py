@@ -81,8 +81,9 @@ def test_measured_rows_take_the_ok_records_and_the_speed_relative_to_sdpa():
                                                              ("v1", 128), ("v3", 128)}
     v3 = next(r for r in rows if r["version"] == "v3" and r["head_dim"] == 64)
     assert v3["speed"] == pytest.approx(0.5) and v3["kernel"] == "v3"
-    text = figs.measured_markdown(rows, _fake_results())
-    assert "NVIDIA H200" in text and "0.50x" in text
+    cells = figs.measured_cells(rows)
+    assert ["v3", "64", "v3"] in [c[:3] for c in cells] and "0.50x" in {c[5] for c in cells}
+    assert all(c[6:] == ["-", "-"] for c in cells)  # no model given: no MODEL column values
 
 
 def test_measured_figure_draws_the_model_hatched_and_labelled_model():
@@ -96,10 +97,8 @@ def test_measured_figure_draws_the_model_hatched_and_labelled_model():
     assert all("model" not in s for s in labels if "measured" in s)
 
 
-def test_no_gpu_file_says_not_yet_measured_and_how_to_measure(tmp_path):
-    text = figs.not_measured_markdown(tmp_path)
-    assert "Not yet measured on a GPU" in text and "bench_headdim_<gpu>.json" in text
-    # how to measure is the chapter's Markdown, written once, not a library string
+def test_how_to_measure_is_the_chapters_markdown():
+    """How to measure is the chapter's Markdown, written once, not a library string."""
     cells = json.loads((Path(__file__).resolve().parents[1] / "book" / "kernel_worklog.ipynb")
                        .read_text())["cells"]
     assert any("scripts/gpu_suite.sh" in "".join(c["source"]) for c in cells
@@ -192,8 +191,8 @@ def test_measured_seconds_and_the_models_name_for_the_gpu():
     secs = figs.measured_seconds(rows, res, 8, 1024)
     assert secs[("v3", 64)] == {"H200": pytest.approx(2e-3)}
     assert figs.measured_seconds(rows, res, 4, 1024) == {}
-    text = figs.measured_markdown(rows, res, {("v3", 64): 1e-3})
-    assert "| 1.000 | 2.0x |" in text
+    v3 = next(c for c in figs.measured_cells(rows, {("v3", 64): 1e-3}) if c[:2] == ["v3", "64"])
+    assert v3[6:] == ["1.000", "2.0x"]
 
 
 def test_rung_numbers_keep_the_nonzero_counts_per_score_and_the_bracket():
@@ -274,7 +273,9 @@ def test_chapter_shows_a_gpu_file_beside_the_model(tmp_path, monkeypatch):
     errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in outs if o["output_type"] == "error"]
     assert not errors, errors
     text = "\n".join("".join(o.get("data", {}).get("text/markdown", "")) for o in outs)
-    assert "Measured on NVIDIA H200 (driver 0.0 (test)" in text and "Not yet measured" not in text
+    printed = "\n".join(o.get("text", "") for o in outs if o["output_type"] == "stream")
+    assert "'device': 'NVIDIA H200', 'driver': '0.0 (test)'" in printed
+    assert "Not yet measured" not in printed
     assert "| v3 | 64 | v3 | 0.160 | 0.100 | 0.62x |" in text  # measured beside the model
     plain = "\n".join("".join(o.get("data", {}).get("text/plain", "")) for o in outs)
     # exercise 5's cell, as committed (device = "cpu"), reads the same file

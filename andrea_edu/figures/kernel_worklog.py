@@ -11,7 +11,7 @@
     rung_numbers(e, scores, m)                 one rung's SASS counts, per score, and its MODEL
     evidence_figure, model_overview_figure     SASS counts (kernels.sass) and the time model
                                                (kernels.time_model): hatched, labelled "model"
-    measured_rows, measured_markdown, measured_figure
+    measured_rows, measured_cells, measured_figure
                                                a GPU results file, solid
     one_block_row, cooperate_row, never_knows_row   the rows of "Checking the source"
     lane_elements, model_terms, model_beside_measured   the exercises' helpers
@@ -175,12 +175,6 @@ def measured_rows(results, nh: int, head_dims=HEAD_DIMS, shape: str = "ANDREA-12
     return rows
 
 
-def _device(results) -> str:
-    prov = provenance(results)  # today's keys, whichever a file was committed under
-    return f"{prov['device']} (driver {prov.get('driver')}, CUDA {prov.get('cuda')}, " \
-           f"{prov.get('date_utc', '')[:10]}, commit {prov.get('git_commit', '')[:8]})"
-
-
 def model_gpu(results, model_gpus: dict) -> str | None:
     """The time model's key ("H200", "H100", "RTX 4090") for the GPU a results file came from,
     or None: matched by its device record (kernels.gpus.by_device: the whole device name and
@@ -200,25 +194,17 @@ def measured_seconds(rows: list, results, B: int, T: int) -> dict:
             if gpu and r["B"] == B and r["T"] == T}
 
 
-def measured_markdown(rows: list, results, model_s: dict | None = None) -> str:
-    out = [f"Measured on {_device(results)}, file `{results['_path'].split('/')[-1]}`:", "",
-           "| version | head_dim | kernel that ran | median (ms) | SDPA (ms) | "
-           "throughput vs SDPA | MODEL, all terms overlapped (ms) | measured / MODEL |",
-           "|---|---|---|---|---|---|---|---|"]
+def measured_cells(rows: list, model_s: dict | None = None) -> list[list[str]]:
+    """One table row per measured row (measured_rows): version, head_dim, the kernel that ran,
+    median ms, SDPA ms, throughput vs SDPA, and, where `model_s` {(version, head_dim): seconds}
+    has the case, the MODEL's lower edge (ms) and measured / MODEL ("-" where it has none)."""
+    out = []
     for r in rows:
         m = (model_s or {}).get((r["version"], r["head_dim"]))
-        out.append(f"| {r['version']} | {r['head_dim']} | {r['kernel']} | {r['ms']:.3f} | "
-                   f"{r['sdpa_ms']:.3f} | {r['speed']:.2f}x | "
-                   + (f"{m * 1e3:.3f} | {r['ms'] / (m * 1e3):.1f}x |" if m else "| |"))
-    return "\n".join(out)
-
-
-def not_measured_markdown(folder) -> str:
-    from pathlib import Path
-
-    folder = Path(folder)
-    return (f"**Not yet measured on a GPU**: `{folder.parent.name}/{folder.name}/` holds no "
-            "`bench_headdim_<gpu>.json`.")
+        out.append([r["version"], str(r["head_dim"]), str(r["kernel"]), f"{r['ms']:.3f}",
+                    f"{r['sdpa_ms']:.3f}", f"{r['speed']:.2f}x",
+                    f"{m * 1e3:.3f}" if m else "-", f"{r['ms'] / (m * 1e3):.1f}x" if m else "-"])
+    return out
 
 
 def measured_figure(rows: list, results, model=None):
