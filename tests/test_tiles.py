@@ -191,22 +191,25 @@ def test_flash_utilization_figure():
             tile_figures.flash_utilization_figure(bad)  # type: ignore[arg-type]  # under test
 
 
-def test_sdpa_eligibility_and_same_d_model_lines():
+def test_sdpa_eligibility_and_same_d_model():
     res = _fake_results()
     res["records"] += [dict(backend="sdpa:efficient", status="unavailable",
                             reason="RuntimeError: No viable backend. More text",
                             params=dict(head_dim=70))]
-    (line,) = tile_figures.sdpa_eligibility_lines(res)
-    assert "head_dim= 70 efficient measured: unavailable (RuntimeError: No viable backend)" in line
-    assert "GPU rule: not eligible, head_dim=70 is not a multiple of 8" in line
-    assert "no committed head_dim measurement" in tile_figures.same_d_model_line(None)
-    assert "no timed cuda-wmma record" in tile_figures.same_d_model_line(res)
+    (row,) = tile_figures.sdpa_eligibility(res)
+    assert row == {"head_dim": 70, "backend": "sdpa:efficient", "measured": "unavailable",
+                   "reason": "RuntimeError: No viable backend", "eligible on a GPU": False,
+                   "rule": "head_dim=70 is not a multiple of 8"}
+    assert "no committed head_dim measurement" in tile_figures.same_d_model(None)
+    assert "cuda-wmma not timed at head_dim 32 and 64" in tile_figures.same_d_model(res)
     res["settings"]["shapes"]["ANDREA-120M"]["d_model"] = 768
     for hd, nh, ms in ((32, 24, 3.0), (64, 12, 2.0)):
         res["records"].append(dict(backend="cuda-wmma", status="ok", median_ms=ms, params=dict(
             shape="ANDREA-120M", series="d_model=768", head_dim=hd, n_head=nh, B=8, T=1024)))
-    assert tile_figures.same_d_model_line(res).endswith(
-        "head_dim 32 (n_head 24) 3.000 ms, head_dim 64 (n_head 12) 2.000 ms: ratio 1.50")
+    same = tile_figures.same_d_model(res)
+    assert isinstance(same, dict) and same["d_model"] == 768 and (same["B"], same["T"]) == (8, 1024)
+    assert (same["head_dim 32 (n_head 24), ms"], same["head_dim 64 (n_head 12), ms"],
+            same["ratio 32 / 64"]) == (3.0, 2.0, 1.5)
 
 
 def test_exercise_5_gpu_run_reaches_the_driver_boundary_on_a_cpu():
@@ -220,5 +223,5 @@ def test_exercise_5_gpu_run_reaches_the_driver_boundary_on_a_cpu():
     status = {(r["backend"], r["params"]["head_dim"]): r["status"] for r in res["records"]}
     assert status == {("sdpa", 32): "ok", ("sdpa", 64): "ok", ("cuda-wmma", 32): "unavailable",
                       ("cuda-wmma", 64): "unavailable"}
-    assert "head_dim 32 (n_head 24)" in tile_figures.same_d_model_line(res, "sdpa")
-    assert "no timed cuda-wmma record" in tile_figures.same_d_model_line(res, "cuda-wmma")
+    assert "head_dim 32 (n_head 24), ms" in tile_figures.same_d_model(res, "sdpa")
+    assert "cuda-wmma not timed" in tile_figures.same_d_model(res, "cuda-wmma")

@@ -16,7 +16,7 @@
     head_dim_rows(sweep, padded)                the frame's numbers (the chapter tabulates them
                                                 under the slider with viz.table)
     measurement_source(res)                     where a results file came from (a dict)
-    flash_utilization_figure, sdpa_eligibility_lines, same_d_model_line   the exercises' helpers
+    flash_utilization_figure, sdpa_eligibility, same_d_model   the exercises' helpers
 
 Every timing panel names the device it was measured on; CPU results say CPU; no results, no
 curve (the panel says that no measurement exists).
@@ -468,35 +468,36 @@ def flash_utilization_figure(h_max: int = 256):
     return fig
 
 
-def sdpa_eligibility_lines(results) -> list[str]:
-    """One line per (head_dim, SDPA backend) of a head_dim results file: what the run measured
-    (ran or not, and the record's reason) beside what torch's head_dim rules say on a GPU."""
+def sdpa_eligibility(results) -> list[dict]:
+    """One dict per (head_dim, SDPA backend) of a head_dim results file: what the run measured
+    (its status, and the first sentence of the record's reason) beside what torch's head_dim
+    rules say on a GPU (eligible or not, and the rule)."""
     out = []
     for r in results["records"]:
         p, b = r["params"], r["backend"]
         if not b.startswith("sdpa:"):
             continue
-        kind = b.split(":", 1)[1]
-        why = [(r.get("reason") or "").split(". ")[0]] if r.get("reason") else []
-        ok, rule = tiles.sdpa_head_dim_rules(p["head_dim"]).get(kind, (None, ""))
-        out.append(f"head_dim={p['head_dim']:>3} {kind:<9} measured: {r['status']}"
-                   + (f" ({why[0]})" if why else "")
-                   + f" | GPU rule: {'eligible' if ok else 'not eligible'}, {rule}")
+        ok, rule = tiles.sdpa_head_dim_rules(p["head_dim"]).get(b.split(":", 1)[1], (None, ""))
+        out.append({"head_dim": p["head_dim"], "backend": b, "measured": r["status"]}
+                   | ({"reason": r["reason"].split(". ")[0]} if r.get("reason") else {})
+                   | {"eligible on a GPU": bool(ok), "rule": rule})
     return out
 
 
-def same_d_model_line(results, backend: str = "cuda-wmma", shape: str = "ANDREA-120M") -> str:
+def same_d_model(results, backend: str = "cuda-wmma", shape: str = "ANDREA-120M") -> dict | str:
     """`backend`'s time at head_dim 32 (twice the heads) against head_dim 64, at the shape's
-    fixed d_model (the sweep's d_model series), from a head_dim results file; or why none."""
+    fixed d_model (the sweep's d_model series), from a head_dim results file, as a dict; or a
+    short line saying what is missing."""
     if not results:
-        return "no committed head_dim measurement (book/data/bench_headdim_<device>.json) to read"
+        return "no committed head_dim measurement (book/data/bench_headdim_<device>.json)"
     d_model = results.get("settings", {}).get("shapes", {}).get(shape, {}).get("d_model")
     cs = dict(curves(results, shape, f"d_model={d_model}").get(backend, []))
     if 32 not in cs or 64 not in cs:
-        return (f"{device_label(results)}: no timed {backend} record at head_dim 32 and 64 of the "
-                f"d_model={d_model} series")
+        return (f"{device_label(results)}: {backend} not timed at head_dim 32 and 64, "
+                f"d_model={d_model}")
     a, b = cs[32], cs[64]
-    return (f"{device_label(results)}, {backend}, d_model={d_model}, B={a['params']['B']}, "
-            f"T={a['params']['T']}: head_dim 32 (n_head {a['params']['n_head']}) "
-            f"{a['median_ms']:.3f} ms, head_dim 64 (n_head {b['params']['n_head']}) "
-            f"{b['median_ms']:.3f} ms: ratio {a['median_ms'] / b['median_ms']:.2f}")
+    return {"device": device_label(results), "backend": backend, "d_model": d_model,
+            "B": a["params"]["B"], "T": a["params"]["T"],
+            f"head_dim 32 (n_head {a['params']['n_head']}), ms": round(a["median_ms"], 3),
+            f"head_dim 64 (n_head {b['params']['n_head']}), ms": round(b["median_ms"], 3),
+            "ratio 32 / 64": round(a["median_ms"] / b["median_ms"], 2)}
