@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from andrea_edu.data import provenance
 # Shown kernel code is its own concept (andrea_edu.figures.kernel_source, shared by any chapter
 # that shows code); the chapter imports it from there.
 from andrea_edu.figures.kernel_source import _code, _first_sentence, version_header
