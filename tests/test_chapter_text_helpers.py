@@ -72,13 +72,15 @@ def test_kernel_walkthrough_marks_lines_of_the_cu_file():
 def test_measurement_source_has_only_the_fields_a_file_holds():
     from andrea_edu.figures.config_mirrors_hardware import measurement_source
 
-    res = {"provenance": {"device": "CPU: test", "device_kind": "cpu", "torch": "2", "cuda": "13",
-                          "driver": None, "andrea_edu": "0.1", "git_commit": "abc", "date": "2026"},
-           "settings": {"repeats": 3, "dtype": "bfloat16"}, "_path": "/x/bench_headdim_cpu.json"}
+    res: dict[str, Any] = {
+        "provenance": {"device": "CPU: test", "device_kind": "cpu", "torch": "2", "cuda": "13",
+                       "driver": None, "andrea_edu": "0.1", "git_commit": "abc", "date": "2026"},
+        "settings": {"repeats": 3, "dtype": "bfloat16"}, "_path": "/x/bench_headdim_cpu.json"}
     src = measurement_source(res)
     assert src is not None and None not in src.values()
     assert "driver" not in src and "cuda" not in src and src["file"] == "bench_headdim_cpu.json"
-    assert measurement_source(res, live=res)["file"] == "live"
-    gpu = dict(res, provenance=dict(res["provenance"], device_kind="gpu"))
-    assert measurement_source(gpu)["cuda"] == "13" and "driver" not in measurement_source(gpu)
+    live = measurement_source(res, live=res)
+    assert live is not None and live["file"] == "live"
+    gpu = measurement_source(dict(res, provenance=dict(res["provenance"], device_kind="gpu")))
+    assert gpu is not None and gpu["cuda"] == "13" and "driver" not in gpu
     assert measurement_source(None) is None
