@@ -44,3 +44,42 @@ def test_a_small_book_is_read_in_parallel_without_warnings(tmp_path):
     assert "executing the chapters with 2 workers" in log
     assert "serial read" not in log and "WARNING" not in log, log[-2000:]
     assert all((book / "_build" / "html" / f"p{i}.html").exists() for i in range(1, 8))
+
+
+def _jbb():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import jupyter_book_build
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    return jupyter_book_build
+
+
+def test_the_longest_chapters_start_first_in_sphinxs_own_scheduler(tmp_path, monkeypatch):
+    """The chunks go through Sphinx's real ParallelTasks (two workers); each task appends its
+    name to a file as it starts: the start order must be LONGEST_FIRST, then by size."""
+    from sphinx.util.parallel import ParallelTasks
+
+    jbb = _jbb()
+    (tmp_path / "book").mkdir()
+    for name, size in (("small", 10), ("large", 1000), ("middle", 100)):
+        (tmp_path / "book" / f"{name}.ipynb").write_text("x" * size)
+    monkeypatch.setattr(jbb, "SOURCE", tmp_path)
+    longest = list(jbb.LONGEST_FIRST)
+    docs = ["book/intro", "book/middle", "book/small", "book/large", *longest]
+    want = longest + ["book/large", "book/middle", "book/small", "book/intro"]
+    assert jbb.start_order(docs) == want
+    log = tmp_path / "started.txt"
+
+    def task(chunk):
+        with open(log, "a") as f:
+            f.write(chunk[0] + "\n")
+        import time
+        time.sleep(0.3)
+        return chunk[0]
+
+    tasks = ParallelTasks(2)
+    for chunk in jbb.one_document_per_batch(docs, 2):
+        tasks.add_task(task, chunk)
+    tasks.join()
+    assert log.read_text().split() == want
