@@ -21,22 +21,27 @@ def test_tensor_core_claim_waits_for_a_gpu_file():
     from andrea_edu.figures.three_matrices import tensor_core_claim
     from andrea_edu.figures.verdicts import NOT_MEASURED
 
-    text, verdict = tensor_core_claim(None, 12, 1.5, 3.0, 96, "CPU: test", rows=128)
-    assert verdict == NOT_MEASURED and "not measured" in text and "None" not in text
+    facts, verdict = tensor_core_claim(None, 12, rows=128)
+    assert verdict == NOT_MEASURED and facts["GPU file"] is None
+    assert facts["per-head / fused"] is None and facts["why"] == "no GPU file committed"
+    assert facts["B·T"] == 128 and facts["µs at peak"] > 0 and facts["µs moving bytes"] > 0
     fake: dict[str, Any] = {"provenance": {"device": "NVIDIA H200"}, "records": [
         {"status": "ok", "backend": w, "params": {"n_head": 12}, "blas_calls": c,
          "median_ms": ms, "tflops": tf, "time_ratio_to_fused": None, "quality_ok": True,
          "quality_reason": None, "p25_ms": ms, "p75_ms": ms}
         for w, c, ms, tf in (("per-head", 36, 0.3, 100.0), ("fused", 3, 0.1, 600.0))]}
-    text, verdict = tensor_core_claim(fake, 12, 1.5, 3.0, 96, "CPU: test", rows=128)
-    assert verdict == "holds" and "NVIDIA H200" in text and "61%" in text
-    # a GPU timing that fails the check (or a record written before the check) rates nothing,
-    # and a CPU ratio given as None is refused in one line, not printed as "None"
+    facts, verdict = tensor_core_claim(fake, 12, rows=128)
+    assert verdict == "holds" and facts["GPU file"] == "NVIDIA H200"
+    assert facts["per-head / fused"] == pytest.approx(3.0) and facts["share of peak"] == 0.61
+    assert "H200" in facts["peak of"]  # the calculation uses the measured GPU's published peak
+    # a ratio at or below 1.1 does not hold the claim
+    fake["records"][0].update(median_ms=0.105, p25_ms=0.105, p75_ms=0.105)
+    assert tensor_core_claim(fake, 12, rows=128)[1] == "does not hold"
+    # a GPU timing that fails the check (or a record written before the check) rates nothing
     fake["records"][0].update(quality_ok=False, quality_reason="too spread: 0.9 > 0.5")
-    text, verdict = tensor_core_claim(fake, 12, None, None, 96, "CPU: test", rows=128,
-                                      cpu_why="other work shared the CPU")
-    assert verdict == NOT_MEASURED and "too spread" in text and "other work shared the CPU" in text
-    assert "None" not in text
+    facts, verdict = tensor_core_claim(fake, 12, rows=128)
+    assert verdict == NOT_MEASURED and "too spread" in facts["why"]
+    assert facts["per-head / fused"] is None
 
 
 def _v2_loop_key() -> list:

@@ -5,7 +5,7 @@ is ``andrea_edu.bench.matmuls``; the committed, provenance-carrying version of t
 comparison is ``python -m andrea_lab.bench projections``. This module draws and formats.
 - ``fig_fused_matrix``: W_Q with the column blocks W_Q^h coloured, beside the per-head view.
 - ``fig_projection_timings``: BLAS calls and time per way for one (n_head, head_dim).
-- ``tensor_core_claim``: the GPU claim's box row; ``committed_projection_rows``: the committed GPU
+- ``tensor_core_claim``: the GPU claim's facts and verdict; ``committed_projection_rows``: the committed GPU
   measurement's rows, when one exists (the chapter tabulates them).
 Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim.
 """
@@ -61,11 +61,9 @@ def fig_fused_matrix(W: torch.Tensor, n_head: int, name: str = "W_Q"):
     b.set_aspect("auto")
     b.set_xticks([h * (hs + gap) + hs / 2 for h in range(0, n_head, step)])
     b.set_xticklabels([f"{name}^{h}" for h in range(0, n_head, step)], fontsize=8)
-    b.set_title(f"per-head view: {n_head} matrices [{C} x {hs}], the same numbers", fontsize=10)
+    b.set_title(f"per-head view: {n_head} matrices [{C} x {hs}]", fontsize=10)
     fig.suptitle(f"One {name}, two views (d_model={C}, n_head={n_head}, head_dim={hs})")
-    fig.text(0.5, 0.01, "Grey: weight value. Colour: which head owns the column. Each per-head "
-             "matrix on the right is a column block on the left.", ha="center", fontsize=8)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.tight_layout()
     return fig
 
 
@@ -100,7 +98,7 @@ def fig_projection_timings(sweep: dict, n_head: int, head_dim: int, device_label
     from andrea_edu.bench.timing import checked_ratio
     ratio, why = checked_ratio(res["per-head"], res["fused"], key="min_ms")
     b.set_title(f"per-head / fused = {ratio:.2f}x at n_head={n_head}" if ratio is not None else
-                f"n_head={n_head}: no ratio stated (a timing fails the check)", fontsize=10)
+                f"n_head={n_head}: timing check failed", fontsize=10)
     fig.suptitle(f"Q, K, V projections three ways, {shape_label}, measured on {device_label}",
                  fontsize=10)
     fig.tight_layout()
@@ -125,51 +123,45 @@ def committed_projection_rows(results: dict | None) -> list[dict]:
 
 
 # ---------------------------------------------------------------- the tensor-core claim
-def tensor_core_claim(gpu_results, n_head: int, cpu_ratio_12: float | None,
-                      cpu_ratio_big: float | None, big: int, timing_label: str, rows: int,
-                      cpu_why: str = "") -> tuple[str, str]:
-    """(measured, verdict) for "tensor cores reach peak throughput on matmuls of this size;
-    per-head matmuls would underuse the hardware". Without a committed GPU file the verdict is
-    "not yet measured"; with one it is rated from the GPU's per-head/fused ratio and, where the
-    GPU's published peak is known, the fused projection's share of it. A ratio rests only on
-    timings that pass bench.timing.timing_ok: a CPU ratio given as None is not stated (cpu_why
-    says why), and a GPU file whose per-head or fused timing fails the check is not rated."""
-    from andrea_edu.bench.timing import checked_ratio, refusal
+def tensor_core_claim(gpu_results, n_head: int, rows: int) -> tuple[dict, str]:
+    """(facts, verdict) for "tensor cores reach peak throughput on matmuls of this size;
+    per-head matmuls would underuse the hardware". facts: the calculation from a published peak
+    (bench.matmuls.projection_roofline, a calculation, not a measurement) at B·T = `rows`, and,
+    from a committed GPU file, its device, the per-head / fused ratio at `n_head` and the fused
+    projection's share of the published dense bf16 peak (None where the book cites no peak).
+    Without a GPU file, or when its per-head or fused timing fails bench.timing.timing_ok, the
+    ratio is None, "why" says which, and the verdict is "not yet measured"; with one, the claim
+    does not hold at a ratio <= 1.1, holds at a share >= 50 %, else holds with a caveat."""
+    from andrea_edu.bench.timing import checked_ratio
     from andrea_edu.figures.verdicts import NOT_MEASURED
 
-    # a calculation (bench.matmuls), not a measurement: for the measured GPU where the book
-    # cites its peak (matched by its device record), else the fallback that calc["gpu"] names
+    # for the measured GPU where the book cites its peak (matched by its device record), else
+    # the fallback that calc["gpu"] names
     measured_key = gpus.by_device(gpu_results) if gpu_results else None
     calc = projection_roofline(rows, gpu=measured_key if gpus.published_peak(gpu_results)
                                else None)
-    bound = "memory" if calc["compute_s"] < calc["memory_s"] else "compute"
-    calc_text = (f"Calculation from the {calc['gpu']}'s published peak ({calc['source']}): at "
-                 f"B·T = {rows} one 768×768 bf16 projection takes {calc['compute_s'] * 1e6:.2f} µs "
-                 f"at peak and {calc['memory_s'] * 1e6:.2f} µs to move its bytes ({bound}-bound); "
-                 f"compute-bound from B·T ≈ {calc['compute_bound_from_rows']}.")
+    facts: dict = {
+        "peak of": f"{calc['gpu']} ({calc['source']})", "B·T": rows,
+        "µs at peak": round(calc["compute_s"] * 1e6, 2),
+        "µs moving bytes": round(calc["memory_s"] * 1e6, 2),
+        "compute-bound from B·T": calc["compute_bound_from_rows"],
+        "GPU file": None, "per-head / fused": None, "fused TFLOP/s": None,
+        "share of peak": None, "why": "no GPU file committed"}
     by = {(r["n_head"], r["way"]): r for r in committed_projection_rows(gpu_results)}
     per, fused = by.get((n_head, "per-head")), by.get((n_head, "fused"))
-    cpu_text = (f"On {timing_label} (no tensor cores) per-head takes {cpu_ratio_12:.2f}x the "
-                f"fused time at n_head={n_head}, {cpu_ratio_big:.2f}x at n_head={big}."
-                if cpu_ratio_12 is not None and cpu_ratio_big is not None else
-                f"On {timing_label}: {refusal('per-head / fused ratio', cpu_why)}.")
     if not (per and fused and per["median_ms"] and fused["median_ms"]):
-        return (f"No GPU measurement committed yet: the tensor-core part is not measured. "
-                f"{calc_text} {cpu_text}", NOT_MEASURED)
-    device = gpu_results["provenance"]["device"]
+        return facts, NOT_MEASURED
+    facts["GPU file"] = gpu_results["provenance"]["device"]
     ratio, why = checked_ratio(per, fused)
     if ratio is None:
-        return (f"On {device} (committed): {refusal('per-head / fused ratio', why)}. "
-                f"{calc_text} {cpu_text}", NOT_MEASURED)
+        facts["why"] = why
+        return facts, NOT_MEASURED
     spec = gpus.published_peak(gpu_results)  # the device's whole name (and SM count) -> its peak
     peak = spec["bf16_tflops"] if spec else None  # dense bf16, TFLOP/s
     share = fused["tflops"] / peak if peak and fused.get("tflops") else None
-    text = (f"On {device} (committed): per-head takes {ratio:.2f}x the fused time at "
-            f"n_head={n_head}"
-            + (f"; the fused projection reaches {fused['tflops']:.3g} TFLOP/s, {share:.0%} of the "
-               f"published dense bf16 peak." if share is not None else
-               f"; the book cites no peak for {device}, so no share of peak is stated.")
-            + f" {calc_text}")
+    facts.update({"per-head / fused": round(ratio, 2), "fused TFLOP/s": fused.get("tflops"),
+                  "share of peak": None if share is None else round(share, 2),
+                  "why": "" if share is not None else "no published peak"})
     if ratio <= 1.1:
-        return text, "does not hold"
-    return text, ("holds" if share is not None and share >= 0.5 else "holds with a caveat")
+        return facts, "does not hold"
+    return facts, ("holds" if share is not None and share >= 0.5 else "holds with a caveat")
