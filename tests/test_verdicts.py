@@ -1,5 +1,6 @@
 """The Checking-the-source box, the claim registry, the rule that combines verdicts (one claim,
 one verdict; toys cannot decide claims about trained transformers), and the verdicts page."""
+import json
 import re
 
 import pytest
@@ -58,6 +59,53 @@ def test_the_registry_has_one_entry_per_claim_and_one_claim_per_wording():
     # the source's claims come first, then the hypotheses
     kinds = [r.kind for r in C.CLAIMS]
     assert kinds == sorted(kinds, key=(C.SOURCE, C.HYPOTHESIS).index)
+
+
+def test_the_registry_is_read_from_its_data_file_and_follows_the_source():
+    from book_toc import REPO
+
+    assert (REPO / "andrea_edu" / "figures" / C.DATA).is_file()
+    assert C.load() == (C.CLAIMS, C.PUBLISHED)
+    sections = json.loads((REPO / "andrea_edu" / "figures" / C.DATA).read_text())["sections"]
+    source = [sections.index(r.section) for r in C.CLAIMS if r.kind == C.SOURCE]
+    assert source == sorted(source)
+    assert sum(r.trained for r in C.CLAIMS) == 6
+
+
+def _file(**change):
+    """The shipped claims file with one change applied to its first claim (or top level)."""
+    from book_toc import REPO
+
+    d = json.loads((REPO / "andrea_edu" / "figures" / C.DATA).read_text())
+    top = change.pop("top", {})
+    d.update(top)
+    d["claims"][0].update(change)
+    return json.dumps(d)
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"kind": "rumour"}, r"kind must be one of \('source', 'hypothesis'\)"),
+    ({"section": "Nowhere"}, "section must be one of"),
+    ({"text": "  "}, "text must be a non-empty string"),
+    ({"key": "Per Head"}, "lower-case-hyphenated"),
+    ({"key": "quarter"}, "lower-case-hyphenated"),                   # a key used twice
+    ({"trained": 1}, "trained must be true or false"),
+    ({"phrasings": [["x", "huge"]]}, "scale must be one of"),
+    ({"phrasings": ["No information is lost in the dimensions"]}, "already names claim"),
+    ({"section": "Reading the pipeline"}, "source's order"),
+    ({"colour": "red"}, "unknown fields"),
+    ({"top": {"published": {"quarter": [{"verdict": "holds", "finding": "f"}]}}},
+     "published: a key must be one of"),
+    ({"top": {"published": {"niche": [{"verdict": "sure", "finding": "f"}]}}},
+     r"verdict must be one of \('holds'"),
+    ({"top": {"published": {"niche": [{"verdict": "holds", "finding": ""}]}}},
+     "finding must be a non-empty string"),
+    ({"top": {"published": {"niche": []}}}, "must be a non-empty list"),
+])
+def test_a_bad_claims_file_is_refused_in_one_line_naming_the_entry(change, message):
+    with pytest.raises(ValueError, match=message) as e:
+        C.parse(_file(**change))
+    assert "\n" not in str(e.value) and C.DATA in str(e.value)
 
 
 def test_published_findings_are_for_registered_claims_and_cited_on_the_page():
@@ -257,15 +305,22 @@ def test_the_book_build_lists_each_claim_once_and_fails_on_what_it_cannot_combin
     status, err = _sphinx_book(
         tmp_path / "ok",
         [_row("Concat undoes the split; the total feature dimension returns to d_model",
-              "holds"), _row("Pattern heads (a)", "holds", k)],
+              "holds"), _row("Pattern heads (a)", "holds", k),
+         _row("Sorted through W_O (a toy)", "holds", "sorted-through-wo")],
         [_row("Concat undoes the split: the total feature dimension returns to d_model, no "
               "information is lost", "holds with a caveat"),
          _row("Splitting d_model into heads costs no parameters", "holds")])
     page = (tmp_path / "ok" / "_build" / "verdicts.html").read_text()
     assert status == 0, err
     assert page.count("Concat undoes the split. The total feature dimension") == 1
-    assert "2 claims of the source" in page and "1 hypothesis of the book" in page
+    assert "3 claims of the source" in page and "1 hypothesis of the book" in page
     assert verdicts.CANNOT_DECIDE in page and verdicts.PUBLISHED_CHAPTER in page
+    # one mark, one meaning (issue 38 item 7): a toy's row and a claim only toys checked read ❔,
+    # never 🔍 ("not observed here")
+    assert f"❔ {verdicts.CANNOT_DECIDE} (the toy: holds)" in page
+    assert f"🔍 {verdicts.CANNOT_DECIDE}" not in page
+    assert f"<strong>❔ {verdicts.CANNOT_DECIDE}</strong>" in page
+    assert f"❔ 1 {verdicts.CANNOT_DECIDE}" in page and "🔍 0 not observed here" in page
     status, err = _sphinx_book(tmp_path / "bad", [_row("x", "holds", "quarter")],
                                [_row("y", "does not hold", "quarter")])
     assert status != 0 and "RECONCILED" in err

@@ -38,11 +38,10 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from dataclasses import asdict, dataclass
 
 from andrea_edu.figures.claims import (CLAIMS, HYPOTHESIS, PUBLISHED, PUBLISHED_SCALE, SCALES,
-                                       TRAINED, TRAINED_TRANSFORMERS_SHOW_HEADS, Registered)
+                                       TRAINED, TRAINED_TRANSFORMERS_SHOW_HEADS, Registered, fold)
 from andrea_edu.heads.verdict_words import DECISIVE, NOT_MEASURED, NOT_OBSERVED, VERDICTS
 
 _ICON = {"holds": "✅", "holds with a caveat": "⚠️", "does not hold": "❌", NOT_OBSERVED: "🔍",
@@ -99,13 +98,6 @@ class Claim:
 
 
 # ---------------------------------------------------------------- the registry
-def fold(text: str) -> str:
-    """Case and spacing folded, a trailing "(v1)"-style variant and final period dropped."""
-    t = re.sub(r"\s+", " ", str(text)).strip().lower()
-    t = re.sub(r"\s*\(v\d+\)$", "", t)
-    return t.rstrip(".")
-
-
 class Registry:
     """The registered claims, found by key or by folded claim text."""
 

@@ -21,8 +21,8 @@ from sphinx.util.docutils import SphinxDirective
 
 # One source of truth for the verdicts, their icons and how they combine: the library (every
 # chapter of the book imports it, so the build has it).
-from andrea_edu.figures.verdicts import (CANNOT_DECIDE, ICONS, NOT_OBSERVED, PUBLISHED_CHAPTER,
-                                         VERDICTS, fold, group_claims)
+from andrea_edu.figures.verdicts import (CANNOT_DECIDE, CANNOT_DECIDE_ICON, ICONS,
+                                         PUBLISHED_CHAPTER, VERDICTS, fold, group_claims)
 
 logger = logging.getLogger(__name__)
 
@@ -35,13 +35,27 @@ def count_line(claims, kind: str = "source") -> str:
     """'N claims of the source (M rows of evidence), combined: a holds, b holds with a caveat,
     ...' over the grouped claims of one kind."""
     mine = [c for c in claims if c["kind"] == kind]
-    values = [c["verdict"] or c["how"] for c in mine]
+    values = [_combined(c) or c["how"] for c in mine]
     n_rows = sum(len(c["evidence"]) for c in mine)
     parts = [f"{ICONS.get(v, '')} {values.count(v)} {v}".strip() for v in VERDICTS]
-    parts += [f"{values.count(v)} {v}" for v in sorted(set(values) - set(VERDICTS))]
+    if CANNOT_DECIDE in values:
+        parts.append(f"{CANNOT_DECIDE_ICON} {values.count(CANNOT_DECIDE)} {CANNOT_DECIDE}")
+    parts += [f"{values.count(v)} {v}" for v in sorted(set(values) - {*VERDICTS, CANNOT_DECIDE})]
     (one, many), of, _ = KINDS[kind]
     return (f"{len(mine)} {one if len(mine) == 1 else many} {of} ({n_rows} "
             f"row{'' if n_rows == 1 else 's'} of evidence), combined: " + ", ".join(parts) + ".")
+
+
+def _combined(claim) -> str | None:
+    """The combined verdict as the page shows it: a claim that only the book's toys checked
+    reads "cannot decide at this scale" (❔), so 🔍 keeps its one meaning, "not observed here"."""
+    if claim["verdict"] and claim["evidence"] and not any(e["decides"] for e in claim["evidence"]):
+        return CANNOT_DECIDE
+    return claim["verdict"]
+
+
+def _icon(verdict: str) -> str:
+    return CANNOT_DECIDE_ICON if verdict == CANNOT_DECIDE else ICONS.get(verdict, "")
 
 
 class verdict_list(nodes.General, nodes.Element):
@@ -105,7 +119,7 @@ def _toc_order(env) -> list[str]:
 
 
 def _evidence_text(ev: dict, claim: dict) -> str:
-    shown = (f"{ICONS[NOT_OBSERVED]} {CANNOT_DECIDE} (the toy: {ev['verdict']})"
+    shown = (f"{CANNOT_DECIDE_ICON} {CANNOT_DECIDE} (the toy: {ev['verdict']})"
              if not ev["decides"] else f"{ICONS.get(ev['verdict'], '')} {ev['verdict']}")
     text = f" {shown}: {ev['measured']}"
     if fold(ev["claim"]) != fold(claim["claim"]):
@@ -151,8 +165,8 @@ def _table(claims, kind: str, uris: dict, node):
                                             "registry"}.get(claim["how"], claim["how"]))
         else:
             verdict = nodes.paragraph(
-                "", "", nodes.strong(text=f"{ICONS.get(claim['verdict'], '')} "
-                                          f"{claim['verdict']}".strip()),
+                "", "", nodes.strong(text=f"{_icon(_combined(claim) or '')} "
+                                          f"{_combined(claim)}".strip()),
                 nodes.Text(f" ({claim['how']})" if len(claim["evidence"]) > 1
                            or not all(e["decides"] for e in claim["evidence"]) else ""))
         row += nodes.entry("", verdict)
