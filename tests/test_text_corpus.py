@@ -1,6 +1,8 @@
 """heads.text_corpus: the standard library as a corpus, its split, tokenizer and parser labels."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -135,6 +137,14 @@ def test_this_interpreters_stdlib_is_a_corpus():
     assert prov["n_files"] > 50 and prov["n_valid_files"] >= 5
     assert prov["total_bytes"] > 1_000_000 and 60 <= c.vocab_size <= 200
     assert all("(" in c.chars and ch in c.chars for ch in ")[]{}")
+    # the folder is named without this machine's install location (the hash names the content)
+    v = sys.version_info
+    assert prov["stdlib"] in (f"{{base_prefix}}/lib/python{v.major}.{v.minor}", "{stdlib}"), prov["stdlib"]
+    assert sys.base_prefix not in prov["stdlib"]
+
+
+def test_another_folder_is_named_as_given(fake_stdlib, corpus):
+    assert corpus.provenance["stdlib"] == str(fake_stdlib)
 
 
 def test_token_batch_with_a_character_tokenizer_equals_the_character_batch(corpus):

@@ -13,7 +13,7 @@ Split       by file: a file is in validation when sha256(f"{SPLIT_SEED}:{name}")
             on the same side in both.
 Tokenizer   character level, built from the training split: every character seen at least
             MIN_CHAR_COUNT times gets an id (sorted by code point), id 0 (UNK) takes the rest.
-Provenance  Python version, stdlib path, the file list with sizes, and a content hash (sha256 over
+Provenance  Python version, stdlib folder (`stdlib_label`), the file list with sizes, and a content hash (sha256 over
             each file's name and bytes, in order). Another Python version is another corpus: the
             hash says so, and `same_corpus(provenance)` tells a chapter or test which case it is in.
 
@@ -67,6 +67,19 @@ PATTERNS = {PREV: "previous token", BRACKET: "matching bracket", IDENT: "recent 
 PATTERN_NAMES = tuple(PATTERNS.values())
 PATTERN_KIND = {PREV: "positional", BRACKET: "syntactic", IDENT: "semantic (operational)"}
 OPEN_TO_CLOSE = {"(": ")", "[": "]", "{": "}"}
+
+
+def stdlib_label(root: Path) -> str:
+    """How provenance names the corpus folder: the interpreter's own standard library as
+    "{base_prefix}/lib/python3.11" (where Python is installed is the machine's business, not the
+    corpus's: the content hash identifies the files), any other folder as given."""
+    here = stdlib_dir()
+    if Path(root).resolve() == here.resolve():
+        try:
+            return "{base_prefix}/" + here.resolve().relative_to(Path(sys.base_prefix).resolve()).as_posix()
+        except ValueError:   # a stdlib outside the prefix (some distributions' layouts)
+            return "{stdlib}"
+    return str(root)
 
 
 def stdlib_dir() -> Path:
@@ -167,7 +180,7 @@ def load_corpus(root: Path | None = None, seed: int = SPLIT_SEED) -> Corpus:
     prov = {
         "what": "Python standard library, top-level public modules (andrea_edu.heads.text_corpus)",
         "python": sys.version.split()[0], "implementation": sys.implementation.name,
-        "stdlib": str(root), "split_seed": seed, "valid_fraction": VALID_FRACTION,
+        "stdlib": stdlib_label(root), "split_seed": seed, "valid_fraction": VALID_FRACTION,
         "n_files": len(listing), "n_train_files": len(train), "n_valid_files": len(valid),
         "train_chars": sum(len(f.text) for f in train),
         "valid_chars": sum(len(f.text) for f in valid),
