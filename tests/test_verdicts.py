@@ -215,7 +215,7 @@ def test_grouping_lists_every_registered_claim_once_and_flags_strays():
     assert keys[:len(C.CLAIMS)] == [r.key for r in C.CLAIMS] and len(set(keys)) == len(keys)
     assert _only(grouped, "one-blas-call")["verdict"] == "holds"
     stray = grouped[-1]
-    assert stray["kind"] == "unregistered" and "claims.py" in stray["error"]
+    assert stray["kind"] == "unregistered" and "claims.json" in stray["error"]
     assert _only(grouped, "quarter")["error"] == "no evidence"
 
 
@@ -237,18 +237,22 @@ def test_the_page_counts_the_combined_verdicts_of_each_kind():
 def test_heads_on_real_text_rows_share_the_trained_claim():
     """"Trained transformers show ... heads" is checked by the toy, the small model on real
     text and GPT-2: all land on one claim; the small model's rows cannot decide it, GPT-2's can."""
+    import numpy as np
+
     from andrea_edu.figures import heads_on_real_text as F
 
-    class _S:
-        n_layer, n_head = 2, 8
-
-    row = dict(pattern="previous token", head=(0, 1), ratio=3.0, ablation=0.1, ablation_se=0.01,
-               verdict="not found")
-    small, gpt2 = (verdicts.Claim(*r) for r in
-                   F.claim_rows([row], "holds", "toy", "found", "holds", "how", _S()))
-    for r in (small, gpt2):
+    row = dict(pattern="previous token", head=(0, 1), ratio=3.0, verdict="not found")
+    ids = {"span": (np.full((2, 4), 0.01), 0.01, None)}
+    rep = {"induction": np.full((2, 4), 0.012), "uniform": 0.01, "first_loss": 3.0,
+           "second_loss": 2.9}
+    gpt2_scores = np.full((3, 2, 4), 0.5)
+    small, ident, gpt2 = (verdicts.Claim(*r) for r in F.source_rows(
+        [row], "holds", ids, rep, 0.005, (gpt2_scores, np.array([0.1, 0.1, 0.1]), "holds")))
+    assert "5.0x" in gpt2.measured and gpt2.verdict == "holds"
+    for r in (small, ident, gpt2):
         assert verdicts.claim_key(r.__dict__) == C.TRAINED_TRANSFORMERS_SHOW_HEADS
-    assert not verdicts.REGISTRY.decides(small) and verdicts.REGISTRY.decides(gpt2)
+    assert not verdicts.REGISTRY.decides(small) and not verdicts.REGISTRY.decides(ident)
+    assert verdicts.REGISTRY.decides(gpt2)
 
 
 # ---------------------------------------------------------------- the page, in a real build

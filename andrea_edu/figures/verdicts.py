@@ -18,8 +18,8 @@ and a verdict, one of the words of andrea_edu.heads.verdict_words.VERDICTS:
   combined verdict (`group_claims`, `combine`).
 
 One claim, one verdict: every claim the book checks is registered once in
-andrea_edu/figures/claims.py (the source's claims word for word, then the book's hypotheses). A
-row names its claim by `key`, or by a claim text the registry knows; rows of different chapters
+andrea_edu/figures/data/claims.json, read by figures/claims.py (the source's claims word for
+word, then the book's hypotheses). A row names its claim by `key`, or by a claim text the registry knows; rows of different chapters
 with the same claim are one claim. Their verdicts combine by `combine`: verdicts that cannot
 decide ("not observed here", "not yet measured") yield to any that can; "holds" and "holds with
 a caveat" combine to the caveat; "does not hold" beside a "holds" is a contradiction that only an
@@ -63,7 +63,7 @@ class UnreconciledVerdicts(ValueError):
 
 
 class UnregisteredClaim(ValueError):
-    """A row names no claim of andrea_edu/figures/claims.py (by key or by a known phrasing)."""
+    """A row names no registered claim (figures/data/claims.json), by key or by a phrasing."""
 
 
 def count(verdicts) -> dict[str, int]:
@@ -227,8 +227,7 @@ def combine(verdicts, key: str = "", reconciled: dict | None = None,
     decisive = [v for v, d in zip(vs, dec) if d and v in DECISIVE]
     if not decisive:
         if toys:
-            return NOT_OBSERVED, ("no evidence at the claim's scale decides it; a model trained "
-                                  "for minutes on a CPU cannot")
+            return NOT_OBSERVED, "toys only: cannot decide"
         if len(set(vs)) == 1:
             return vs[0], "every chapter agrees" if len(vs) > 1 else "one chapter"
         v = NOT_OBSERVED if NOT_OBSERVED in vs else NOT_MEASURED
@@ -239,20 +238,17 @@ def combine(verdicts, key: str = "", reconciled: dict | None = None,
             v, why = reconciled[key]
             return v, f"reconciled: {why}"
         raise UnreconciledVerdicts(
-            f"claim {key!r}: chapters say {sorted(kinds)}, and RECONCILED in "
-            "andrea_edu/figures/verdicts.py has no entry for it (one line: the combined verdict "
-            "and which evidence speaks at the claim's scale)")
+            f"claim {key!r}: chapters say {sorted(kinds)}; add it to verdicts.RECONCILED "
+            "(verdict, why)")
     v = "holds with a caveat" if "holds with a caveat" in kinds else decisive[0]
     if len(vs) == 1:
         return v, "one chapter"
     if len(decisive) == len(vs) and len(kinds) == 1:
         return v, "all the evidence agrees"
-    how = ("the evidence that can decide agrees up to a caveat" if len(kinds) > 1
-           else "the evidence that can decide agrees")
+    how = "deciding evidence agrees" + (" up to a caveat" if len(kinds) > 1 else "")
     left = len(vs) - len(decisive)
     if left:
-        how += (f"; {left} row{'s' if left > 1 else ''} cannot decide it"
-                + (": a toy cannot decide a claim about trained transformers" if toys else ""))
+        how += f"; {left} cannot decide" + (" (toys)" if toys else "")
     return v, how
 
 
@@ -278,9 +274,8 @@ def group_claims(entries, reconciled: dict | None = None, published: dict | None
                 "key": k, "claim": row["claim"], "kind": "unregistered", "section": "",
                 "evidence": [], "error": UnregisteredClaim(
                     f"the row {row['claim']!r} ({entry.get('chapter', '')}) names no claim "
-                    "of andrea_edu/figures/claims.py: pass key= (one of claims.CLAIMS' keys) "
-                    "or add its wording to that claim's phrasings, or register it as a "
-                    "hypothesis") if reg is None else None})
+                    "of the registry: pass key= or add a phrasing to figures/data/claims.json")
+                if reg is None else None})
             c["evidence"].append({"chapter": entry.get("chapter", ""),
                                   "target": entry.get("target", ""), "claim": row["claim"],
                                   "measured": row["measured"], "verdict": row["verdict"],

@@ -4,7 +4,7 @@ A chapter's box (andrea_edu.figures.verdicts.box) emits an `andrea-verdict` dire
 as JSON; the directive leaves an anchor in the page and records the rows in the build
 environment. The directive `andrea-verdict-list` (on book/verdicts.md; option `:kind: source` or
 `:kind: hypothesis`) becomes a table with each registered claim of that kind once
-(andrea_edu/figures/claims.py, in its order): every chapter's evidence with its verdict and a
+(andrea_edu/figures/data/claims.json, in its order): every chapter's evidence with its verdict and a
 link back to its box, the published findings where the book's evidence is not at the claim's
 scale, and one combined verdict (andrea_edu.figures.verdicts.combine), after a line that counts
 the combined verdicts. A build warning (an error under -W), and a row that says so, for: two
@@ -157,7 +157,7 @@ def _table(claims, kind: str, uris: dict, node):
         if claim["error"]:
             logger.warning(f"andrea-verdict-list: {claim['error']}"
                            + (f" (the claim {claim['key']!r}: no chapter checks it; remove it "
-                              "from andrea_edu/figures/claims.py or check it)"
+                              "from andrea_edu/figures/data/claims.json or check it)"
                               if claim["error"] == "no evidence" else ""), location=node)
             verdict = nodes.paragraph(text={"unreconciled": "unreconciled: the chapters "
                                             "contradict each other",
