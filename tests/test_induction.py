@@ -257,8 +257,6 @@ def test_circuit_figures_render_and_calls_follow_the_numbers(model, monkeypatch)
     import matplotlib.pyplot as plt
 
     from andrea_edu.figures import heads_on_real_text as F
-    shown: list[str] = []
-    monkeypatch.setattr(F, "md", shown.append)
     s = CO.composition(model)
     base = CO.random_baseline(C, HS, draws=30)
     plt.close(F.fig_composition(s, base))
@@ -270,7 +268,6 @@ def test_circuit_figures_render_and_calls_follow_the_numbers(model, monkeypatch)
     plt.close(F.fig_induction(rep, sig, NH))
     found, lh, ratio = F.induction_call(rep)
     assert found and lh == (1, 0) and ratio > 5
-    assert F.induction_phrase(rep, sig).endswith("(an induction head)")
     flat = dict(rep, induction=np.zeros_like(rep["induction"]), second_loss=rep["first_loss"])
     assert not F.induction_call(flat)[0]
     maps = model.attention_maps(IN.repeated_batch(V, 1, T // 2, seed=3))
@@ -373,7 +370,6 @@ def test_variant_figures_and_sentences_follow_the_numbers(model, monkeypatch):
     from andrea_edu.figures import heads_on_real_text as F
     from andrea_edu.heads.text_runs import TextSettings
     shown: list[str] = []
-    monkeypatch.setattr(F, "md", shown.append)
     monkeypatch.setattr(F, "table", lambda header, rows: shown.append(str(rows)))
     rand = AndreaModel(AndreaConfig(d_model=C, n_head=NH, n_layer=2, vocab_size=V, block_size=T),
                        seed=3).eval()
@@ -388,32 +384,35 @@ def test_variant_figures_and_sentences_follow_the_numbers(model, monkeypatch):
                                      baseline=np.array([0.1, 0.1, 0.1]))
     items = [("random", fake(100.0, 10), IN.evidence(rand, B=16)),
              ("hand-built", fake(200.0, 20), IN.evidence(model, B=16))]
-    F.show_variants(items, 600.0)
-    assert "'yes'" in shown[-2] and "'no'" in shown[-2] and "Every new run stayed within" in shown[-1]
-    F.show_variants([items[0], (items[1][0], fake(601.0, 20), items[1][2])], 600.0)
-    assert "**A run went over**" in shown[-1]
+    F.show_variants(items)
+    assert "'random'" in shown[-1] and "'yes'" in shown[-1] and "'no'" in shown[-1]
+    assert "'200 s'" in shown[-1]
     plt.close(F.fig_variants(items))
-    assert "induction head in hand-built" in F.variants_summary(items)
-    assert "no induction head in any" in F.variants_summary(items[:1] * 2)
+    items[1][1].summary = lambda tol: [dict(pattern="recent identifier", head=(1, 0), ratio=4.0,
+                                            verdict="not found")]
+    F.show_variant_run("hand-built", items[1][1], items[1][2], 0.005)  # exercise 1
+    assert "'hand-built'" in shown[-1] and "'yes'" in shown[-1] and "recent identifier" in shown[-2]
     fig = F.fig_score_trajectory(fake(1.0, 20), fake(1.0, 10))
     for line in fig.axes[0].lines[:2]:  # the best identifier head / uniform at each evaluation
         np.testing.assert_allclose(line.get_ydata(), [2.0, 3.0, 4.0])
     plt.close(fig)
-    F.show_ov_change(np.zeros((1, 2, 2)), np.array([[[0.1, 0.0], [0.01, 0.5]]]))
-    assert shown[-1] == "Copy rates that move by 0.05 or more: L0H0." and "L0H1" in shown[-2]
-    F.show_ov_change(np.zeros((1, 2, 2)), np.full((1, 2, 2), 0.004))  # nothing moved: no table
-    assert shown[-2].startswith("No head's copy rate") and shown[-1].endswith("none.")
+    n = len(shown)
+    moved = F.ov_change(np.zeros((1, 2, 2)), np.array([[[0.1, 0.0], [0.01, 0.5]]]))
+    assert moved == {"moved >= 0.005": ["L0H0", "L0H1"], "copy rate moved >= 0.05": ["L0H0"]}
+    assert len(shown) == n + 1 and "L0H1" in shown[-1]
+    moved = F.ov_change(np.zeros((1, 2, 2)), np.full((1, 2, 2), 0.004))  # nothing moved: no table
+    assert moved == {"moved >= 0.005": [], "copy rate moved >= 0.05": []} and len(shown) == n + 1
     sc = torch.zeros(3, 2, NH)
     sc[tc.BRACKET, 1, 1] = 0.5
     F.show_bracket_heads(sc, np.array([0.1, 0.1, 0.1]), "closer")
-    assert "'L1H1', '0.500', '5.0x'" in shown[-2] and "closer" in shown[-1]
+    assert "'L1H1', 'closer', '0.500', '0.1000', '5.0x'" in shown[-1]
 
 
 @pytest.mark.parametrize("best,expected", [(0.02, "not observed here"), (0.2, "holds"),
                                            (0.05, "holds with a caveat")])
 def test_the_identifier_row_never_refutes_a_claim_about_trained_transformers(best, expected):
     """A small model with no recent-identifier head cannot say "does not hold" of a claim about
-    trained transformers (issue 18 item 3's rule, as claim_rows applies it to the whole claim);
+    trained transformers (issue 18 item 3's rule, as source_rows applies it to the whole claim);
     the row carries the claim's key, so the verdicts page reads it as unable to decide."""
     from andrea_edu.figures import heads_on_real_text as F
     from andrea_edu.figures.verdicts import TRAINED_TRANSFORMERS_SHOW_HEADS
@@ -421,6 +420,11 @@ def test_the_identifier_row_never_refutes_a_claim_about_trained_transformers(bes
     span = np.full((2, 4), 0.01)
     span[1, 2] = best
     ids = {"span": (span, 0.01, None), "induction": (np.full((2, 4), 0.012), 0.01, None)}
-    claim, measured, verdict, key = F.identifier_row(ids, 0.005, "none", None)
+    rep = {"induction": np.full((2, 4), 0.012), "uniform": 0.01, "first_loss": 3.0,
+           "second_loss": 2.9}
+    row = dict(pattern="previous token", head=(0, 1), ratio=3.0, verdict="not found")
+    patterns, ident = F.source_rows([row], "does not hold", ids, rep, 0.005)
+    assert patterns[2] == "not observed here" and "previous token L0H1 3.0x" in patterns[1]
+    claim, measured, verdict, key, scale = ident
     assert verdict == expected and key == TRAINED_TRANSFORMERS_SHOW_HEADS, (best, measured)
-    assert "L1H2" in measured and "most recent named entity" in claim
+    assert "L1H2" in measured and "+0.10 nats (not found)" in measured and scale == ""

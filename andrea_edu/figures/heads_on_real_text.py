@@ -9,27 +9,15 @@ import html
 
 import matplotlib.pyplot as plt
 import numpy as np
-from IPython.display import HTML, Markdown, display
+from IPython.display import HTML, display
 
-from andrea_edu.figures import provenance
-from andrea_edu.figures.viz import head_color, heatmap
+from andrea_edu.figures.viz import head_color, heatmap, table
 from andrea_edu.heads import detectors as D, measures as M
 from andrea_edu.heads import text_corpus as tc
 from andrea_edu.heads.batch import Batch
 
 PATTERN_COLORS = {"all": "#555555", "previous token": "#1f77b4", "matching bracket": "#d62728",
                   "recent identifier": "#2ca02c"}
-
-
-def md(text: str) -> None:
-    display(Markdown(text))
-
-
-def table(header, rows) -> None:
-    """A Markdown table of computed values."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
-    md("\n".join(lines))
 
 
 def hl(lh) -> str:
@@ -41,21 +29,6 @@ def caption(fig, text: str, y: float = 0.01) -> None:
 
 
 # ---------------------------------------------------------------- the corpus
-def show_corpus(corpus: tc.Corpus) -> None:
-    p = corpus.provenance
-    big = sorted(p["files"], key=lambda f: -f["chars"])[:3]
-    table(["", "the corpus this page read"],
-          [["Python", f"{p['implementation']} {p['python']} (its standard library)"],
-           ["files", f"{p['n_files']} top-level modules: {p['n_train_files']} for training, "
-                     f"{p['n_valid_files']} held out (validation)"],
-           ["characters", f"{p['train_chars']:,} training, {p['valid_chars']:,} validation "
-                          f"({p['total_bytes'] / 1e6:.1f} MB on disk)"],
-           ["largest files", ", ".join(f"`{f['name']}` ({f['chars']:,})" for f in big)],
-           ["vocabulary", f"{p['vocab_size']} characters (id 0 for the {p['unk_share_train']:.4%} "
-                          f"of training characters seen fewer than {tc.MIN_CHAR_COUNT} times)"],
-           ["content hash", f"`{p['content_hash'][:16]}…`"]])
-
-
 def show_label_counts(rows: list[dict]) -> None:
     """Table `measures.label_counts(batch)`: each pattern's labelled queries, their share of the
     positions and the score of uniform attention."""
@@ -104,24 +77,6 @@ def show_example(corpus, batch, b, start, length) -> None:
 
 
 # ---------------------------------------------------------------- training
-def show_run_provenance(run, path_name: str | None) -> None:
-    """Where the committed run comes from, in a reader's terms: the file, the command that makes
-    it again, when, on which CPU and software, and the hash of the code that trained it."""
-    p = run.provenance
-    pins = ", ".join(f"{k}={v}" for k, v in p["pins"].items())
-    table(["provenance", ""],
-          [["file", f"`book/data/{path_name}` and its weights" if path_name else
-                    "none found: trained on this page"],
-           ["made by", f"`{provenance.command(p['produced_by'], path_name or '')}`"],
-           ["date (UTC)", p["date_utc"]],
-           ["CPU", f"{p['cpu']} (one torch thread)"],
-           ["instruction sets", f"{pins}; ATen used {p['cpu_capability']}, MKL's branch "
-                                f"{p.get('mkl_cbwr')}"],
-           ["software", f"torch {p['torch']}, Python {p['python']}"],
-           ["code hash", f"`{p['code_hash']}`"],
-           ["CPU time", f"{run.cpu_seconds / 60:.1f} min"]])
-
-
 def fig_training(run):
     s = run.settings
     fig, (a0, a1) = plt.subplots(1, 2, figsize=(11, 3.8))
@@ -169,9 +124,8 @@ def fig_ratios(scores, baseline):
                 if s[p, l, h] >= D.FOUND_RATIO:
                     ax.add_patch(plt.Rectangle((h - 0.5, l - 0.5), 1, 1, fill=False,
                                                ec=PATTERN_COLORS[tc.PATTERNS[p]], lw=2))
-    caption(fig, f"Each head's score (mean attention on the key the pattern designates) divided "
-                 f"by uniform attention's. Framed: at least {D.FOUND_RATIO:g}x.")
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    caption(fig, f"framed: >= {D.FOUND_RATIO:g}x uniform")
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig
 
 
@@ -207,9 +161,7 @@ def fig_heads_on_example(maps, corpus, batch, heads, b, start, length):
         ax.set_title(f"{tc.PATTERNS[p]}: head L{l}H{h}", fontsize=9, color=head_color(h))
         ax.set_xlabel("key")
         ax.set_ylabel("query")
-    caption(fig, "Each pattern's best-scoring head on one held-out window. Circles: the key the "
-                 "pattern designates for each labelled query.")
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.tight_layout()
     return fig
 
 
@@ -249,9 +201,7 @@ def fig_ablation(Dt):
         heatmap(ax, Dt[..., i], [f"H{h}" for h in range(nh)], [f"L{l}" for l in range(L)],
                 cmap="Reds", vmin=0, vmax=max(1e-3, float(np.nanmax(Dt[..., 1:]))),
                 fmt="{:.2f}", colorbar=False, title=f"{key}: loss increase")
-    caption(fig, "Loss increase (nats) on held-out windows when one head's row block of W_O is "
-                 "zeroed, on every position (left) and on each pattern's queries.")
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.tight_layout()
     return fig
 
 
@@ -298,52 +248,41 @@ def _gpt2_rows(scores, base) -> list[list[str]]:
     return rows
 
 
-def gpt2_summary(scores, base) -> str:
-    """GPT-2 small's best head per pattern in one phrase (the box's row)."""
-    return "best heads " + ", ".join(f"{r[0]} {r[1]} at {r[4]} uniform"
-                                     for r in _gpt2_rows(scores, base))
-
-
 def show_gpt2_scores(scores, base) -> None:
     """GPT-2 small's best head per pattern, as a table (when its weights are on the machine)."""
     table(["pattern", "best head of GPT-2 small", "score", "uniform", "ratio",
            f"heads at >= {D.FOUND_RATIO:g}x"], _gpt2_rows(scores, base))
 
 
-def claim_rows(rows, verdict: str, toy_found: str | None, gpt2_text: str | None,
-               gpt2_verdict: str | None, how_to: str, settings):
-    """The chapter's rows on "trained transformers show ... heads". The small model's row says
-    what it showed, with its own reading as verdict ("does not hold" read as "not observed
-    here": a small model cannot refute the claim); it carries the claim's key, so the verdicts
-    page (figures.claims: a claim about trained transformers) shows it as unable to decide.
-    toy_found: a phrase on the toy laboratory's model, or None. A GPT-2 small row (a trained
-    transformer, at the claim's scale) only when it was measured (gpt2_text); `how_to` is how a
-    reader gets its weights (kept for callers; the chapter points to the trained model's
-    chapter instead)."""
-    from andrea_edu.figures.verdicts import NOT_OBSERVED, TRAINED_TRANSFORMERS_SHOW_HEADS
+def source_rows(rows, verdict: str, ids: dict, rep, tol: float, gpt2=None):
+    """The "Checking the source" rows of this chapter, (label, measured, verdict, key, scale):
+    the small model's three patterns (`rows`: TextRun.summary; `verdict`:
+    detectors.claim_verdict), its semantic pattern read the source's way (attention anywhere on
+    the earlier occurrence, `ids`: induction.identifier_readings) beside induction (`rep`:
+    induction.measure_repeats), and GPT-2 small's best heads when it was measured (`gpt2`:
+    (scores, baseline, verdict)). The small model gives its own reading as verdict, never "does
+    not hold" (a model trained for minutes cannot refute a claim about trained transformers:
+    "not observed here" instead); its rows carry the claim's key, so the verdicts page shows
+    them as unable to decide, and GPT-2's row (scale "trained") decides."""
+    from andrea_edu.figures.verdicts import NOT_OBSERVED, TRAINED_TRANSFORMERS_SHOW_HEADS as KEY
 
-    found = [r for r in rows if r["verdict"] == "found"]
-    missing = [r for r in rows if r["verdict"] != "found"]
-    measured = (f"On the standard library's source, an ANDREA of {settings.n_layer} layers x "
-                f"{settings.n_head} heads grows "
-                + ("; ".join(f"a {r['pattern']} head ({hl(r['head'])}, {r['ratio']:.1f}x uniform, "
-                             f"its ablation +{r['ablation']:.3f} ± {r['ablation_se']:.3f} nats on "
-                             f"that pattern)" for r in found) if found else "no pattern head"))
-    if missing:
-        measured += "; " + "; ".join(
-            f"{r['pattern']}: {r['verdict']} (best {hl(r['head'])} at {r['ratio']:.1f}x uniform)"
-            for r in missing)
-    if toy_found:
-        measured += f". In the toy laboratory: {toy_found}"
-    if verdict == "does not hold":     # a small model that does not show them cannot refute a
-        verdict = NOT_OBSERVED         # claim about trained transformers (figures.verdicts)
-    out: list[tuple[str, ...]] = [("Trained transformers show heads for positional (previous token), syntactic "
-            "(matching parenthesis) and semantic (most recent named entity) patterns",
-            measured, verdict, TRAINED_TRANSFORMERS_SHOW_HEADS)]
-    if gpt2_text:
-        out.append(("The same, in a transformer trained at scale on natural text (GPT-2 small, "
-                    "ANDREA-120M's shape)", f"GPT-2 small on the same held-out files: {gpt2_text}",
-                    gpt2_verdict or NOT_OBSERVED))
+    small = NOT_OBSERVED if verdict == "does not hold" else verdict
+    out = [("Pattern heads, this model", "; ".join(
+        f"{r['pattern']} {hl(r['head'])} {r['ratio']:.1f}x ({r['verdict']})" for r in rows),
+        small, KEY, "")]
+    s, u, _ = ids["span"]
+    l, h = np.unravel_index(np.argmax(s), s.shape)
+    v = D.verdict(float(s[l, h]), u, tol)
+    found, lh, ratio = induction_call(rep)
+    out.append(("Most recent named entity, this model", (
+        f"earlier occurrence L{l}H{h} {s[l, h] / u:.1f}x ({v}); induction {hl(lh)} "
+        f"{ratio:.1f}x, 2nd copy {rep['first_loss'] - rep['second_loss']:+.2f} nats "
+        f"({'found' if found else 'not found'})"),
+        {"found": "holds", "not found": NOT_OBSERVED}.get(v, "holds with a caveat"), KEY, ""))
+    if gpt2 is not None:
+        scores, base, gv = gpt2
+        out.append(("Pattern heads, GPT-2 small", "; ".join(
+            f"{r[0]} {r[1]} {r[4]}" for r in _gpt2_rows(scores, base)), gv, KEY, "trained"))
     return out
 
 
@@ -362,8 +301,7 @@ def fig_composition(sc, base):
                 cmap="RdBu_r", vmin=-vmax, vmax=vmax, fmt="{:.0f}", colorbar=k == 2,
                 title=f"{KINDS[k]}-composition: random {base.mean[k]:.3f} ± {base.std[k]:.3f}",
                 xlabel="reader (layer 1)", ylabel="writer (layer 0)")
-    caption(fig, "Each cell: (score - random mean) / random std.")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.tight_layout()
     return fig
 
 
@@ -399,9 +337,7 @@ def fig_paths(d, nh: int, head_ablation, prev_head: int, bracket_writer: int, br
     ax.invert_yaxis()
     ax.set_xlabel("bracket-query loss increase (nats)")
     ax.set_title(f"Paths from L0H{a}: what the bracket pattern loses", fontsize=9)
-    caption(fig, "TV: mean total-variation distance, patched vs intact attention rows. "
-                 "Bars: ± one standard error over windows.")
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.tight_layout()
     return fig
 
 
@@ -430,9 +366,7 @@ def fig_induction(rep, sig, nh: int):
             [f"L0H{h}" for h in range(nh)] + ["copy"], cmap="RdBu_r", vmin=-1, vmax=1,
             fmt="{:.2f}", colorbar=True,
             title="eigenvalue positivity: prefix matching (rows L0), copying")
-    caption(fig, "Random characters, repeated once. Right: sum Re(lambda) / sum |lambda| "
-                 "(+1: every eigenvalue positive).")
-    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    fig.tight_layout()
     return fig
 
 
@@ -447,26 +381,14 @@ def induction_call(rep, factor: float = 5.0) -> tuple[bool, tuple[int, int], flo
     return ratio >= factor and rep["first_loss"] - rep["second_loss"] > DROP_NATS, (l, h), ratio
 
 
-def induction_phrase(rep, sig) -> str:
-    """The box's phrase on induction: the best head, the two copies' losses, the signatures."""
-    found, lh, ratio = induction_call(rep)
-    pm = sig["prefix"]
-    a, b = np.unravel_index(np.argmax(pm), pm.shape)
-    return (f"best induction score {hl(lh)} at {ratio:.1f}x uniform; loss on the first "
-            f"copy {rep['first_loss']:.2f} nats, on the second {rep['second_loss']:.2f}; "
-            f"largest prefix-matching positivity L0H{a} -> L1H{b} {pm[a, b]:+.2f}, largest copying "
-            f"positivity L1H{int(np.argmax(sig['copying']))} {sig['copying'].max():+.2f}"
-            + (" (an induction head)" if found else " (no induction head)"))
-
-
 # ---------------------------------------------------------------- what it takes: other runs
 def _chars(s) -> str:
     return f"{s.steps * s.batch_size * s.seq_len / 1e6:.1f}M"
 
 
-def show_variants(items, budget: float) -> None:
+def show_variants(items) -> None:
     """items: [(label, run, induction.evidence)]: one row per run, the settings that differ and
-    the three measurements at each run's best candidate head; budget: CPU seconds per new run."""
+    the three measurements at each run's best candidate head."""
     table(["run", "layers", "context", "steps", "characters seen", "CPU", "val. loss",
            "best candidate", "induction score", "2nd copy cheaper by", "its ablation costs",
            "copying", "prefix matching (writer)", "induction head?"],
@@ -476,10 +398,6 @@ def show_variants(items, budget: float) -> None:
             f"{e['ablated']:+.3f} nats", f"{e['copying']:+.2f}",
             f"{e['prefix'][0]:+.2f} ({hl(e['prefix'][1])})", "yes" if e["found"] else "no"]
            for label, r, e in items])
-    md(("Every new run stayed within" if all(r.cpu_seconds <= budget for _, r, _ in items[1:])
-        else "**A run went over**") + f" the CPU budget of {budget:.0f} s. Made by: "
-       + "; ".join(f"`{provenance.command(r.provenance.get('produced_by', '?'))}` "
-                   f"({r.provenance.get('date_utc', '?')})" for _, r, _ in items[1:]) + ".")
 
 
 def fig_variants(items):
@@ -501,18 +419,6 @@ def fig_variants(items):
     return fig
 
 
-def variants_summary(items) -> str:
-    """What the runs show in one phrase (the box and the summary): the best induction score, how
-    much cheaper each run's second copy is, and in which runs an induction head appears."""
-    found = [label for label, _, e in items if e["found"]]
-    best = max(items, key=lambda it: it[2]["ratio"])
-    drops = ", ".join(f"{e['drop']:+.2f} ({label})" for label, _, e in items)
-    return (f"best induction score {best[2]['ratio']:.1f}x uniform ({best[0]}, "
-            f"{hl(best[2]['head'])}); second copy cheaper by {drops}, in nats"
-            + (f"; induction head in {', '.join(found)}" if found else
-               "; no induction head in any"))
-
-
 def show_identifier_readings(ids: dict, tol: float) -> None:
     names = {"span": "anywhere on the earlier occurrence (the source's reading)",
              "duplicate": "the same character of the earlier occurrence",
@@ -525,32 +431,6 @@ def show_identifier_readings(ids: dict, tol: float) -> None:
                      f"{s[l, h] / u:.1f}x", D.verdict(float(s[l, h]), u, tol)])
     table(["the head attends to", "queries", "best head", "score", "uniform", "ratio",
            f"verdict (found: >= {D.FOUND_RATIO:g}x uniform)"], rows)
-
-
-def identifier_row(ids: dict, tol: float, induction_text: str, long_text: str | None):
-    """The "Checking the source" row of the semantic pattern, read the source's way (attention to
-    the earlier occurrence) and as induction, with the model's own reading as verdict: "holds"
-    when its best head is found (>= 5x uniform by the margin), "holds with a caveat" within noise
-    of the threshold, "not observed here" when not found (a 2-3 layer model trained for minutes
-    cannot refute a claim about trained transformers). It carries the claim's key: the verdicts
-    page shows it as unable to decide that claim (figures.claims), which the trained model's
-    row decides."""
-    from andrea_edu.figures.verdicts import NOT_OBSERVED, TRAINED_TRANSFORMERS_SHOW_HEADS
-
-    s, u, _ = ids["span"]
-    l, h = np.unravel_index(np.argmax(s), s.shape)
-    v = D.verdict(float(s[l, h]), u, tol)
-    verdict = {"found": "holds", "not found": NOT_OBSERVED}.get(v, "holds with a caveat")
-    si, ui, _ = ids["induction"]
-    measured = (f"The source's reading (a head looks at the most recent earlier occurrence of the "
-                f"name): best head L{l}H{h} puts {s[l, h]:.3f} of its attention on that "
-                f"occurrence, {s[l, h] / u:.1f}x uniform ({v}); on the character after it (the "
-                f"induction form, the detector above) the best is {si.max() / ui:.1f}x. Induction "
-                f"on repeated random characters: {induction_text}"
-                + (f". Runs that each change one thing: {long_text}" if long_text else ""))
-    return ("Semantic patterns: a head looks at the most recent named entity (re-rated with the "
-            "mechanism: attention to the earlier occurrence, and induction)", measured, verdict,
-            TRAINED_TRANSFORMERS_SHOW_HEADS)
 
 
 def fig_pair(maps, corpus, batch, b, start, length, reader: int, writer: int, kind: str, z: float):
@@ -576,19 +456,19 @@ def fig_pair(maps, corpus, batch, b, start, length, reader: int, writer: int, ki
 
 # ---------------------------------------------------------------- the exercises' cells
 def show_bracket_heads(scores, baseline, at: str, n: int = 3) -> None:
-    """The n heads with the highest bracket score (scores (3, L, nh) of measures.head_scores)."""
+    """The n heads with the highest bracket score (scores (3, L, nh) of measures.head_scores),
+    queries at `at`, beside uniform attention's score."""
     s, u = np.asarray(scores)[tc.BRACKET], float(np.asarray(baseline)[tc.BRACKET])
     order = np.argsort(-s, axis=None)[:n]
-    table(["head", "bracket score", "times uniform"],
-          [[hl(np.unravel_index(i, s.shape)), f"{s.flat[i]:.3f}", f"{s.flat[i] / u:.1f}x"]
-           for i in order])
-    md(f"Queries at: **{at}** (uniform attention would score {u:.4f}).")
+    table(["head", "queries at", "bracket score", "uniform", "times uniform"],
+          [[hl(np.unravel_index(i, s.shape)), at, f"{s.flat[i]:.3f}", f"{u:.4f}",
+            f"{s.flat[i] / u:.1f}x"] for i in order])
 
 
-def show_ov_change(before, after) -> None:
-    """The copy rate and eigenvalue copying score, in two ov_tables, of each head where either
-    moved by 0.005 or more (a table only when one did), and the heads whose copy rate moved by
-    0.05 or more."""
+def ov_change(before, after) -> dict[str, list[str]]:
+    """Which heads' OV readings move between two ov_tables ((L, nh, 2): copy rate, eigenvalue
+    copying score): the heads where either moves by 0.005 or more (shown as a table when there
+    are any), and those whose copy rate moves by 0.05 or more."""
     b, a = np.asarray(before), np.asarray(after)
     L, nh, _ = b.shape
     changed = [(l, h) for l in range(L) for h in range(nh)
@@ -598,25 +478,17 @@ def show_ov_change(before, after) -> None:
               [[f"L{l}H{h}", f"{b[l, h, 0]:.2f}", f"{a[l, h, 0]:.2f}",
                 f"{a[l, h, 0] - b[l, h, 0]:+.2f}", f"{b[l, h, 1]:+.2f}", f"{a[l, h, 1]:+.2f}",
                 f"{a[l, h, 1] - b[l, h, 1]:+.2f}"] for l, h in changed])
-    else:
-        md("No head's copy rate or copying score moves by 0.005 or more.")
-    moved = [f"L{l}H{h}" for l in range(L) for h in range(nh)
-             if abs(a[l, h, 0] - b[l, h, 0]) >= 0.05]
-    md("Copy rates that move by 0.05 or more: " + (", ".join(moved) if moved else "none") + ".")
+    return {"moved >= 0.005": [f"L{l}H{h}" for l, h in changed],
+            "copy rate moved >= 0.05": [f"L{l}H{h}" for l in range(L) for h in range(nh)
+                                        if abs(a[l, h, 0] - b[l, h, 0]) >= 0.05]}
 
 
 def show_variant_run(label: str, run, ev, tol: float) -> None:
-    """One run's three pattern verdicts and its induction evidence (induction.evidence)."""
-    md(f"**{label}** ({run.provenance.get('what', '')}; {run.settings.n_layer} layers, "
-       f"{run.settings.seq_len}-character context, {run.settings.steps:,} steps, "
-       f"{run.cpu_seconds:.0f} s of CPU):")
+    """One run's three pattern verdicts, then its row of the runs' table (show_variants)."""
     table(["pattern", "best head", "ratio", "verdict"],
           [[r["pattern"], hl(r["head"]), f"{r['ratio']:.1f}x", r["verdict"]]
            for r in run.summary(tol)])
-    md(f"Induction: best candidate {hl(ev['head'])} at {ev['ratio']:.1f}x uniform, second copy "
-       f"cheaper by {ev['drop']:.2f} nats, copying {ev['copying']:+.2f}, prefix matching "
-       f"{ev['prefix'][0]:+.2f} from {hl(ev['prefix'][1])}: "
-       + ("an induction head." if ev["found"] else "no induction head."))
+    show_variants([(label, run, ev)])
 
 
 def fig_score_trajectory(run, reference, pattern: int = tc.IDENT):
