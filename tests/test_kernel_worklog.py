@@ -106,23 +106,24 @@ def test_how_to_measure_is_the_chapters_markdown():
 
 
 def test_one_block_verdicts():
-    tr = SimpleNamespace(shape=(2, 3, 130, 32))
     full = dict(sms=132, slots=264, idle_sms=0)
     idle = dict(sms=132, slots=924, idle_sms=36)
-    assert figs.one_block_row("v1", tr, {(0, 0): 1}, (264, 1, 1), full, 8, 12, 1024)[2] == "holds"
-    row = figs.one_block_row("v1", tr, {(0, 0): 1}, (96, 1, 1), idle, 8, 12, 1024)
-    assert row[2] == "holds with a caveat" and "36 of 132 H200 SMs idle" in row[1]
-    row = figs.one_block_row("v3", tr, {(0, 0): 3}, (96, 16, 1), full, 8, 12, 1024)
-    assert row[2] == "holds with a caveat" and "grid (96, 16, 1)" in row[1]
+    assert figs.one_block_check({(0, 0): 1}, (264, 1, 1), full)[1] == "holds"
+    facts, verdict = figs.one_block_check({(0, 0): 1}, (96, 1, 1), idle)
+    assert verdict == "holds with a caveat" and facts["idle H200 SMs"] == "36 of 132"
+    facts, verdict = figs.one_block_check({(0, 0): 3}, (96, 16, 1), full)
+    assert verdict == "holds with a caveat" and facts["grid"] == (96, 16, 1)
+    assert facts["blocks per (b, h)"] == "3"
 
 
 def test_never_knows_verdicts():
     sig = SimpleNamespace(param_names=("q", "k", "v", "out", "seq_len", "head_dim"))
     reads = [(10, "base = blockIdx.x * seq_len;  // comment")]
-    ok = figs.never_knows_row("v1", sig, [], reads, True)
-    assert ok[2] == "holds" and "comment" not in ok[1]
-    assert figs.never_knows_row("v1", sig, [], reads, False)[2] == "does not hold"
-    assert figs.never_knows_row("v1", sig, ["n_head"], reads, True)[2] == "does not hold"
+    facts, verdict = figs.never_knows_check(sig, [], reads, True)
+    assert verdict == "holds" and facts["grid reads"] == "line 10: base = blockIdx.x * seq_len"
+    assert facts["one launch vs one per (b, h)"] == "same bits"
+    assert figs.never_knows_check(sig, [], reads, False)[1] == "does not hold"
+    assert figs.never_knows_check(sig, ["n_head"], reads, True)[1] == "does not hold"
 
 
 def test_fragment_tables_follow_the_isa_and_p_needs_no_data_movement():
@@ -286,9 +287,9 @@ def test_chapter_shows_a_gpu_file_beside_the_model(tmp_path, monkeypatch):
 
 def test_cooperate_verdicts():
     e = dict(keys_per_tile=64, warps_per_block=4, rows_per_warp=32)
-    assert figs.cooperate_row("v1", 130, 130, e, 2)[2] == "holds"
-    row = figs.cooperate_row("v3", 128, 130, e, 1)
-    assert row[2] == "holds with a caveat" and "128 of T=130 query rows" in row[1]
+    assert figs.cooperate_check(130, 130, e, 2)[1] == "holds"
+    facts, verdict = figs.cooperate_check(128, 130, e, 1)
+    assert verdict == "holds with a caveat" and facts["query rows per block"] == "128 of 130"
 
 
 def test_lane_elements_follow_the_isa():

@@ -13,7 +13,7 @@
                                                (kernels.time_model): hatched, labelled "model"
     measured_rows, measured_cells, measured_figure
                                                a GPU results file, solid
-    one_block_row, cooperate_row, never_knows_row   the rows of "Checking the source"
+    one_block_check, cooperate_check, never_knows_check   facts and verdicts of the box
     lane_elements, model_terms, model_beside_measured   the exercises' helpers
 
 The figures module formats and draws; every number a chapter states is computed in a cell from
@@ -89,8 +89,7 @@ def decomposition_figure(trace, pair=(0, 0)):
     ax.set_xlabel("blockIdx.x = b * n_head + h", fontsize=8)
     ax.set_ylabel("blockIdx.y", fontsize=8)
     ax.tick_params(labelsize=7)
-    ax.set_title(f"{trace.kernel}: grid {trace.grid}, {trace.n_blocks} blocks\nnumber = launch "
-                 f"order; darker = more K/V tiles (max {max(work.values())})", fontsize=9)
+    ax.set_title(f"{trace.kernel}: grid {trace.grid}, {trace.n_blocks} blocks", fontsize=9)
     mine = sorted((b for b in trace.blocks if (b.b, b.h) == tuple(pair)), key=lambda b: b.order)
     palette = plt.get_cmap("tab10")
     for c, blk in enumerate(mine):
@@ -127,9 +126,7 @@ def decomposition_figure(trace, pair=(0, 0)):
     ax2.set_xlabel("key j", fontsize=8)
     ax2.set_ylabel("query i", fontsize=8)
     ax2.tick_params(labelsize=7)
-    ax2.set_title(f"head (b, h) = {tuple(pair)}: {len(mine)} block(s), T={T}\ncolour = block, "
-                  f"hatched = holds a masked score"
-                  + (", dotted = warps" if split else ""), fontsize=9)
+    ax2.set_title(f"head (b, h) = {tuple(pair)}: {len(mine)} block(s), T={T}", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -241,51 +238,41 @@ def measured_figure(rows: list, results, model=None):
 
 
 # ------------------------------------------------------------------ Checking the source
-CLAIM_ONE_BLOCK = "Each thread block handles one (batch, head) pair"
-CLAIM_NEVER_KNOWS = "The kernel never knows that it processes several heads"
+# Each check returns (facts, verdict): the facts a box row shows as "key: value", computed from
+# the emulator, the SASS evidence and the kernel's source; the chapter writes the claim.
+def one_block_check(per_pair: dict, design_grid, fill: dict) -> tuple[dict, str]:
+    """"One thread block per (batch, head)". per_pair: {(b, h): blocks} of an emulated launch;
+    design_grid: the launch at the design case; fill: occupancy.grid_fill of it on an H200. Holds
+    when every (b, h) gets one block and the grid fills every SM; one block per (b, h) with idle
+    SMs, or several blocks per (b, h) (query tiles), hold with a caveat."""
+    counts = sorted(set(per_pair.values()))
+    facts = {"blocks per (b, h)": "/".join(map(str, counts)), "grid": tuple(design_grid),
+             "idle H200 SMs": f"{fill['idle_sms']} of {fill['sms']}",
+             "block slots": fill["slots"]}
+    one = counts == [1] and design_grid[1] * design_grid[2] == 1
+    return facts, "holds" if one and fill["idle_sms"] == 0 else "holds with a caveat"
 
 
-def one_block_row(v, trace, per_pair: dict, design_grid, fill: dict, B, nh, T) -> tuple:
-    """fill: occupancy.grid_fill of the design launch on an H200."""
-    counts = set(per_pair.values())
-    per_pair_design = design_grid[1] * design_grid[2]
-    measured = (f"emulated (B={trace.shape[0]}, n_head={trace.shape[1]}, T={trace.shape[2]}): "
-                f"{'/'.join(map(str, sorted(counts)))} block(s) per (b, h), one (b, h) each; "
-                f"B={B}, T={T}: grid {design_grid}, {fill['idle_sms']} of {fill['sms']} H200 "
-                f"SMs idle ({fill['slots']} block slots)")
-    if counts == {1} and per_pair_design == 1:
-        verdict = "holds" if fill["idle_sms"] == 0 else "holds with a caveat"
-        if fill["idle_sms"]:
-            measured += ": as described, too few blocks"
-    else:
-        verdict = "holds with a caveat"
-        measured += ": one block per (batch, head, query tile)"
-    return (f"{CLAIM_ONE_BLOCK} ({v})", measured, verdict)
+def cooperate_check(block_rows: int, T: int, e: dict, barriers: int) -> tuple[dict, str]:
+    """"The block's threads cooperate on the seq_len x head_dim tile". block_rows: query rows one
+    emulated block computed (of T); e: sass.evidence. Holds when a block covers all T rows; a
+    band of rows holds with a caveat."""
+    facts = {"query rows per block": f"{block_rows} of {T}", "keys per tile": e["keys_per_tile"],
+             "warps x rows": f"{e['warps_per_block']} x {e['rows_per_warp']}",
+             "barriers per tile": barriers}
+    return facts, "holds" if block_rows >= T else "holds with a caveat"
 
 
-CLAIM_COOPERATE = "The threads inside the block cooperate on the seq_len x head_dim tile"
-
-
-def cooperate_row(v, block_rows: int, T: int, e: dict, barriers: int) -> tuple:
-    """block_rows: query rows one emulated block computed (of T); e: sass.evidence."""
-    measured = (f"a block: {block_rows} of T={T} query rows, every key (tiles of "
-                f"{e['keys_per_tile']}); {e['warps_per_block']} warps x {e['rows_per_warp']} rows "
-                f"share each tile, {barriers} barrier(s) per tile")
-    if block_rows >= T:
-        return (f"{CLAIM_COOPERATE} ({v})", measured, "holds")
-    return (f"{CLAIM_COOPERATE} ({v})", measured + ": a band of rows, not all of seq_len",
-            "holds with a caveat")
-
-
-def never_knows_row(v, sig, heads_in_params, reads, same_bits: bool) -> tuple:
-    measured = (f"parameters {', '.join(sig.param_names)} ("
-                + ("no n_head, no batch" if not heads_in_params else
-                   f"head parameters: {heads_in_params}") + "); grid read at "
-                + "; ".join(f"line {n}: {_code(c).strip().rstrip(';')}" for n, c in reads)
-                + ". All heads in one launch vs one per (b, h): "
-                + ("identical bits" if same_bits else "different results"))
-    verdict = "holds" if not heads_in_params and same_bits else "does not hold"
-    return (f"{CLAIM_NEVER_KNOWS} ({v})", measured, verdict)
+def never_knows_check(sig, heads_in_params, reads, same_bits: bool) -> tuple[dict, str]:
+    """"The kernel never knows it processes several heads". sig: grid.kernel_signature;
+    heads_in_params: its parameters that name a head or batch; reads: (line, code) of its grid
+    reads; same_bits: all heads in one launch give the bits of one launch per (b, h)."""
+    facts = {"parameters": ", ".join(sig.param_names),
+             "head parameters": ", ".join(heads_in_params) or "-",
+             "grid reads": "; ".join(f"line {n}: {_code(c).strip().rstrip(';')}"
+                                     for n, c in reads),
+             "one launch vs one per (b, h)": "same bits" if same_bits else "different bits"}
+    return facts, "holds" if not heads_in_params and same_bits else "does not hold"
 
 
 # ------------------------------------------------------------------ v3's register fragments
@@ -330,10 +317,9 @@ def fragment_figure():
     ax.set_xticks(range(16))
     ax.set_yticks(range(16))
     ax.tick_params(labelsize=7)
-    ax.set_xlabel("key within the 16-key step (columns of P)", fontsize=8)
-    ax.set_ylabel("query row within the m16 tile", fontsize=8)
-    ax.set_title("P's 16 x 16 A fragment: number = lane holding the element as S's accumulator\n"
-                 "colour = the A registers it must be in (PTX ISA, mma.m16n8k16 fragments)",
+    ax.set_xlabel("key (column of P)", fontsize=8)
+    ax.set_ylabel("query row", fontsize=8)
+    ax.set_title("P's 16 x 16 A fragment: S's accumulator lane (number), A registers (colour)",
                  fontsize=9)
     ax.legend(handles=[Patch(color=c, label=n) for c, n in zip(colors, names)], fontsize=7,
               loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -409,11 +395,11 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
     plain_log(ax.xaxis)
     ax.set_yticks(y, names, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("per score (one query-key pair), per warp; log scale", fontsize=8)
+    ax.set_xlabel("per score, per warp (log)", fontsize=8)
     ax.legend(fontsize=7, loc="best")
     e = ev[version, head_dim]
-    ax.set_title(f"{version}, head_dim={head_dim}: {e['registers']} registers, spill bytes "
-                 f"{e['spill_stores']} / {e['spill_loads']} (stores / loads),\nblocks/SM H200 "
+    ax.set_title(f"{version}, head_dim={head_dim}: {e['registers']} registers, spills "
+                 f"{e['spill_stores']}/{e['spill_loads']} B,\nblocks/SM H200 "
                  f"{e['blocks_per_sm']['H200']}, RTX 4090 {e['blocks_per_sm']['RTX 4090']}",
                  fontsize=9)
     gpus = list(models[version, head_dim])
@@ -431,13 +417,13 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
         x_sum = len(terms) + (i - (len(gpus) - 1) / 2) * width   # the no-overlap sum
         ax2.bar(x_sum, m["upper"] * 1e6, width * 0.9, facecolor="none", hatch="xx",
                 edgecolor=["black", "#888888"][i % 2], linewidth=1.2,
-                label=f"{g}: MODEL sum (no overlap)")
+                label=f"{g}: MODEL sum")
         ax2.annotate(f"{m['upper'] * 1e6:.0f} µs", (x_sum, m["upper"] * 1e6), fontsize=7,
                      ha="center", va="bottom")
         if m.get("published"):       # the band published kernels land in, for the same work
             lo_b, hi_b = (f(b["seconds"] for b in m["published"]) * 1e6 for f in (min, max))
             ax2.axhspan(lo_b, hi_b, color="#2ca02c", alpha=0.18,
-                        label=f"{g}: published (H100, extrapolated)")
+                        label=f"{g}: published*")
         if measured_s and measured_s.get(g):
             ax2.bar(len(terms) + 1 + (i - (len(gpus) - 1) / 2) * width, measured_s[g] * 1e6,
                     width * 0.9, color=color(version), label=f"{g}: measured")
@@ -455,11 +441,10 @@ def evidence_figure(ev: dict, scores: dict, models: dict, version: str, head_dim
     ax2.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(-0.2, -0.16), ncol=2)
     m0 = next(iter(models[version, head_dim].values()))
     ax2.set_title(f"MODEL, B={m0['B']}, n_head={m0['n_head']}, T={m0['T']}"
-                  f"{', causal' if m0['causal'] else ''}\nfive terms: overlapped = the "
-                  f"largest, none = the sum", fontsize=9)
+                  f"{', causal' if m0['causal'] else ''}", fontsize=9)
     if asked is not None and asked != version:
-        fig.suptitle(f"{asked} is not compiled for head_dim {head_dim}: shown is {version}, "
-                     f"the kernel the dispatcher runs there", fontsize=10, color="#a00000")
+        fig.suptitle(f"{asked}: no head_dim {head_dim}; {version} runs", fontsize=10,
+                     color="#a00000")
         fig.tight_layout(rect=(0, 0, 1, 0.95))
     else:
         fig.tight_layout()
@@ -496,8 +481,7 @@ def model_overview_figure(models: dict, gpu: str = "H200"):
         if band:
             lo, hi = (f(b["seconds"] for b in band) * 1e6 for f in (min, max))
             ax.fill_between([x - 0.45, x + 0.45], lo, hi, color="#2ca02c", alpha=0.25,
-                            label=None if banded else "published kernels, same work "
-                                                      "(rate extrapolated)")
+                            label=None if banded else "published*")
             banded = True
     ax.set_xticks(range(len(hds)), [str(hd) for hd in hds], fontsize=fs)
     ax.set_xlabel("head_dim", fontsize=fs)
@@ -509,10 +493,9 @@ def model_overview_figure(models: dict, gpu: str = "H200"):
     ax.set_ylim(low / 2, high * 2)
     ax.set_ylabel("µs per launch (log), MODEL", fontsize=fs)
     m0 = next(iter(models.values()))[gpu]
-    ax.set_title(f"{MODEL_LABEL}, {m0['gpu']}; bottom: all terms overlapped, top: none\n"
+    ax.set_title(f"{MODEL_LABEL}, {m0['gpu']}\n"
                  f"B={m0['B']}, n_head={m0['n_head']}, T={m0['T']}, {m0['dtype']}, "
-                 f"{'causal' if m0['causal'] else 'full'}; no measurement of ours here",
-                 fontsize=fs)
+                 f"{'causal' if m0['causal'] else 'full'}", fontsize=fs)
     ax.legend(fontsize=fs, loc="upper left", bbox_to_anchor=(0, -0.16), ncol=2, frameon=False)
     fig.subplots_adjust(left=0.13, right=0.98, top=0.87, bottom=0.3)
     return fig
@@ -609,20 +592,20 @@ def n_head_figure(rows: list, n_head: int):
     a, b, c, d = axes
     a.bar(x, [q["instr_per_score"] for q in rows], color=col, edgecolor=edge, linewidth=2)
     a.set_yscale("log")
-    a.set_title("instructions per score\n(SASS, one warp)", fontsize=9)
+    a.set_title("instructions per score", fontsize=9)
     blocks = [q["model"]["H200"]["blocks"] for q in rows]
     busy = [q["model"]["H200"]["sms_busy"] for q in rows]
     b.bar(x, blocks, color="#cccccc", edgecolor=edge, linewidth=2, label="blocks launched")
-    b.bar(x, busy, 0.4, color=col, label="SMs busy (of 132)")
+    b.bar(x, busy, 0.4, color=col, label="SMs busy")
     b.set_yscale("log")
-    b.set_title("grid on an H200\n(blocks, SMs with a block)", fontsize=9)
+    b.set_title("grid on an H200", fontsize=9)
     b.legend(fontsize=7, loc="upper left")
     c.bar(x - 0.2, [q["scores_per_head"] for q in rows], 0.4, color="#9ecae1", edgecolor=edge,
           label="scores per head")
     c.bar(x + 0.2, [q["scores"] for q in rows], 0.4, color="#08519c", edgecolor=edge,
           label="scores in all")
     c.set_yscale("log")
-    c.set_title("scores (query-key pairs,\ncausal) per launch", fontsize=9)
+    c.set_title("scores per launch", fontsize=9)
     c.legend(fontsize=7, loc="upper left")
     lo = np.array([q["model"]["H200"]["lower_us"] for q in rows])
     hi = np.array([q["model"]["H200"]["upper_us"] for q in rows])
@@ -632,12 +615,12 @@ def n_head_figure(rows: list, n_head: int):
             d.axvspan(xi - 0.5, xi + 0.5, color="#fff2a8", zorder=0)
     d.set_yscale("log")
     d.set_ylim(lo.min() / 2, hi.max() * 2)
-    d.set_title("MODEL, H200, µs: all terms\noverlapped .. none (hatched)", fontsize=9)
+    d.set_title("MODEL, H200, µs", fontsize=9)
     for ax in axes:
         ax.set_xticks(x, labels, fontsize=7)
         plain_log(ax.yaxis)
     d_model = r["d_model"]
-    fig.suptitle(f"d_model = {d_model} as n_head x head_dim (kernel below): B={r['B']}, "
-                 f"T={r['T']}; n_head={n_head} outlined", fontsize=10)
+    fig.suptitle(f"d_model = {d_model} = n_head x head_dim: B={r['B']}, T={r['T']}",
+                 fontsize=10)
     fig.tight_layout()
     return fig
