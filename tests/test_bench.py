@@ -341,8 +341,8 @@ def _run_chapter(data_dir: Path, monkeypatch) -> str:
 
 def test_chapter_runs_with_no_data(tmp_path, monkeypatch):
     text = _run_chapter(tmp_path, monkeypatch)
-    assert "No GPU measurement exists yet" in text
-    assert "'CPU measurement': 'none exists yet'" in text  # the chapter's source dict
+    assert "'GPU measurement': 'none exists yet'" in text  # the chapter's source dict
+    assert "'CPU measurement': 'none exists yet'" in text
 
 
 def _fake_gpu_results(cpu_obj: dict) -> dict:
@@ -371,7 +371,7 @@ def test_chapter_runs_with_gpu_and_cpu_data_files(cpu_results, tmp_path, monkeyp
     write_results(gpu, tmp_path)
     seal_folder(tmp_path)  # the copied CPU file too: the book reads only listed files
     text = _run_chapter(tmp_path, monkeypatch)
-    assert "No GPU measurement exists yet" not in text
+    assert "'GPU measurement': 'none exists yet'" not in text
     assert "'GPU measurement': {'device': 'Fake GPU (test)'" in text
     assert "'CPU measurement': {'device': 'CPU: " in text
     assert "Fake GPU (test), cuda-wmma" in text  # the 32 vs 64 comparison used the GPU file

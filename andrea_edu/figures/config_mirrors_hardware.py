@@ -91,20 +91,6 @@ MMA_LEVELS: tuple[dict[str, Any], ...] = (
                 ("PTX", "mma.sync.aligned\n.m16n8k16.row.col.f32..."),
                 ("SASS (sm_80/89/90)", "1 x HMMA.16816.F32"))},
 )
-# Hopper: NVIDIA states the dense fp16/bf16 peak for the warpgroup instruction wgmma.mma_async
-# (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions", 9.7.15 in PTX
-# ISA 8.x: shapes .m64nNk16 with N = 8..256 in steps of 8, issued by 4 warps = 128 threads; B
-# is read from shared memory through a matrix descriptor, A from shared memory the same way or
-# from registers, the accumulator D lives in registers; target sm_90a only. NVIDIA's CUTLASS
-# "Warpgroup MMA Programming Guide" says the same: "Operand A can be sourced either from shared
-# memory descriptors or from registers"). FlashAttention-3 is built on it. Warp-level mma.sync
-# also runs on sm_90, at a rate NVIDIA does not publish there (kernels.time_model's
-# TENSOR_CEILING: the model assumes the whole peak until a GPU measures it).
-HOPPER_NOTE = ("Hopper (sm_90a): NVIDIA states the tensor-core peak for the warpgroup "
-               "instruction wgmma.mma_async (m64nNk16, 4 warps;\nB from shared memory, A from "
-               "shared memory or registers), which FlashAttention-3 uses. Warp-level mma.sync "
-               "(both paths above)\nruns on Hopper too, at a rate NVIDIA does not publish there. "
-               "Neither of this book's kernels uses wgmma.")
 
 
 def _draw_matrix(ax, x, y, w, h, label, color, split_at=None):
@@ -145,8 +131,8 @@ def mma_shapes_figure():
     """The two warp-level tensor-core paths of this book's kernels, each at its three levels
     (CUDA C++ API, PTX, SASS), with the shapes drawn to scale (one cell = one element)."""
     fig = plt.figure(figsize=(10, 5.6))
-    gs = fig.add_gridspec(2, 2, width_ratios=[1, 1.9], left=0.02, right=0.99, top=0.86,
-                          bottom=0.15, hspace=0.4, wspace=0.04)
+    gs = fig.add_gridspec(2, 2, width_ratios=[1, 1.9], left=0.02, right=0.99, top=0.88,
+                          bottom=0.03, hspace=0.4, wspace=0.04)
     for row, path in enumerate(MMA_LEVELS):
         m, n, k = path["mnk"]
         _draw_levels(fig.add_subplot(gs[row, 0]), path["levels"])
@@ -157,20 +143,12 @@ def mma_shapes_figure():
         _draw_matrix(ax, k + 4, 0, n, k, f"B: {k} x {n}", "#a1d99b", split)
         ax.text(k + n + 6, m / 2, "=", ha="center", va="center", fontsize=14)
         _draw_matrix(ax, k + n + 8, 0, n, m, f"C (+=): {m} x {n}", "#fdae6b", split)
-        if split:
-            ax.text(k + n + 8 + n / 2, m + 1.0, "dashed: one HMMA.16816 per 8 columns",
-                    ha="center", va="top", fontsize=7, color="#cb181d")
         ax.set_xlim(-1, 2 * 16 + 16 + 9)  # same scale in both rows
         ax.set_ylim(max(m, k) + 4.5, -3.5)
         ax.set_aspect("equal")
         ax.axis("off")
-        ax.set_title(f"{path['name']}: m{m} n{n} k{k}, {2 * m * n * k} FLOPs per instruction",
-                     fontsize=9)
-    fig.suptitle("Tensor-core shapes at three levels, CUDA C++ API -> PTX -> SASS\n"
-                 "(fp16/bf16 in, fp32 accumulate; one cell = one element)", fontsize=10)
-    fig.text(0.5, 0.015, HOPPER_NOTE, ha="center", va="bottom", fontsize=7.5, color="#444444",
-             bbox={"boxstyle": "round,pad=0.4", "facecolor": "#fff7e6", "edgecolor": "#d9a441",
-                   "lw": 0.8})
+        ax.set_title(f"{path['name']}: m{m} n{n} k{k}, {2 * m * n * k} FLOPs", fontsize=9)
+    fig.suptitle("Tensor-core shapes: CUDA C++ API -> PTX -> SASS", fontsize=10)
     return fig
 
 
@@ -197,8 +175,8 @@ def draw_throughput(ax, results, head_dim: int, shape: str = "ANDREA-120M",
                                                          "sdpa:flash", "sdpa:math")):
     """Measured TFLOP/s vs head_dim per backend, with head_dim marked; says so when no data."""
     if not results:
-        ax.text(0.5, 0.5, "No measurement exists yet\nfor this device kind.", ha="center",
-                va="center", transform=ax.transAxes, fontsize=11)
+        ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes,
+                fontsize=11)
         ax.set_axis_off()
         return {}
     cs = curves(results, shape, series)
@@ -214,10 +192,8 @@ def draw_throughput(ax, results, head_dim: int, shape: str = "ANDREA-120M",
         ax.axvline(x, color="#dddddd", lw=0.6, zorder=0)
     s = results["settings"]["shapes"].get(shape, {})
     ax.set_xlabel("head_dim")
-    ax.set_ylabel("TFLOP/s (causal: 2*B*nh*T*T*hs FLOPs)")
-    cpu = results["provenance"].get("device_kind") == "cpu"
-    ax.set_title(("A CPU has no tensor cores: it cannot show tile effects\n" if cpu else "")
-                 + f"measured on {device_label(results)}\n{shape}, {series}, "
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"{device_label(results)}\n{shape}, {series}, "
                  f"B={s.get('B')}, T={s.get('T')}, {results['settings']['dtype']}", fontsize=9)
     ax.legend(fontsize=7, loc="best")
     return cs
@@ -300,7 +276,7 @@ def draw_model_band(ax, sweep: list[dict], head_dim: int, measured: dict | None 
             ax.bar(_bar_x(i, pad, two), m["upper_us"] - m["lower_us"], 0.36 if two else 0.75,
                    bottom=m["lower_us"], facecolor="none", edgecolor=_vcolor(r["version"]),
                    hatch="////", linewidth=1.0,
-                   label="MODEL: all terms overlapped .. none"
+                   label="MODEL (hatched)"
                    if (i, pad) == (0, False) else None)
     seen: set[str] = set()
     for i, r in enumerate(sweep):
@@ -338,13 +314,11 @@ def draw_model_band(ax, sweep: list[dict], head_dim: int, measured: dict | None 
     ax.set_xlabel("head_dim", fontsize=FRAME_MIN_PT)
     ax.set_ylabel("µs per launch (log)", fontsize=FRAME_MIN_PT)
     r0 = sweep[0]
-    what = f"measured on {device} over the MODEL" if device else "MODEL, no GPU measurement here"
+    what = f"measured on {device}, MODEL" if device else "MODEL, no GPU measurement"
     ax.set_title(f"Time, {gpu}, B={r0['B']}, n_head={r0['n_head']}, T={r0['T']}, causal:\n"
                  f"{what}", fontsize=FRAME_MIN_PT + 1)
     ax.legend(fontsize=FRAME_MIN_PT, loc="upper left", bbox_to_anchor=(-0.12, -0.3), ncol=2,
-              frameon=False, title="published: H100 SXM5, FlashAttention-3 paper, seq 1k\n"
-                                   "(*: its rate applied to this launch, an extrapolation)",
-              title_fontsize=FRAME_MIN_PT)
+              frameon=False)
 
 
 def head_dim_rows(sweep: list[dict], padded: list[dict] | None = None,
@@ -390,8 +364,7 @@ def head_dim_figure(head_dim: int, sweep: list[dict], seq_len: int = 1024,
         ax0.set_ylabel("")
         ax0.set_yticks([])
         ax0.tick_params(labelsize=FRAME_MIN_PT)
-        ax0.set_xlabel("head_dim columns (16-wide tiles; the pad hatched)",
-                       fontsize=FRAME_MIN_PT)
+        ax0.set_xlabel("head_dim columns (16-wide tiles)", fontsize=FRAME_MIN_PT)
         draw_evidence_strip(fig.add_subplot(gs[1]), sweep, head_dim, padded)
         draw_model_band(fig.add_subplot(gs[2]), sweep, head_dim, measured, padded=padded,
                         measured_padded=measured_padded)
@@ -400,9 +373,9 @@ def head_dim_figure(head_dim: int, sweep: list[dict], seq_len: int = 1024,
         says = (f"pad=True runs {rp['version']}"
                 + (f" ({rp['width']} columns, {rp['useful_columns']:.0%} useful)"
                    if rp.get("width", head_dim) != head_dim else "") + f"; {says}")
-    fig.suptitle(f"head_dim = {head_dim}: {says}\ncompiled evidence and a time MODEL"
-                 + (", with a GPU measurement" if (measured or {}).get(head_dim)
-                    else " (no GPU timing)"), fontsize=FRAME_MIN_PT + 2)
+    fig.suptitle(f"head_dim = {head_dim}: {says}"
+                 + ("\nwith a GPU measurement" if (measured or {}).get(head_dim) else ""),
+                 fontsize=FRAME_MIN_PT + 2)
     return fig
 
 
