@@ -40,8 +40,7 @@ def grid_figure(B: int, n_head: int, sm: dict = occupancy.H200):
     ax.set_yticks([B - 0.55 - b for b in range(B)], [str(b) for b in range(B)], fontsize=7)
     ax.set_xlabel("head h", fontsize=8)
     ax.set_ylabel("batch b", fontsize=8)
-    ax.set_title(f"One launch, grid = ({n_blocks}, 1, 1): block blockIdx.x = b x {n_head} + h "
-                 f"(number in each box)", fontsize=9)
+    ax.set_title(f"grid = ({n_blocks}, 1, 1), blockIdx.x = b x {n_head} + h", fontsize=9)
     cols = 66 if sms > 66 else sms
     for s in range(sms):
         r, c = divmod(s, cols)
@@ -53,13 +52,10 @@ def grid_figure(B: int, n_head: int, sm: dict = occupancy.H200):
     ax_sm.axis("off")
     ax_sm.set_title(f"{sm['name']}: {sms} SMs. {fill['sms_busy_first_wave']} get a block, "
                     f"{fill['idle_sms']} idle ({fill['idle_fraction']:.0%})"
-                    + (f"; {n_blocks - sms} blocks wait or share an SM" if n_blocks > sms else ""),
+                    + (f"; {n_blocks - sms} more blocks than SMs" if n_blocks > sms else ""),
                     fontsize=9)
     fig.suptitle(f"v1: one block per (batch, head), B={B}, n_head={n_head}", fontsize=10)
-    fig.text(0.5, 0.01, "Colour = head. Bottom: one cell per SM, coloured by the head of the "
-             "block it runs when blocks are spread one per SM; grey = no block.",
-             ha="center", fontsize=8, color="#444444")
-    fig.subplots_adjust(left=0.07, right=0.98, top=0.88, bottom=0.08, hspace=0.35)
+    fig.subplots_adjust(left=0.07, right=0.98, top=0.88, bottom=0.05, hspace=0.35)
     return fig
 
 
@@ -92,32 +88,29 @@ def trace_figure(trace, order: int, step: int):
     qt, i, st = steps[step]
     ax.add_patch(Rectangle((st.k_start, qt.q_start), st.k_stop - st.k_start,
                            qt.q_stop - qt.q_start, fill=False, edgecolor=head_color(blk.h), lw=2.5))
-    ax.set_xlabel("key j (K/V tiles staged in shared memory)", fontsize=8)
+    ax.set_xlabel("key j", fontsize=8)
     ax.set_ylabel("query i", fontsize=8)
-    ax.set_title(f"scores of (b={blk.b}, h={blk.h}): blue = done, box = this step", fontsize=9)
+    ax.set_title(f"scores of (b={blk.b}, h={blk.h})", fontsize=9)
     rows = np.arange(qt.q_start, qt.q_stop)
     if st.row_max is not None:
         # Markers only: each query row keeps its own m and l, so no line joins one row to the next.
         ax_m.plot(rows, st.row_max.numpy(), "o", ls="none", ms=4, color=head_color(blk.h),
-                  label="running max m (left axis)")
+                  label="max m (left)")
         ax_l = ax_m.twinx()
         ax_l.plot(rows, st.row_sum.numpy(), "s", ls="none", ms=4, mfc="none", color="#555555",
-                  label="running sum l (right axis)")
-        ax_l.set_ylabel("running sum l = sum of exp(s - m)", fontsize=8)
+                  label="sum l (right)")
+        ax_l.set_ylabel("running sum l", fontsize=8)
         # below the axes, never on the markers (rows can put m and l anywhere in the panel)
         ax_m.legend(handles=ax_m.lines + ax_l.lines, fontsize=8, loc="upper center",
                     bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
-    ax_m.set_xlabel("query row i of this tile", fontsize=8)
-    ax_m.set_ylabel("running max m of the scores s", fontsize=8)
+    ax_m.set_xlabel("query row i", fontsize=8)
+    ax_m.set_ylabel("running max m", fontsize=8)
     ax_m.set_title(f"after K/V tile {i} (keys {st.k_start}..{st.k_stop - 1}) of query rows "
                    f"{qt.q_start}..{qt.q_stop - 1}", fontsize=9)
     gx, gy = blk.grid_index
     fig.suptitle(f"{trace.kernel}: block blockIdx=({gx}, {gy}) -> (b={blk.b}, h={blk.h}), "
                  f"step {step} of steps 0..{len(steps) - 1} (T={T}, head_dim={hs}, "
                  f"{'causal' if trace.causal else 'not causal'})", fontsize=10)
-    fig.text(0.5, 0.01, "The block never builds the T x T matrix: it keeps m and l per query "
-             "row and rescales its output when m grows (online softmax).", ha="center",
-             fontsize=8, color="#444444")
     fig.subplots_adjust(left=0.07, right=0.93, top=0.85, bottom=0.25, wspace=0.35)
     return fig
 
@@ -155,12 +148,8 @@ def occupancy_figure(rows: list[dict]):
         ax.set_title(gpu, fontsize=9)
         ax.legend(fontsize=6.5, loc="upper left")
     T, nh = rows[0]["T"], rows[0]["n_head"]
-    fig.suptitle(f"ANDREA-120M attention (n_head={nh}, T={T}): blocks per launch vs the GPU",
-                 fontsize=10)
-    fig.text(0.5, 0.01, "Below the dashed line some SMs get no block at all; below a dotted "
-             "line the GPU could hold more blocks than the launch has.", ha="center",
-             fontsize=8, color="#444444")
-    fig.subplots_adjust(left=0.08, right=0.98, top=0.86, bottom=0.2, wspace=0.25)
+    fig.suptitle(f"ANDREA-120M attention, n_head={nh}, T={T}", fontsize=10)
+    fig.subplots_adjust(left=0.08, right=0.98, top=0.86, bottom=0.14, wspace=0.25)
     return fig
 
 
@@ -185,9 +174,7 @@ def launches_figure(comparisons: list, device_label: str):
     B, nh, T, hs = comparisons[0].shape
     ax.set_title(f"{B * nh} (b, h) pairs (B={B}, n_head={nh}, T={T}, head_dim={hs}) on "
                  f"{device_label}", fontsize=9)
-    fig.text(0.5, 0.01, "Label: looped / batched time. Outputs validated equal before timing.",
-             ha="center", fontsize=8, color="#444444")
-    fig.subplots_adjust(left=0.12, right=0.98, top=0.88, bottom=0.2)
+    fig.subplots_adjust(left=0.12, right=0.98, top=0.88, bottom=0.12)
     return fig
 
 
