@@ -67,8 +67,8 @@ def pipeline_diagram(model, B: int = 1, T: int = 128):
     axl.annotate("", xy=(5.4, 0.36), xytext=(4.9, split - 1 + 0.36),
                  arrowprops={"arrowstyle": "->", "linewidth": 0.9, "color": "#333333",
                              "connectionstyle": "arc3,rad=-0.25"})
-    axl.set_title(f"One layer as the model runs it (B={B}, T={T}, C={C}, n_head="
-                  f"{model.blocks[0].attn.n_head})", fontsize=10)
+    axl.set_title(f"one layer (B={B}, T={T}, C={C}, n_head={model.blocks[0].attn.n_head})",
+                  fontsize=10)
     # Right panel: the stack.
     rows = L + 3
     axr.set_xlim(0, 10)
@@ -84,12 +84,9 @@ def pipeline_diagram(model, B: int = 1, T: int = 128):
         axr.text(9.6, y + 0.35, f"layer {i}", ha="right", va="center", fontsize=7)
     _box(axr, 0.3, L + 1, 9.4, 0.7, GROUP_COLORS["LayerNorms"], "final LayerNorm ln_f")
     _box(axr, 0.3, L + 2, 9.4, 0.7, GROUP_COLORS["LM head"], f"LM head x · wteᵀ → {_shape((B, T, V))}")
-    axr.set_title(f"× {L} layers, on every forward pass: {5 * L} of the source's steps", fontsize=10)
-    fig.suptitle(f"The final picture: {model.cfg.name}, read from the model object", fontsize=12)
-    fig.text(0.5, 0.01, "Blue: Q, K, V projections (one fused c_attn matmul in the model); orange: "
-             "the attention kernel over all heads; green: concat and W_O; dashed: views (no data "
-             "moves); grey: the rest of the layer.", ha="center", fontsize=8, color="#444444")
-    fig.subplots_adjust(left=0.01, right=0.99, top=0.9, bottom=0.05, wspace=0.05)
+    axr.set_title(f"× {L} layers: {5 * L} of the source's steps", fontsize=10)
+    fig.suptitle(model.cfg.name, fontsize=12)
+    fig.subplots_adjust(left=0.01, right=0.99, top=0.9, bottom=0.02, wspace=0.05)
     return fig
 
 
@@ -110,9 +107,9 @@ def cost_figure(steps, title: str = ""):
         ax.set_xlim(0, max(vals) * 1.25)
     axes[0].set_yticks(y, groups)
     axes[0].invert_yaxis()
-    axes[0].set_title("FLOPs (2·M·N·K per matmul; attention 4·B·nh·T²·hs, halved: causal)", fontsize=9)
-    axes[1].set_title("bytes moved (operands read, result written once)", fontsize=9)
-    fig.suptitle(title or "Cost of one forward pass by step group, from the formulas", fontsize=11)
+    axes[0].set_title("FLOPs", fontsize=9)
+    axes[1].set_title("bytes moved", fontsize=9)
+    fig.suptitle(title or "cost by step group (formulas)", fontsize=11)
     fig.tight_layout()
     return fig
 
@@ -142,7 +139,7 @@ def share_figure(timings, steps=None, flop_label: str = "share of FLOPs (formula
     ax.invert_yaxis()
     ax.set_xlabel("share of the forward pass (%)")
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1, frameon=False)
-    ax.set_title("Where one forward pass spends its time, measured step by step", fontsize=11)
+    ax.set_title("time share by step group (measured)", fontsize=11)
     fig.tight_layout()
     return fig
 
@@ -174,44 +171,34 @@ __all__ = ["pipeline_diagram", "cost_figure", "share_figure", "flop_share_figure
 
 
 # ---------------------------------------------------------------- the exercises' tables
-def length_table(rows, cfg) -> str:
-    """Markdown for `pipeline.kernel_vs_projections(cfg, ...)` rows."""
-    lines = ["| T | attention kernel (GFLOP) | Q, K, V projections (GFLOP) | kernel / projections |",
-             "|---|---|---|---|"]
-    for r in rows:
-        note = f" (beyond {cfg.name}'s block_size {cfg.block_size}: formula only)" \
-            if r["beyond_block_size"] else ""
-        lines.append(f"| {r['T']:,}{note} | {r['attention'] / 1e9:.3f} | {r['projections'] / 1e9:.3f} | "
-                     f"{r['ratio']:.3f} |")
-    return "\n".join(lines)
+def length_table(rows, cfg) -> None:
+    """Tabulate `pipeline.kernel_vs_projections(cfg, ...)` rows (GFLOP of one layer, B = 1)."""
+    table(["T", f"past block_size {cfg.block_size}", "attention kernel (GFLOP)",
+           "Q, K, V projections (GFLOP)", "kernel / projections"],
+          [[f"{r['T']:,}", "yes" if r["beyond_block_size"] else "no",
+            f"{r['attention'] / 1e9:.3f}", f"{r['projections'] / 1e9:.3f}", f"{r['ratio']:.3f}"]
+           for r in rows])
 
 
-def intensity_table(rows, ridge: float, gpu_name: str) -> str:
-    """Markdown for `pipeline.qkv_intensity` rows, against a GPU's ridge point (FLOP/byte)."""
-    lines = ["| B·T tokens | GFLOP | MB moved (at least) | FLOP/byte | compute-bound on the "
-             f"{gpu_name}? |", "|---|---|---|---|---|"]
-    lines += [f"| {r['tokens']:,} | {r['flops'] / 1e9:.3f} | {r['bytes'] / 1e6:.2f} | "
-              f"{r['intensity']:.1f} | {'yes' if r['intensity'] >= ridge else 'no'} |" for r in rows]
-    return "\n".join(lines)
+def intensity_table(rows, ridge: float, gpu_name: str) -> None:
+    """Tabulate `pipeline.qkv_intensity` rows against a GPU's ridge point (FLOP/byte)."""
+    table(["B·T tokens", "GFLOP", "MB moved (at least)", "FLOP/byte", f"compute-bound, {gpu_name}"],
+          [[f"{r['tokens']:,}", f"{r['flops'] / 1e9:.3f}", f"{r['bytes'] / 1e6:.2f}",
+            f"{r['intensity']:.1f}", "yes" if r["intensity"] >= ridge else "no"] for r in rows])
 
 
-def shares_table(timings) -> str:
-    """Markdown: each step group's share of the measured time, and of the FLOPs by the formulas,
-    for each `StepTiming` (one pair of columns per run: its config, B and T)."""
+def shares_table(timings) -> None:
+    """Each step group's share of the measured time and of the FLOPs by the formulas, one
+    column per `StepTiming` (its config, B and T)."""
     from andrea_edu.config import preset
     from andrea_edu.model import AndreaModel
 
     flops = [totals(model_steps(AndreaModel(preset(t.config), device="meta"), t.B, t.T))
              for t in timings]
     shares = [t.shares() for t in timings]
-    head = "| group | " + " | ".join(f"{t.config} (B={t.B}, T={t.T}): time / FLOPs"
-                                     for t in timings) + " |"
-    lines = [head, "|---|" + "---|" * len(timings)]
-    for g in GROUPS:
-        cells = [f"{sh.get(g, 0):.1%} / {fl.get(g, 0) / sum(fl.values()):.1%}"
-                 for sh, fl in zip(shares, flops)]
-        lines.append(f"| {g} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    table(["group"] + [f"{t.config} (B={t.B}, T={t.T}): time / FLOPs" for t in timings],
+          [[g] + [f"{sh.get(g, 0):.1%} / {fl.get(g, 0) / sum(fl.values()):.1%}"
+                  for sh, fl in zip(shares, flops)] for g in GROUPS])
 
 
 def ops_table(steps, timing, gpu=None) -> None:
