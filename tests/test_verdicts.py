@@ -36,6 +36,17 @@ def test_empty_box_empty_fields_and_unknown_scales_are_refused():
         verdicts.box([("claim", "m", "holds", "", "big")])
 
 
+def test_a_rows_detail_goes_to_the_verdicts_page_not_the_box():
+    b = verdicts.box([("one call", "3 calls", "holds", "", "", "the full reasoning, long")])
+    assert "the full reasoning" not in b.markdown().split("```")[-1]   # the table a reader sees
+    assert "the full reasoning" not in b.html()
+    assert '"detail": "the full reasoning, long"' in b.markdown()      # the page's payload
+    grouped = verdicts.group_claims([{"chapter": "A", "target": "t", "rows": [
+        {"claim": "x", "measured": "m", "verdict": "holds", "key": "one-blas-call",
+         "detail": "why"}]}])
+    assert next(c for c in grouped if c["key"] == "one-blas-call")["evidence"][0]["detail"] == "why"
+
+
 def test_not_yet_measured_is_a_verdict_and_counts_are_by_value():
     b = verdicts.box([("tensor cores reach peak", "no GPU file yet", verdicts.NOT_MEASURED),
                       ("one call", "3 calls", "holds")])
@@ -297,8 +308,9 @@ def _sphinx_book(tmp_path, rows_a, rows_b):
     return status, err.getvalue()
 
 
-def _row(claim, verdict, key="", scale=""):
-    return {"claim": claim, "measured": "m", "verdict": verdict, "key": key, "scale": scale}
+def _row(claim, verdict, key="", scale="", detail=""):
+    return {"claim": claim, "measured": "m", "verdict": verdict, "key": key, "scale": scale,
+            "detail": detail}
 
 
 def test_the_book_build_lists_each_claim_once_and_fails_on_what_it_cannot_combine(tmp_path):
@@ -310,7 +322,8 @@ def test_the_book_build_lists_each_claim_once_and_fails_on_what_it_cannot_combin
         tmp_path / "ok",
         [_row("Concat undoes the split; the total feature dimension returns to d_model",
               "holds"), _row("Pattern heads (a)", "holds", k),
-         _row("Sorted through W_O (a toy)", "holds", "sorted-through-wo")],
+         _row("Sorted through W_O (a toy)", "holds", "sorted-through-wo",
+              detail="the reasoning only this page shows")],
         [_row("Concat undoes the split: the total feature dimension returns to d_model, no "
               "information is lost", "holds with a caveat"),
          _row("Splitting d_model into heads costs no parameters", "holds")])
@@ -321,7 +334,7 @@ def test_the_book_build_lists_each_claim_once_and_fails_on_what_it_cannot_combin
     assert verdicts.CANNOT_DECIDE in page and verdicts.PUBLISHED_CHAPTER in page
     # one mark, one meaning (issue 38 item 7): a toy's row and a claim only toys checked read ❔,
     # never 🔍 ("not observed here")
-    assert f"❔ {verdicts.CANNOT_DECIDE} (the toy: holds)" in page
+    assert f"❔ {verdicts.CANNOT_DECIDE} (the toy: holds): m. the reasoning only this page shows" in page
     assert f"🔍 {verdicts.CANNOT_DECIDE}" not in page
     assert f"<strong>❔ {verdicts.CANNOT_DECIDE}</strong>" in page
     assert f"❔ 1 {verdicts.CANNOT_DECIDE}" in page and "🔍 0 not observed here" in page

@@ -77,15 +77,18 @@ def count(verdicts) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class Claim:
-    """One row: the claim, what the code measured, the verdict; optionally the key of the
-    registered claim it checks (claims.CLAIMS) and the scale of its evidence ("": the book's
-    own code and models; "trained": a trained transformer at the claim's scale)."""
+    """One row: the claim, what the code measured (short: the box shows it), the verdict;
+    optionally the key of the registered claim it checks (claims.CLAIMS), the scale of its
+    evidence ("": the book's own code and models; "trained": a trained transformer at the
+    claim's scale) and `detail`, the full reasoning, which only the verdicts page shows (issue
+    38 item 4: a chapter's box stays short, the page keeps the reasoning)."""
 
     claim: str
     measured: str
     verdict: str
     key: str = ""
     scale: str = ""
+    detail: str = ""
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -193,7 +196,7 @@ class VerdictBox:
 
 def box(rows, title: str = "Checking the source") -> VerdictBox:
     """The chapter's closing box. `rows`: Claim objects or (claim, measured, verdict[, key[,
-    scale]]) tuples."""
+    scale[, detail]]]) tuples."""
     if not rows:
         raise ValueError("rows must hold at least one (claim, measured, verdict)")
     claims = [r if isinstance(r, Claim) else Claim(*r) for r in rows]
@@ -257,7 +260,7 @@ def group_claims(entries, reconciled: dict | None = None, published: dict | None
     """entries: [{"chapter", "target", "rows": [row dicts]}] in reading order (one per box) ->
     one dict per claim: the registered claims first, in the registry's order (each listed even
     when no chapter checks it), then any unregistered ones in order of appearance. Each:
-    {key, claim, kind, section, evidence: [{chapter, target, claim, measured, verdict,
+    {key, claim, kind, section, evidence: [{chapter, target, claim, measured, detail, verdict,
     decides}], verdict, how, error}. `published` (default claims.PUBLISHED) adds the
     literature's findings as evidence. error: the UnreconciledVerdicts or UnregisteredClaim
     message (verdict is then None), or "no evidence" for a registered claim nobody checks."""
@@ -278,7 +281,8 @@ def group_claims(entries, reconciled: dict | None = None, published: dict | None
                 if reg is None else None})
             c["evidence"].append({"chapter": entry.get("chapter", ""),
                                   "target": entry.get("target", ""), "claim": row["claim"],
-                                  "measured": row["measured"], "verdict": row["verdict"],
+                                  "measured": row["measured"], "detail": row.get("detail", ""),
+                                  "verdict": row["verdict"],
                                   "decides": reg_.decides(row)})
     for key, found in published.items():
         if key in claims:

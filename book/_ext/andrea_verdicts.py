@@ -121,7 +121,7 @@ def _toc_order(env) -> list[str]:
 def _evidence_text(ev: dict, claim: dict) -> str:
     shown = (f"{CANNOT_DECIDE_ICON} {CANNOT_DECIDE} (the toy: {ev['verdict']})"
              if not ev["decides"] else f"{ICONS.get(ev['verdict'], '')} {ev['verdict']}")
-    text = f" {shown}: {ev['measured']}"
+    text = f" {shown}: {ev['measured']}" + (f". {ev['detail']}" if ev.get("detail") else "")
     if fold(ev["claim"]) != fold(claim["claim"]):
         text = f" (as \"{ev['claim']}\")" + text
     return text
