@@ -3,7 +3,8 @@ plotting helpers (viz) and the "Checking the source" box (verdicts). The slider 
 figure, and the notebook runner, are tooling: andrea_edu.notebook.
 
     viz, verdicts               shared by every chapter
-    claims                      every claim the book checks, once (the verdicts' registry)
+    claims                      every claim the book checks, once (the verdicts' registry, read
+                                from its data file, data/claims.json)
     provenance                  committed data's provenance, worded for a reader
     three_matrices              "Three matrices per head, or one big matrix"
     parameter_count             "Parameter count" (with "Naming the projections")

@@ -264,9 +264,10 @@ def source_rows(rows, verdict: str, ids: dict, rep, tol: float, gpt2=None):
     not hold" (a model trained for minutes cannot refute a claim about trained transformers:
     "not observed here" instead); its rows carry the claim's key, so the verdicts page shows
     them as unable to decide, and GPT-2's row (scale "trained") decides."""
-    from andrea_edu.figures.verdicts import NOT_OBSERVED, TRAINED_TRANSFORMERS_SHOW_HEADS as KEY
+    from andrea_edu.figures.verdicts import TRAINED_TRANSFORMERS_SHOW_HEADS as KEY
+    from andrea_edu.heads.verdict_words import CAVEAT, DOES_NOT_HOLD, HOLDS, NOT_OBSERVED
 
-    small = NOT_OBSERVED if verdict == "does not hold" else verdict
+    small = NOT_OBSERVED if verdict == DOES_NOT_HOLD else verdict
     out = [("Pattern heads, this model", "; ".join(
         f"{r['pattern']} {hl(r['head'])} {r['ratio']:.1f}x ({r['verdict']})" for r in rows),
         small, KEY, "")]
@@ -278,7 +279,7 @@ def source_rows(rows, verdict: str, ids: dict, rep, tol: float, gpt2=None):
         f"earlier occurrence L{l}H{h} {s[l, h] / u:.1f}x ({v}); induction {hl(lh)} "
         f"{ratio:.1f}x, 2nd copy {rep['first_loss'] - rep['second_loss']:+.2f} nats "
         f"({'found' if found else 'not found'})"),
-        {"found": "holds", "not found": NOT_OBSERVED}.get(v, "holds with a caveat"), KEY, ""))
+        {"found": HOLDS, "not found": NOT_OBSERVED}.get(v, CAVEAT), KEY, ""))
     if gpt2 is not None:
         scores, base, gv = gpt2
         out.append(("Pattern heads, GPT-2 small", "; ".join(
