@@ -538,6 +538,13 @@ LOADERS: dict[str, Kind] = {
                               "load_results", ("projections",)),
     "bench_layout": Kind("bench_layout_*.json", "andrea_edu.bench.results", "load_results",
                          ("layout",)),
+    # every GPU's file of a suite (an H100's and an H200's both), [] when none: never shadowed
+    "bench_headdim_gpus": Kind("bench_headdim_*.json", "andrea_edu.bench.results",
+                               "load_all_results", ("headdim",)),
+    "bench_projections_gpus": Kind("bench_projections_*.json", "andrea_edu.bench.results",
+                                   "load_all_results", ("projections",)),
+    "bench_layout_gpus": Kind("bench_layout_*.json", "andrea_edu.bench.results",
+                              "load_all_results", ("layout",)),
     "pipeline_timing": Kind("pipeline_*.json", "andrea_edu.pipeline.timing",
                             "load_pipeline_timing"),
 }
@@ -567,7 +574,7 @@ def load(kind: str, path=None, *, missing: str = "raise", **options):
             if problem:
                 raise DataFileError(f"{reader_path(f)}: {problem}")
         got = fn(*k.args, **options)
-        if got is None and missing == "raise":
+        if (got is None or got == []) and missing == "raise":
             raise DataFileError(where_looked(k.file))
         return got
     if path is None:

@@ -84,6 +84,11 @@ def test_the_rehearsal_writes_at_most_eight_files_and_a_summary(rehearsal):
     from andrea_edu.kernels import registry
     assert {r["evidence"]["version"] for r in rows} == set(registry.ladder())   # the rungs
     assert "(a model, not a measurement)" in page
+    # the fault rehearsal: each planted fault contained and reported (a failed row fails here)
+    steps = steps_of(out)
+    faults = {k: v for k, v in steps.items() if k.startswith("fault-")}
+    assert set(faults) == {"fault-sticky", "fault-bench", "fault-hang", "fault-budget"}, steps
+    assert all(v[0] == "pass" for v in faults.values()), faults
 
 
 def test_the_executed_chapter_comes_back_executed(rehearsal):
@@ -141,6 +146,19 @@ def test_the_suite_refuses_an_unknown_argument():
     run = subprocess.run(["bash", str(SCRIPTS / "gpu_suite.sh"), "--rehaerse"], cwd=ROOT,
                          capture_output=True, text=True, timeout=30)
     assert run.returncode == 2 and "allowed: --rehearse" in run.stderr
+
+
+@pytest.mark.parametrize("args, path, says", [
+    ([], "/bin/true", "for --rehearse only"),
+    (["--rehearse"], "/nonexistent/python3.12", "allowed: an executable Python")])
+def test_the_image_python_is_checked_before_any_work(args, path, says, tmp_path):
+    """ANDREA_REHEARSE_IMAGE_PYTHON (issue 41 item 8): a rehearsal's interpreter, refused on the
+    GPU machine's own run and when it is not an executable, in one line, before any step."""
+    env = dict(os.environ, ANDREA_REHEARSE_IMAGE_PYTHON=path, OUT=str(tmp_path / "out"))
+    run = subprocess.run(["bash", str(SCRIPTS / "gpu_suite.sh"), "--stage", "1", *args],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2 and says in run.stderr and run.stderr.count("\n") == 1
+    assert not (tmp_path / "out").exists()
 
 
 def test_summary_page_reads_ncu_csv_and_the_headline_ratios(tmp_path):

@@ -263,3 +263,24 @@ def test_an_h100_file_and_an_h200_file_are_both_read(suite_out, tmp_path):
     both = load_all_results("layout", data_dir_=data)
     assert [r["provenance"]["device_slug"] for r in both] == ["test-h100", "test-h200"]
     assert load_all_results("headdim", data_dir_=data) == []
+
+
+def test_the_chapters_load_every_gpu_file_by_kind(suite_out, tmp_path, monkeypatch):
+    """What a chapter calls: load("bench_<suite>_gpus") is every GPU's file ([] or the
+    where-looked error when none), load("bench_<suite>", device="gpu") the first one."""
+    from andrea_edu import data as D
+    data = _data(tmp_path)
+    src = json.loads((suite_out / f"bench_layout_{SLUG}.json").read_text())
+    for slug in ("test-h100", "test-h200"):
+        obj = copy.deepcopy(src)
+        obj["provenance"].update(device=f"Synthetic {slug}", device_slug=slug)
+        (data / f"bench_layout_{slug}.json").write_text(json.dumps(obj))
+    from andrea_lab.store import seal_folder
+    seal_folder(data)
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(data))
+    both = D.load("bench_layout_gpus")
+    assert [r["provenance"]["device_slug"] for r in both] == ["test-h100", "test-h200"]
+    assert D.load("bench_layout", device="gpu")["provenance"]["device_slug"] == "test-h100"
+    assert D.load("bench_headdim_gpus", missing="none") == []
+    with pytest.raises(D.DataFileError):
+        D.load("bench_headdim_gpus")
