@@ -42,9 +42,10 @@ from dataclasses import asdict, dataclass
 
 from andrea_edu.figures.claims import (CLAIMS, HYPOTHESIS, PUBLISHED, PUBLISHED_SCALE, SCALES,
                                        TRAINED, TRAINED_TRANSFORMERS_SHOW_HEADS, Registered, fold)
-from andrea_edu.heads.verdict_words import DECISIVE, NOT_MEASURED, NOT_OBSERVED, VERDICTS
+from andrea_edu.heads.verdict_words import (CAVEAT, DECISIVE, DOES_NOT_HOLD, HOLDS, NOT_MEASURED,
+                                            NOT_OBSERVED, VERDICTS)
 
-_ICON = {"holds": "✅", "holds with a caveat": "⚠️", "does not hold": "❌", NOT_OBSERVED: "🔍",
+_ICON = {HOLDS: "✅", CAVEAT: "⚠️", DOES_NOT_HOLD: "❌", NOT_OBSERVED: "🔍",
          NOT_MEASURED: "⏳"}
 ICONS = _ICON
 CANNOT_DECIDE = "cannot decide at this scale"   # how a toy's row on a trained-model claim reads
@@ -236,14 +237,14 @@ def combine(verdicts, key: str = "", reconciled: dict | None = None,
         v = NOT_OBSERVED if NOT_OBSERVED in vs else NOT_MEASURED
         return v, "no chapter's evidence can decide"
     kinds = set(decisive)
-    if "does not hold" in kinds and len(kinds) > 1:
+    if DOES_NOT_HOLD in kinds and len(kinds) > 1:
         if key in reconciled:
             v, why = reconciled[key]
             return v, f"reconciled: {why}"
         raise UnreconciledVerdicts(
             f"claim {key!r}: chapters say {sorted(kinds)}; add it to verdicts.RECONCILED "
             "(verdict, why)")
-    v = "holds with a caveat" if "holds with a caveat" in kinds else decisive[0]
+    v = CAVEAT if CAVEAT in kinds else decisive[0]
     if len(vs) == 1:
         return v, "one chapter"
     if len(decisive) == len(vs) and len(kinds) == 1:
