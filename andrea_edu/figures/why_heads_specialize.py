@@ -54,9 +54,7 @@ def fig_pattern_losses(run, title: str | None = None):
     s = run.settings
     ax.set_title(title or f"Loss per pattern while training ({s.n_layer} layers x {s.n_head} "
                  f"heads, seed {s.seed})", fontsize=10)
-    caption(fig, "Dashed: the generator's own loss at matching-bracket positions (the timing of "
-             "a closing bracket is a coin flip); the other two patterns can reach 0.")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.tight_layout()
     return fig
 
 
@@ -87,8 +85,7 @@ def fig_ablation(ablation: np.ndarray, title: str = "Loss increase when one head
             vmin=0, vmax=max(float(m.max()), 1e-6), annotate=L * nh <= 48,
             fmt="{:.2f}", title=title)
     ax.tick_params(axis="x", labelrotation=0, labelsize=8)
-    caption(fig, "Nats added to each pattern's loss when the head's rows of W_O are zeroed.")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.tight_layout()
     return fig
 
 
@@ -135,10 +132,7 @@ def fig_grad_norms(run, pressure=None, smooth: int = 25):
         ax.set_title(f"Gradient by class (redundant by {pressure.by})", fontsize=9)
         ax.legend(fontsize=7)
     fig.suptitle("Which heads receive the gradient?", fontsize=10)
-    caption(fig, "Gradient norm over the head's own W_Q, W_K, W_V columns and W_O rows, at "
-             "every step before the optimizer update" + (
-                 "; the committed run keeps its mean between probes." if per_window else "."))
-    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
 
 
@@ -167,33 +161,6 @@ def fig_nhead_frame(runs: dict, n_head: int, seed: int, threshold: float = DETEC
              + ", ".join(f"{p} {n}" for p, n in n_det.items()))
     fig.tight_layout(rect=(0, 0.05, 1, 0.94))
     return fig
-
-
-def example_html(batch: Batch, b: int, start: int = 0, length: int | None = None) -> str:
-    """One sequence as HTML: each token whose *next* token a pattern decides is underlined in the
-    pattern's colour, and the key it must look at is boxed in the same colour."""
-    import html as _html
-
-    T = batch.idx.shape[1]
-    end = T if length is None else min(T, start + length)
-    toks = tokens(batch, b)
-    pattern, key = labels(batch)
-    style: dict[int, list[str]] = {}
-    for t in range(start, end):
-        p = int(pattern[b, t])
-        if p:
-            c = PATTERN_COLORS[PATTERNS[p]]
-            style.setdefault(t, []).append(f"border-bottom:3px solid {c}")
-            k = int(key[b, t])
-            if start <= k < end:
-                style.setdefault(k, []).append(f"outline:1.5px solid {c}")
-    spans = [f'<span style="padding:0 2px;margin:1px;{";".join(style.get(t, []))}">'
-             f"{_html.escape(toks[t])}</span>" for t in range(start, end)]
-    legend = " ".join(f'<span style="border-bottom:3px solid {c};padding:0 2px">{n}</span>'
-                      for n, c in PATTERN_COLORS.items() if n != "all")
-    return (f'<div style="font-family:monospace;line-height:2.1">{" ".join(spans)}</div>'
-            f'<div style="font-size:85%">underlined: the next token is decided by {legend}; '
-            f"boxed: the key position that decides it</div>")
 
 
 def specialists(scores) -> dict:
@@ -258,11 +225,8 @@ def fig_specialists(maps: torch.Tensor, batch: Batch, scores, b: int, start: int
                      color=PATTERN_COLORS[p])
         ax.set_xlabel("key (the token looked at)", fontsize=9)
         ax.set_ylabel("query (the token looking)", fontsize=9)
-    fig.suptitle("One head per pattern (three different heads, the best such choice), on one "
-                 "example: dark = much attention", fontsize=11)
-    caption(fig, "Circles: on each query whose next token the pattern decides, the key that holds "
-                 "the answer. A specialised head puts its dark square inside the circle.")
-    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
+    fig.suptitle("One head per pattern, on one example: dark = much attention", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
 
 
