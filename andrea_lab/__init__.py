@@ -13,7 +13,7 @@ package.
                 model (its --recheck runs the book's own andrea_edu.heads.text_training --recheck)
     path_runs   python -m andrea_lab.path_runs: the real-text model's path ablations
     text_longer python -m andrea_lab.text_longer: the longer real-text variants
-    text_runs   their writers: save_run, save_toy, save_paths, save_variant
+    run_writers their writers: save_run, save_toy, save_paths, save_variant
     store       the one manifest writer: write_files_as_unit, write_json_atomic, folder_lock,
                 recover_units, seal_folder, default_out_dir
                 (python -m andrea_lab.store recover DIR: finish a unit write a killed writer left)

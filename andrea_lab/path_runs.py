@@ -15,7 +15,7 @@ from andrea_edu.data import find_data
 from andrea_edu.heads import path_runs as PR
 from andrea_edu.heads import text_corpus as tc
 from andrea_edu.heads import text_training as TT
-from andrea_lab.text_runs import save_paths
+from andrea_lab.run_writers import save_paths
 
 
 def main(argv: list[str] | None = None) -> None:

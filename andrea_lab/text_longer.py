@@ -19,7 +19,7 @@ from andrea_edu.bench.args import check_out_file
 from andrea_edu.heads import text_longer as TL
 from andrea_edu.heads import text_runs as R
 from andrea_edu.heads import text_training as TT
-from andrea_lab.text_runs import save_variant
+from andrea_lab.run_writers import save_variant
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -25,7 +25,7 @@ from andrea_edu.heads.text_runs import (RUN_FILE, TextSettings, default_settings
                                         outputs_exist, toy_weights_path, weights_path)
 from andrea_edu.heads.text_training import CPU_PINS, RECHECK_STEPS, SCORE_TOL
 from andrea_edu.heads.run import SettingsError
-from andrea_lab.text_runs import save_run, save_toy
+from andrea_lab.run_writers import save_run, save_toy
 
 MODULE = "andrea_lab.text_training"  # for `python -m` (this file may run as __main__)
 PROG = "python -m " + MODULE

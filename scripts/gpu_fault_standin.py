@@ -83,7 +83,7 @@ def suite_bench(argv: list[str]) -> int:
     tiny on the CPU and written by the real writer, as STANDIN_GPU's."""
     from andrea_edu.bench import suites
     from andrea_lab.bench import cli
-    from andrea_lab.bench.results import write_results
+    from andrea_lab.bench.writer import write_results
     args = cli._parser().parse_args(argv)
     problem = cli._check_args(args)
     if args.cmd != "gpu-suite" or problem:
@@ -110,7 +110,7 @@ def suite_headline(argv: list[str]) -> int:
     checkpoint writer, as STANDIN_GPU's."""
     from andrea_edu.bench import suites
     from andrea_lab.bench import cli
-    from andrea_lab.bench.results import write_results
+    from andrea_lab.bench.writer import write_results
     args = cli._parser().parse_args(argv)
     problem = cli._check_args(args)
     if args.cmd != "gpu-headline" or problem:
@@ -189,7 +189,7 @@ def slow(out: str) -> int:
 
 def bench(out: str) -> int:
     from andrea_edu.bench import cases, suites
-    from andrea_lab.bench.results import write_results
+    from andrea_lab.bench.writer import write_results
     sdpa = cases.BACKEND_FNS["sdpa"]
 
     def faulty(q, k, v, causal):   # the second case's first call faults

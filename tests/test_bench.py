@@ -16,7 +16,7 @@ from andrea_edu.data import DataFileError
 from andrea_edu import bench
 from andrea_edu.bench import cases as bench_cases, suites, timing
 from andrea_lab.bench import cli
-from andrea_lab.bench.results import write_results
+from andrea_lab.bench.writer import write_results
 from andrea_lab.store import seal_folder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -434,7 +434,7 @@ def test_a_cut_gpu_suite_keeps_its_partial_results_in_its_own_labelled_file(tmp_
 
     from andrea_edu.bench import suites
     from andrea_lab.bench import cli
-    from andrea_lab.bench.results import write_results
+    from andrea_lab.bench.writer import write_results
     obj = suites.run_suite("layout", device="cpu", fast=True, progress=False)
     save = cli._checkpoint(SimpleNamespace(out=str(tmp_path), replace=False))
     save(obj)

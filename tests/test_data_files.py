@@ -15,7 +15,7 @@ import pytest
 from andrea_lab.pipeline_timing import save_timing
 from andrea_edu.data import DataFileError
 from andrea_edu.bench import results as R
-from andrea_lab.bench.results import write_results
+from andrea_lab.bench.writer import write_results
 from andrea_lab.sweep import save_sweep
 from andrea_edu.heads import sweep as W
 from andrea_edu.pipeline import timing as PT
@@ -243,7 +243,8 @@ def test_load_reads_every_kind_through_its_loader_and_refuses_an_unknown_one():
         got = D.load(f"bench_{suite}", device="cpu")
         assert got == R.load_results(suite, device="cpu") and got["suite"] == suite
     assert D.load("bench_headdim", device="gpu", missing="none") is None  # none committed yet
-    with pytest.raises(ValueError, match="kind='nosuch'.*one of bench_headdim, bench_layout"):
+    with pytest.raises(ValueError,
+                       match="kind='nosuch'.*one of bench_headdim, bench_headdim_gpus, bench_layout"):
         D.load("nosuch")
     with pytest.raises(ValueError, match="missing='maybe' is not one of"):
         D.load("sweep", missing="maybe")

@@ -18,7 +18,7 @@ from andrea_edu import data as bookdata
 from andrea_lab import store
 from andrea_edu.heads import text_runs as TR
 from andrea_edu.heads import text_training as TT
-from andrea_lab.text_runs import save_run
+from andrea_lab.run_writers import save_run
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "book" / "data"
@@ -178,7 +178,7 @@ def test_settings_from_json_and_check():
 
 def test_bench_refuses_to_replace_committed_results(capsys, monkeypatch, tmp_path):
     from andrea_lab.bench import cli
-    from andrea_lab.bench.results import write_results
+    from andrea_lab.bench.writer import write_results
 
     def no_measuring(*a, **k):
         raise AssertionError("measured before refusing")

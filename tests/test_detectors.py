@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from andrea_lab.text_runs import save_run
+from andrea_lab.run_writers import save_run
 from andrea_edu.data import DataFileError, find_data
 from andrea_edu.config import AndreaConfig
 from andrea_edu.heads import detectors as D, measures as M
@@ -168,7 +168,7 @@ def test_toy_model_file_round_trip(tmp_path):
                               eval_every=3, eval_batch=8, n_probes=1, probe_batch=4)
     run = toy_training.train(s, progress=False)
     path = tmp_path / "toy.json"
-    from andrea_lab.text_runs import save_toy
+    from andrea_lab.run_writers import save_toy
     save_toy(run, path, {"produced_by": "test"})
     s2, scores, model, cpu = TT.load_toy(path)
     assert s2 == s and np.allclose(scores, run.scores_after, atol=1e-4) and cpu >= 0

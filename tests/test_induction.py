@@ -349,7 +349,7 @@ def test_variant_run_files_when_committed(name, monkeypatch):
     from andrea_edu.figures import provenance as P  # a command that moved, under its name now
     assert P.command(run.provenance["produced_by"]) == (f"python -m {TL.MODULE} --variant {name} "
                                                         f"--out book/data/{v.file}")
-    from andrea_lab.text_runs import save_variant
+    from andrea_lab.run_writers import save_variant
     with pytest.raises(FileExistsError):
         save_variant(run, name, path)  # committed data is never overwritten unasked
     monkeypatch.delenv("ANDREA_FAST", raising=False)

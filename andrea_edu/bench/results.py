@@ -1,5 +1,5 @@
 """Benchmark results on disk: the JSON schema, validation and loading (the writer is the
-laboratory's andrea_lab.bench.results.write_results).
+laboratory's andrea_lab.bench.writer.write_results).
 
 Introduced in the chapter "The configuration mirrors the hardware"; every chapter that shows a
 committed measurement reads it with `load_results` (re-exported by andrea_edu.bench).
@@ -313,7 +313,7 @@ def _check_record_values(obj: dict) -> None:
 
 def data_dir() -> Path:
     """Where committed results live: $ANDREA_DATA_DIR, else the repository's book/data (the
-    first of andrea_edu.data.data_search_dirs). Writers (andrea_lab.bench.results) default to
+    first of andrea_edu.data.data_search_dirs). Writers (andrea_lab.bench.writer) default to
     andrea_lab.store.default_out_dir()."""
     return data_search_dirs()[0]
 

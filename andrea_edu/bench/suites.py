@@ -2,7 +2,7 @@
 
 The suites live in bench.cases (head_dim sweep) and bench.matmuls (projections, layout); the
 runner in bench.runner; the schema in bench.results. The CLI (python -m andrea_lab.bench) calls
-run_suite and writes what it returns with andrea_lab.bench.results.write_results.
+run_suite and writes what it returns with andrea_lab.bench.writer.write_results.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def run_suite(suite: str, device: str = "cpu", fast: bool = False, repeats=None,
               command: str = "", case_budget_s=None, threads=None, checkpoint=None,
               checkpoint_every: int = 4, **options) -> dict:
     """Run one suite ("headdim", "projections", "layout") and return the results object
-    (valid against andrea_edu.bench.SCHEMA); write it with andrea_lab.bench.results.write_results.
+    (valid against andrea_edu.bench.SCHEMA); write it with andrea_lab.bench.writer.write_results.
     case_budget_s: seconds of timed rounds per case (fewer repeats for slow backends, at
     least 3; default 2 on a GPU, 10 on a CPU). threads: torch's CPU threads during the run
     (default on a CPU: 1, restored afterwards; on a shared or small machine several threads

@@ -29,7 +29,7 @@ from andrea_edu.bench.args import (check_device, check_int, check_number, check_
                                    check_threads, fail,
                                    first_problem)
 from andrea_edu.bench.results import data_dir
-from andrea_lab.bench.results import write_results
+from andrea_lab.bench.writer import write_results
 from andrea_edu.bench.timing import pick_device
 from andrea_edu.env import fast_mode, sigterm_interrupts
 from andrea_lab.store import default_out_dir
@@ -274,7 +274,7 @@ def _would_replace_full(suites, device, fast, out) -> str | None:
     """The reason to refuse, when a fast run would land on a file of full-size measurements,
     or any run on a committed file (listed in its folder's SHA256SUMS)."""
     from andrea_edu.bench.results import is_committed
-    from andrea_lab.bench.results import _is_full
+    from andrea_lab.bench.writer import _is_full
     from andrea_edu.bench.timing import device_slug
     folder = Path(out) if out is not None else data_dir()
     slug = "cpu" if device == "cpu" else device_slug(torch.cuda.get_device_properties(0).name)
