@@ -27,7 +27,7 @@ into the next are not caught (only the last ends at the guard page).
     has_compiler() -> bool
     build(source, call, defines=()) -> Path  the simulator binary, cached by content hash under
                                             cache_dir()/host_sim (the NVRTC cache's folder)
-    launch(exe, grid, block, shared_bytes, buffers, scalars, seed=1, smem_fill="nan") -> Run
+    launch(exe, grid, block, shared_bytes, buffers, scalars, seed=1, smem_fill="nan") -> SimRun
     run_attention(q, k, v, causal, version, seed=1) -> out  a registered kernel version's .cu
             with the grid, threads and shared memory the GPU launcher passes (backend="cpu-sim")
     host_source(text) -> the .cu text with its __shared__ declarations pointed at the simulator
@@ -174,14 +174,14 @@ class Buffer:
 
 
 @dataclass
-class Run:
+class SimRun:
     """One simulated launch: each read-back buffer's bytes (by name), and the exit code."""
     outputs: dict
     returncode: int
 
 
 def launch(exe: Path, grid, block, shared: int, buffers: list[Buffer], scalars: list[float],
-           seed: int = 1, smem_fill: str = "nan", timeout: float = RUN_TIMEOUT_S) -> Run:
+           seed: int = 1, smem_fill: str = "nan", timeout: float = RUN_TIMEOUT_S) -> SimRun:
     """Run a built simulator over `grid` blocks of `block` threads with `shared` bytes of dynamic
     shared memory; SimulatorError with the simulator's sentence when it crashes or refuses."""
     g = tuple(grid) + (1,) * (3 - len(tuple(grid)))
@@ -210,7 +210,7 @@ def launch(exe: Path, grid, block, shared: int, buffers: list[Buffer], scalars: 
             raise _failure(run.returncode, run.stderr)
         outs = {buf.name: (Path(tmp) / f"out{i}").read_bytes()
                 for i, buf in enumerate(buffers) if buf.read_back}
-    return Run(outs, run.returncode)
+    return SimRun(outs, run.returncode)
 
 
 def _failure(rc: int, stderr: str) -> SimulatorError:
