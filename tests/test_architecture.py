@@ -582,3 +582,28 @@ def test_chapters_read_committed_data_through_data_load():
         ["load_results"]  # the finder sees a planted direct read
     bad = {nb.stem: direct_reads(_chapter_code(nb), loaders) for nb in CHAPTERS}
     assert not {k: v for k, v in bad.items() if v}, bad
+
+
+def _classes(root: Path = ROOT, packages=("andrea_edu", "andrea_lab")) -> dict[str, list[str]]:
+    """{class name: [files defining it]} over the packages' sources."""
+    out: dict[str, list[str]] = {}
+    for pkg in packages:
+        for p in sorted((root / pkg).rglob("*.py")):
+            for n in ast.walk(ast.parse(p.read_text())):
+                if isinstance(n, ast.ClassDef):
+                    out.setdefault(n.name, []).append(p.relative_to(root).as_posix())
+    return out
+
+
+def test_no_class_name_is_defined_twice():
+    """Issue 37 item 3: one class per name across both packages (a Trace or a Step that means
+    two things makes a reader ask which)."""
+    twice = {k: v for k, v in _classes().items() if len(v) > 1}
+    assert not twice, twice
+
+
+def test_the_class_finder_sees_a_planted_twin(tmp_path):
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "m.py").write_text("class Twin:\n    pass\n")
+    assert _classes(tmp_path, ("a", "b"))["Twin"] == ["a/m.py", "b/m.py"]
