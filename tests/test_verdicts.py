@@ -112,6 +112,9 @@ def _file(**change):
     ({"top": {"published": {"niche": [{"verdict": "holds", "finding": ""}]}}},
      "finding must be a non-empty string"),
     ({"top": {"published": {"niche": []}}}, "must be a non-empty list"),
+    ({"top": {"published": {"niche": ["holds"]}}}, "must be a non-empty list"),
+    ({"top": {"published": ["niche"]}}, "published must be an object"),
+    ({"top": {"sections": "Parameter count"}}, "sections must be a list"),
 ])
 def test_a_bad_claims_file_is_refused_in_one_line_naming_the_entry(change, message):
     with pytest.raises(ValueError, match=message) as e:

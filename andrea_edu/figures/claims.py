@@ -85,12 +85,15 @@ def parse(raw: str) -> tuple[tuple[Registered, ...], dict[str, list[tuple[str, s
     if not isinstance(d, dict) or set(d) - {"about", "sections", "claims", "published"}:
         raise ValueError(f"{DATA}: top level must be an object with keys about, sections, "
                          f"claims, published, got {sorted(d) if isinstance(d, dict) else d!r}")
-    sections = [_text(s, "sections[]") for s in d.get("sections", [])]
+    for field in ("sections", "claims"):
+        if not isinstance(d.get(field), list):
+            raise ValueError(f"{DATA}: {field} must be a list, got {d.get(field)!r}")
+    sections = [_text(s, "sections[]") for s in d["sections"]]
     claims: list[Registered] = []
     keys: set[str] = set()
     texts: dict[str, str] = {}     # folded text -> key
     last_source = -1
-    for i, c in enumerate(d.get("claims", [])):
+    for i, c in enumerate(d["claims"]):
         key = c.get("key") if isinstance(c, dict) else None
         if not isinstance(key, str) or not _KEY.fullmatch(key) or key in keys:
             raise ValueError(f"{DATA}: claims[{i}].key must be a new lower-case-hyphenated key, "
@@ -122,10 +125,13 @@ def parse(raw: str) -> tuple[tuple[Registered, ...], dict[str, list[tuple[str, s
         raise ValueError(f"{DATA}: claims must hold at least one claim")
     trained_keys = {r.key for r in claims if r.trained}
     published: dict[str, list[tuple[str, str]]] = {}
+    if not isinstance(d.get("published", {}), dict):
+        raise ValueError(f"{DATA}: published must be an object {{claim key: [findings]}}")
     for key, found in d.get("published", {}).items():
         _one_of(key, sorted(trained_keys), "published: a key")
-        if not isinstance(found, list) or not found:
-            raise ValueError(f"{DATA}: published[{key!r}] must be a non-empty list")
+        if not (isinstance(found, list) and found and all(isinstance(f, dict) for f in found)):
+            raise ValueError(f"{DATA}: published[{key!r}] must be a non-empty list of "
+                             "{verdict, finding}")
         published[key] = [(_one_of(f.get("verdict"), VERDICTS, f"published[{key!r}].verdict"),
                            _text(f.get("finding"), f"published[{key!r}].finding"))
                           for f in found]
