@@ -97,7 +97,7 @@ def _sweep_digest(path):
 def _run_digest(path):
     run = TR.load_run(path)
     assert run.model is not None  # load_run loads the weights by default
-    p = run.provenance  # show_run_provenance, show_corpus, same_corpus
+    p = run.provenance  # what the chapter's Evidence cell prints, and same_corpus
     shown = {k: p.get(k) for k in ("produced_by", "date_utc", "cpu", "cores", "pins",
                                    "cpu_capability", "mkl_cbwr", "torch", "python",
                                    "git_commit", "code_hash")}
