@@ -46,18 +46,15 @@ def memory_map_figure(n_head: int, head_dim: int, T: int = 4, head: int | None =
     head = (1 if n_head > 1 else 0) if head is None else head
     C = n_head * head_dim
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.2))
-    for ax, name, label in ((axes[0], "BHTD_view", "[B,T,C] buffer = view = transposed view"),
+    for ax, name, label in ((axes[0], "BHTD_view", "[B,T,C] buffer (and its views)"),
                             (axes[1], "BHTD", "after .contiguous(): [B,nh,T,hs]")):
         n_runs = len(layout.runs(layout.head_offsets(head, name, shape)))
         _strip(ax, layout.memory_map(name, shape)["h"], C, n_head, head,
                f"{label}\nhead {head}: {n_runs} run(s) of "
                f"{T * head_dim // n_runs} elements")
-    fig.suptitle(f"Where head {head} lives in memory (n_head={n_head}, head_dim={head_dim}, "
-                 f"T={T}, B=1)", fontsize=10)
-    fig.text(0.5, 0.01, "Each row is C = n_head x head_dim consecutive addresses; colour = head. "
-             "Left: T strided runs of head_dim. Right: one run of T x head_dim.",
-             ha="center", fontsize=8, color="#444444")
-    fig.subplots_adjust(left=0.07, right=0.98, top=0.76, bottom=0.2, wspace=0.25)
+    fig.suptitle(f"head {head} in memory (n_head={n_head}, head_dim={head_dim}, T={T}, B=1)",
+                 fontsize=10)
+    fig.subplots_adjust(left=0.07, right=0.98, top=0.76, bottom=0.1, wspace=0.25)
     return fig
 
 
@@ -89,11 +86,9 @@ def offset_figure(b: int, t: int, h: int, d: int, shape=(2, 4, 3, 4)):
         lines.append(f"{name:9s} index {idx}")
         lines.append(f"  {b}*{sb} + {t}*{st} + {h}*{sh} + {d}*{sd} = {offsets[name]}")
     axes[2].text(0, 1, "\n".join(lines), va="top", family="monospace", fontsize=8)
-    fig.suptitle(f"One element, four layouts: offset {offsets['BTC']} before the copy, "
-                 f"{offsets['BHTD']} after", fontsize=10)
-    fig.text(0.5, 0.01, "Cells: addresses in order, wrapped every C; colour = head, number = "
-             "token; black box = the element.", ha="center", fontsize=8, color="#444444")
-    fig.subplots_adjust(left=0.05, right=0.99, top=0.82, bottom=0.16, wspace=0.3)
+    fig.suptitle(f"offset {offsets['BTC']} before the copy, {offsets['BHTD']} after",
+                 fontsize=10)
+    fig.subplots_adjust(left=0.05, right=0.99, top=0.82, bottom=0.08, wspace=0.3)
     return fig
 
 
@@ -117,11 +112,9 @@ def trap_figure(T: int = 6, n_head: int = 3, head_dim: int = 4):
         ax.set_xticks(range(n_head), [f"slot h{h}" for h in range(n_head)], fontsize=8)
         ax.set_yticks(range(T), [f"slot t{t}" for t in range(T)], fontsize=8)
         ax.set_title(title, fontsize=9)
-    fig.suptitle(f"What lands in [b=0, h, t, :] (T={T}, n_head={n_head}): "
-                 f"{rep.wrong_head:.0%} of elements in the wrong head with the trap", fontsize=10)
-    fig.text(0.5, 0.01, "Each cell is one row of head_dim elements; its colour and label say "
-             "which token and head it really holds.", ha="center", fontsize=8, color="#444444")
-    fig.subplots_adjust(left=0.1, right=0.98, top=0.85, bottom=0.12, wspace=0.3)
+    fig.suptitle(f"[b=0, h, t, :], T={T}, n_head={n_head}: {rep.wrong_head:.0%} in the wrong "
+                 f"head with the trap", fontsize=10)
+    fig.subplots_adjust(left=0.1, right=0.98, top=0.85, bottom=0.06, wspace=0.3)
     return fig
 
 
@@ -154,26 +147,19 @@ def matmul_timing_figure(timings: list, device_label: str):
     ax.legend(fontsize=8, loc="upper left")
     ax.set_title(f"q @ k^T for all heads (B={B}, n_head={nh}, head_dim={hs}, "
                  f"{timings[0].dtype}) on {device_label}", fontsize=10)
-    fig.text(0.5, 0.01, "Label above each group: strided / contiguous time (above 1: the "
-             "contiguous matmul is faster). Median of interleaved repeats.", ha="center",
-             fontsize=8, color="#444444")
-    fig.subplots_adjust(left=0.09, right=0.98, top=0.88, bottom=0.2)
+    fig.subplots_adjust(left=0.09, right=0.98, top=0.88, bottom=0.1)
     return fig
 
 
 def gpu_table(prov: dict, by: dict, ratio: float | None, why: str) -> None:
     """The committed GPU layout timings (`bench_layout_<gpu>.json`'s ok records, by backend),
-    labelled with their device, and the strided / contiguous ratio or why none is stated."""
-    from andrea_edu.bench.timing import refusal
-
+    labelled with their device, then the case, and the strided / contiguous ratio or why none
+    is stated (bench.timing.checked_ratio's reason)."""
     p = next(iter(by.values()))["params"] if by else {}
     table(["case", "median (ms)", "fastest (ms)", "device"],
           [[name, f"{r['median_ms']:.3f}", f"{r['min_ms']:.3f}", prov["device"]]
            for name, r in by.items()])
-    print(f"{prov['device']}, torch {prov['torch']}, CUDA {prov['cuda']}, {prov['date']}; "
-          f"B={p.get('B')}, T={p.get('T')}, n_head={p.get('n_head')}, head_dim={p.get('head_dim')}, "
-          f"{p.get('dtype')}")
-    if ratio is not None:
-        print(f"strided / contiguous q @ k^T: {ratio:.2f}x")
-    elif why:
-        print(refusal("strided / contiguous ratio", why))
+    print({"device": prov["device"], "torch": prov["torch"], "CUDA": prov["cuda"],
+           "date": prov["date"], **{k: p[k] for k in ("B", "T", "n_head", "head_dim", "dtype")
+                                   if k in p}})
+    print({"strided / contiguous q @ k^T": round(ratio, 2) if ratio is not None else why or "-"})
