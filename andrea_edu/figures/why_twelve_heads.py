@@ -2,7 +2,8 @@
 
 Every function takes numbers that the chapter computed (runs of `heads.sweep`, the
 worked example of `two_places`, launch grids of `kernels.grid` and `occupancy`) and returns a matplotlib
-Figure with a title and a caption line; nothing here trains or decides.
+Figure with a title (its caption is the chapter's Markdown); nothing here trains or
+decides.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from andrea_edu.heads.toy_calls import LOSS_KEYS, PATTERN_NAMES
-from andrea_edu.figures.viz import PATTERN_COLORS, caption, head_color
+from andrea_edu.figures.viz import PATTERN_COLORS, head_color
 
 
 def fig_two_places(weights_one: np.ndarray, weights_two: np.ndarray, tokens: list[str],
@@ -32,12 +33,10 @@ def fig_two_places(weights_one: np.ndarray, weights_two: np.ndarray, tokens: lis
     vals = [outputs[n] for n in names]
     axes[2].barh(range(len(names)), vals, color="#777777")
     axes[2].set_yticks(range(len(names)), names, fontsize=8)
-    axes[2].set_xlabel("error of the read-out (0 = both values recovered exactly)")
+    axes[2].set_xlabel("read-out error")
     axes[2].set_title("what reaches the output", fontsize=9)
     fig.suptitle("Attending to two places at once", fontsize=10)
-    caption(fig, "One softmax row sums to 1: to read two keys it must split its probability, "
-             "and the two values arrive averaged. Two heads each put all of theirs on one key.")
-    fig.tight_layout(rect=(0, 0.06, 1, 0.93))
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
     return fig
 
 
@@ -60,11 +59,8 @@ def fig_nhead_comparison(runs: dict, n_heads, seeds, clip: float = 1e-4):
         ax.set_xlabel("n_head (d_model fixed)")
         ax.set_title(name, fontsize=10)
     axes[0].set_ylabel("final loss above the floor (nats)")
-    fig.suptitle("Same d_model, same parameters, same budget: loss per pattern against n_head",
-                 fontsize=10)
-    caption(fig, f"Dots: seeds; line: their mean. Lower is better; 0 is the best possible "
-             f"(drawn at {clip:g} on this log scale).")
-    fig.tight_layout(rect=(0, 0.05, 1, 0.93))
+    fig.suptitle(f"final loss per pattern against n_head (clipped at {clip:g})", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
     return fig
 
 
@@ -83,13 +79,10 @@ def fig_nhead_curves(runs: dict, n_heads, seeds):
         ax.set_yscale("log")
         ax.set_xlabel("training step")
         ax.set_title(name, fontsize=10)
-    axes[0].set_ylabel("loss above the floor (nats, mean of seeds)")
+    axes[0].set_ylabel("loss above the floor (nats)")
     axes[0].legend(fontsize=7)
-    fig.suptitle("Learning curves per pattern for each n_head (d_model 64, same budget)",
-                 fontsize=10)
-    caption(fig, "Log scale, clipped at 1e-4. Each line is the mean over the seeds of the "
-             "sweep.")
-    fig.tight_layout(rect=(0, 0.05, 1, 0.93))
+    fig.suptitle("learning curves per pattern and n_head (clipped at 1e-4)", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
     return fig
 
 
@@ -111,12 +104,8 @@ def fig_grid_fill(rows: list[dict], sms: int, gpu: str):
     ax.set_xlabel(f"n_head x head_dim (d_model {rows[0]['n_head'] * rows[0]['head_dim']})")
     ax.set_ylabel("SMs with a block")
     ax.set_ylim(0, sms * 1.22)
-    ax.set_title("One block per (batch, head): how much of the GPU one launch can use",
-                 fontsize=10)
-    caption(fig, "Hatched: head_dims the book's kernels refuse (the blocks a launch would "
-             "have). Counts from the launch grid (batch x n_head) and occupancy.grid_fill; no "
-             "GPU was used.")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    ax.set_title("v1: one block per (batch, head)", fontsize=10)
+    fig.tight_layout()
     return fig
 
 
