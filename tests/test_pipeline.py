@@ -393,8 +393,9 @@ def test_step_noise_flags_a_planted_spike_and_the_summary_refuses_a_share(wide_s
     said = R.cost_summary(spiked, n_spiked, labels)
     assert list(said) == ["flagged"] and list(said["flagged"]) == [labels["qkv"]]
     rows = [SimpleNamespace(step=n, label=labels[n], bytes_written=0) for n in ("qkv", "mlp_up")]
-    table = R.cost_table(rows, spiked, n_spiked, {"qkv": ["mm"], "mlp_up": ["mm"]}).splitlines()
-    assert "| **noise**: " in table[2] and table[3].split("|")[5].strip() == "no"
+    header, body = R.cost_table(rows, spiked, n_spiked, {"qkv": ["mm"], "mlp_up": ["mm"]})
+    col = header.index("noise?")
+    assert body[0][col] == n_spiked["qkv"]["noise"] and body[1][col] == "no"
 
     view = fake_timing(spike="transpose")  # a view predicts 0 ms: a spike there is named so
     n_view = PT.step_noise(view, wide_steps, bytes_per_s=1e10)

@@ -31,42 +31,34 @@ def journey_figure(trace):
                     color=text_color_on(rgba[i, j]))
     ax.set_xticks(range(vals.shape[1]), [f"feature {i}" for i in range(vals.shape[1])])
     ax.set_yticks(range(len(ylabels)), ylabels, fontsize=8)
-    ax.set_title(f"Token {trace.token_id} (position t={trace.t}) through layer {trace.layer} of "
-                 f"{trace.config}:\nits first {vals.shape[1]} features at every step", fontsize=10)
-    fig.text(0.5, 0.005, "Rows: the steps in order, top to bottom. Per-head tensors show head 0, "
-             "whose features are the first head_dim of the row. '(view)': same memory as the row "
-             "above.", ha="center", fontsize=8, color="#444444")
+    ax.set_title(f"token {trace.token_id} (t={trace.t}), layer {trace.layer} of {trace.config}",
+                 fontsize=10)
     fig.subplots_adjust(left=0.44, right=0.98, top=1 - 0.9 / fig.get_figheight(),
                         bottom=0.75 / fig.get_figheight())
     return fig
 
 
 
-def differences_table(diffs) -> str:
-    """Markdown for `tracer.differences(a, b)`: one row per step that differs, or one line."""
-    if not diffs:
-        return "No step differs: every shape, stride, dtype, memory size, note and value is the same."
-    return "\n".join(["| step | what differs from the chapter's trace |", "|---|---|"]
-                     + [f"| {label} | {what} |" for label, what in diffs])
+def differences_table(diffs) -> tuple[list, list]:
+    """(header, rows) of `tracer.differences(a, b)`: one row per step that differs, or one row
+    saying none does."""
+    return (["step", "what differs from the chapter's trace"],
+            [list(d) for d in diffs] or [["-", "nothing"]])
 
 
 MATMULS = ("qkv", "W_O", "mlp_up", "mlp_down")
 VIEWS = ("split_qkv", "view_heads", "transpose")
 
 
-def cost_table(rows, timing, noise, ops) -> str:
-    """Markdown: per traced step (`rows`, the trace's rows after the input) its fastest and median
-    time (`pipeline.timing.time_block`), what its cost predicts and the noise flag
-    (`timing.step_noise`), the bytes it wrote and its aten ops ({step: [main ops]})."""
-    lines = ["| step | fastest (ms) | median (ms) | its cost predicts (ms) | noise? | "
-             "new memory (bytes) | aten ops |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        t, n = timing[r.step], noise[r.step]
-        flag = f"**noise**: {n['noise']}" if n["noise"] else "no"
-        lines.append(f"| {r.label} | {t['min_ms']:.3f} | {t['median_ms']:.3f} | "
-                     f"{n['predicted_ms']:.3f} | {flag} | {r.bytes_written:,} | "
-                     f"{', '.join(ops[r.step])} |")
-    return "\n".join(lines)
+def cost_table(rows, timing, noise, ops) -> tuple[list, list]:
+    """(header, rows): per traced step (`rows`, the trace's rows after the input) its fastest and
+    median time (`pipeline.timing.time_block`), what its cost predicts and the noise flag
+    (`timing.step_noise`: "no", or why), the bytes it wrote and its aten ops ({step: [ops]})."""
+    return (["step", "fastest (ms)", "median (ms)", "its cost predicts (ms)", "noise?",
+             "new memory (bytes)", "aten ops"],
+            [[r.label, f"{timing[r.step]['min_ms']:.3f}", f"{timing[r.step]['median_ms']:.3f}",
+              f"{noise[r.step]['predicted_ms']:.3f}", noise[r.step]["noise"] or "no",
+              f"{r.bytes_written:,}", ", ".join(ops[r.step])] for r in rows])
 
 
 def cost_summary(timing, noise, labels) -> dict:
@@ -84,15 +76,13 @@ def cost_summary(timing, noise, labels) -> dict:
             "layer (ms)": round(total, 3)}
 
 
-def mixing_table(rows, steps: int) -> str:
-    """Markdown for `tracer.head_mixing`: per head, the output features it reaches and its share
-    of their squared weight, after `steps` training steps."""
-    n = len(rows)
-    lines = [f"| head | output features it reaches | its share of a feature's W_O weight: min / "
-             f"median / max (even: {1 / n:.2f}) |", "|---|---|---|"]
-    lines += [f"| {r['head']} | {r['reaches']:.0%} | {r['share_min']:.2f} / {r['share_median']:.2f} / "
-              f"{r['share_max']:.2f} |" for r in rows]
-    return f"After {steps} training step{'s' if steps != 1 else ''}:\n\n" + "\n".join(lines)
+def mixing_table(rows) -> tuple[list, list]:
+    """(header, rows) of `tracer.head_mixing`: per head, the output features it reaches and its
+    share of their squared W_O weight (min / median / max; even: 1 / n_head)."""
+    return (["head", "output features it reaches", "share: min / median / max"],
+            [[r["head"], f"{r['reaches']:.0%}",
+              f"{r['share_min']:.2f} / {r['share_median']:.2f} / {r['share_max']:.2f}"]
+             for r in rows])
 
 
 def show(markdown_table: str) -> None:
