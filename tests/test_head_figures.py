@@ -72,7 +72,7 @@ def test_fig_trap_counts_correct_slots(T, n_head, d_model):
     n_ok = sum(h * T + t == t * n_head + h for h in range(n_head) for t in range(T))
     fig = hf.fig_trap(T, n_head, d_model)
     try:
-        assert f"The trap gets {n_ok} of {n_head * T} slots right" in fig._suptitle.get_text()
+        assert f"the trap gets {n_ok} of {n_head * T} slots right" in fig._suptitle.get_text()
     finally:
         plt.close(fig)
 

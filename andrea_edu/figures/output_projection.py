@@ -46,8 +46,7 @@ def fig_w_o_blocks(n_head: int, d_model: int = 768, seed: int = 0):
         a.add_patch(Rectangle((0, h * hs), d_model, hs, color=colors[h], alpha=0.4, lw=0))
     a.set_xlabel("output dimension (column)")
     a.set_ylabel("concat feature (row)")
-    a.set_title(f"W_O [{d_model} x {d_model}]: row block h\n(rows h*{hs}:(h+1)*{hs}) "
-                f"reads head h", fontsize=10)
+    a.set_title(f"W_O [{d_model} x {d_model}], rows h*{hs}:(h+1)*{hs}: head h", fontsize=10)
     b.bar(range(n_head), share, color=colors)
     b.axhline(1 / n_head, color="black", lw=0.8, ls="--", label=f"1/n_head = {1 / n_head:.3f}")
     b.set_xlabel("head h")
@@ -55,9 +54,8 @@ def fig_w_o_blocks(n_head: int, d_model: int = 768, seed: int = 0):
     if n_head > 24:
         b.set_xticks(range(0, n_head, max(1, n_head // 12)))
     b.legend(fontsize=8)
-    b.set_title("each head's share of the output\n(random W_O, random head outputs)", fontsize=10)
-    fig.suptitle(f"The output projection as {n_head} row blocks (n_head={n_head}, "
-                 f"head_dim={hs})", fontsize=11)
+    b.set_title("random W_O and head outputs", fontsize=10)
+    fig.suptitle(f"W_O as {n_head} row blocks (head_dim={hs})", fontsize=11)
     fig.tight_layout()
     return fig
 
@@ -82,8 +80,7 @@ def fig_head_mixing(shares_by_example: dict, n_show: int = 48):
         ax.set_xlim(-0.6, s.shape[1] - 0.4)
         ax.set_ylim(0, 1)
         ax.set_ylabel("share")
-        ax.set_title(f"{name}: share of each output dimension from each head (first {n_show} "
-                     f"dims; colour = head)", fontsize=9)
+        ax.set_title(f"{name}: output dims 0:{n_show}", fontsize=9)
     axes[len(names) - 1].set_xlabel("output dimension j")
     # One legend for the stacked panels, beside them: head h is the h-th segment from the bottom.
     nh_all = max(shares_by_example[name].shape[0] for name in names)
@@ -92,17 +89,17 @@ def fig_head_mixing(shares_by_example: dict, n_show: int = 48):
     if len(shown) < nh_all:
         handles.insert(15, Patch(facecolor="white", label="..."))
     axes[0].legend(handles=handles[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                   fontsize=7.5, title="segments,\nstacked as\nin each bar", title_fontsize=7.5,
+                   fontsize=7.5,
                    handlelength=1.2,
                    frameon=False, borderaxespad=0)
     ax = axes[-1]
     for name, color in zip(names, ("#1f77b4", "#d62728", "#2ca02c")):
         eff = P.effective_heads(shares_by_example[name]).numpy()
         ax.hist(eff, bins=40, alpha=0.6, color=color, label=f"{name}: median {np.median(eff):.1f}")
-    ax.set_xlabel("effective number of heads per output dimension, 1 / sum_h share^2 (all dims)")
+    ax.set_xlabel("effective heads per output dim, 1 / sum_h share^2")
     ax.set_ylabel("output dims")
     ax.legend(fontsize=8)
-    fig.suptitle("After W_O, every output dimension is a mix of heads", fontsize=11)
+    fig.suptitle("head shares after W_O", fontsize=11)
     fig.tight_layout()
     return fig
 
@@ -125,8 +122,7 @@ def fig_zero_head(before: torch.Tensor, after: torch.Tensor, head: int):
     ax.set_xlabel("head h")
     ax.set_ylabel("||head_h . W_O[rows of h]||")
     ax.legend(fontsize=8)
-    ax.set_title(f"Zeroing head {head}'s row block of W_O removes its contribution and only it",
-                 fontsize=10)
+    ax.set_title(f"zero_head(W_O, {head})", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -37,15 +37,14 @@ def fig_features_by_head(n_head: int, d_model: int = 768):
     a.set_xlim(0, d_model)
     a.set_ylim(0, 1)
     a.set_yticks([])
-    a.set_xlabel("feature index of one token (the concat / fused layout)")
-    a.set_title(f"d_model={d_model} features, n_head={n_head} heads of head_dim={hs}: head h "
-                f"owns features h*{hs}:(h+1)*{hs}", fontsize=10)
+    a.set_xlabel("feature index of one token")
+    a.set_title(f"d_model={d_model}, n_head={n_head}, head_dim={hs}: head h owns h*{hs}:(h+1)*{hs}",
+                fontsize=10)
     b.set_xlim(0, hs)
     b.set_ylim(0, n_head)
     b.set_yticks([])
-    b.set_xlabel("feature index within the head (0:head_dim)")
-    b.set_title("after split_heads: one row per head; concat puts the rows back side by side",
-                fontsize=10)
+    b.set_xlabel("feature index within the head")
+    b.set_title("after split_heads: one row per head", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -85,16 +84,13 @@ def fig_trap(T: int = 8, n_head: int = 12, d_model: int = 768):
                                                edgecolor="black", lw=1.2))
         ax.set_xticks(range(T))
         ax.set_yticks(range(n_head))
-        ax.set_xlabel("position t in the head's [T, head_dim] slice")
+        ax.set_xlabel("position t")
         ax.set_ylabel("head h")
         ax.set_title(title, fontsize=10)
     n_ok = int(correct.sum())
-    fig.suptitle(f"What head h at position t really holds (T={T}, n_head={n_head}, head_dim={hs}). "
-                 f"Cell 'tN fM': token N, features M:M+{hs}.\nThe trap gets {n_ok} of "
+    fig.suptitle(f"T={T}, n_head={n_head}, head_dim={hs}: the trap gets {n_ok} of "
                  f"{n_head * T} slots right", fontsize=10)
-    fig.text(0.5, 0.01, "Cell colour: the head that owns those features. Framed cells hold the "
-             "wrong token or another head's features.", ha="center", fontsize=8)
-    fig.tight_layout(rect=(0, 0.04, 1, 0.95))
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
 
 
