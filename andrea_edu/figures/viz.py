@@ -262,9 +262,9 @@ def overview_figure(n_head: int = 12, d_model: int = 768):
     hd = d_model // n_head
     colors = head_colors(n_head)
     lw = 0.6 if n_head <= 16 else 0.0  # thin stripes: no edges, or they turn black
-    fig, ax = plt.subplots(figsize=(11, 3.2))
+    fig, ax = plt.subplots(figsize=(11, 2.9))
     ax.set_xlim(0, 31.6)
-    ax.set_ylim(-0.4, 5.7)
+    ax.set_ylim(0.2, 5.7)
     ax.axis("off")
     H, y0 = 4.0, 1.0  # height of the (T, .) matrices, baseline
     _box(ax, 0.0, y0, 1.9, H, "#dddddd", f"X\n(B, T, {d_model})", fontsize=8)
@@ -300,9 +300,7 @@ def overview_figure(n_head: int = 12, d_model: int = 768):
     _box(ax, 29.6, y0, 1.9, H, "#dddddd", f"out\n(B, T, {d_model})", fontsize=8)
     ax.set_title(f"Multi-head attention, fused: d_model={d_model}, n_head={n_head}, "
                  f"head_dim={hd}", fontsize=11)
-    fig.text(0.5, 0.02, "Colours: one per head. The fused matmul computes every head's Q, K, V "
-             "at once; W_O reads all heads together.", ha="center", fontsize=8, color="#444444")
-    fig.subplots_adjust(left=0.01, right=0.99, top=0.9, bottom=0.07)
+    fig.subplots_adjust(left=0.01, right=0.99, top=0.9, bottom=0.02)
     return fig
 
 
