@@ -433,10 +433,9 @@ def flash_utilization_figure(h_max: int = 256):
             ax.axvline(w, color="#dddddd", lw=0.8, zorder=0)
     ax.set_xlim(0, h_max + 1)
     ax.set_ylim(0, 1.05)
-    ax.set_xlabel("head_dim (grey: the widths torch compiles its flash kernel for)")
-    ax.set_ylabel("useful share of the kernel's columns")
-    ax.set_title(f"torch flash: head_dim / the width of the kernel that runs it, head_dim 1..{h_max}",
-                 fontsize=9)
+    ax.set_xlabel("head_dim")
+    ax.set_ylabel("useful share of columns")
+    ax.set_title(f"torch flash: head_dim / kernel width, head_dim 1..{h_max}", fontsize=9)
     fig.tight_layout()
     return fig
 
