@@ -167,6 +167,25 @@ def test_a_gpu_file_draws_its_measurement_over_the_band(sweep, tmp_path, monkeyp
     assert "with a GPU measurement" in fig.texts[0].get_text()
 
 
+def test_every_gpu_file_gets_its_own_rows(tmp_path, monkeypatch):
+    """Issue 41 item 6: two GPUs' head_dim files both reach the chapter, one row per device and
+    head_dim, in file-name order, neither shadowing the other."""
+    from andrea_edu.data import load
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
+    assert dispatched.every_gpu(load("bench_headdim_gpus", missing="none"), HDS) == []
+    _fake_gpu_file(tmp_path)
+    other = json.loads((tmp_path / "bench_headdim_fake-gpu.json").read_text())
+    other["provenance"].update(device="Second fake GPU", device_slug="zz-fake-gpu")
+    (tmp_path / "bench_headdim_zz-fake-gpu.json").write_text(json.dumps(other))
+    store.seal_folder(tmp_path)
+    rows = dispatched.every_gpu(load("bench_headdim_gpus"), HDS)
+    assert [(r["device"], r["head_dim"]) for r in rows] == [
+        (FAKE, 64), (FAKE, 72), ("Second fake GPU", 64), ("Second fake GPU", 72)]
+    r72 = rows[1]
+    assert r72["kernel µs"] == pytest.approx(3000)
+    assert r72["kernel / SDPA"] == pytest.approx(r72["kernel µs"] / r72["SDPA µs"])
+
+
 def test_a_cpu_file_is_never_drawn_as_tile_evidence(sweep):
     cpu = load_results("headdim", device="cpu", data_dir_=REPO / "book" / "data")
     assert cpu is not None and dispatched.from_results(cpu, HDS) == {}

@@ -93,3 +93,22 @@ def from_results(results, head_dims, B: int = 8, n_head: int = 12, T: int = 1024
             sdpa=dict(backend=(sr or {}).get("sdpa_choice") or "sdpa",
                       us=sr["median_ms"] * 1e3 if sr else None))
     return out
+
+
+def every_gpu(results_list, head_dims, B: int = 8, n_head: int = 12, T: int = 1024,
+              shape: str = "ANDREA-120M", dtype=torch.bfloat16) -> list[dict[str, Any]]:
+    """One row per (GPU file, head_dim) of `from_results` over every committed GPU file (an
+    H100's and an H200's both, as data.load("bench_headdim_gpus") gives them): device, head_dim,
+    the dispatched kernel, its time and SDPA's (µs), and their ratio. A file never shadows
+    another; [] when there is none."""
+    rows = []
+    for res in results_list or []:
+        pts = from_results(res, head_dims, B=B, n_head=n_head, T=T, shape=shape, dtype=dtype)
+        for hd in sorted(pts):
+            k, s = pts[hd]["kernel"], pts[hd]["sdpa"]
+            rows.append({"device": pts[hd]["device"], "head_dim": hd,
+                         "kernel": k["version"] or k["backend"], "kernel µs": k["us"],
+                         "SDPA µs": s["us"],
+                         "kernel / SDPA": (k["us"] / s["us"]) if k["us"] and s["us"] else None})
+    return rows
+
