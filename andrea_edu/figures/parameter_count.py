@@ -71,14 +71,14 @@ def fig_attention_by_head(n_head: int, d_model: int = 768):
                    None, linewidth=0.4)
             bottom += n
     ax.set_xticks(range(4))
-    ax.set_xticklabels([f"{m}\n({'columns' if m != 'W_O' else 'rows'} split by head)"
-                        for m in blocks], fontsize=8)
+    ax.set_xticklabels([f"{m}\n({'columns' if m != 'W_O' else 'rows'})" for m in blocks],
+                       fontsize=8)
     ax.set_ylim(0, d_model * d_model * 1.12)
     ax.set_ylabel("parameters")
     total = param_counts(cfg).attention_per_layer
-    ax.set_title(f"n_head={n_head}, head_dim={cfg.head_dim}: each head owns {d_model}x"
-                 f"{cfg.head_dim} = {d_model * cfg.head_dim:,} per matrix;\n"
-                 f"attention per layer = {total:,} parameters, whatever n_head is", fontsize=10)
+    ax.set_title(f"n_head={n_head}, head_dim={cfg.head_dim}: {d_model}x{cfg.head_dim} = "
+                 f"{d_model * cfg.head_dim:,} per head and matrix;\nper layer {total:,}",
+                 fontsize=10)
     fig.tight_layout()
     return fig
 
