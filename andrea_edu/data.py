@@ -547,6 +547,8 @@ LOADERS: dict[str, Kind] = {
                               "load_all_results", ("layout",)),
     "pipeline_timing": Kind("pipeline_*.json", "andrea_edu.pipeline.timing",
                             "load_pipeline_timing"),
+    "pipeline_timing_gpus": Kind("pipeline_*.json", "andrea_edu.pipeline.timing",
+                                 "load_all_pipeline_timings"),
 }
 
 

@@ -225,6 +225,26 @@ def test_pipeline_round_trip_and_validation(tmp_path):
     (tmp_path / "pipeline_nvidia-h200.json").write_text(json.dumps(_pipeline_dict()))
     with pytest.raises(DataFileError, match="holds CPU data"):
         PT.load_pipeline_timing("gpu", data_dir_=tmp_path)
+    with pytest.raises(DataFileError, match="holds CPU data"):
+        PT.load_all_pipeline_timings(data_dir_=tmp_path)
+
+
+def test_every_gpu_pipeline_timing_is_read(tmp_path, monkeypatch):
+    """Issue 41 item 6: an H100's and an H200's pipeline files both reach the chapter
+    (load("pipeline_timing_gpus")), by file name; the CPU file is not among them."""
+    from andrea_edu import data as D
+    from andrea_lab.store import seal_folder
+    for slug, name in (("nvidia-h100", "NVIDIA H100 (test)"), ("nvidia-h200", "NVIDIA H200 (test)")):
+        d = {**_pipeline_dict(), "device": name, "device_kind": "gpu",
+             "provenance": {"device_slug": slug}}
+        (tmp_path / f"pipeline_{slug}.json").write_text(json.dumps(d))
+    (tmp_path / "pipeline_cpu.json").write_text(json.dumps(_pipeline_dict()))
+    seal_folder(tmp_path)
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
+    assert [t.device for t in D.load("pipeline_timing_gpus")] == ["NVIDIA H100 (test)",
+                                                                  "NVIDIA H200 (test)"]
+    assert D.load("pipeline_timing", device="gpu").device == "NVIDIA H100 (test)"
+    assert PT.load_all_pipeline_timings(data_dir_=tmp_path / "none") == []
 
 
 # ---------------------------------------------------------------- andrea_edu.data: one reader

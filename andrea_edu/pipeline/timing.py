@@ -425,6 +425,60 @@ def pipeline_file_name(slug: str) -> str:
     return f"pipeline_{slug}.json"
 
 
+def _timing_files(data_dir_, errors: str) -> tuple[list[Path], list[Path]]:
+    """(GPU files, CPU files) of the committed pipeline timings, by name ([] and [] when there
+    is no folder); a file the manifest lists but that is gone raises or warns (errors=)."""
+    import warnings
+
+    from andrea_edu.data import data_folder, listed_but_missing
+
+    if errors not in ("raise", "warn"):
+        raise ValueError(f"errors={errors!r} is not one of 'raise', 'warn'")
+    if data_dir_ is not None:
+        folder = Path(data_dir_)
+    else:  # $ANDREA_DATA_DIR; beside the installed package's repository; beside the notebook
+        found = data_folder("pipeline_*.json")
+        if found is None:
+            return [], []
+        folder = found
+    gone = listed_but_missing(folder, "pipeline_*.json")  # committed, then deleted: damage
+    if gone:
+        if errors == "raise":
+            raise DataFileError(gone)
+        warnings.warn(f"{gone} (skipped, not shown)", RuntimeWarning)
+    files = sorted(folder.glob("pipeline_*.json"))
+    return ([f for f in files if f.name != "pipeline_cpu.json"],
+            [f for f in files if f.name == "pipeline_cpu.json"])
+
+
+def _read_timing_file(f: Path, want: str) -> StepTiming:
+    """One committed timing file, checked (JSON, manifest, fields, device kind), or
+    DataFileError in one line naming the file and the reason."""
+    from andrea_edu.data import manifest_problem
+
+    def bad(why):
+        raise DataFileError(f"{f}: {why}")
+    try:
+        d = json.loads(f.read_text(), parse_constant=lambda c: bad(f"{c} is not a number"))
+    except json.JSONDecodeError as e:
+        bad(f"not valid JSON (truncated or damaged?): {e}")
+    except (OSError, UnicodeDecodeError) as e:
+        bad(f"cannot be read: {e}")
+    problem = manifest_problem(f)  # listed in SHA256SUMS, and matching it
+    if problem:
+        bad(problem)
+    if not isinstance(d, dict):
+        bad(f"top level is {type(d).__name__}, not an object")
+    try:
+        t = StepTiming.from_dict(d)
+    except (ValueError, TypeError, KeyError) as e:
+        bad(str(e))
+    if t.device_kind != want:
+        bad(f"holds {t.device_kind.upper()} data ({t.device}) in a file named for "
+            f"{want.upper()} data")
+    return t
+
+
 def load_pipeline_timing(device: str = "gpu", data_dir_=None,
                          errors: str = "raise") -> StepTiming | None:
     """A committed measurement: device "gpu" (any GPU file), "cpu", or "any" (GPU first).
@@ -434,55 +488,30 @@ def load_pipeline_timing(device: str = "gpu", data_dir_=None,
     errors="warn" warns that line and goes on."""
     import warnings
 
-    from andrea_edu.data import data_folder, listed_but_missing, manifest_problem
-
     if device not in ("gpu", "cpu", "any"):
         raise ValueError(f"device={device!r} is not one of 'gpu', 'cpu', 'any'")
-    if errors not in ("raise", "warn"):
-        raise ValueError(f"errors={errors!r} is not one of 'raise', 'warn'")
-    if data_dir_ is not None:
-        folder = Path(data_dir_)
-    else:  # $ANDREA_DATA_DIR; beside the installed package's repository; beside the notebook
-        found = data_folder("pipeline_*.json")
-        if found is None:
-            return None
-        folder = found
-    gone = listed_but_missing(folder, "pipeline_*.json")  # committed, then deleted: damage
-    if gone:
-        if errors == "raise":
-            raise DataFileError(gone)
-        warnings.warn(f"{gone} (skipped, not shown)", RuntimeWarning)
-    files = sorted(folder.glob("pipeline_*.json"))
-    gpu = [f for f in files if f.name != "pipeline_cpu.json"]
-    cpu = [f for f in files if f.name == "pipeline_cpu.json"]
-
-    def bad(f, why):
-        raise DataFileError(f"{f}: {why}")
+    gpu, cpu = _timing_files(data_dir_, errors)
     for f in {"gpu": gpu, "cpu": cpu, "any": gpu + cpu}[device]:
         try:
-            try:
-                d = json.loads(f.read_text(),
-                               parse_constant=lambda c: bad(f, f"{c} is not a number"))
-            except json.JSONDecodeError as e:
-                bad(f, f"not valid JSON (truncated or damaged?): {e}")
-            except (OSError, UnicodeDecodeError) as e:
-                bad(f, f"cannot be read: {e}")
-            problem = manifest_problem(f)  # listed in SHA256SUMS, and matching it
-            if problem:
-                bad(f, problem)
-            if not isinstance(d, dict):
-                bad(f, f"top level is {type(d).__name__}, not an object")
-            try:
-                t = StepTiming.from_dict(d)
-            except (ValueError, TypeError, KeyError) as e:
-                bad(f, str(e))
-            want = "cpu" if f in cpu else "gpu"
-            if t.device_kind != want:
-                bad(f, f"holds {t.device_kind.upper()} data ({t.device}) in a file named for "
-                       f"{want.upper()} data")
-            return t
+            return _read_timing_file(f, "cpu" if f in cpu else "gpu")
         except DataFileError as e:
             if errors == "raise":
                 raise
             warnings.warn(f"{e} (skipped, not shown)", RuntimeWarning)
     return None
+
+
+def load_all_pipeline_timings(data_dir_=None, errors: str = "raise") -> list[StepTiming]:
+    """Every committed GPU pipeline timing (an H100's and an H200's both, by file name), each
+    checked as load_pipeline_timing checks one: neither shadows the other. [] when none."""
+    import warnings
+
+    out = []
+    for f in _timing_files(data_dir_, errors)[0]:
+        try:
+            out.append(_read_timing_file(f, "gpu"))
+        except DataFileError as e:
+            if errors == "raise":
+                raise
+            warnings.warn(f"{e} (skipped, not shown)", RuntimeWarning)
+    return out
