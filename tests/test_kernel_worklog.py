@@ -223,9 +223,11 @@ def test_log_axes_label_ticks_without_mathtext():
 
 
 # --- the chapter itself, with a GPU results file (fake, never committed) -----------------------
-def _fake_gpu_headdim(out_dir):
+def _fake_gpu_headdim(out_dir, device: str = "NVIDIA H200", slug: str = "fake-gpu",
+                      scale: float = 1.0):
     """A head_dim results file as a GPU run would write it: ANDREA-120M, n_head=12, every
-    version and SDPA, device relabelled as a fake so that no reader could take it for a GPU."""
+    version and SDPA (times x scale), device relabelled as a fake so that no reader could take
+    it for a GPU."""
     import json
 
     from andrea_edu.bench import validate_result
@@ -235,8 +237,8 @@ def _fake_gpu_headdim(out_dir):
     obj = json.loads((REPO / "book" / "data" / "bench_headdim_cpu.json").read_text())
     # the model's row is found by the device record (whole name, SM count), never a part of
     # the name: the fake says so in its driver field
-    obj["provenance"].update(device_kind="gpu", device="NVIDIA H200", sm_count=132,
-                             device_slug="fake-gpu", driver="0.0 (test)", cuda="0.0")
+    obj["provenance"].update(device_kind="gpu", device=device, sm_count=132,
+                             device_slug=slug, driver="0.0 (test)", cuda="0.0")
     obj["settings"]["timer"] = "cuda-events"
     recs = []
     for hd in figs.HEAD_DIMS:
@@ -244,6 +246,7 @@ def _fake_gpu_headdim(out_dir):
                  d_model=12 * hd, causal=True, dtype="bfloat16")
         for backend, ms, kernel in (("sdpa", 0.1, None), ("cuda-naive", 6.0, "v1"),
                                     ("cuda-wmma", 0.6, "v2"), ("cuda-flash", 0.16, "v3")):
+            ms *= scale
             rec = dict(case=f"ANDREA-120M/n_head=12/head_dim={hd}", backend=backend,
                        params=p, status="ok", reason=None, max_abs_err=0.01, min_ms=ms,
                        median_ms=ms, max_ms=ms, repeats=obj["settings"]["repeats"], kernel=kernel)
@@ -252,7 +255,7 @@ def _fake_gpu_headdim(out_dir):
             recs.append({**rec, work[0]: work[1]})  # the FLOPs the file's formula gives
     obj["records"] = recs
     validate_result(obj)
-    (out_dir / "bench_headdim_fake-gpu.json").write_text(json.dumps(obj))
+    (out_dir / f"bench_headdim_{slug}.json").write_text(json.dumps(obj))
     seal_folder(out_dir)  # the book reads only files its folder's SHA256SUMS lists
 
 
@@ -263,6 +266,8 @@ def test_chapter_shows_a_gpu_file_beside_the_model(tmp_path, monkeypatch):
     from book_toc import REPO
 
     _fake_gpu_headdim(tmp_path)
+    # an H100's file beside the H200's (issue 41 item 6): both shown, neither shadows the other
+    _fake_gpu_headdim(tmp_path, device="NVIDIA H100 80GB HBM3", slug="fake-gpu-h100", scale=2.0)
     monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("ANDREA_FAST", "1")
     monkeypatch.delenv("ANDREA_BOOK_BUILD", raising=False)
@@ -276,13 +281,19 @@ def test_chapter_shows_a_gpu_file_beside_the_model(tmp_path, monkeypatch):
     text = "\n".join("".join(o.get("data", {}).get("text/markdown", "")) for o in outs)
     printed = "\n".join(o.get("text", "") for o in outs if o["output_type"] == "stream")
     assert "'device': 'NVIDIA H200', 'driver': '0.0 (test)'" in printed
+    assert "'device': 'NVIDIA H100 80GB HBM3', 'driver': '0.0 (test)'" in printed
     assert "Not yet measured" not in printed
     assert "| v3 | 64 | v3 | 0.160 | 0.100 | 0.62x |" in text  # measured beside the model
+    assert "| v3 | 64 | v3 | 0.320 | 0.200 | 0.62x |" in text  # the H100's, its own table
+    figures = [o for c in nb.cells if "one block per GPU" in "".join(c.source)
+               for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(figures) == 2                                   # one figure per GPU file
     plain = "\n".join("".join(o.get("data", {}).get("text/plain", "")) for o in outs)
-    # exercise 5's cell, as committed (device = "cpu"), reads the same file
-    assert "'device': 'NVIDIA H200',\n 'version': 'v3',\n 'ran': 'v3',\n 'head_dim': 64,\n " \
-        "'measured, ms': 0.16," in plain
-    assert "'measured vs SDPA (best head_dim)': 0.62" in plain  # the chapter at a glance
+    # exercise 5's cell, as committed (device = "cpu"), reads the first GPU file by name
+    assert "'device': 'NVIDIA H100 80GB HBM3',\n 'version': 'v3',\n 'ran': 'v3',\n " \
+        "'head_dim': 64,\n 'measured, ms': 0.32," in plain
+    assert ("'measured vs SDPA (best head_dim)': {'NVIDIA H100 80GB HBM3': 0.62, "
+            "'NVIDIA H200': 0.62}") in " ".join(plain.split())  # at a glance, per GPU
 
 
 def test_cooperate_verdicts():
