@@ -57,3 +57,21 @@ def test_the_counter_skips_hidden_cells_and_exercises(tmp_path):
     p.write_text(json.dumps(nb))
     c = count(p)
     assert (c.code, c.visible, c.in_view, c.exercises) == (4, 2, 2, 1)
+
+
+def test_the_prose_counter_counts_labels_not_keys_or_refusals(tmp_path):
+    """figure_prose_words: a two-token label counts, a result key, an option or an error
+    message does not (prose_only); every literal counts without it; docstrings never."""
+    from lesson_counts import figure_prose_words
+    (tmp_path / "m.py").write_text(
+        '"""A module docstring of several words."""\n'
+        'def f(r, ax):\n'
+        '    """A function docstring."""\n'
+        '    if r["median_ms"] < 0:\n'
+        '        raise ValueError(f"median_ms={r} is negative; a time is at least 0")\n'
+        '    ax.set_title("Time per launch", loc="center")\n'
+        '    return f"{r} µs on an H200"\n')
+    # 'Time per launch' and ' µs on an H200' ('on', 'an'; 'µs' and 'H200' lack two letters)
+    assert figure_prose_words(tmp_path) == {"m": 3 + 2}
+    # and the key, the refusal's seven and the option
+    assert figure_prose_words(tmp_path, prose_only=False) == {"m": 1 + 7 + 3 + 1 + 2}
