@@ -369,8 +369,12 @@ def test_chapter_runs_with_gpu_and_cpu_data_files(cpu_results, tmp_path, monkeyp
     shutil.copy(out / "bench_headdim_cpu.json", tmp_path)
     gpu = _fake_gpu_results(json.loads((out / "bench_headdim_cpu.json").read_text()))
     write_results(gpu, tmp_path)
+    # a second GPU's file at the chapter's own shape (issue 41 item 6: both shown)
+    from test_head_dim_slider import _fake_gpu_file
+    _fake_gpu_file(tmp_path, device="Second fake GPU (test)", slug="zz-fake-gpu")
     seal_folder(tmp_path)  # the copied CPU file too: the book reads only listed files
     text = _run_chapter(tmp_path, monkeypatch)
+    assert "| Second fake GPU (test) | 72 | cuda-naive | 3000.0 | 60.0 | 50.0 |" in text  # all GPUs
     assert "'GPU measurement': 'none exists yet'" not in text
     assert "'GPU measurement': {'device': 'Fake GPU (test)'" in text
     assert "'CPU measurement': {'device': 'CPU: " in text

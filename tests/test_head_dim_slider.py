@@ -105,13 +105,13 @@ def test_published_points_only_where_cited_and_labelled_extrapolated(sweep):
     assert by[72]["published"] == [] and by[80]["published"] == []
 
 
-def _fake_gpu_file(folder):
+def _fake_gpu_file(folder, device: str = FAKE, slug: str = "fake-gpu"):
     """A GPU head_dim file at ANDREA-120M's training shape: SDPA and the dispatched kernel."""
     from andrea_edu.bench import validate_result
     from andrea_edu.bench.results import expected_work
 
     obj = json.loads((REPO / "book" / "data" / "bench_headdim_cpu.json").read_text())
-    obj["provenance"].update(device_kind="gpu", device=FAKE, device_slug="fake-gpu",
+    obj["provenance"].update(device_kind="gpu", device=device, device_slug=slug,
                              driver="0.0 (test)", cuda="0.0")
     obj["settings"]["timer"] = "cuda-events"
     recs = []
@@ -133,7 +133,7 @@ def _fake_gpu_file(folder):
             recs.append({**rec, work[0]: work[1]})
     obj["records"] = recs
     validate_result(obj)
-    (folder / "bench_headdim_fake-gpu.json").write_text(json.dumps(obj))
+    (folder / f"bench_headdim_{slug}.json").write_text(json.dumps(obj))
 
 
 def _band_axes(fig):
