@@ -460,6 +460,9 @@ def test_final_picture_shows_a_committed_gpu_file(model, tmp_path, monkeypatch):
     t.provenance["device_slug"] = "fake-gpu"
     t.kernels = {"qkv": ["fake_gemm"], "attention": ["fake_attention"]}
     save_timing(t, tmp_path)
+    t.device = "Second fake GPU (test)"   # an H100's file beside an H200's: both shown
+    t.provenance["device_slug"] = "zz-fake-gpu"
+    save_timing(t, tmp_path)
     monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("ANDREA_FAST", "1")
     monkeypatch.delenv("ANDREA_BOOK_BUILD", raising=False)
@@ -472,6 +475,7 @@ def test_final_picture_shows_a_committed_gpu_file(model, tmp_path, monkeypatch):
     text = "\n".join(str(o.get("data", {}).get("text/markdown", "")) for o in outs)
     assert "Fake GPU (test)" in text and "`fake_attention`" in text
     assert "no GPU measurement committed yet" not in text
+    assert "| time (Fake GPU (test)) | time (Second fake GPU (test)) |" in text  # every GPU
 
 
 # ---------------------------------------------------------------- the chapters' exercise knobs
