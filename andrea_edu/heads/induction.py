@@ -50,6 +50,7 @@ from . import circuits as K
 from . import text_corpus as tc
 from .batch import Batch
 from .composition import folded
+from .measures import key_score
 
 
 # ---------------------------------------------------------------- 1. repeated random sequences
@@ -67,13 +68,15 @@ def repeated_batch(vocab_size: int, B: int, n: int, seed: int = 0, skip=(0,)) ->
 
 def offset_scores(maps: torch.Tensor, n: int) -> dict[str, Any]:
     """maps (L, B, nh, 2n, 2n) of repeated sequences -> {"induction", "duplicate", "previous",
-    "uniform"}: (L, nh) mean weights over the second copy's queries (uniform: a scalar)."""
+    "uniform"}: (L, nh) `measures.key_score` over every window's second-copy queries t, on the key
+    t - n + 1, t - n and t - 1 (uniform: a scalar)."""
     T = maps.shape[-1]
     if T != 2 * n:
         raise ValueError(f"maps cover {T} positions; repeated sequences of n={n} have {2 * n}")
     t = torch.arange(n, 2 * n)
-    out: dict[str, Any] = {name: maps[..., t, t - d].mean(dim=(1, 3)).numpy()
-           for name, d in (("induction", n - 1), ("duplicate", n), ("previous", 1))}
+    b, q = (x.flatten() for x in torch.meshgrid(torch.arange(maps.shape[1]), t, indexing="ij"))
+    out: dict[str, Any] = {name: key_score(maps, b, q, q - d).numpy()
+                           for name, d in (("induction", n - 1), ("duplicate", n), ("previous", 1))}
     out["uniform"] = float((1.0 / (t + 1).double()).mean())
     return out
 
@@ -229,15 +232,14 @@ def identifier_targets(corpus: tc.Corpus, batch: Batch) -> dict[str, torch.Tenso
 
 def identifier_scores(maps: torch.Tensor, targets: dict[str, torch.Tensor]) -> dict:
     """maps (L, B, nh, T, T) -> per reading ("induction", "duplicate", "span"): its scores (L, nh)
-    (mean weight on the key, or summed over the span, over the labelled queries where that key
-    is in the window), its uniform baseline (mean of keys / (t+1)) and the number of queries."""
+    (`measures.key_score` on the key, or the weight summed over the span, over the labelled
+    queries where that key is in the window), its uniform baseline (mean of keys / (t+1)) and the
+    number of queries."""
     L, B, nh, T, _ = maps.shape
     out = {}
     for name in ("induction", "duplicate"):
         b, t = torch.nonzero(targets[name] >= 0, as_tuple=True)
-        k = targets[name][b, t]
-        # maps[:, b, :, t, k] is (n, L, nh): the indexed dimension comes first
-        out[name] = (maps[:, b, :, t, k].mean(dim=0).numpy(),
+        out[name] = (key_score(maps, b, t, targets[name][b, t]).numpy(),
                      float((1.0 / (t + 1).double()).mean()), len(t))
     b, t = torch.nonzero(targets["span_start"] >= 0, as_tuple=True)
     a, e = targets["span_start"][b, t], targets["span_end"][b, t]

@@ -4,6 +4,9 @@ the uniform baseline, the best head per pattern, pattern losses, ablations, solo
 The one home of these measures for the toy laboratory (chapter "Why heads specialize":
 `heads.training` calls them during and after training, the chapter on the trained model) and
 for real text (chapter "Heads on real text": `heads.text_training`, `heads.paths`, the chapter).
+`key_weights` / `key_score` is the one head scorer of every laboratory: the pattern scores here,
+the trained encoder's probes (`heads.trained.patterns.head_table`) and the induction offsets and
+identifier readings (`heads.induction`) only say which (window, query, key) triples to read.
 A batch is the one `heads.batch.Batch` both labs build: the measures read its `idx`, `targets`
 (B, T), `mask(p)` (B, T) bool, the queries pattern p labels, `key_of(p)` (B, T), the key each
 designates, and `slice(a, b)`, windows a..b-1; p = 0, 1, 2 in the lab's pattern order. What the
@@ -56,17 +59,28 @@ def _chunk(chunk, allow_none: bool = True) -> int | None:
 
 
 # ---------------------------------------------------------------- scores
+def key_weights(maps, b, q, k):
+    """maps (L, B, nh, T, T), a tensor or an array; b, q, k (n,) integers: the window, the query
+    and the key of n labelled queries -> (n, L, nh), A[l, b_i, h, q_i, k_i]: the probability each
+    head puts, querying from q_i in window b_i, on the key k_i."""
+    return maps[:, b, :, q, k]  # the indexed dimension comes first: (n, L, nh)
+
+
+def key_score(maps, b, q, k):
+    """(L, nh): the mean of `key_weights` over the n queries, each head's score for that labelling
+    (NaN for every head when n = 0)."""
+    w = key_weights(maps, b, q, k)  # (n, L, nh)
+    return w.mean(0) if len(w) else w.sum(0) + float("nan")
+
+
 def scores_from_maps(maps: torch.Tensor, batch: Batch) -> torch.Tensor:
-    """maps (L, B, nh, T, T) -> S (3, L, nh), see the module docstring; a pattern with no
-    labelled query scores NaN."""
-    L, B, nh, T, _ = maps.shape
-    by_query = maps.permute(1, 3, 4, 0, 2)  # (B, T, T, L, nh): [window, query, key]
-    out = torch.full((N_PATTERNS, L, nh), float("nan"))
+    """maps (L, B, nh, T, T) -> S (3, L, nh), see the module docstring: `key_score` on each
+    pattern's labelled queries and their keys; a pattern with no labelled query scores NaN."""
+    out = []
     for p in range(N_PATTERNS):
         b, t = torch.nonzero(batch.mask(p), as_tuple=True)  # labelled (window, query)
-        if len(b):
-            out[p] = by_query[b, t, batch.key_of(p)[b, t]].mean(dim=0)  # (n, L, nh) -> (L, nh)
-    return out
+        out.append(key_score(maps, b, t, batch.key_of(p)[b, t]))  # (L, nh)
+    return torch.stack(out)
 
 
 @torch.no_grad()

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..measures import key_weights
 from .probes import Item
 
 
@@ -40,8 +41,9 @@ def attention_maps(model, texts: list[str]) -> tuple[list[np.ndarray], list[list
 
 
 def head_table(maps: list[np.ndarray], items: list[Item], half: int | None = None) -> dict:
-    """Per head (L, nh): mean mass on the targets, win rate, rival preference; the uniform
-    mass; over the items of one half (None: all)."""
+    """Per head (L, nh): mean mass on the targets (`measures.key_weights`, the labs' one scorer,
+    over one sentence's maps at a time: their lengths differ), win rate, rival preference; the
+    uniform mass; over the items of one half (None: all)."""
     its = [i for i in items if half is None or i.half == half]
     if not its:
         raise ValueError("no probe items for this pattern (and half)")
@@ -54,17 +56,18 @@ def head_table(maps: list[np.ndarray], items: list[Item], half: int | None = Non
             raise ValueError(f"head_table scores one target key per query, got {it.target}")
         by_sent.setdefault(it.sent, []).append(it)
     for sent, group in by_sent.items():             # one gather per sentence, not per query
+        A = maps[sent][:, None]                                            # (L, 1, nh, T, T)
         qs = np.array([i.query for i in group])
         ts = np.array([i.target[0] for i in group])
-        rows = maps[sent][:, :, qs, :]                                     # (L, nh, nq, T)
-        on = rows[:, :, np.arange(len(group)), ts]                         # (L, nh, nq)
-        mass += on.sum(-1)
-        win += (rows.argmax(-1) == ts).sum(-1)
-        uniform += len(group) / rows.shape[-1]
+        one = np.zeros_like(qs)                                            # the one window
+        on = key_weights(A, one, qs, ts)                                   # (nq, L, nh)
+        mass += on.sum(0)
+        win += (maps[sent][:, :, qs, :].argmax(-1) == ts).sum(-1)           # (L, nh, nq) -> (L, nh)
+        uniform += len(group) / A.shape[-1]
         rv = [(j, i.rival) for j, i in enumerate(group) if i.rival is not None]
         if rv:
             js, rs = np.array([j for j, _ in rv]), np.array([r for _, r in rv])
-            pref += (on[:, :, js] > rows[:, :, js, rs]).sum(-1)
+            pref += (on[js] > key_weights(A, one[js], qs[js], rs)).sum(0)
             n_pref += len(rv)
     n = len(its)
     return {"mass": mass / n, "win": win / n, "prefer": pref / n_pref if n_pref else None,
