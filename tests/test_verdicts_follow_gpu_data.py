@@ -19,12 +19,13 @@ from andrea_lab.store import seal_folder
 
 DATA = REPO / "book" / "data"
 FAKE = "Fake GPU (test)"
+SECOND = "Second fake GPU (test)"
 NOT_MEASURED = "not yet measured"
 
 
-def _fake_gpu(suite: str, out_dir) -> None:
+def _fake_gpu(suite: str, out_dir, device: str = FAKE, slug: str = "fake-gpu") -> None:
     obj = json.loads((DATA / f"bench_{suite}_cpu.json").read_text())
-    obj["provenance"].update(device_kind="gpu", device=FAKE, device_slug="fake-gpu",
+    obj["provenance"].update(device_kind="gpu", device=device, device_slug=slug,
                              driver="0.0 (test)", cuda="0.0")
     obj["settings"]["timer"] = "cuda-events"
     if suite == "headdim":  # the GPU suite also times the book's tensor-core kernel: its
@@ -39,7 +40,7 @@ def _fake_gpu(suite: str, out_dir) -> None:
             r.update(p25_ms=r["median_ms"], p75_ms=r["median_ms"], iqr_over_median=0.0,
                      quality_ok=True, quality_reason=None)
     validate_result(obj)  # the loader's own checks: the fake must pass them as a GPU file would
-    (out_dir / f"bench_{suite}_fake-gpu.json").write_text(json.dumps(obj))
+    (out_dir / f"bench_{suite}_{slug}.json").write_text(json.dumps(obj))
 
 
 def _verdict_rows(nb) -> list[dict]:
@@ -52,7 +53,7 @@ def _verdict_rows(nb) -> list[dict]:
     return rows
 
 
-def _run(docname: str, data_dir, monkeypatch) -> list[dict]:
+def _run(docname: str, data_dir, monkeypatch) -> tuple[list[dict], str]:
     from nbclient import NotebookClient
 
     monkeypatch.setenv("ANDREA_DATA_DIR", str(data_dir))
@@ -65,7 +66,7 @@ def _run(docname: str, data_dir, monkeypatch) -> list[dict]:
     errors = [f"{o.get('ename')}: {o.get('evalue')}" for c in nb.cells
               for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, f"{docname} with a fake GPU file: {errors}"
-    return _verdict_rows(nb)
+    return _verdict_rows(nb), json.dumps([c.get("outputs", []) for c in nb.cells])
 
 
 # chapter -> (bench suites it reads, the claim that waits for a GPU measurement)
@@ -87,13 +88,17 @@ def test_a_gpu_file_turns_not_yet_measured_into_a_verdict(docname, tmp_path, mon
             shutil.copy(f, d / f.name)
     for s in suites:
         _fake_gpu(s, with_gpu)
+        _fake_gpu(s, with_gpu, device=SECOND, slug="zz-fake-gpu")  # a second GPU's file
     for d in (cpu_only, with_gpu):
         seal_folder(d)  # the book reads only files its folder's SHA256SUMS lists
 
-    before = {r["claim"]: r for r in _run(docname, cpu_only, monkeypatch)}
+    before = {r["claim"]: r for r in _run(docname, cpu_only, monkeypatch)[0]}
     row = next(r for c, r in before.items() if c.startswith(claim))
     assert row["verdict"] == NOT_MEASURED, row
 
-    after = {r["claim"]: r for r in _run(docname, with_gpu, monkeypatch)}
+    rows, text = _run(docname, with_gpu, monkeypatch)
+    after = {r["claim"]: r for r in rows}
     row = next(r for c, r in after.items() if c.startswith(claim))
-    assert row["verdict"] != NOT_MEASURED and FAKE in row["measured"], row
+    assert row["verdict"] != NOT_MEASURED and FAKE in row["measured"], row   # the first file
+    if docname != "config_mirrors_hardware":   # (its every-GPU table reads the training shape:
+        assert SECOND in text, docname         # tests/test_bench.py) issue 41 item 6: both shown
