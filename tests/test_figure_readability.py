@@ -22,6 +22,7 @@ from andrea_edu.figures import cuda_stores_heads as csh
 from andrea_edu.figures import one_kernel_many_heads as okm
 from andrea_edu.figures import output_projection as op
 from andrea_edu.figures import why_heads_specialize as whs
+from andrea_edu.figures.head_figures import fig_ablation
 from andrea_edu.figures.viz import contrast_ratio, heatmap, text_color_on
 
 WCAG_AA = 4.5  # WCAG 2 minimum contrast for normal text
@@ -99,7 +100,7 @@ def test_ablation_heatmap_is_readable_on_pale_and_dark_cells():
     abl[1, 2, 2] = 0.4
     abl[1, 3, 3] = 1.5
     abl[0, 0, 3] = 2.4
-    _assert_readable(whs.fig_ablation(abl))
+    _assert_readable(fig_ablation(abl, ("all", "previous token", "matching bracket", "entity")))
 
 
 def test_cell_label_figures_are_readable():

@@ -11,21 +11,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import HTML, display
 
-from andrea_edu.figures.viz import head_color, heatmap, table
+from andrea_edu.figures.head_figures import head_name
+from andrea_edu.figures.viz import caption, head_color, heatmap, table
 from andrea_edu.heads import detectors as D, measures as M
 from andrea_edu.heads import text_corpus as tc
 from andrea_edu.heads.batch import Batch
 
 PATTERN_COLORS = {"all": "#555555", "previous token": "#1f77b4", "matching bracket": "#d62728",
                   "recent identifier": "#2ca02c"}
-
-
-def hl(lh) -> str:
-    return f"L{lh[0]}H{lh[1]}"
-
-
-def caption(fig, text: str, y: float = 0.01) -> None:
-    fig.text(0.5, y, text, ha="center", va="bottom", fontsize=8, wrap=True, color="#333333")
 
 
 # ---------------------------------------------------------------- the corpus
@@ -132,10 +125,10 @@ def fig_ratios(scores, baseline):
 def show_summary(rows) -> None:
     table(["pattern", "best head", "score", "uniform", "ratio", f"margin to {D.FOUND_RATIO:g}x",
            "verdict", "its ablation (nats, ± s.e.)", "head whose ablation hurts most"],
-          [[r["pattern"], hl(r["head"]), f"{r['score']:.3f}", f"{r['baseline']:.4f}",
+          [[r["pattern"], head_name(r["head"]), f"{r['score']:.3f}", f"{r['baseline']:.4f}",
             f"{r['ratio']:.1f}x", f"{r['margin']:+.3f}", r["verdict"],
             f"+{r['ablation']:.3f} ± {r['ablation_se']:.3f}",
-            f"{hl(r['carrier'])} (+{r['carrier_ablation']:.3f} ± {r['carrier_se']:.3f})"]
+            f"{head_name(r['carrier'])} (+{r['carrier_ablation']:.3f} ± {r['carrier_se']:.3f})"]
            for r in rows])
 
 
@@ -190,17 +183,6 @@ def fig_one_head(maps, corpus, batch, lh, b, start, length, scores, baseline):
     ax.set_xlabel("key")
     ax.set_ylabel("query")
     ax.legend(fontsize=6, loc="upper right")
-    fig.tight_layout()
-    return fig
-
-
-def fig_ablation(Dt):
-    L, nh, _ = Dt.shape
-    fig, axes = plt.subplots(1, 4, figsize=(16, 1.1 * L + 1.8))
-    for i, (key, ax) in enumerate(zip(D.LOSS_KEYS, axes)):
-        heatmap(ax, Dt[..., i], [f"H{h}" for h in range(nh)], [f"L{l}" for l in range(L)],
-                cmap="Reds", vmin=0, vmax=max(1e-3, float(np.nanmax(Dt[..., 1:]))),
-                fmt="{:.2f}", colorbar=False, title=f"{key}: loss increase")
     fig.tight_layout()
     return fig
 
@@ -269,14 +251,14 @@ def source_rows(rows, verdict: str, ids: dict, rep, tol: float, gpt2=None):
 
     small = NOT_OBSERVED if verdict == DOES_NOT_HOLD else verdict
     out = [("Pattern heads, this model", "; ".join(
-        f"{r['pattern']} {hl(r['head'])} {r['ratio']:.1f}x ({r['verdict']})" for r in rows),
+        f"{r['pattern']} {head_name(r['head'])} {r['ratio']:.1f}x ({r['verdict']})" for r in rows),
         small, KEY, "")]
     s, u, _ = ids["span"]
     l, h = np.unravel_index(np.argmax(s), s.shape)
     v = D.verdict(float(s[l, h]), u, tol)
     found, lh, ratio = induction_call(rep)
     out.append(("Most recent named entity, this model", (
-        f"earlier occurrence L{l}H{h} {s[l, h] / u:.1f}x ({v}); induction {hl(lh)} "
+        f"earlier occurrence L{l}H{h} {s[l, h] / u:.1f}x ({v}); induction {head_name(lh)} "
         f"{ratio:.1f}x, 2nd copy {rep['first_loss'] - rep['second_loss']:+.2f} nats "
         f"({'found' if found else 'not found'})"),
         {"found": HOLDS, "not found": NOT_OBSERVED}.get(v, CAVEAT), KEY, ""))
@@ -395,9 +377,9 @@ def show_variants(items) -> None:
            "copying", "prefix matching (writer)", "induction head?"],
           [[label, r.settings.n_layer, r.settings.seq_len, f"{r.settings.steps:,}",
             _chars(r.settings), f"{r.cpu_seconds:.0f} s", f"{r.eval_loss[-1, 0]:.3f}",
-            hl(e["head"]), f"{e['ratio']:.1f}x", f"{e['drop']:.2f} nats",
+            head_name(e["head"]), f"{e['ratio']:.1f}x", f"{e['drop']:.2f} nats",
             f"{e['ablated']:+.3f} nats", f"{e['copying']:+.2f}",
-            f"{e['prefix'][0]:+.2f} ({hl(e['prefix'][1])})", "yes" if e["found"] else "no"]
+            f"{e['prefix'][0]:+.2f} ({head_name(e['prefix'][1])})", "yes" if e["found"] else "no"]
            for label, r, e in items])
 
 
@@ -462,7 +444,7 @@ def show_bracket_heads(scores, baseline, at: str, n: int = 3) -> None:
     s, u = np.asarray(scores)[tc.BRACKET], float(np.asarray(baseline)[tc.BRACKET])
     order = np.argsort(-s, axis=None)[:n]
     table(["head", "queries at", "bracket score", "uniform", "times uniform"],
-          [[hl(np.unravel_index(i, s.shape)), at, f"{s.flat[i]:.3f}", f"{u:.4f}",
+          [[head_name(np.unravel_index(i, s.shape)), at, f"{s.flat[i]:.3f}", f"{u:.4f}",
             f"{s.flat[i] / u:.1f}x"] for i in order])
 
 
@@ -487,7 +469,7 @@ def ov_change(before, after) -> dict[str, list[str]]:
 def show_variant_run(label: str, run, ev, tol: float) -> None:
     """One run's three pattern verdicts, then its row of the runs' table (show_variants)."""
     table(["pattern", "best head", "ratio", "verdict"],
-          [[r["pattern"], hl(r["head"]), f"{r['ratio']:.1f}x", r["verdict"]]
+          [[r["pattern"], head_name(r["head"]), f"{r['ratio']:.1f}x", r["verdict"]]
            for r in run.summary(tol)])
     show_variants([(label, run, ev)])
 

@@ -14,11 +14,12 @@ import torch
 from andrea_edu.heads.batch import Batch
 from andrea_edu.heads.corpus import PATTERNS, labels, tokens
 from andrea_edu.heads.toy_calls import DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, detect
+from andrea_edu.figures.head_figures import head_name
 from andrea_edu.figures.viz import PATTERN_COLORS, caption, head_color, heatmap
 
 
 def head_labels(L: int, nh: int) -> list[str]:
-    return [f"L{l}H{h}" for l in range(L) for h in range(nh)]
+    return [head_name((l, h)) for l in range(L) for h in range(nh)]
 
 
 def pick_example(batch: Batch, length: int = 28) -> tuple[int, int]:
@@ -73,19 +74,6 @@ def fig_scores(run, threshold: float = DETECT_THRESHOLD):
     chance = ", ".join(f"{k} {v:.3f}" for k, v in run.chance.items())
     caption(fig, f"Detected: score >= {threshold}. Uniform attention would score: {chance}.")
     fig.tight_layout(rect=(0, 0.05, 1, 0.95))
-    return fig
-
-
-def fig_ablation(ablation: np.ndarray, title: str = "Loss increase when one head is ablated"):
-    """Heads x patterns heatmap of Δ (L, nh, 4): which head carries which pattern."""
-    L, nh, _ = ablation.shape
-    m = ablation[..., 1:].reshape(L * nh, 3)  # (L*nh, patterns)
-    fig, ax = plt.subplots(figsize=(5.2, 0.32 * L * nh + 1.7))
-    heatmap(ax, m, list(PATTERN_NAMES), head_labels(L, nh), cmap="magma_r",
-            vmin=0, vmax=max(float(m.max()), 1e-6), annotate=L * nh <= 48,
-            fmt="{:.2f}", title=title)
-    ax.tick_params(axis="x", labelrotation=0, labelsize=8)
-    fig.tight_layout()
     return fig
 
 
@@ -231,11 +219,6 @@ def fig_specialists(maps: torch.Tensor, batch: Batch, scores, b: int, start: int
 
 
 # ---------------------------------------------------------------- the trained model (MiniLM)
-def head_name(lh) -> str:
-    """'L3H10' (layer 3, head 10, 0-based), as the book writes heads everywhere."""
-    return f"L{lh[0]}H{lh[1]}"
-
-
 def pattern_rows(results) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of the patterns table: held-out scores beside their baselines."""
     header = ["pattern", "head (chosen on half 0 by)", "mass on half 1", "x uniform",
