@@ -12,7 +12,8 @@ figure, and the notebook runner, are tooling: andrea_edu.notebook.
     output_projection           "The output projection W_O"
     why_heads_specialize        "Why heads specialize"
     heads_on_real_text          "Heads on real text (optional deep-dive)"
-    head_figures                what those two chapters draw alike: a head's name, the ablation grid
+    head_figures                what those two chapters draw alike: a head's name, the ablation
+                                grid, one head's attention on a window with its keys circled
     why_twelve_heads            "Why twelve heads, not one wider head"
     cuda_stores_heads           "How CUDA stores the heads"
     one_kernel_many_heads       "One kernel, many heads"

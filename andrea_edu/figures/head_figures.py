@@ -4,6 +4,8 @@ real text (optional deep-dive)" (a model of the standard library).
 - ``head_name``: a head written L3H10 (layer 3, head 10, 0-based), as the book writes heads.
 - ``fig_ablation``: the loss increase when one head is ablated, one layers x heads panel per loss
   (``heads.measures.ablation``'s D, or the columns of it a chapter shows).
+- ``window_keys`` / ``attention_window``: one head's attention over a window of a labelled batch
+  (``heads.batch.Batch``, either laboratory's), circles on the keys a pattern designates.
 """
 from __future__ import annotations
 
@@ -37,3 +39,25 @@ def fig_ablation(ablation, keys, title: str = "Loss increase when one head is ab
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def window_keys(batch, p: int, b: int, start: int, length: int) -> list[tuple[int, int]]:
+    """(query, key), counted from `start`, of each query in window b's [start, start + length)
+    that pattern p labels with a key inside that span."""
+    keys = batch.key_of(p)[b, start:start + length]
+    return [(q, int(k) - start) for q, k in enumerate(keys) if int(k) >= start]
+
+
+def attention_window(ax, attn, toks, circles=(), fontsize: float = 6.0, rotation: int = 0):
+    """attn (n, n), one head's probabilities over a window (rows: queries, columns: keys; dark =
+    much), on `ax` with the n tokens `toks` as tick labels; circles: (colour, [(query, key), ...],
+    marker size, legend label or None) on the keys a pattern designates."""
+    n = len(toks)
+    heatmap(ax, attn, colorbar=False, annotate=False, vmin=0, vmax=1, cmap="Greys")
+    ax.set_xticks(range(n), toks, rotation=rotation, fontsize=fontsize)
+    ax.set_yticks(range(n), toks, fontsize=fontsize)
+    for colour, pts, size, label in circles:
+        if pts:
+            q, k = zip(*pts)
+            ax.scatter(k, q, s=size, facecolors="none", edgecolors=colour, linewidths=1.2,
+                       label=label)

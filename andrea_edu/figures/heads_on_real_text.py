@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import HTML, display
 
-from andrea_edu.figures.head_figures import head_name
+from andrea_edu.figures.head_figures import attention_window, head_name, window_keys
 from andrea_edu.figures.viz import caption, head_color, heatmap, table
 from andrea_edu.heads import detectors as D, measures as M
 from andrea_edu.heads import text_corpus as tc
@@ -37,12 +37,9 @@ def example_html(corpus: tc.Corpus, batch: Batch, b: int, start: int, length: in
     chars = corpus.decode(batch.idx[b, start: start + length])
     style: dict[int, list[str]] = {i: [] for i in range(length)}
     for p, css in ((tc.BRACKET, "background:#f6c6c6"), (tc.IDENT, "border-bottom:2px solid #2ca02c")):
-        for t in range(start, start + length):
-            k = int(batch.key[p, b, t])
-            if k >= start:
-                style[t - start].append(css)
-                style[k - start].append(css + ";outline:1px solid " +
-                                        PATTERN_COLORS[tc.PATTERNS[p]])
+        for q, k in window_keys(batch, p, b, start, length):
+            style[q].append(css)
+            style[k].append(css + ";outline:1px solid " + PATTERN_COLORS[tc.PATTERNS[p]])
     out = []
     for i, c in enumerate(chars):
         s = html.escape(c) if c != "\n" else "↵<br>"
@@ -58,8 +55,7 @@ def pick_example(batch: Batch, length: int = 48) -> tuple[int, int]:
     B, T = batch.idx.shape
     for b in range(B):
         for start in range(0, T - length + 1, 8):
-            n = [sum(1 for t in range(start, start + length)
-                     if int(batch.key[p, b, t]) >= start) for p in (tc.BRACKET, tc.IDENT)]
+            n = [len(window_keys(batch, p, b, start, length)) for p in (tc.BRACKET, tc.IDENT)]
             if min(n) * 10 + sum(n) > best:
                 best, arg = min(n) * 10 + sum(n), (b, start)
     return arg
@@ -132,26 +128,22 @@ def show_summary(rows) -> None:
            for r in rows])
 
 
+def _window_chars(corpus, batch, b, start, length) -> list[str]:
+    """The window's characters as tick labels (space and newline made visible)."""
+    chars = corpus.decode(batch.idx[b, start:start + length])
+    return [{" ": "␣", "\n": "↵"}.get(c, c) for c in chars]
+
+
 def fig_heads_on_example(maps, corpus, batch, heads, b, start, length):
     """The best head of each pattern on one window: rows queries, columns keys; circles mark the
     key each labelled query's pattern designates."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 5.6))
-    sl = slice(start, start + length)
-    toks = [c if c not in " \n" else {" ": "␣", "\n": "↵"}[c]
-            for c in corpus.decode(batch.idx[b, sl])]
-    for p, ax in zip(tc.PATTERNS, axes):
+    sl, toks = slice(start, start + length), _window_chars(corpus, batch, b, start, length)
+    for (p, name), ax in zip(tc.PATTERNS.items(), axes):
         l, h = heads[p]
-        heatmap(ax, maps[l, b, h, sl, sl], colorbar=False, annotate=False, vmin=0, vmax=1,
-                cmap="Greys")
-        ax.set_xticks(range(length), toks, fontsize=6, rotation=0)
-        ax.set_yticks(range(length), toks, fontsize=6)
-        pts = [(t - start, int(batch.key[p, b, t]) - start) for t in range(start, start + length)
-               if int(batch.key[p, b, t]) >= start]
-        if pts:
-            q, k = zip(*pts)
-            ax.scatter(k, q, s=30, facecolors="none", edgecolors=PATTERN_COLORS[tc.PATTERNS[p]],
-                       linewidths=1.2)
-        ax.set_title(f"{tc.PATTERNS[p]}: head L{l}H{h}", fontsize=9, color=head_color(h))
+        circles = [(PATTERN_COLORS[name], window_keys(batch, p, b, start, length), 30, None)]
+        attention_window(ax, maps[l, b, h, sl, sl], toks, circles)
+        ax.set_title(f"{name}: head L{l}H{h}", fontsize=9, color=head_color(h))
         ax.set_xlabel("key")
         ax.set_ylabel("query")
     fig.tight_layout()
@@ -162,21 +154,11 @@ def fig_one_head(maps, corpus, batch, lh, b, start, length, scores, baseline):
     """One head (the slider's frame): its attention on the window, every pattern's designated
     keys marked, its three score ratios in the title."""
     l, h = lh
-    sl = slice(start, start + length)
-    toks = [c if c not in " \n" else {" ": "␣", "\n": "↵"}[c]
-            for c in corpus.decode(batch.idx[b, sl])]
     fig, ax = plt.subplots(figsize=(6.2, 6.0))
-    heatmap(ax, maps[l, b, h, sl, sl], colorbar=False, annotate=False, vmin=0, vmax=1,
-            cmap="Greys")
-    ax.set_xticks(range(length), toks, fontsize=6, rotation=0)
-    ax.set_yticks(range(length), toks, fontsize=6)
-    for p in tc.PATTERNS:
-        pts = [(t - start, int(batch.key[p, b, t]) - start) for t in range(start, start + length)
-               if int(batch.key[p, b, t]) >= start]
-        if pts:
-            q, k = zip(*pts)
-            ax.scatter(k, q, s=26 if p else 10, facecolors="none", linewidths=1.0,
-                       edgecolors=PATTERN_COLORS[tc.PATTERNS[p]], label=tc.PATTERNS[p])
+    sl = slice(start, start + length)
+    circles = [(PATTERN_COLORS[name], window_keys(batch, p, b, start, length), 26 if p else 10, name)
+               for p, name in tc.PATTERNS.items()]
+    attention_window(ax, maps[l, b, h, sl, sl], _window_chars(corpus, batch, b, start, length), circles)
     r = np.asarray(scores)[:, l, h] / np.asarray(baseline)
     ax.set_title(f"L{l}H{h}: " + ", ".join(f"{tc.PATTERNS[p]} {r[p]:.1f}x" for p in tc.PATTERNS),
                  fontsize=8, color=head_color(h))

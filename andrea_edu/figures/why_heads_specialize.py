@@ -12,9 +12,9 @@ import numpy as np
 import torch
 
 from andrea_edu.heads.batch import Batch
-from andrea_edu.heads.corpus import PATTERNS, labels, tokens
+from andrea_edu.heads.corpus import tokens
 from andrea_edu.heads.toy_calls import DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, detect
-from andrea_edu.figures.head_figures import head_name
+from andrea_edu.figures.head_figures import attention_window, head_name, window_keys
 from andrea_edu.figures.viz import PATTERN_COLORS, caption, head_color, heatmap
 
 
@@ -27,12 +27,9 @@ def pick_example(batch: Batch, length: int = 28) -> tuple[int, int]:
     key inside the window; the most even such window (largest count of the rarest pattern)."""
     best, best_key = (0, 0), None
     T = batch.idx.shape[1]
-    pattern, key_at = labels(batch)
     for b in range(batch.idx.shape[0]):
         for start in range(0, T - length + 1, 2):
-            pat = pattern[b, start:start + length]
-            inside = key_at[b, start:start + length] >= start  # the key is in the window
-            counts = [int(((pat == p) & inside).sum()) for p in PATTERNS]
+            counts = [len(window_keys(batch, i, b, start, length)) for i in range(len(PATTERN_NAMES))]
             key = (min(counts), sum(counts))
             if min(counts) > 0 and (best_key is None or key > best_key):
                 best, best_key = (b, start), key
@@ -192,20 +189,13 @@ def fig_specialists(maps: torch.Tensor, batch: Batch, scores, b: int, start: int
     keys that pattern designates. What specializes, shown before any statistic."""
     sl = slice(start, start + length)
     toks = tokens(batch, b)[sl]
-    pattern, key = labels(batch)
     shown = shown_heads(scores)
     fig, axes = plt.subplots(1, 3, figsize=(SPECIALISTS_WIDTH_IN, 5.6))
     for ax, (i, p) in zip(axes, enumerate(PATTERN_NAMES)):
         l, h, s, (bl, bh, bs) = shown[p]
-        heatmap(ax, maps[l, b, h, sl, sl], colorbar=False, annotate=False, vmin=0, vmax=1,
-                cmap="Greys")
-        ax.set_xticks(range(length), toks, rotation=90, fontsize=TOKEN_FONTSIZE)
-        ax.set_yticks(range(length), toks, fontsize=TOKEN_FONTSIZE)
-        pts = [(t - start, int(key[b, t]) - start) for t in range(start, start + length)
-               if PATTERNS.get(int(pattern[b, t])) == p and start <= int(key[b, t])]
-        if pts:
-            q, k = zip(*pts)
-            ax.scatter(k, q, s=28, facecolors="none", edgecolors=PATTERN_COLORS[p], linewidths=1.4)
+        attention_window(ax, maps[l, b, h, sl, sl], toks,
+                         [(PATTERN_COLORS[p], window_keys(batch, i, b, start, length), 28, None)],
+                         fontsize=TOKEN_FONTSIZE, rotation=90)
         other = next((q for q, v in shown.items() if (v[0], v[1]) == (bl, bh)), None)
         why = ("its best head" if (l, h) == (bl, bh) else
                f"its best, L{bl}H{bh} ({bs:.2f}), is shown for {other}")
