@@ -241,7 +241,7 @@ def test_write_json_atomic_keeps_the_old_file_when_interrupted(tmp_path, monkeyp
 
 def test_every_json_writer_is_atomic():
     """No writer of committed data writes in place (a plain write_text can leave half a file)."""
-    files = ["andrea_lab/bench/results.py", "andrea_lab/sweep.py",
+    files = ["andrea_lab/bench/writer.py", "andrea_lab/sweep.py",
              "andrea_lab/pipeline_timing.py", "andrea_lab/bench/gpucheck.py"]
     for f in files:
         src = (REPO / f).read_text()
