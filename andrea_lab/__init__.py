@@ -6,13 +6,17 @@ package.
 
     bench       python -m andrea_lab.bench {head-dim|projections|layout|all|gpu-check|gpu-suite}:
                 the benchmarks' results JSON (write_results) and the GPU correctness check
-    sweep       python -m andrea_lab.sweep: the toy laboratory's n_head x seed sweep (save_sweep)
+    make_sweep  python -m andrea_lab.make_sweep: the toy laboratory's n_head x seed sweep
+                (save_sweep)
     pipeline_timing  python -m andrea_lab.pipeline_timing: time per step, pipeline_<device>.json
                 (save_timing)
-    text_training  python -m andrea_lab.text_training: the real-text run and the toy chapter's
-                model (its --recheck runs the book's own andrea_edu.heads.text_training --recheck)
-    path_runs   python -m andrea_lab.path_runs: the real-text model's path ablations
-    text_longer python -m andrea_lab.text_longer: the longer real-text variants
+    make_realtext_run  python -m andrea_lab.make_realtext_run: the real-text run and the toy
+                chapter's model (its --recheck runs the book's own
+                andrea_edu.heads.text_training --recheck)
+    make_realtext_paths  python -m andrea_lab.make_realtext_paths: the real-text model's path
+                ablations
+    make_realtext_variant  python -m andrea_lab.make_realtext_variant: the longer real-text
+                variants
     run_writers their writers: save_run, save_toy, save_paths, save_variant
     store       the one manifest writer: write_files_as_unit, write_json_atomic, folder_lock,
                 recover_units, seal_folder, default_out_dir

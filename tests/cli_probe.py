@@ -46,8 +46,8 @@ def damaged_notebooks() -> list[str]:
 def table() -> list[tuple[str, list[str]]]:
     """[(entry point, argv)]: "m:<module>" for python -m, "s:<script>" for scripts/<script>.py."""
     B = "m:andrea_lab.bench.cli"
-    SW, TT = "m:andrea_lab.sweep", "m:andrea_lab.text_training"
-    TL, PR = "m:andrea_lab.text_longer", "m:andrea_lab.path_runs"
+    SW, TT = "m:andrea_lab.make_sweep", "m:andrea_lab.make_realtext_run"
+    TL, PR = "m:andrea_lab.make_realtext_variant", "m:andrea_lab.make_realtext_paths"
     TM, PT = "m:andrea_edu.kernels.time_model", "m:andrea_lab.pipeline_timing"
     EX, XS = "m:andrea_edu.notebook.execute", "m:andrea_edu.notebook.exercises"
     rows = [(B, []), (B, ["--bogus"]), (B, ["nosuch"]), (B, ["layout", "--bogus"])]

@@ -427,8 +427,8 @@ def test_the_lab_finder_sees_planted_faults():
     assert lab_reach(ast.parse("def f():\n    import andrea_lab.bench")) == ["andrea_lab.bench"]
     assert lab_reach(ast.parse("store.write_files_as_unit([(p, w)])")) == ["write_files_as_unit()"]
     assert lab_reach(ast.parse("with folder_lock(d):\n    pass")) == ["folder_lock()"]
-    assert lab_reach(ast.parse("importlib.import_module('andrea_lab.sweep')")) == \
-        ["andrea_lab.sweep"]
+    assert lab_reach(ast.parse("importlib.import_module('andrea_lab.make_sweep')")) == \
+        ["andrea_lab.make_sweep"]
     assert lab_reach(ast.parse('"""made by andrea_lab.store.write_json_atomic"""')) == []
     assert lab_reach(ast.parse("from ..data import read_manifest")) == []
 
@@ -607,3 +607,27 @@ def test_the_class_finder_sees_a_planted_twin(tmp_path):
         (tmp_path / sub).mkdir()
         (tmp_path / sub / "m.py").write_text("class Twin:\n    pass\n")
     assert _classes(tmp_path, ("a", "b"))["Twin"] == ["a/m.py", "b/m.py"]
+
+
+def _module_names(root: Path = ROOT, packages=("andrea_edu", "andrea_lab")) -> dict[str, set[str]]:
+    """{module file name: packages holding one} (package __init__/__main__ files aside)."""
+    out: dict[str, set[str]] = {}
+    for pkg in packages:
+        for p in (root / pkg).rglob("*.py"):
+            if p.stem not in ("__init__", "__main__"):
+                out.setdefault(p.stem, set()).add(pkg)
+    return out
+
+
+def test_no_module_name_is_in_both_packages():
+    """Issue 37 item 3: andrea_lab's commands are named for what they make (make_sweep beside
+    the book's heads.sweep), so an import never leaves a reader asking which one."""
+    both = sorted(k for k, v in _module_names().items() if len(v) > 1)
+    assert not both, both
+
+
+def test_the_module_finder_sees_a_planted_pair(tmp_path):
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "sweep.py").write_text("")
+    assert _module_names(tmp_path, ("a", "b"))["sweep"] == {"a", "b"}

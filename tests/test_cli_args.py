@@ -16,7 +16,7 @@ from andrea_lab.bench import cli as bench_cli
 from andrea_edu.bench import runner
 from andrea_lab.bench import gpucheck
 from andrea_edu.heads import sweep
-from andrea_lab import sweep as lab_sweep
+from andrea_lab import make_sweep as lab_sweep
 from andrea_edu.pipeline import timing as pipeline_timing
 from andrea_lab import pipeline_timing as lab_timing
 
@@ -175,7 +175,7 @@ def test_help_describes_every_option(name, ap):
 
 @pytest.mark.parametrize("module, argv, prog", [
     ("andrea_lab.pipeline_timing", ["--help"], "python -m andrea_lab.pipeline_timing"),
-    ("andrea_lab.sweep", ["--help"], "python -m andrea_lab.sweep"),
+    ("andrea_lab.make_sweep", ["--help"], "python -m andrea_lab.make_sweep"),
     ("andrea_lab.bench", ["gpu-check", "--help"], "python -m andrea_lab.bench gpu-check"),
     ("andrea_edu.notebook.execute", ["--help"], "python -m andrea_edu.notebook.execute"),
 ])

@@ -16,7 +16,7 @@ from andrea_lab.pipeline_timing import save_timing
 from andrea_edu.data import DataFileError
 from andrea_edu.bench import results as R
 from andrea_lab.bench.writer import write_results
-from andrea_lab.sweep import save_sweep
+from andrea_lab.make_sweep import save_sweep
 from andrea_edu.heads import sweep as W
 from andrea_edu.pipeline import timing as PT
 

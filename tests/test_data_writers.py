@@ -138,14 +138,14 @@ def test_writers_keep_a_folders_manifest_current(tmp_path):
 def test_text_training_checks_every_argument_before_training(args, words, capsys, monkeypatch):
     before = {p.name: p.stat().st_mtime_ns for p in DATA.iterdir()}
     monkeypatch.setattr(TT, "train", None)  # any training would fail loudly
-    _one_line_exit_2(*_main("andrea_lab.text_training", args, capsys, monkeypatch), *words)
+    _one_line_exit_2(*_main("andrea_lab.make_realtext_run", args, capsys, monkeypatch), *words)
     assert {p.name: p.stat().st_mtime_ns for p in DATA.iterdir()} == before
     assert not Path(REPO / "x.json").exists()
 
 
 def test_sweep_command_refuses_to_replace_the_committed_sweep(capsys, monkeypatch):
     # named by hand: its default --out is andrea_runs/, never the book's data
-    _one_line_exit_2(*_main("andrea_lab.sweep", ["--out", str(DATA / "specialization_sweep.json")],
+    _one_line_exit_2(*_main("andrea_lab.make_sweep", ["--out", str(DATA / "specialization_sweep.json")],
                             capsys, monkeypatch), "exists", "--replace")
 
 

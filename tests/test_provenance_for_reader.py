@@ -36,7 +36,7 @@ def test_every_committed_record_reads_clean(name, prov):
 def test_the_formatters_on_planted_records():
     assert P.command("python -m andrea_edu.specialization_sweep --out /tmp/h3/sweep_new.json",
                      "specialization_sweep.json") == \
-        "python -m andrea_lab.sweep --out book/data/specialization_sweep.json"
+        "python -m andrea_lab.make_sweep --out book/data/specialization_sweep.json"
     assert P.command("python -m andrea_edu.x --out book/data/a.json") == \
         "python -m andrea_edu.x --out book/data/a.json"
     assert P.commit("0123456789abcdef0123-dirty (andrea_edu/x.py)") == \

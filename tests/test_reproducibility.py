@@ -148,9 +148,10 @@ def test_a_data_command_reruns_itself_pinned_when_started_without_the_pins(monke
     assert child["ATEN_CPU_CAPABILITY"] == "avx2" and child["MKL_CBWR"] == "COMPATIBLE"
     monkeypatch.setenv("ANDREA_CPU_ISA", "native")
     assert env.rerun_pinned("andrea_edu.heads.sweep") is None and len(seen) == 1
-    for f in ("sweep", "path_runs"):   # the laboratory's data commands; text_longer re-runs
+    for f in ("make_sweep", "make_realtext_paths"):   # the laboratory's data commands
         assert f'rerun_pinned("andrea_lab.{f}")' in (REPO / "andrea_lab" / f"{f}.py").read_text()
-    assert "TT.pinned_env()" in (REPO / "andrea_lab" / "text_longer.py").read_text()  # (itself)
+    variant = (REPO / "andrea_lab" / "make_realtext_variant.py").read_text()
+    assert "TT.pinned_env()" in variant  # (re-runs itself)
 
 
 @needs_x86
@@ -241,7 +242,7 @@ def test_write_json_atomic_keeps_the_old_file_when_interrupted(tmp_path, monkeyp
 
 def test_every_json_writer_is_atomic():
     """No writer of committed data writes in place (a plain write_text can leave half a file)."""
-    files = ["andrea_lab/bench/writer.py", "andrea_lab/sweep.py",
+    files = ["andrea_lab/bench/writer.py", "andrea_lab/make_sweep.py",
              "andrea_lab/pipeline_timing.py", "andrea_lab/bench/gpucheck.py"]
     for f in files:
         src = (REPO / f).read_text()

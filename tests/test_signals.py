@@ -139,7 +139,7 @@ def _sigterm_self() -> None:
 def test_a_sweep_stopped_by_sigterm_says_how_far_it_got_and_writes_nothing(tmp_path,
                                                                          monkeypatch, capsys):
     from andrea_edu.heads import sweep as W
-    from andrea_lab import sweep as lab_sweep
+    from andrea_lab import make_sweep as lab_sweep
     calls: list = []
 
     def planted_train(settings, progress=True):
@@ -167,7 +167,7 @@ def test_a_parallel_sweep_stopped_by_sigterm_ends_its_workers_at_once(tmp_path, 
     import threading
 
     from andrea_edu.heads import sweep as W
-    from andrea_lab import sweep as lab_sweep
+    from andrea_lab import make_sweep as lab_sweep
     monkeypatch.setenv("_ANDREA_TEST_DIR", str(tmp_path))
     monkeypatch.setattr(W, "_one", _sleeping_run)  # forked workers find it in this module
 
@@ -190,7 +190,7 @@ def test_a_training_stopped_by_sigterm_says_what_was_left_unwritten(flag, tmp_pa
                                                                    capsys):
     from andrea_edu.heads import text_training as TT
     from andrea_edu.heads import training
-    from andrea_lab import text_training as lab_tt
+    from andrea_lab import make_realtext_run as lab_tt
     monkeypatch.setenv("_ANDREA_PINNED", "1")  # no re-exec of this process with the pins
     if flag in ("--out", "text_longer"):  # the real-text trainings: stopped inside train
         monkeypatch.setattr(TT, "train", lambda s, progress=True: _sigterm_self())
@@ -212,7 +212,7 @@ def test_a_training_stopped_by_sigterm_says_what_was_left_unwritten(flag, tmp_pa
     out = tmp_path / "run.json"
     if flag == "text_longer":
         from andrea_edu.heads import text_longer as TL
-        from andrea_lab import text_longer as lab_tl
+        from andrea_lab import make_realtext_variant as lab_tl
         with pytest.raises(SystemExit) as stop:
             lab_tl.main(["--out", str(out)])
         rc, prog = stop.value.code, f"python -m {TL.MODULE}"

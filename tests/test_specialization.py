@@ -12,7 +12,7 @@ from andrea_edu.heads.gradient_pressure import MIN_SOLO, classify, gradient_pres
 from andrea_edu.model import AndreaModel
 from andrea_edu.data import find_data
 from andrea_edu.heads.sweep import DATA_NAME, compare_runs, load_sweep, recheck
-from andrea_lab.sweep import save_sweep
+from andrea_lab.make_sweep import save_sweep
 from andrea_edu.heads.two_places import two_places_table
 
 FAST = S.default_settings(4, fast=True)

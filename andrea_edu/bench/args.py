@@ -2,7 +2,7 @@
 
 Each check returns None when the value is fine, else one line that names the flag and what is
 allowed; `fail` prints that line as argparse does ("prog: error: ...") and returns exit status 2.
-Used by python -m andrea_lab.bench (gpu-check included), andrea_lab.sweep, andrea_lab.pipeline_timing and
+Used by python -m andrea_lab.bench (gpu-check included), andrea_lab.make_sweep, andrea_lab.pipeline_timing and
 .notebook.execute, so that a bad --repeats or an unwritable --out is refused in a second, not
 after the whole suite.
 """

@@ -31,7 +31,12 @@ RENAMED = {"andrea_edu.specialization_sweep": "andrea_edu.heads.sweep",
            "andrea_edu.pipeline.timing": "andrea_lab.pipeline_timing",
            "andrea_edu.heads.text_training": "andrea_lab.text_training",
            "andrea_edu.heads.path_runs": "andrea_lab.path_runs",
-           "andrea_edu.heads.text_longer": "andrea_lab.text_longer"}
+           "andrea_edu.heads.text_longer": "andrea_lab.text_longer",
+           # the laboratory's commands named for what they make (no module name in both packages)
+           "andrea_lab.sweep": "andrea_lab.make_sweep",
+           "andrea_lab.text_training": "andrea_lab.make_realtext_run",
+           "andrea_lab.path_runs": "andrea_lab.make_realtext_paths",
+           "andrea_lab.text_longer": "andrea_lab.make_realtext_variant"}
 _OUT = re.compile(r"(--[\w-]*out)(?:=|\s+)(\S+)")
 
 

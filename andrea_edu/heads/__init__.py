@@ -15,7 +15,7 @@ head").
                        output correlations, the heads' outputs before W_O
     gradient_pressure  do redundant heads receive smaller gradients?
     verdict_words      the verdict words every rating of a claim answers in (the box shows them)
-    sweep              n_head x seeds at a fixed parameter count (made by python -m andrea_lab.sweep)
+    sweep              n_head x seeds at a fixed parameter count (made by python -m andrea_lab.make_sweep)
     chapter_run        the chapter's main run read from the sweep and its committed weights,
                        re-checked live (the book build does not train its 1,500 steps)
     experiments        the chapter's exercises, one knob each: another corpus, a head and its

@@ -12,7 +12,7 @@ ablation) and records the destination head's pattern change and the loss change:
     the previous-token head and L0H5 into the other readers alone: layer 0's MLP,
     layer 1's MLP, the output (`paths.forward_route`; no pattern, tv null)             6 entries
 
-    python -m andrea_lab.path_runs --out book/data/realtext_paths.json
+    python -m andrea_lab.make_realtext_paths --out book/data/realtext_paths.json
 
 The file names the weights it was measured on (their sha256): `load_paths` refuses a file made for
 other weights, in one line.
@@ -99,7 +99,7 @@ def measure(run: Run, corpus: tc.Corpus, weights_sha256: str, entries=None) -> d
                         for j, (lab, ps) in enumerate(entries)] + routes,
             "provenance": bookdata.new_provenance(
                 "path ablations of the committed real-text model (heads.paths)",
-                "python -m andrea_lab.path_runs --out book/data/" + PATHS_FILE,
+                "python -m andrea_lab.make_realtext_paths --out book/data/" + PATHS_FILE,
                 machine=platform.machine(),
                 code_sha256=hashlib.sha256(Path(PA.__file__).read_bytes()).hexdigest()[:16],
                 cpu_seconds=round(time.process_time() - c0, 1),

@@ -4,7 +4,7 @@ Introduced in "Why heads specialize" (seeds) and "Why twelve heads, not one wide
 a fixed d_model and budget). One run takes about 40 s of one CPU core, so the 15 runs of the
 chapters' sweep are computed once by the laboratory's command line and committed:
 
-    python -m andrea_lab.sweep --out book/data/specialization_sweep.json
+    python -m andrea_lab.make_sweep --out book/data/specialization_sweep.json
 
 The file records how it was made (machine, versions, commit, date, settings, command, a hash of
 the code that produced the numbers, the wall and CPU time of every run). A chapter that loads it
@@ -315,7 +315,7 @@ def load_sweep(path=None) -> tuple[dict, dict]:
     if path is None or not path.is_file():
         looked = (where_looked(DATA_NAME) if path is None else f"no sweep file at {path}")
         raise FileNotFoundError(f"{looked}: create it with `python -m "
-                                f"andrea_lab.sweep --out book/data/{DATA_NAME}`")
+                                f"andrea_lab.make_sweep --out book/data/{DATA_NAME}`")
     try:
         data = json.loads(Path(path).read_text(), parse_constant=lambda c: float("nan"))
     except json.JSONDecodeError as e:

@@ -16,7 +16,7 @@ Each run's steps fit CPU_BUDGET on the book's 2-core machine (one torch thread);
 the CPU seconds each took. The evaluations (every `eval_every` steps) and the final ablation change
 no weight.
 
-    python -m andrea_lab.text_longer --variant deep --out book/data/realtext_deep_run.json
+    python -m andrea_lab.make_realtext_variant --variant deep --out book/data/realtext_deep_run.json
 
 re-executes itself with the CPU instruction-set pins of `text_training.CPU_PINS`, trains with one
 torch thread, writes the run JSON and its weights (`<stem>_model.pt`, sha256 in the JSON)
@@ -35,7 +35,7 @@ from . import text_runs as R
 from .run import Run
 from . import text_training as TT
 
-MODULE = "andrea_lab.text_longer"  # the command that trains and writes a variant
+MODULE = "andrea_lab.make_realtext_variant"  # the command that trains and writes a variant
 CPU_BUDGET = 600.0  # seconds of CPU per run (issue 20: "<= 10 minutes CPU for any new training run")
 
 

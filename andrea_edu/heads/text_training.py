@@ -2,7 +2,7 @@
 
 Introduced in the chapter "Heads on real text". The committed run is made by the laboratory,
 
-    python -m andrea_lab.text_training --out book/data/realtext_run.json
+    python -m andrea_lab.make_realtext_run --out book/data/realtext_run.json
 
 which re-executes itself with the CPU instruction-set pins (CPU_PINS: ATen, MKL and oneDNN held to
 AVX2) set before torch is imported, trains `TextSettings()` and writes the run JSON (provenance,
@@ -14,7 +14,7 @@ The live re-check (`recheck_losses`, or `--recheck N`) trains the schedule's fir
 steps again, in a subprocess with the same pins, and compares its training losses with the
 committed ones (stored to 5 decimals): they must agree within RECHECK_TOL.
 
-How the tolerances were measured (python -m andrea_lab.text_training --measure-spread, on an
+How the tolerances were measured (python -m andrea_lab.make_realtext_run --measure-spread, on an
 Intel Xeon with AVX-512, 2 cores; and two full runs):
   * the first 40 steps under each of the 8 combinations of ATEN_CPU_CAPABILITY (unset = AVX512
     there, avx2) x MKL_CBWR (unset, AVX2,STRICT) x ONEDNN_MAX_CPU_ISA (unset, AVX2): losses within
@@ -177,7 +177,7 @@ def provenance(corpus: tc.Corpus) -> dict:
     from ..data import new_provenance
     return new_provenance(
         "a small ANDREA trained on the Python standard library's source, CPU",
-        "python -m andrea_lab.text_training --out book/data/" + RUN_FILE,
+        "python -m andrea_lab.make_realtext_run --out book/data/" + RUN_FILE,
         **cpu_keys(), code_hash=code_hash(), corpus=dict(corpus.provenance))
 
 
@@ -270,7 +270,7 @@ def recheck_record(settings: TextSettings, n_steps: int) -> dict:
 def _recheck_main(argv: list[str] | None = None) -> int:
     """python -m andrea_edu.heads.text_training --recheck N --settings JSON: the subprocess
     `recheck_losses` runs; prints `recheck_record` as one JSON line and writes nothing (making
-    and writing runs is the laboratory's: python -m andrea_lab.text_training)."""
+    and writing runs is the laboratory's: python -m andrea_lab.make_realtext_run)."""
     import argparse
     ap = argparse.ArgumentParser(prog="python -m " + MODULE,
                                  description="The first N training losses of a run, as JSON.")

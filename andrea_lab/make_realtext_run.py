@@ -1,9 +1,9 @@
 """The real-text run, made and committed (andrea_edu.heads.text_training trains, reads and
 re-checks it; see its docstring for the pins and the measured tolerances):
 
-    python -m andrea_lab.text_training --out book/data/realtext_run.json
-    python -m andrea_lab.text_training --toy-out book/data/toy_lab_model.json
-    python -m andrea_lab.text_training --measure-spread | --recheck N | --compare A B
+    python -m andrea_lab.make_realtext_run --out book/data/realtext_run.json
+    python -m andrea_lab.make_realtext_run --toy-out book/data/toy_lab_model.json
+    python -m andrea_lab.make_realtext_run --measure-spread | --recheck N | --compare A B
 
 It re-executes itself with the CPU instruction-set pins (text_training.CPU_PINS) set before
 torch is imported, unless --no-pin.
@@ -27,7 +27,7 @@ from andrea_edu.heads.text_training import CPU_PINS, RECHECK_STEPS, SCORE_TOL
 from andrea_edu.heads.run import SettingsError
 from andrea_lab.run_writers import save_run, save_toy
 
-MODULE = "andrea_lab.text_training"  # for `python -m` (this file may run as __main__)
+MODULE = "andrea_lab.make_realtext_run"  # for `python -m` (this file may run as __main__)
 PROG = "python -m " + MODULE
 
 
@@ -209,7 +209,7 @@ def _stopped(e: KeyboardInterrupt, args, written: list, prog: str = PROG) -> int
 
     from andrea_edu.env import stop_signal
     sig = stop_signal(e)
-    toy = getattr(args, "toy_out", None) is not None  # (text_longer has no --toy-out)
+    toy = getattr(args, "toy_out", None) is not None  # (make_realtext_variant has no --toy-out)
     json_out = args.toy_out if toy else args.out
     outs = [json_out, (toy_weights_path if toy else weights_path)(json_out)]
     done = getattr(e, "steps_done", None)

@@ -1,7 +1,7 @@
 """The longer real-text runs, trained and committed (andrea_edu.heads.text_longer holds the
 variants and reads the committed runs):
 
-    python -m andrea_lab.text_longer --variant deep --out book/data/realtext_deep_run.json
+    python -m andrea_lab.make_realtext_variant --variant deep --out book/data/realtext_deep_run.json
 
 re-executes itself with the CPU instruction-set pins of text_training.CPU_PINS, trains with one
 torch thread, writes the run JSON and its weights as one unit (an existing file is refused
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     if there and not args.replace:
         ap.error(f"--out: {', '.join(map(str, there))} exist(s): committed data is not "
                  f"overwritten; pass --replace, or choose another path")
-    from andrea_lab.text_training import MAX_STEPS
+    from andrea_lab.make_realtext_run import MAX_STEPS
     if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
         ap.error(f"--steps {args.steps}: allowed an integer 1..{MAX_STEPS}")
     if args.steps is not None:  # the settings' own bounds, before a re-exec and a long run
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.steps:
         s = dataclasses.replace(s, steps=args.steps, eval_every=max(1, args.steps // 2))
     from andrea_edu.env import sigterm_interrupts
-    from andrea_lab.text_training import _stopped
+    from andrea_lab.make_realtext_run import _stopped
     written: list = []
     try:
         with sigterm_interrupts():  # SIGTERM as Ctrl-C: one line says what was left unwritten

@@ -1,7 +1,7 @@
 """The toy laboratory's sweep, made and written: n_head x seeds trained on the CPU and
 committed as book/data/specialization_sweep.json (validated before it is written).
 
-    python -m andrea_lab.sweep --out book/data/specialization_sweep.json --replace
+    python -m andrea_lab.make_sweep --out book/data/specialization_sweep.json --replace
 
 The training and the reading are the book's (andrea_edu.heads.sweep: run_sweep, load_sweep,
 validate_sweep, recheck); this module writes.
@@ -34,7 +34,7 @@ def save_sweep(path, prov: dict, runs: dict) -> Path:
 def _parser() -> argparse.ArgumentParser:
     d_model = default_settings(fast=False).d_model
     ap = argparse.ArgumentParser(
-        prog="python -m andrea_lab.sweep",
+        prog="python -m andrea_lab.make_sweep",
         description=book_sweep.__doc__.splitlines()[0] + " The instruction sets of torch's CPU libraries "
         "are pinned to AVX2 (ANDREA_CPU_ISA=native turns that off).")
     ap.add_argument("--out", default=None,
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
     if problem:  # before any training: one line, exit status 2 (argparse's convention)
         return fail(ap.prog, problem)
     base = default_settings(fast=False)
-    command = ("python -m andrea_lab.sweep " + " ".join(argv)).strip()
+    command = ("python -m andrea_lab.make_sweep " + " ".join(argv)).strip()
     from andrea_edu.env import sigterm_interrupts, stop_signal
     path = None
     try:
@@ -111,5 +111,5 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":  # its CPU numbers are committed: pinned, as env.PINNED_ISA says
     from andrea_edu.env import rerun_pinned
-    rc = rerun_pinned("andrea_lab.sweep")  # None: pinned already
+    rc = rerun_pinned("andrea_lab.make_sweep")  # None: pinned already
     sys.exit(main() if rc is None else rc)

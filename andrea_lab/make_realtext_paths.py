@@ -1,7 +1,7 @@
 """The real-text model's path ablations, measured and committed (andrea_edu.heads.path_runs
 measures, reads and re-checks them):
 
-    python -m andrea_lab.path_runs --out book/data/realtext_paths.json
+    python -m andrea_lab.make_realtext_paths --out book/data/realtext_paths.json
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from andrea_lab.run_writers import save_paths
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m andrea_lab.path_runs",
+    ap = argparse.ArgumentParser(prog="python -m andrea_lab.make_realtext_paths",
                                  description=PR.__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--replace", action="store_true", help="overwrite an existing --out")
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":  # its CPU numbers are committed: pinned, as env.PINNED_ISA says
     from andrea_edu.env import rerun_pinned
-    rc = rerun_pinned("andrea_lab.path_runs")  # None: pinned already
+    rc = rerun_pinned("andrea_lab.make_realtext_paths")  # None: pinned already
     if rc is None:
         main()
     raise SystemExit(rc or 0)
