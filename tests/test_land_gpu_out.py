@@ -248,18 +248,24 @@ def test_a_run_cut_before_any_measurement_lands_nothing_without_an_error(suite_o
     assert read_manifest(data) == {}
 
 
-def test_an_h100_file_and_an_h200_file_are_both_read(suite_out, tmp_path):
-    """Issue 41 item 6: where two GPUs' files of one suite exist, load_all_results returns
-    both (load_results, one file, returns the first by name: an H100's before an H200's)."""
-    from andrea_edu.bench.results import load_all_results
+def _two_gpu_layout_files(suite_out, tmp_path):
+    """A sealed data folder holding an H100's and an H200's layout file (synthetic)."""
+    from andrea_lab.store import seal_folder
     data = _data(tmp_path)
     src = json.loads((suite_out / f"bench_layout_{SLUG}.json").read_text())
     for slug in ("test-h100", "test-h200"):
         obj = copy.deepcopy(src)
         obj["provenance"].update(device=f"Synthetic {slug}", device_slug=slug)
         (data / f"bench_layout_{slug}.json").write_text(json.dumps(obj))
-    from andrea_lab.store import seal_folder
     seal_folder(data)
+    return data
+
+
+def test_an_h100_file_and_an_h200_file_are_both_read(suite_out, tmp_path):
+    """Issue 41 item 6: where two GPUs' files of one suite exist, load_all_results returns
+    both (load_results, one file, returns the first by name: an H100's before an H200's)."""
+    from andrea_edu.bench.results import load_all_results
+    data = _two_gpu_layout_files(suite_out, tmp_path)
     both = load_all_results("layout", data_dir_=data)
     assert [r["provenance"]["device_slug"] for r in both] == ["test-h100", "test-h200"]
     assert load_all_results("headdim", data_dir_=data) == []
@@ -269,14 +275,7 @@ def test_the_chapters_load_every_gpu_file_by_kind(suite_out, tmp_path, monkeypat
     """What a chapter calls: load("bench_<suite>_gpus") is every GPU's file ([] or the
     where-looked error when none), load("bench_<suite>", device="gpu") the first one."""
     from andrea_edu import data as D
-    data = _data(tmp_path)
-    src = json.loads((suite_out / f"bench_layout_{SLUG}.json").read_text())
-    for slug in ("test-h100", "test-h200"):
-        obj = copy.deepcopy(src)
-        obj["provenance"].update(device=f"Synthetic {slug}", device_slug=slug)
-        (data / f"bench_layout_{slug}.json").write_text(json.dumps(obj))
-    from andrea_lab.store import seal_folder
-    seal_folder(data)
+    data = _two_gpu_layout_files(suite_out, tmp_path)
     monkeypatch.setenv("ANDREA_DATA_DIR", str(data))
     both = D.load("bench_layout_gpus")
     assert [r["provenance"]["device_slug"] for r in both] == ["test-h100", "test-h200"]
