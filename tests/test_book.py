@@ -502,6 +502,36 @@ def test_every_chapter_ran_in_the_build(built_book):
             f"{d.split('/')[-1]} {t:.1f} s" for d, t in sorted(times.items())))
 
 
+BOX_ROWS, MEASURED_WORDS = 5, 40
+
+
+def test_each_box_is_short_and_its_rows_carry_what_the_cells_measured(built_book):
+    """Issue 38 item 4: a chapter's "Checking the source" box holds at most about four rows
+    (BOX_ROWS), each row's "measured" is what the cells computed, in at most MEASURED_WORDS
+    words; the reasoning is static and lives on the verdicts page (claims.json `reading`, a
+    row's `detail`)."""
+    import json
+
+    problems, boxes = [], 0
+    for docname in toc_notebooks():
+        executed = built_book.html.parent / "jupyter_execute" / f"{docname}.ipynb"
+        if not executed.exists():
+            continue   # test_every_chapter_ran_in_the_build says so
+        for cell in json.loads(executed.read_text(encoding="utf-8"))["cells"]:
+            for out in cell.get("outputs", []):
+                md = "".join(out.get("data", {}).get("text/markdown", ""))
+                if not md.startswith("```{andrea-verdict}"):
+                    continue
+                boxes += 1
+                rows = json.loads(md.split("\n", 2)[1])["rows"]
+                if len(rows) > BOX_ROWS:
+                    problems.append(f"{docname}: a box of {len(rows)} rows")
+                problems += [f"{docname}: {r['claim'][:40]!r} measured in "
+                             f"{len(r['measured'].split())} words"
+                             for r in rows if len(r["measured"].split()) > MEASURED_WORDS]
+    assert boxes >= 10 and not problems, (boxes, problems)
+
+
 @pytest.mark.parametrize("docname", toc_docnames())
 def test_no_machine_residue_on_the_page(docname, built_book):
     """The built page's text has no residue; its executed notebook has no error output (except

@@ -105,6 +105,8 @@ def _file(**change):
     ({"phrasings": ["No information is lost in the dimensions"]}, "already names claim"),
     ({"section": "Reading the pipeline"}, "source's order"),
     ({"colour": "red"}, "unknown fields"),
+    ({"reading": ""}, "reading must be a non-empty string"),
+    ({"reading": 3}, "reading must be a non-empty string"),
     ({"top": {"published": {"quarter": [{"verdict": "holds", "finding": "f"}]}}},
      "published: a key must be one of"),
     ({"top": {"published": {"niche": [{"verdict": "sure", "finding": "f"}]}}},
@@ -338,6 +340,11 @@ def test_the_book_build_lists_each_claim_once_and_fails_on_what_it_cannot_combin
     # one mark, one meaning (issue 38 item 7): a toy's row and a claim only toys checked read ❔,
     # never 🔍 ("not observed here")
     assert f"❔ {verdicts.CANNOT_DECIDE} (the toy: holds): m. the reasoning only this page shows" in page
+    # a claim's static reading (claims.json) shows once, under its evidence, not in a chapter's box
+    reading = next(r.reading for r in C.CLAIMS if r.key == "concat-undoes-split")
+    assert reading and page.count(reading[:40]) == 1   # (Sphinx curls the quotes further on)
+    listed = {"concat-undoes-split", k, "sorted-through-wo", "split-costs-no-parameters"}
+    assert page.count("How to read it:") == sum(1 for r in C.CLAIMS if r.key in listed and r.reading)
     assert f"🔍 {verdicts.CANNOT_DECIDE}" not in page
     assert f"<strong>❔ {verdicts.CANNOT_DECIDE}</strong>" in page
     assert f"❔ 1 {verdicts.CANNOT_DECIDE}" in page and "🔍 0 not observed here" in page

@@ -49,6 +49,8 @@ class Registered:
     section: str               # the source section it belongs to
     trained: bool = False      # a claim about trained transformers: toys cannot decide it
     phrasings: tuple = ()      # claim texts chapters use for it: str, or (str, scale)
+    reading: str = ""          # how to read the evidence (static words: the verdicts page shows
+    #                            them; a chapter's box row carries only what its cells measured)
 
 
 def fold(text: str) -> str:
@@ -99,7 +101,7 @@ def parse(raw: str) -> tuple[tuple[Registered, ...], dict[str, list[tuple[str, s
             raise ValueError(f"{DATA}: claims[{i}].key must be a new lower-case-hyphenated key, "
                              f"got {key!r}")
         keys.add(key)
-        extra = set(c) - {"key", "kind", "text", "section", "trained", "phrasings"}
+        extra = set(c) - {"key", "kind", "text", "section", "trained", "phrasings", "reading"}
         if extra:
             raise ValueError(f"{DATA}: claim {key!r} has unknown fields {sorted(extra)}")
         kind = _one_of(c.get("kind"), KINDS, f"claim {key!r}: kind")
@@ -120,7 +122,8 @@ def parse(raw: str) -> tuple[tuple[Registered, ...], dict[str, list[tuple[str, s
             if texts.setdefault(t, key) != key:
                 raise ValueError(f"{DATA}: claim {key!r}: the text {t!r} already names claim "
                                  f"{texts[t]!r}")
-        claims.append(Registered(key, kind, c["text"], section, trained, phrasings))
+        reading = _text(c["reading"], f"claim {key!r}: reading") if "reading" in c else ""
+        claims.append(Registered(key, kind, c["text"], section, trained, phrasings, reading))
     if not claims:
         raise ValueError(f"{DATA}: claims must hold at least one claim")
     trained_keys = {r.key for r in claims if r.trained}

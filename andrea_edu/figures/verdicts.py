@@ -261,7 +261,7 @@ def group_claims(entries, reconciled: dict | None = None, published: dict | None
     """entries: [{"chapter", "target", "rows": [row dicts]}] in reading order (one per box) ->
     one dict per claim: the registered claims first, in the registry's order (each listed even
     when no chapter checks it), then any unregistered ones in order of appearance. Each:
-    {key, claim, kind, section, evidence: [{chapter, target, claim, measured, detail, verdict,
+    {key, claim, kind, section, reading, evidence: [{chapter, target, claim, measured, detail, verdict,
     decides}], verdict, how, error}. `published` (default claims.PUBLISHED) adds the
     literature's findings as evidence. error: the UnreconciledVerdicts or UnregisteredClaim
     message (verdict is then None), or "no evidence" for a registered claim nobody checks."""
@@ -269,14 +269,14 @@ def group_claims(entries, reconciled: dict | None = None, published: dict | None
     reg_ = REGISTRY if registry is None else Registry(registry)
     claims: dict[str, dict] = {
         r.key: {"key": r.key, "claim": r.text, "kind": r.kind, "section": r.section,
-                "evidence": [], "error": None} for r in reg_.claims}
+                "reading": r.reading, "evidence": [], "error": None} for r in reg_.claims}
     for entry in entries:
         for row in entry["rows"]:
             reg, _ = reg_.find(row)
             k = claim_key(row, reg_)
             c = claims.setdefault(k, {
                 "key": k, "claim": row["claim"], "kind": "unregistered", "section": "",
-                "evidence": [], "error": UnregisteredClaim(
+                "reading": "", "evidence": [], "error": UnregisteredClaim(
                     f"the row {row['claim']!r} ({entry.get('chapter', '')}) names no claim "
                     "of the registry: pass key= or add a phrasing to figures/data/claims.json")
                 if reg is None else None})

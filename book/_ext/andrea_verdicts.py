@@ -153,6 +153,9 @@ def _table(claims, kind: str, uris: dict, node):
                 head_node = nodes.reference("", ev["chapter"], internal=True,
                                             refuri=uris[ev["chapter"], ev["target"]])
             cell += nodes.paragraph("", "", head_node, nodes.Text(_evidence_text(ev, claim)))
+        if claim.get("reading"):   # the static reasoning (claims.json), once per claim
+            cell += nodes.paragraph("", "", nodes.emphasis(text="How to read it: "),
+                                    nodes.Text(claim["reading"]), classes=["andrea-reading"])
         row += cell
         if claim["error"]:
             logger.warning(f"andrea-verdict-list: {claim['error']}"
