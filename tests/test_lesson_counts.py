@@ -75,3 +75,13 @@ def test_the_prose_counter_counts_labels_not_keys_or_refusals(tmp_path):
     assert figure_prose_words(tmp_path) == {"m": 3 + 2}
     # and the key, the refusal's seven and the option
     assert figure_prose_words(tmp_path, prose_only=False) == {"m": 1 + 7 + 3 + 1 + 2}
+
+
+def test_the_figures_prose_stays_within_its_aim():
+    """Issue 38 item 3: prose in andrea_edu/figures/ string literals (labels, captions, alt text,
+    by figure_prose_words' stated method) at most 1,500 words: a figure's words live beside it
+    in Markdown, or in claims.json for the verdicts page."""
+    from lesson_counts import figure_prose_words
+
+    words = figure_prose_words()
+    assert sum(words.values()) <= 1500, sorted(words.items(), key=lambda kv: -kv[1])[:5]

@@ -87,7 +87,7 @@ MMA_LEVELS: tuple[dict[str, Any], ...] = (
                 ("PTX", "wmma.mma.sync.aligned\n.row.col.m16n16k16.f32..."),
                 ("SASS (sm_80/89/90)", "2 x HMMA.16816.F32"))},
     {"name": "raw PTX mma.sync (our v3)", "mnk": (16, 8, 16), "hmma_per_op": 1,
-     "levels": (("CUDA C++", "inline asm: no C++ API\nfor this shape"),
+     "levels": (("CUDA C++", "inline asm\n(no C++ API)"),
                 ("PTX", "mma.sync.aligned\n.m16n8k16.row.col.f32..."),
                 ("SASS (sm_80/89/90)", "1 x HMMA.16816.F32"))},
 )
@@ -435,7 +435,7 @@ def flash_utilization_figure(h_max: int = 256):
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("head_dim")
     ax.set_ylabel("useful share of columns")
-    ax.set_title(f"torch flash: head_dim / kernel width, head_dim 1..{h_max}", fontsize=9)
+    ax.set_title("torch flash: head_dim / kernel width", fontsize=9)
     fig.tight_layout()
     return fig
 

@@ -159,7 +159,7 @@ def flop_share_figure(model, T: int, B: int = 1):
         ax.text(v, i, f" {v:.1f} %", va="center", fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
-    ax.set_xlabel("share of the forward pass's FLOPs (%)")
+    ax.set_xlabel("share of the FLOPs (%)")
     ax.set_title(f"{model.cfg.name}: FLOP share by step at T={T} (B={B}), {tot / 1e9:.1f} GFLOP",
                  fontsize=10)
     fig.tight_layout()

@@ -277,16 +277,16 @@ def fig_paths(d, nh: int, head_ablation, prev_head: int, bracket_writer: int, br
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), gridspec_kw={"width_ratios": [1.1, 1.3, 1]})
     heatmap(axes[0], PR.as_grid(d, nh, "tv"), [f"L1H{h}" for h in range(nh)],
             [f"L0H{h}" for h in range(nh)], cmap="Purples", vmin=0, fmt="{:.2f}", colorbar=False,
-            title="pattern change (TV) of the reader", xlabel="reader", ylabel="writer removed")
+            title="reader's pattern change (TV)", xlabel="reader", ylabel="writer removed")
     ax = axes[1]
     xs = np.arange(nh)
     for j, i in enumerate("qkv"):
         tv = [PR.entry(d, f"L0H{prev_head} -> L1H{b} {i}")["tv"] for b in range(nh)]
         ax.bar(xs + (j - 1) * 0.27, tv, 0.27,
-               label=f"from its {i} only" + (" (a value moves no pattern)" if i == "v" else ""))
+               label=f"from its {i} only")
     ax.set_xticks(xs, [f"L1H{b}" for b in range(nh)])
     ax.set_ylabel("pattern change (TV)")
-    ax.set_title(f"L0H{prev_head} (previous token) removed from one input", fontsize=9)
+    ax.set_title(f"L0H{prev_head} removed from one input", fontsize=9)
     ax.legend(fontsize=7)
     ax = axes[2]
     a, b, col = bracket_writer, bracket_reader, 2  # loss column 2: matching bracket
@@ -301,7 +301,7 @@ def fig_paths(d, nh: int, head_ablation, prev_head: int, bracket_writer: int, br
     ax.set_yticks(range(len(vals)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("bracket-query loss increase (nats)")
-    ax.set_title(f"Paths from L0H{a}: what the bracket pattern loses", fontsize=9)
+    ax.set_title(f"Paths from L0H{a}", fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -324,13 +324,13 @@ def fig_induction(rep, sig, nh: int):
     ax = axes[2]
     ax.bar(range(nh), rep["ablated_second"], color="#d62728")
     ax.set_xticks(range(nh), [f"L{L - 1}H{h}" for h in range(nh)], fontsize=7)
-    ax.set_ylabel("rise of the 2nd copy's loss (nats)")
+    ax.set_ylabel("2nd copy's loss rise (nats)")
     ax.set_title("one last-layer head ablated", fontsize=9)
     m = np.vstack([sig["prefix"], sig["copying"][None, :]])
     heatmap(axes[3], m, [f"L1H{h}" for h in range(nh)],
             [f"L0H{h}" for h in range(nh)] + ["copy"], cmap="RdBu_r", vmin=-1, vmax=1,
             fmt="{:.2f}", colorbar=True,
-            title="eigenvalue positivity: prefix matching (rows L0), copying")
+            title="eigenvalue positivity: prefix matching, copying")
     fig.tight_layout()
     return fig
 
@@ -385,9 +385,9 @@ def fig_variants(items):
 
 
 def show_identifier_readings(ids: dict, tol: float) -> None:
-    names = {"span": "anywhere on the earlier occurrence (the source's reading)",
-             "duplicate": "the same character of the earlier occurrence",
-             "induction": "the character after it (induction; the detector above)"}
+    names = {"span": "anywhere on the earlier occurrence",   # the source's reading
+             "duplicate": "its same character",
+             "induction": "the character after it (induction)"}
     rows = []
     for k in ("span", "duplicate", "induction"):
         s, u, n = ids[k]

@@ -105,7 +105,9 @@ def marked_lines(lines, marks) -> list[tuple[int, str, str]]:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "&#124;")
+    """A Markdown table cell: a pipe escaped as GFM and MyST read it, inside code spans too (an
+    HTML entity would show literally inside a code span)."""
+    return text.replace("|", "\\|")
 
 
 def excerpt(version: str, start: str, marks=(), whole_file: bool = False) -> list:

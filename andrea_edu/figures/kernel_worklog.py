@@ -45,7 +45,7 @@ def ladder_markdown(versions=None) -> str:
     for v in registry.ladder() if versions is None else versions:
         h = version_header(v)
         items.append(f"- **{v}**, `{h['name']}` in `{KERNEL_FILES[v]}`: {h['title']} "
-                     f"Grid: `{_first_sentence(h['grid'])}`. Speed, as the file says: "
+                     f"Grid: `{_first_sentence(h['grid'])}`. Speed (the file's words): "
                      f"{_first_sentence(h['speed'])}.")
     return "\n".join(items)
 
@@ -568,7 +568,7 @@ def model_beside_measured(results, nh: int, dtype, head_dims=HEAD_DIMS) -> list:
                     "MODEL, ms": (round(m["lower"] * 1e3, 3), round(m["upper"] * 1e3, 3)),
                     "largest term": m["bound_by"],
                     "measured / lower edge": round(r["ms"] / (m["lower"] * 1e3), 1)})
-    return out or [f"{device}: no version of this chapter at n_head={nh}"]
+    return out or [f"{device}: nothing measured at n_head={nh}"]
 
 
 # ------------------------------------------------------------------ n_head at a fixed d_model

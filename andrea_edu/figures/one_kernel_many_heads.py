@@ -136,7 +136,7 @@ def occupancy_figure(rows: list[dict]):
             Bs = [r["B"] for r in rs]
             ax.plot(Bs, [r["n_blocks"] for r in rs], marker=marker, color=color,
                     label=f"{version} blocks per launch")
-            ax.axhline(rs[0]["slots"], color=color, ls=":", lw=1,
+            ax.axhline(rs[0]["slots"], color=color, ls=(0, (3, 2)), lw=1.8,
                        label=f"{version}: {rs[0]['slots']} blocks fit at once "
                              f"({rs[0]['slots'] // sms}/SM)")
         ax.axhline(sms, color="black", ls="--", lw=1, label=f"{sms} SMs")

@@ -92,7 +92,7 @@ def fig_projection_timings(sweep: dict, n_head: int, head_dim: int, device_label
     b.set_xticks(nhs)
     b.set_xticklabels([str(n) for n in nhs], fontsize=7)
     b.set_xlabel("n_head (head_dim = d_model / n_head)")
-    b.set_ylabel("time, ms (fastest of the repeats)")
+    b.set_ylabel("fastest time (ms)")
     b.set_ylim(bottom=0)
     b.legend(fontsize=8)
     from andrea_edu.bench.timing import checked_ratio

@@ -84,7 +84,7 @@ def kernel_walkthrough(version: str, key, start: str | None = None, stop: str | 
     else:
         block = f"```cpp\n{body}\n```"
     table = "| line | code | what it does |\n|---|---|---|\n" + "\n".join(
-        f"| {n} | `{text.replace('|', '&#124;')}` | {role} |" for n, text, role in marked)
+        f"| {n} | `{text.replace('|', chr(92) + '|')}` | {role} |" for n, text, role in marked)
     return Markdown(block + "\n\n" + table)
 
 # tab20 reordered: the 10 saturated colours first, then their 10 light partners, so that the

@@ -13,6 +13,7 @@ import torch
 
 from andrea_edu.heads.batch import Batch
 from andrea_edu.heads.corpus import tokens
+from andrea_edu.heads.trained.patterns import found
 from andrea_edu.heads.toy_calls import DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, detect
 from andrea_edu.figures.head_figures import attention_window, head_name, window_keys
 from andrea_edu.figures.viz import PATTERN_COLORS, caption, head_color, heatmap
@@ -66,8 +67,7 @@ def fig_scores(run, threshold: float = DETECT_THRESHOLD):
         heatmap(ax, m, list(PATTERN_NAMES), head_labels(L, nh), vmin=0, vmax=1,
                 cmap="viridis", annotate=True, colorbar=False, title=when)
         ax.tick_params(axis="x", labelrotation=0, labelsize=8)
-    fig.suptitle("Pattern scores: attention probability on the key the pattern designates",
-                 fontsize=10)
+    fig.suptitle("Pattern scores: attention on the pattern's key", fontsize=10)
     chance = ", ".join(f"{k} {v:.3f}" for k, v in run.chance.items())
     caption(fig, f"Detected: score >= {threshold}. Uniform attention would score: {chance}.")
     fig.tight_layout(rect=(0, 0.05, 1, 0.95))
@@ -99,7 +99,7 @@ def fig_grad_norms(run, pressure=None, smooth: int = 25):
                 ax.plot(np.arange(len(y)) + smooth // 2, y, **style)
     ax.set_yscale("log")
     ax.set_xlabel("training step")
-    ax.set_ylabel("gradient norm of the head's parameters\n" + (
+    ax.set_ylabel("head's gradient norm\n" + (
         f"(mean over each probe window, {edges[1] - edges[0]} steps)" if per_window else
         f"(mean of {smooth} steps)"))
     ax.set_title("Per-head gradient norms (solid: layer 0, dashed: layer 1)", fontsize=9)
@@ -113,7 +113,7 @@ def fig_grad_norms(run, pressure=None, smooth: int = 25):
                        marker=mk, s=18, alpha=0.8, label=f"{cls} ({len(rows)})")
         ax.set_yscale("log")
         ax.set_xlabel("probe step")
-        ax.set_ylabel("mean gradient norm until the next probe")
+        ax.set_ylabel("mean gradient norm to next probe")
         ax.set_title(f"Gradient by class (redundant by {pressure.by})", fontsize=9)
         ax.legend(fontsize=7)
     fig.suptitle("Which heads receive the gradient?", fontsize=10)
@@ -203,21 +203,23 @@ def fig_specialists(maps: torch.Tensor, batch: Batch, scores, b: int, start: int
                      color=PATTERN_COLORS[p])
         ax.set_xlabel("key (the token looked at)", fontsize=9)
         ax.set_ylabel("query (the token looking)", fontsize=9)
-    fig.suptitle("One head per pattern, on one example: dark = much attention", fontsize=11)
+    fig.suptitle("One head per pattern (dark: more attention)", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
 
 
 # ---------------------------------------------------------------- the trained model (MiniLM)
 def pattern_rows(results) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) of the patterns table: held-out scores beside their baselines."""
-    header = ["pattern", "head (chosen on half 0 by)", "mass on half 1", "x uniform",
-              "prefers target over rival", "position alone", "random init: best head, mass, prefers",
-              "queries (half 1)"]
+    """(header, rows) of the patterns table: held-out scores beside their baselines, and whether
+    the head counts as found (heads.trained.patterns.found: the thresholds stated there)."""
+    header = ["pattern", "found", "head (chosen on half 0 by)", "mass on half 1", "x uniform",
+              "prefers target", "position alone", "random init: head, mass, prefers",
+              "queries"]
     rows = []
     for r in results:
         pct = (lambda x: "" if x is None else f"{x:.0%}")
-        rows.append([r.pattern, f"{head_name(r.head)} ({r.selected_by})", f"{r.mass:.3f}",
+        rows.append([r.pattern, "yes" if found(r) else "no",
+                     f"{head_name(r.head)} ({r.selected_by})", f"{r.mass:.3f}",
                      f"{r.over_uniform:.1f}", pct(r.prefer), pct(r.position_prefer),
                      f"{head_name(r.random_head)}, {r.random_mass:.3f}"
                      + ("" if r.random_prefer is None else f", {r.random_prefer:.0%}"), str(r.n)])
@@ -239,7 +241,7 @@ def fig_patterns(results):
     ax.set_yticks(y, [r.pattern for r in results], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, 1.12)
-    ax.set_xlabel("mean attention probability on the pattern's key (half 1 of the probes)")
+    ax.set_xlabel("attention on the pattern's key (held-out half)")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
@@ -258,7 +260,7 @@ def fig_trained_ablation(abl: dict, labels: dict):
     ax.axvline(0, color="#333333", lw=0.8)
     ax.set_yticks([0, 1], ["random heads", "pattern heads"])
     ax.set_ylim(-0.6, 1.6)
-    ax.set_xlabel("change of (paraphrase cosine - unrelated cosine) with the head zeroed", fontsize=8)
+    ax.set_xlabel("paraphrase - unrelated cosine, change when zeroed", fontsize=8)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     return fig
@@ -272,8 +274,7 @@ def fig_wo_shares(shares):
                 annotate=False)
     ax.set_xlabel("head")
     ax.set_ylabel("layer")
-    ax.set_title("each head's share of its layer's W_O output (norm of head_h . W_O[h])",
-                 fontsize=9)
+    ax.set_title("share of the layer's W_O output", fontsize=9)
     fig.tight_layout()
     return fig
 
