@@ -110,8 +110,8 @@ def cases() -> list[tuple[str, str, Callable[[Any], Any], list]]:
         ("measures.best_heads", "scores", lambda v: M.best_heads(v), [sc[0], sc[0, 0], None, 3]),
         ("detectors.verdict", "tol", lambda v: D.verdict(0.5, 0.1, v), [NAN, -0.1, "0.01"]),
         ("detectors.verdict", "score", lambda v: D.verdict(v, 0.1, 0.01), ["0.5", None]),
-        ("slider.render_png", "dpi", lambda v: S.render_png(fig, dpi=v), [0, -10, 10.5, "72", NAN]),
-        ("slider.render_png", "plot_fn", lambda v: S.render_png(v), [None, 3]),
+        ("slider", "dpi", lambda v: S.slider(fig, static=True, dpi=v, a=[1]), [0, -10, 10.5, "72", NAN]),
+        ("slider", "plot_fn", lambda v: S.slider(v, static=True, a=[1]), [None, 3]),
         # issue 42: deep tracebacks and silent acceptances found by a hostile probe
         ("param_counts", "cfg", lambda v: C.param_counts(v), ["ANDREA-120M", None, 3]),
         ("AndreaModel", "device", lambda v: AndreaModel(tiny, device=v), ["gpu", "tpu", 3]),

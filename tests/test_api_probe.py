@@ -72,7 +72,7 @@ def test_head_detectors_refuse_scores_outside_0_1(bad):
 def test_the_slider_refuses_a_dpi_that_is_not_an_int_in_range(bad):
     from andrea_edu.notebook import slider as S
     with pytest.raises(ValueError, match="dpi"):
-        S.render_png(lambda: None, dpi=bad)
+        S.slider(lambda: None, static=True, dpi=bad, a=[1])
 
 
 @PROBE

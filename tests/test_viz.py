@@ -224,8 +224,9 @@ def test_live_mode_returns_widgets_that_redraw(monkeypatch):
 
 
 def test_live_background_draws_ahead_and_the_last_move_wins():
-    """The drawing thread: neighbours drawn ahead of the reader, figures pyplot never sees, and
-    quick moves that show only the last position."""
+    """The drawing thread: quick moves while it is busy show only the last position, which is
+    drawn next (before any neighbour); figures pyplot never sees; invalid positions show their
+    message without a draw."""
     import threading
 
     from andrea_edu.notebook import live
@@ -242,23 +243,53 @@ def test_live_background_draws_ahead_and_the_last_move_wins():
 
     before = set(plt.get_fignums())
     box = live_widget(slow_plot, valid=only_small, n_head=N_HEAD, head_dim=HEAD_DIM,
-                      background=True, default={"n_head": 1, "head_dim": 8})
+                      default={"n_head": 1, "head_dim": 8})
     assert calls[0][2] == threading.current_thread().name  # the first view: the cell's thread
     assert busy.wait(10)  # the thread is now drawing a neighbour (held by the gate)
+    assert calls[1][:2] == (2, 8)  # one step away from (1, 8), on the first slider
     for n in (2, 4, 1, 4):  # quick moves while it is busy
         box.sliders["n_head"].value = n
     gate.set()
     assert box.wait(10) and box.current["kw"] == {"n_head": 4, "head_dim": 8}
-    assert live.RENDERER.wait_idle(20)
-    # Every position is kept (the invalid ones as their message), each drawn once, off-thread.
-    assert set(box.live.frames) == {(i, j) for i in range(3) for j in range(2)}
+    assert box.current["source"] == "drawn"
+    assert live.wait_idle(20)
     drawn = [(n, d) for n, d, _ in calls]
-    assert len(drawn) == len(set(drawn)) == 5  # the 5 valid positions, each drawn once
-    assert drawn[2] == (4, 8)  # after the busy draw: the last move, not n_head=2 before it
+    assert drawn == [(1, 8), (2, 8), (4, 8)]  # the last move next; n_head=1 was kept
     assert {t for _, _, t in calls[1:]} == {"andrea-slider-render"}
     assert set(plt.get_fignums()) == before  # pyplot never held a figure of the thread
     assert box.live.frames[(2, 1)].message.startswith("n_head*head_dim=64")
-    assert isinstance(live.RENDERER, live.Renderer)
+    assert box.live.frames[(2, 1)].png is None
+    box.close()
+
+
+def test_live_draws_one_step_ahead_of_where_the_slider_stands():
+    from andrea_edu.notebook import live
+    from andrea_edu.notebook.slider import live_widget
+
+    box = live_widget(plot_bars, n_head=[1, 2, 3, 4, 5], head_dim=[8])
+    assert live.wait_idle(20)
+    assert set(box.live.frames) == {(1, 0), (2, 0), (3, 0)}  # start 3: itself, 2 and 4
+    box.sliders["n_head"].value = 4  # drawn ahead: shown at once, its own neighbour drawn
+    assert box.wait(10) and box.current["source"] == "ready"
+    assert "kept, drawn in" in box.timing.value
+    assert live.wait_idle(20)
+    assert set(box.live.frames) == {(1, 0), (2, 0), (3, 0), (4, 0)}
+    box.close()
+
+
+def test_a_plot_that_raises_on_the_drawing_thread_shows_its_error():
+    from andrea_edu.notebook.slider import live_widget
+
+    def plot(n_head):
+        if n_head == 3:
+            raise ValueError("no three")
+        return plot_bars(n_head)
+
+    box = live_widget(plot, n_head=[1, 2, 3, 4, 5, 6], default={"n_head": 1})
+    box.sliders["n_head"].value = 3
+    assert box.wait(10) and box.current["message"] == "plot_fn raised ValueError: no three"
+    box.sliders["n_head"].value = 4  # the thread goes on
+    assert box.wait(10) and box.current["png"] is not None
     box.close()
 
 
@@ -340,39 +371,6 @@ def test_show_source_reads_the_library_and_refuses_what_has_no_source():
         viz.show_source()
 
 
-def test_live_background_waits_for_cells_beyond_one_step():
-    """While a cell runs the thread draws only the positions one step away; the rest after."""
-    from andrea_edu.notebook import live
-    from andrea_edu.notebook.slider import live_widget
-
-    renderer = live.RENDERER
-    renderer.cell_running = True
-    try:
-        box = live_widget(plot_bars, background=True, n_head=[1, 2, 3, 4, 5], head_dim=[8])
-        assert renderer.wait_idle(20)  # all it may draw while a cell runs, then asleep
-        assert set(box.live.frames) == {(1, 0), (2, 0), (3, 0)}  # start 3: itself, 2 and 4
-    finally:
-        renderer._cell_finished()
-    assert renderer.wait_idle(20)  # the grace period over, the rest drawn
-    assert len(box.live.frames) == 5
-    box.close()
-
-
-def test_live_draws_ahead_in_the_direction_of_the_last_move():
-    from andrea_edu.notebook import live
-
-    def lf_at(came_from):  # positions 4, 5, 6 of 0..8 drawn; the reader moved to 5
-        lf = live.LiveFigure(lambda key, how: None, lambda *a: None, (9,), background=True)
-        lf.frames = {(k,): live.Frame(b"", None, 1.0, "drawn") for k in (4, 5, 6)}
-        lf.wanted = (came_from,)
-        lf.move((5,))
-        return lf
-
-    # 3 and 7 are both two steps away: the one ahead of the move comes first.
-    assert lf_at(4).todo() == (3, (7,), "ahead")
-    assert lf_at(6).todo() == (3, (3,), "ahead")
-
-
 def test_mathtext_parses_take_turns_across_threads():
     """A live slider draws on a background thread while the reader's cells draw on the main
     one; matplotlib's mathtext parser is one shared object, so parses must take turns."""
@@ -382,7 +380,7 @@ def test_mathtext_parses_take_turns_across_threads():
 
     from andrea_edu.notebook import live
 
-    live._install_figure_hook()
+    live._patch_matplotlib()
     parser, done = MathTextParser("path"), threading.Event()
     with live._mathtext_lock:  # as if the other thread were parsing now
         def parse_then_signal() -> None:

@@ -1,22 +1,36 @@
 """One plotting function, two front ends: live ipywidgets sliders and a static HTML slider.
 
 Introduced in the book's first chapter that has a figure; every chapter imports it from here
-(``from andrea_edu.notebook.slider import slider``). A caller writes one ``plot_fn(**kw) -> matplotlib Figure`` and passes
-the values each parameter may take::
+(``from andrea_edu.notebook.slider import slider``). A caller writes one
+``plot_fn(**kw) -> matplotlib Figure`` and passes the values each parameter may take::
 
     slider(plot_fn, n_head=[1, 2, 4, 8, 12], head_dim=[16, 32, 64])
 
 - live (a running kernel, not a book build): one ``SelectionSlider`` per parameter and the
   figure as an ``<img>`` with alt text and a caption (an ipywidgets HTML widget). Each position's
-  PNG is kept, moves are drawn on a background thread (the last move wins), and idle time draws
-  the neighbouring positions ahead: ``andrea_edu.notebook.live``. The box says how long an update
-  took on the reader's machine.
+  PNG is kept, moves are drawn on a background thread (the last move wins), and the positions one
+  step away are drawn ahead: ``andrea_edu.notebook.live``. The box says how long an update took
+  on the reader's machine.
 - static (``static=True``, or ``ANDREA_BOOK_BUILD=1``): every valid combination is rendered now
   to a PNG and embedded in one self-contained HTML block (range inputs + a few lines of vanilla
   JavaScript that swap the image). It needs no kernel, no CDN and no network.
 
-``valid(**kw)`` may return False, or a string saying why a combination is impossible (e.g.
-"n_head * head_dim must be 768"); that message is shown instead of a figure.
+Arguments of ``slider(plot_fn, *, static=None, alt="", title=None, valid=None, default=None,
+dpi=None, **params)``:
+
+- plot_fn: ``plot_fn(**kw)`` returns a matplotlib Figure, drawn on a canvas that pyplot never
+  holds (``live.draw_png``): use the figure it makes (``fig, ax = plt.subplots()``), not
+  ``plt.gca()``.
+- static: True for the static slider (an ``IPython.display.HTML``), False for the live one (an
+  ipywidgets ``VBox``); None means static exactly when the book is being built.
+- alt: the figure's alt text (a string, or ``alt(**kw) -> str``); the values are appended.
+- title: shown above the sliders.
+- valid: ``valid(**kw)`` may return False, or a string saying why a combination is impossible
+  (e.g. "n_head * head_dim must be 768"); that message is shown instead of a figure.
+- default: ``{name: value}`` initial values (else the middle value of each list).
+- dpi: resolution of the PNGs, an int in 1..MAX_DPI; default ``DPI`` (90) for static frames,
+  ``live.LIVE_DPI`` (72) for live figures, which are drawn while the reader waits.
+- params: ``name=[values...]``, one slider each.
 
 The returned object shows itself when it is a cell's last expression; elsewhere (a loop, two
 sliders in one cell) pass it to ``IPython.display.display``. In fast mode pass shorter lists
@@ -40,71 +54,58 @@ from andrea_edu.env import book_build
 from andrea_edu.notebook import live
 
 DPI = 90  # static frames: sharp enough on a laptop screen
+MAX_DPI = 600  # beyond print quality: a slip (dpi=9000) would allocate gigabytes per frame
+PALETTE = 256  # static frames are stored as 256-colour PNGs: ~3x smaller pages, ~10 ms/frame
 # The width (CSS px) of the built book's content column in a 1280-px-wide window, where a reader
 # found the headline slider's frames shown at about 680 px (issue 39). A static frame is shown
 # at most 100 % of the column's width (max-width): one at least CONTENT_PX / DPI inches wide spans
 # the column, and its text reads at displayed_pt(fontsize, width) there.
 CONTENT_PX = 680
+_counter = itertools.count()  # several sliders per page need distinct DOM ids
 
 
 def displayed_pt(fontsize: float, fig_width_in: float, content_px: int = CONTENT_PX) -> float:
     """The size (pt, 96 CSS px per inch) at which text of `fontsize` pt in a figure
     `fig_width_in` inches wide reads when the figure is shown `content_px` CSS px wide."""
     return fontsize * content_px / (fig_width_in * 96)
-MAX_DPI = 600  # beyond print quality: a slip (dpi=9000) would allocate gigabytes per frame
 
 
-def check_dpi(dpi) -> int:
-    """dpi when it is an int in 1..MAX_DPI; else one line naming dpi and what is allowed."""
+def _checked(plot_fn, valid, dpi, params: dict, default=None) -> tuple[dict, dict]:
+    """The slider's arguments checked (a bad one raises one line naming it): ``{name: tuple of
+    values}`` and the starting value of each, ``default[name]`` or else the middle value."""
+    if not callable(plot_fn):
+        raise TypeError(f"plot_fn must be callable (a function returning a matplotlib Figure), "
+                        f"got {type(plot_fn).__name__}")
+    if valid is not None and not callable(valid):
+        raise TypeError(f"valid must be callable or None, got {type(valid).__name__}")
     if isinstance(dpi, bool) or not isinstance(dpi, int) or not 1 <= dpi <= MAX_DPI:
         raise ValueError(f"dpi={dpi!r} is not allowed; an integer in 1..{MAX_DPI}")
-    return dpi
-PALETTE = 256  # static frames are stored as 256-colour PNGs: ~3x smaller pages, ~10 ms/frame
-_counter = itertools.count()  # several sliders per page need distinct DOM ids
-
-
-def _check_params(params: dict) -> dict:
-    """Validate ``{name: list of values}`` and return it with tuple values."""
     if not params:
         raise ValueError("slider needs at least one parameter, e.g. n_head=[1, 2, 4]; got none")
-    out = {}
+    default = dict(default or {})
+    if set(default) - set(params):
+        raise ValueError(f"default names {sorted(set(default) - set(params))} that are not "
+                         f"slider parameters; parameters are {list(params)}")
+    out, start = {}, {}
     for name, values in params.items():
         if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
             raise TypeError(f"slider parameter {name!r} must be a list of values, "
                             f"got {type(values).__name__} {values!r}")
-        values = tuple(values)
+        values = out[name] = tuple(values)
         if not values:
             raise ValueError(f"slider parameter {name!r} has no values; give at least one")
         if len(set(map(repr, values))) != len(values):
             raise ValueError(f"slider parameter {name!r} has repeated values: {list(values)}")
-        out[name] = values
-    return out
+        if name in default and default[name] not in values:
+            raise ValueError(f"default {name}={default[name]!r} is not one of the allowed "
+                             f"values {list(values)}")
+        start[name] = default[name] if name in default else values[(len(values) - 1) // 2]
+    return out, start
 
 
-def _check_default(params: dict, default) -> dict:
-    """Initial value per parameter: ``default[name]`` if given, else the middle value."""
-    default = dict(default or {})
-    unknown = set(default) - set(params)
-    if unknown:
-        raise ValueError(f"default names {sorted(unknown)} that are not slider parameters; "
-                         f"parameters are {list(params)}")
-    start = {}
-    for name, values in params.items():
-        if name in default:
-            if default[name] not in values:
-                raise ValueError(f"default {name}={default[name]!r} is not one of the allowed "
-                                 f"values {list(values)}")
-            start[name] = default[name]
-        else:
-            start[name] = values[(len(values) - 1) // 2]
-    return start
-
-
-def _verdict(valid, kw: dict):
+def _verdict(valid, kw: dict) -> str | None:
     """None when the combination is valid, else the message to show instead of a figure."""
-    if valid is None:
-        return None
-    ok = valid(**kw)
+    ok = True if valid is None else valid(**kw)
     if isinstance(ok, str):
         return ok or "This combination is not valid."
     return None if ok else "This combination is not valid."
@@ -115,69 +116,33 @@ def _label(kw: dict) -> str:
 
 
 def _alt_text(alt, kw: dict) -> str:
-    base = alt(**kw) if callable(alt) else (alt or "figure")
-    return f"{base} ({_label(kw)})"
+    return f"{alt(**kw) if callable(alt) else (alt or 'figure')} ({_label(kw)})"
 
 
-def render_png(plot_fn, dpi: int = DPI, **kw) -> bytes:
-    """Call ``plot_fn(**kw)``, draw the Figure to PNG bytes and close it; dpi an int in
-    1..MAX_DPI."""
-    import matplotlib.pyplot as plt
-    from matplotlib.figure import Figure
-
-    check_dpi(dpi)
-    if not callable(plot_fn):
-        raise TypeError(f"plot_fn must be a function returning a matplotlib Figure, got "
-                        f"{type(plot_fn).__name__}")
-
-    fig = plot_fn(**kw)
-    if not isinstance(fig, Figure):
-        raise TypeError(f"plot_fn must return a matplotlib Figure; with {_label(kw)} it "
-                        f"returned {type(fig).__name__}")
-    try:
-        buf = io.BytesIO()
-        # No "Software" metadata: identical figures give identical bytes (and share one frame).
-        fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
-        return buf.getvalue()
-    finally:
-        plt.close(fig)
+def _combinations(params: dict):
+    """(indices, {name: value}) of every combination, the last parameter varying fastest."""
+    for idx in itertools.product(*(range(len(v)) for v in params.values())):
+        yield idx, {n: params[n][i] for n, i in zip(params, idx)}
 
 
-def _palette_png(png: bytes, colors: int | None = None) -> bytes:
-    """Re-encode a PNG with an adaptive palette (no dithering, so flat areas stay flat).
-
-    colors: palette size, default ``PALETTE`` (read at call time); 0 keeps the PNG as drawn.
-    """
-    colors = PALETTE if colors is None else colors
-    if not colors:
-        return png
+def _palette_png(png: bytes) -> bytes:
+    """The PNG with an adaptive palette of PALETTE colours (no dithering, so flat areas stay
+    flat) when that is smaller."""
     from PIL import Image
 
-    img = Image.open(io.BytesIO(png)).convert("RGB")
-    img = img.quantize(colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    img = Image.open(io.BytesIO(png)).convert("RGB").quantize(
+        colors=PALETTE, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
     buf = io.BytesIO()
     img.save(buf, format="PNG", optimize=True)
     return buf.getvalue() if len(buf.getvalue()) < len(png) else png
 
 
-def _combinations(params: dict):
-    names = list(params)
-    for idx in itertools.product(*(range(len(v)) for v in params.values())):
-        yield idx, {n: params[n][i] for n, i in zip(names, idx)}
-
-
 def static_frames(plot_fn, *, valid=None, dpi: int = DPI, **params) -> dict:
-    """Render every valid combination: ``{tuple of values (in parameter order): PNG bytes}``.
-
-    These are the frames a static slider embeds (palette PNGs). Invalid combinations
-    (``valid`` returns False or a message) are left out.
-    """
-    params = _check_params(params)
-    frames = {}
-    for _, kw in _combinations(params):
-        if _verdict(valid, kw) is None:
-            frames[tuple(kw.values())] = _palette_png(render_png(plot_fn, dpi=dpi, **kw))
-    return frames
+    """Render every valid combination: ``{tuple of values (in parameter order): PNG bytes}``,
+    the palette PNGs a static slider embeds; invalid combinations are left out."""
+    params, _ = _checked(plot_fn, valid, dpi, params)
+    return {tuple(kw.values()): _palette_png(live.draw_png(plot_fn, kw, dpi, facecolor=None))
+            for _, kw in _combinations(params) if _verdict(valid, kw) is None}
 
 
 def measure_update(plot_fn, *, repeats: int = 5, dpi: int = live.LIVE_DPI, **kw) -> float:
@@ -233,8 +198,7 @@ _CSS = (".andrea-slider{margin:0.5em 0 1em 0}.andrea-slider [hidden]{display:non
 def static_html(plot_fn, *, alt="", title=None, valid=None, default=None, dpi: int = DPI,
                 **params) -> str:
     """The self-contained HTML of a static slider (what ``slider(..., static=True)`` shows)."""
-    params = _check_params(params)
-    start = _check_default(params, default)
+    params, start = _checked(plot_fn, valid, dpi, params, default)
     images: list[str] = []
     seen: dict[str, int] = {}
     frames: dict[str, dict[str, Any]] = {}
@@ -246,7 +210,7 @@ def static_html(plot_fn, *, alt="", title=None, valid=None, default=None, dpi: i
             frames[key] = {"msg": f"{_label(kw)}: {why}"}
             continue
         t0 = time.perf_counter()
-        png = render_png(plot_fn, dpi=dpi, **kw)
+        png = live.draw_png(plot_fn, kw, dpi, facecolor=None)
         draw_s.append(time.perf_counter() - t0)  # what one live update costs (compute + draw)
         png = _palette_png(png)
         digest = hashlib.sha1(png).hexdigest()
@@ -266,159 +230,94 @@ def static_html(plot_fn, *, alt="", title=None, valid=None, default=None, dpi: i
     first = frames[",".join(str(params[n].index(start[n])) for n in params)]
     rows = []
     for n, vals in params.items():
-        i = vals.index(start[n])
+        i, e = vals.index(start[n]), html.escape(n)
         rows.append(
-            f'<div class="andrea-slider-row"><label for="{uid}-{html.escape(n)}">{html.escape(n)}'
-            f'</label><input type="range" class="andrea-slider-input" id="{uid}-{html.escape(n)}"'
-            f' data-param="{html.escape(n)}" min="0" max="{len(vals) - 1}" step="1" value="{i}"'
-            f' aria-label="{html.escape(n)}" aria-valuetext="{html.escape(str(vals[i]))}">'
-            f'<output data-param="{html.escape(n)}">{html.escape(str(vals[i]))}</output></div>')
+            f'<div class="andrea-slider-row"><label for="{uid}-{e}">{e}</label><input '
+            f'type="range" class="andrea-slider-input" id="{uid}-{e}" data-param="{e}" min="0" '
+            f'max="{len(vals) - 1}" step="1" value="{i}" aria-label="{e}" '
+            f'aria-valuetext="{html.escape(str(vals[i]))}"><output data-param="{e}">'
+            f'{html.escape(str(vals[i]))}</output></div>')
     if "img" in first:
         img = (f'<img class="andrea-slider-img" src="{images[first["img"]]}" '
-               f'alt="{html.escape(first["alt"])}">')
-        msg = '<div class="andrea-slider-msg" hidden></div>'
+               f'alt="{html.escape(first["alt"])}"><div class="andrea-slider-msg" hidden></div>')
     else:
-        img = '<img class="andrea-slider-img" alt="" hidden>'
-        msg = f'<div class="andrea-slider-msg">{html.escape(first["msg"])}</div>'
+        img = (f'<img class="andrea-slider-img" alt="" hidden>'
+               f'<div class="andrea-slider-msg">{html.escape(first["msg"])}</div>')
     head = f'<div class="andrea-slider-title">{html.escape(title)}</div>' if title else ""
     return (f'<div class="andrea-slider" id="{uid}" data-params="{html.escape(",".join(params))}"'
             f' data-frames="{len(images)}" data-combinations="{len(frames)}"'
             f' data-frame-ms="{statistics.median(draw_s) * 1e3:.0f}">'
-            f'<style>{_CSS}</style>{head}{"".join(rows)}{img}{msg}'
+            f'<style>{_CSS}</style>{head}{"".join(rows)}{img}'
             f'<script type="application/json" id="{uid}-data">{blob}</script>'
             f'<script>{_JS % {"id": uid}}</script></div>')
 
 
-def _live_html(kw: dict, frame, alt_text: str, source: str) -> str:
-    """The figure part of a live slider: the PNG with its alt text and a visible caption, or the
-    message shown instead. ``data-andrea-key`` names the position (the benchmark and the tests
-    watch it); ``data-andrea-source`` says whether the frame was ready or drawn for this move."""
-    key = html.escape(_label(kw))
-    if frame.png is None:
-        return (f'<div class="andrea-live-msg" role="status" data-andrea-key="{key}" '
-                f'data-andrea-source="{source}" style="padding:1em;border:1px dashed #999">'
-                f'<b>{key}</b>: {html.escape(frame.message)}</div>')
-    src = "data:image/png;base64," + base64.b64encode(frame.png).decode("ascii")
-    # The caption repeats the alt text for sighted readers; aria-hidden so that a screen reader
-    # reads the description once (from alt).
-    return (f'<figure class="andrea-live-figure" data-andrea-key="{key}" '
-            f'data-andrea-source="{source}" style="margin:0.3em 0">'
-            f'<img src="{src}" alt="{html.escape(alt_text)}" style="max-width:100%;height:auto">'
-            f'<figcaption class="andrea-live-caption" aria-hidden="true" style="font-size:0.85em;'
-            f'color:var(--jp-ui-font-color2,#555)">{html.escape(alt_text)}</figcaption></figure>')
-
-
 def live_widget(plot_fn, *, alt="", title=None, valid=None, default=None,
-                dpi: int = live.LIVE_DPI, background=None, **params):
-    """ipywidgets front end: one SelectionSlider per parameter, the figure (an HTML widget with
-    an <img alt=...> and a caption), and how long the update took.
-
-    Frames are kept per position and drawn on a background thread (``andrea_edu.notebook.live``):
-    a position seen before shows at once; quick successive moves draw only the last one; idle
-    time draws the neighbours of where each slider stands. background: None (default) means
-    "inside a running IPython kernel"; False draws on the observer's thread (plain Python).
-    The box's ``current`` is what is on screen; ``wait()`` blocks until the last move shows.
-    """
+                dpi: int = live.LIVE_DPI, **params):
+    """ipywidgets front end: one SelectionSlider per parameter, how long the update took, and
+    the figure (an HTML widget: the PNG with alt text and a caption, or the message shown
+    instead), its frames kept and drawn by ``live.LiveFigure``. The box's ``current`` is what
+    is on screen; ``wait()`` blocks until the last move shows (tests)."""
     import ipywidgets as widgets
 
-    params = _check_params(params)
-    start = _check_default(params, default)
-    names = list(params)
-    if background is None:
-        background = _in_kernel()
+    params, start = _checked(plot_fn, valid, dpi, params, default)
+    kws = dict(_combinations(params))  # {value indices: {name: value}}
     sliders = {n: widgets.SelectionSlider(options=list(vals), value=start[n], description=n,
                                           continuous_update=False,
                                           style={"description_width": "initial"})
                for n, vals in params.items()}
-    figure = widgets.HTML()
-    timing = widgets.HTML()
+    figure, timing = widgets.HTML(), widgets.HTML()
 
-    def kw_of(key):
-        return {n: params[n][i] for n, i in zip(names, key)}
-
-    def make(key, how):
-        kw = kw_of(key)
-        why = _verdict(valid, kw)  # the drawing thread may reach a position nobody moved to
-        if why is not None:
-            return live.Frame(None, why, 0.0, "message")
+    def make(key):
         t0 = time.perf_counter()
-        png = live.draw_png(plot_fn, kw, dpi=dpi)
-        return live.Frame(png, None, (time.perf_counter() - t0) * 1e3, how)
+        png = live.draw_png(plot_fn, kws[key], dpi)
+        return live.Frame(png, None, (time.perf_counter() - t0) * 1e3)
 
     def show(key, frame, source, asked_at):
-        kw = kw_of(key)
-        alt_text = _alt_text(alt, kw)
-        figure.value = _live_html(kw, frame, alt_text, source)
-        ms = (time.perf_counter() - asked_at) * 1e3
-        if frame.png is None:
-            timing.value = ""
-        elif source == "ready":
-            made = "in the background" if frame.how == "ahead" else "earlier"
-            timing.value = (f"<small>updated in {ms:.0f} ms (figure drawn {made} in "
-                            f"{frame.draw_ms:.0f} ms, this machine)</small>")
-        else:
-            timing.value = (f"<small>updated in {ms:.0f} ms (compute + draw "
-                            f"{frame.draw_ms:.0f} ms, this machine)</small>")
-        box.update_ms = ms
-        box.current = {"kw": kw, "png": frame.png, "message": frame.message,
+        # data-andrea-key names the position, data-andrea-source says whether its frame was ready
+        # or drawn for this move (the live benchmark reads both); the caption repeats the alt
+        # text for sighted readers, aria-hidden so that a screen reader reads it once.
+        alt_text, at = _alt_text(alt, kws[key]), html.escape(_label(kws[key]))
+        tag = f'data-andrea-key="{at}" data-andrea-source="{source}"'
+        box.update_ms = ms = (time.perf_counter() - asked_at) * 1e3
+        box.current = {"kw": kws[key], "png": frame.png, "message": frame.message,
                        "alt": alt_text, "source": source}  # what is shown (tests read it)
+        if frame.png is None:
+            figure.value = (f'<div class="andrea-live-msg" role="status" {tag} style="padding:'
+                            f'1em;border:1px dashed #999"><b>{at}</b>: '
+                            f'{html.escape(frame.message)}</div>')
+            timing.value = ""
+            return
+        src = "data:image/png;base64," + base64.b64encode(frame.png).decode("ascii")
+        figure.value = (
+            f'<figure class="andrea-live-figure" {tag} style="margin:0.3em 0"><img src="{src}" '
+            f'alt="{html.escape(alt_text)}" style="max-width:100%;height:auto"><figcaption '
+            f'class="andrea-live-caption" aria-hidden="true" style="font-size:0.85em;color:'
+            f'var(--jp-ui-font-color2,#555)">{html.escape(alt_text)}</figcaption></figure>')
+        timing.value = (f"<small>updated in {ms:.0f} ms ({'kept, ' if source == 'ready' else ''}"
+                        f"drawn in {frame.draw_ms:.0f} ms, this machine)</small>")
 
-    state = live.LiveFigure(make, show, tuple(len(v) for v in params.values()),
-                            background=background)
-
-    def on_move(_change=None):
-        key = tuple(params[n].index(sliders[n].value) for n in names)
-        state.move(key, _verdict(valid, kw_of(key)))
-
-    children = ([widgets.HTML(f"<b>{html.escape(title)}</b>")] if title else [])
-    box = widgets.VBox(children + list(sliders.values()) + [timing, figure])
+    messages = {k: live.Frame(None, why, 0.0) for k, kw in kws.items()
+                if (why := _verdict(valid, kw)) is not None}
+    state = live.LiveFigure(make, show, tuple(map(len, params.values())), messages)
+    title_row = [widgets.HTML(f"<b>{html.escape(title)}</b>")] if title else []
+    box = widgets.VBox(title_row + list(sliders.values()) + [timing, figure])
     box.add_class("andrea-slider-live")
-    box.sliders, box.figure, box.timing, box.live = sliders, figure, timing, state
-    box.wait = state.wait
-    key0 = tuple(params[n].index(start[n]) for n in names)
-    why = _verdict(valid, kw_of(key0))
-    if why is None:
-        state.first(key0)
-    else:
-        state.move(key0, why)
-        if background:
-            live.RENDERER.add(state)
+    box.sliders, box.figure, box.timing, box.live, box.wait = (sliders, figure, timing, state,
+                                                                state.wait)
+    state.move(tuple(params[n].index(start[n]) for n in params), here=True)
     for s in sliders.values():
-        s.observe(on_move, names="value")
+        s.observe(lambda _: state.move(tuple(params[n].index(sliders[n].value) for n in params)),
+                  names="value")
     return box
-
-
-def _in_kernel() -> bool:
-    """True inside a running IPython kernel (JupyterLab, Colab, nbclient)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    ip = get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
 
 
 def slider(plot_fn, *, static=None, alt="", title=None, valid=None, default=None,
            dpi: int | None = None, **params):
-    """A figure with one slider per parameter; see the module docstring.
-
-    plot_fn: ``plot_fn(**kw)`` returns a matplotlib Figure (closed here after drawing).
-    static: True for the self-contained HTML slider, False for ipywidgets; None (default)
-        means static exactly when the book is being built (``ANDREA_BOOK_BUILD=1``).
-    alt: alt text of the figure (a string, or ``alt(**kw) -> str``); the values are appended.
-    title: shown above the sliders. valid: ``valid(**kw) -> bool | str`` filters combinations.
-    default: ``{name: value}`` initial values (else the middle value of each list).
-    dpi: resolution of the PNGs; default ``DPI`` (90) for static frames, ``live.LIVE_DPI`` (72)
-        for live figures, which are drawn while the reader waits.
-    params: ``name=[values...]``, one slider each.
-    Returns an ``IPython.display.HTML`` (static) or an ipywidgets ``VBox`` (live).
-    """
-    if not callable(plot_fn):
-        raise TypeError(f"plot_fn must be callable, got {type(plot_fn).__name__}")
-    if valid is not None and not callable(valid):
-        raise TypeError(f"valid must be callable or None, got {type(valid).__name__}")
-    use_static = book_build() if static is None else bool(static)
-    if use_static:
+    """A figure with one slider per parameter: the arguments are described in the module
+    docstring. Static (``IPython.display.HTML``) when ``static``, or when it is None and the
+    book is being built (``ANDREA_BOOK_BUILD=1``); else live (an ipywidgets ``VBox``)."""
+    if book_build() if static is None else static:
         from IPython.display import HTML
         return HTML(static_html(plot_fn, alt=alt, title=title, valid=valid, default=default,
                                 dpi=DPI if dpi is None else dpi, **params))
