@@ -21,4 +21,7 @@ package.
     store       the one manifest writer: write_files_as_unit, write_json_atomic, folder_lock,
                 recover_units, seal_folder, default_out_dir
                 (python -m andrea_lab.store recover DIR: finish a unit write a killed writer left)
+    chapter_exercises  python -m andrea_lab.chapter_exercises CHAPTER.ipynb N: a chapter's
+                exercises as one-cell changes, run on only the cells they reach (the tests run
+                every one)
 """

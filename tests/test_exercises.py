@@ -1,7 +1,7 @@
 """Every runnable exercise at a chapter's end runs: its one-cell change, applied to a copy of the
 chapter, executes in fast mode (issue 18, item 5).
 
-The changes live in the exercises cell's metadata (`andrea_edu.notebook.exercises`); each check
+The changes live in the exercises cell's metadata (`andrea_lab.chapter_exercises`); each check
 executes only the prefix of the chapter the change can reach (`needed_cells`), in a fresh kernel
 with ANDREA_FAST=1, and fails naming the chapter, the exercise and the cell that failed.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from andrea_edu.notebook import exercises as E
+from andrea_lab import chapter_exercises as E
 from book_toc import REPO, toc_notebooks
 
 TIMEOUT_S = 300  # per cell; fast mode needs seconds

@@ -7,9 +7,6 @@
               wins, idle time draws the neighbouring positions ahead
     execute   python -m andrea_edu.notebook.execute book/*.ipynb: chapters run headless without
               the ZeroMQ stall, with a per-cell timeout (the book build loads its patch too)
-    exercises each chapter's end-of-chapter exercises as one-cell changes (the exercises cell's
-              metadata), applied to a copy and run on only the cells they reach; the tests
-              run every one (python -m andrea_edu.notebook.exercises CHAPTER.ipynb N)
     kernel_cell  kernels written in a cell (%%cuda, run_kernel): NVRTC's evidence, a run on the
               CPU simulator, and what went wrong said in words (race, out of bounds, ...)
     kernel_puzzles  the CUDA puzzles of "One kernel, many heads": statement, hints, starter,
@@ -17,7 +14,8 @@
     cuda_magic  the %%cuda cell magic: a kernel typed in a cell, its NVRTC evidence, graded
               as a puzzle with --grade
 
-Used by every chapter (the slider) and by the tests and the book build (execute, exercises). It imports the
+Used by every chapter (the slider) and by the tests and the book build (execute; the exercises' runner is the laboratory's
+andrea_lab.chapter_exercises). It imports the
 core (andrea_edu.env, the dispatcher's tolerances), the command-line checks (andrea_edu.bench.args)
 and, for the kernel cells, the kernels (NVRTC, the CPU simulator); nothing that a chapter
 computes; the figures draw what the slider shows.

@@ -12,7 +12,10 @@ code cells that read a name the edited cell, or one of its readers, assigns) and
 those need (the ones that assign what they read), so a check runs only them; `run_exercise`
 executes that in a fresh kernel with the same stall-free client as `andrea_edu.notebook.execute`.
 
-    python -m andrea_edu.notebook.exercises book/three_matrices.ipynb 1   # fast mode
+    python -m andrea_lab.chapter_exercises book/three_matrices.ipynb 1   # fast mode
+
+Tooling of the tests and scripts (tests/test_exercises.py runs every exercise), kept out of the
+reader's package: a chapter never imports it.
 """
 from __future__ import annotations
 
@@ -252,7 +255,7 @@ def run_exercise(path, number, timeout: float = 600) -> dict:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) != 2 or not argv[1].isdigit() or not Path(argv[0]).is_file():
-        print("usage: python -m andrea_edu.notebook.exercises CHAPTER.ipynb N  (N: the exercise's "
+        print("usage: python -m andrea_lab.chapter_exercises CHAPTER.ipynb N  (N: the exercise's "
               "number)", file=sys.stderr)
         return 2
     import nbformat
@@ -260,13 +263,13 @@ def main(argv=None) -> int:
     from andrea_edu.notebook.execute import notebook_problem
     damaged = notebook_problem(argv[0])
     if damaged:  # before a kernel starts: one line, not nbformat's traceback
-        print(f"python -m andrea_edu.notebook.exercises: error: CHAPTER: {damaged}",
+        print(f"python -m andrea_lab.chapter_exercises: error: CHAPTER: {damaged}",
               file=sys.stderr)
         return 2
     nb = nbformat.read(argv[0], as_version=4)
     have = sorted(int(c["exercise"]) for c in changes(nb) if "exercise" in c)
     if int(argv[1]) not in have:  # before starting a kernel
-        print(f"python -m andrea_edu.notebook.exercises: error: N: {Path(argv[0]).name} has no "
+        print(f"python -m andrea_lab.chapter_exercises: error: N: {Path(argv[0]).name} has no "
               f"runnable exercise {argv[1]}; allowed: {', '.join(map(str, have)) or 'none'}",
               file=sys.stderr)
         return 2
