@@ -18,7 +18,7 @@ the rest; this folder holds the core and nothing else (tests/test_architecture.p
     heads/     the toy laboratory: corpus, training, head measures, gradient pressure, sweeps
     pipeline/  the forward pass as steps, its timing, op attribution, the token tracer
     bench/     timing, FLOP formulas, provenance, suites, results schema, the op counter
-    notebook/  tooling: the slider, its live renderer, the headless chapter runner
+    notebook/  tooling: the slider, its live renderer, kernels written in a cell, the puzzles
     figures/   one module per chapter, shared drawing helpers, the "Checking the source" box
 
 The names below are what a reader calls first; everything else is one import away, e.g.

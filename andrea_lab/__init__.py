@@ -1,6 +1,6 @@
 """andrea_lab: the laboratory that makes, writes and re-checks the book's committed data.
 
-Only scripts and tests import it; a chapter never does: andrea_edu reads committed data through
+Only scripts, tests and the book build's extensions (book/_ext) import it; a chapter never does: andrea_edu reads committed data through
 andrea_edu.data, and tests/test_architecture.py fails on any andrea_edu module that imports this
 package.
 
@@ -21,6 +21,9 @@ package.
     store       the one manifest writer: write_files_as_unit, write_json_atomic, folder_lock,
                 recover_units, seal_folder, default_out_dir
                 (python -m andrea_lab.store recover DIR: finish a unit write a killed writer left)
+    execute_chapters  python -m andrea_lab.execute_chapters book/*.ipynb: chapters run headless
+                without the ZeroMQ stall, with a per-cell timeout (the book build's extensions
+                load its patches)
     chapter_exercises  python -m andrea_lab.chapter_exercises CHAPTER.ipynb N: a chapter's
                 exercises as one-cell changes, run on only the cells they reach (the tests run
                 every one)

@@ -10,7 +10,7 @@ The target cell carries the tag ``cell_tag`` (one cell per tag); ``replace`` occ
 once. `apply_change` makes the edited copy; `needed_cells` finds the cells the edit reaches (later
 code cells that read a name the edited cell, or one of its readers, assigns) and the earlier cells
 those need (the ones that assign what they read), so a check runs only them; `run_exercise`
-executes that in a fresh kernel with the same stall-free client as `andrea_edu.notebook.execute`.
+executes that in a fresh kernel with the same stall-free client as `andrea_lab.execute_chapters`.
 
     python -m andrea_lab.chapter_exercises book/three_matrices.ipynb 1   # fast mode
 
@@ -234,10 +234,10 @@ def exercise_notebook(nb, change):
 def run_exercise(path, number, timeout: float = 600) -> dict:
     """Execute exercise `number` (or a list of numbers, in one kernel) of chapter `path`; fast
     mode is the caller's ANDREA_FAST. Returns {exercise, cells, seconds, ok, error}, as
-    `execute.execute_nb` does."""
+    `execute_chapters.execute_nb` does."""
     import nbformat
 
-    from andrea_edu.notebook.execute import execute_nb
+    from andrea_lab.execute_chapters import execute_nb
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
@@ -260,7 +260,7 @@ def main(argv=None) -> int:
         return 2
     import nbformat
 
-    from andrea_edu.notebook.execute import notebook_problem
+    from andrea_lab.execute_chapters import notebook_problem
     damaged = notebook_problem(argv[0])
     if damaged:  # before a kernel starts: one line, not nbformat's traceback
         print(f"python -m andrea_lab.chapter_exercises: error: CHAPTER: {damaged}",

@@ -411,7 +411,7 @@ if runs notebooks && [ "$wheels_ok" = 1 ]; then
   fi
 fi
 if runs notebooks && [ "$wheels_ok" = 1 ] && [ "$nb_t" -gt 0 ] && [ -n "${notebooks// /}" ]; then
-  ( printf '%s\n' $notebooks | timeout -k $KILL_S $nb_t xargs -P "$nbpar" -I{} "$PY" -m andrea_edu.notebook.execute {} \
+  ( printf '%s\n' $notebooks | timeout -k $KILL_S $nb_t xargs -P "$nbpar" -I{} "$PY" -m andrea_lab.execute_chapters {} \
       --out "$work/notebooks" --timeout 180 "${nbfast[@]}" >"$logs/notebooks.log" 2>&1
     echo $? >"$work/notebooks.rc" ) &
   pid_nb=$!

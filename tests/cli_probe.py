@@ -49,7 +49,7 @@ def table() -> list[tuple[str, list[str]]]:
     SW, TT = "m:andrea_lab.make_sweep", "m:andrea_lab.make_realtext_run"
     TL, PR = "m:andrea_lab.make_realtext_variant", "m:andrea_lab.make_realtext_paths"
     TM, PT = "m:andrea_edu.kernels.time_model", "m:andrea_lab.pipeline_timing"
-    EX, XS = "m:andrea_edu.notebook.execute", "m:andrea_lab.chapter_exercises"
+    EX, XS = "m:andrea_lab.execute_chapters", "m:andrea_lab.chapter_exercises"
     rows = [(B, []), (B, ["--bogus"]), (B, ["nosuch"]), (B, ["layout", "--bogus"])]
     rows += [(B, ["layout", *a]) for a in (
         ["--repeats", "0"], ["--repeats", "x"], ["--repeats", "100000000"], ["--warmup", "-1"],
@@ -114,7 +114,7 @@ WORK = [("andrea_edu.heads.sweep", "run_sweep"), ("andrea_edu.heads.text_trainin
         ("andrea_edu.heads.text_training", "measure_spread"), ("andrea_edu.heads.training", "train"),
         ("andrea_edu.heads.path_runs", "measure"), ("andrea_edu.kernels.time_model", "report"),
         ("andrea_edu.pipeline.timing", "time_steps"), ("andrea_edu.bench.suites", "run_suite"),
-        ("andrea_edu.notebook.execute", "execute_notebook"),
+        ("andrea_lab.execute_chapters", "execute_notebook"),
         ("andrea_lab.chapter_exercises", "run_exercise")]
 
 

@@ -112,7 +112,7 @@ def test_gpucheck_refuses_an_unusable_out(no_work, capsys, tmp_path):
 
 def _parsers():
     from andrea_edu.config import PRESETS
-    from andrea_edu.notebook import execute
+    from andrea_lab import execute_chapters as execute
 
     yield "bench", bench_cli._parser()
     yield "sweep", lab_sweep._parser()
@@ -177,7 +177,7 @@ def test_help_describes_every_option(name, ap):
     ("andrea_lab.pipeline_timing", ["--help"], "python -m andrea_lab.pipeline_timing"),
     ("andrea_lab.make_sweep", ["--help"], "python -m andrea_lab.make_sweep"),
     ("andrea_lab.bench", ["gpu-check", "--help"], "python -m andrea_lab.bench gpu-check"),
-    ("andrea_edu.notebook.execute", ["--help"], "python -m andrea_edu.notebook.execute"),
+    ("andrea_lab.execute_chapters", ["--help"], "python -m andrea_lab.execute_chapters"),
 ])
 def test_each_command_runs_from_its_home_once(module, argv, prog):
     """The commands live in their subpackages (the root's shims are gone). A timing command

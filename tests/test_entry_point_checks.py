@@ -202,7 +202,7 @@ def test_notebook_kernels_cap_their_thread_pools(monkeypatch):
 def test_a_dead_kernel_is_reported_with_its_signal():
     import subprocess
     import sys
-    from andrea_edu.notebook.execute import dead_kernel_reason
+    from andrea_lab.execute_chapters import dead_kernel_reason
     p = subprocess.Popen([sys.executable, "-c",
                           "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"])
     p.wait()

@@ -1,5 +1,5 @@
 """Headless execution without stalls (issue 12, item 7): the sliced ZeroMQ poll and the
-python -m andrea_edu.notebook.execute command with its per-cell timeout."""
+python -m andrea_lab.execute_chapters command with its per-cell timeout."""
 from __future__ import annotations
 
 import asyncio
@@ -10,7 +10,7 @@ from queue import Empty
 import nbformat
 import pytest
 
-from andrea_edu.notebook import execute as X
+from andrea_lab import execute_chapters as X
 
 
 class _MissedWakeupSocket:

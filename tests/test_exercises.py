@@ -112,7 +112,7 @@ def test_exercise_runs(docname, numbers, monkeypatch):
 def test_worklog_unprecomputed_head_dim_is_one_line(monkeypatch):
     """The reader's edit `hs = 80` stops in the setup cell with one line naming the allowed values."""
     monkeypatch.setenv("ANDREA_FAST", "1")
-    from andrea_edu.notebook.execute import execute_nb
+    from andrea_lab.execute_chapters import execute_nb
 
     nb = _nb("book/kernel_worklog")
     ch = next(c for c in E.changes(nb) if c["cell_tag"] == "exercise-design-case")

@@ -3,7 +3,7 @@ running (index and first line) and how the kernel died (its signal or exit statu
 
 A toy notebook whose cell 2 kills its own kernel (os.kill(os.getpid(), signal.SIGKILL), what
 the out-of-memory killer sends) goes through each path a chapter takes: the executor
-(python -m andrea_edu.notebook.execute), tests/test_notebooks.py's runner, and a tiny
+(python -m andrea_lab.execute_chapters), tests/test_notebooks.py's runner, and a tiny
 jupyter-book build with book/_ext/andrea_kernel_deaths.py, whose log tests/book_fixtures.py
 reads. Before, the same notebook gave "DeadKernelError: Kernel died" under two tracebacks
 (jupyter-book 1.0.4, myst-nb 1.4, nbclient 0.11): no notebook, no cell, no signal.
@@ -40,7 +40,7 @@ def _toy(folder: Path, name: str = "dies.ipynb") -> Path:
 
 
 def test_the_executor_names_the_cell_and_the_signal(tmp_path, capsys):
-    from andrea_edu.notebook import execute
+    from andrea_lab import execute_chapters as execute
 
     path = _toy(tmp_path)
     assert execute.main([str(path), "--timeout", "120"]) == 1

@@ -204,7 +204,7 @@ def test_a_unit_is_all_or_nothing_under_kill_9_at_every_step(tmp_path):
 # ---------------------------------------------------------------- no command writes the book unasked
 @pytest.mark.parametrize("out", ["book", "book/data", str(DATA.parent / "sub")])
 def test_execute_refuses_an_out_in_the_book_unless_replace(out, capsys, monkeypatch):
-    from andrea_edu.notebook import execute as X
+    from andrea_lab import execute_chapters as X
     monkeypatch.chdir(REPO)
     monkeypatch.setattr(X, "execute_notebook", None)  # executing anything would fail loudly
     before = (REPO / "book" / "three_matrices.ipynb").read_bytes()

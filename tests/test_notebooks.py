@@ -25,11 +25,11 @@ TIMEOUT_S = 600  # per cell; fast mode should need seconds
 def execute_chapter(path, name: str, timeout: float = TIMEOUT_S):
     """Execute the notebook at `path` in its folder, errors recorded as outputs; returns the
     executed notebook. A kernel that dies fails the test in one line: the notebook, the cell
-    that was running (index and first line) and the signal (andrea_edu.notebook.execute)."""
+    that was running (index and first line) and the signal (andrea_lab.execute_chapters)."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, DeadKernelError
 
-    from andrea_edu.notebook.execute import patch_dead_kernel_message
+    from andrea_lab.execute_chapters import patch_dead_kernel_message
 
     patch_dead_kernel_message()
     nb = nbformat.read(path, as_version=4)

@@ -5,8 +5,6 @@
               (what one live update costs on the reader's machine)
     live      the slider's live renderer: frames drawn on one background thread, the last move
               wins, idle time draws the neighbouring positions ahead
-    execute   python -m andrea_edu.notebook.execute book/*.ipynb: chapters run headless without
-              the ZeroMQ stall, with a per-cell timeout (the book build loads its patch too)
     kernel_cell  kernels written in a cell (%%cuda, run_kernel): NVRTC's evidence, a run on the
               CPU simulator, and what went wrong said in words (race, out of bounds, ...)
     kernel_puzzles  the CUDA puzzles of "One kernel, many heads": statement, hints, starter,
@@ -14,9 +12,9 @@
     cuda_magic  the %%cuda cell magic: a kernel typed in a cell, its NVRTC evidence, graded
               as a puzzle with --grade
 
-Used by every chapter (the slider) and by the tests and the book build (execute; the exercises' runner is the laboratory's
-andrea_lab.chapter_exercises). It imports the
-core (andrea_edu.env, the dispatcher's tolerances), the command-line checks (andrea_edu.bench.args)
-and, for the kernel cells, the kernels (NVRTC, the CPU simulator); nothing that a chapter
-computes; the figures draw what the slider shows.
+Used by every chapter (the slider, the kernel cells and puzzles). It imports the core
+(andrea_edu.env, the dispatcher's tolerances) and, for the kernel cells, the kernels (NVRTC,
+the CPU simulator); nothing that a chapter computes; the figures draw what the slider shows.
+Running chapters headless and checking their exercises is the laboratory's tooling
+(andrea_lab.execute_chapters, andrea_lab.chapter_exercises), which no chapter imports.
 """

@@ -8,12 +8,12 @@ DeadKernelError: Kernel died", then two tracebacks; no cell, no signal, and the 
 in an earlier "Executing notebook" line. With this extension the exception reads
 "DeadKernelError: dies.ipynb: cell 2 (`import os, signal`): the kernel died (killed by SIGKILL
 (killed), often the out-of-memory killer)". tests/book_fixtures.py picks that line out of the
-build log. The code is andrea_edu.notebook.execute.patch_dead_kernel_message (also used by
-python -m andrea_edu.notebook.execute and the tests); this file tells it the notebook's name.
+build log. The code is andrea_lab.execute_chapters.patch_dead_kernel_message (also used by
+python -m andrea_lab.execute_chapters and the tests); this file tells it the notebook's name.
 """
 from __future__ import annotations
 
-from andrea_edu.notebook import execute
+from andrea_lab import execute_chapters as execute
 
 
 def _reading(app, docname, source) -> None:

@@ -10,12 +10,13 @@ notebook runs on this 2-core machine, with ipykernel 6 and 7 alike.
 The patch keeps get_msg's contract (a message, or queue.Empty once `timeout` seconds have passed
 with none) but polls in slices of at most 0.5 s, so a missed wake-up costs half a second.
 It is loaded as a Sphinx extension by the book build (_config.yml) and by tests/conftest.py.
-The code lives in the library (andrea_edu.notebook.execute.patch_zmq_poll), where readers who
-execute chapters headless get it too: python -m andrea_edu.notebook.execute book/*.ipynb.
+The code lives in the laboratory's chapter runner (andrea_lab.execute_chapters.patch_zmq_poll),
+where whoever executes chapters headless gets it too: python -m andrea_lab.execute_chapters
+book/*.ipynb.
 """
 from __future__ import annotations
 
-from andrea_edu.notebook.execute import SLICE_S, patch_zmq_poll as patch  # noqa: F401
+from andrea_lab.execute_chapters import SLICE_S, patch_zmq_poll as patch  # noqa: F401
 
 
 def setup(app):

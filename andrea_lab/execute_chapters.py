@@ -1,7 +1,7 @@
-"""Run chapters headless without stalls: python -m andrea_edu.notebook.execute book/*.ipynb
+"""Run chapters headless without stalls: python -m andrea_lab.execute_chapters book/*.ipynb
 
-    python -m andrea_edu.notebook.execute book/why_heads_specialize.ipynb --timeout 600
-    python -m andrea_edu.notebook.execute book/*.ipynb --fast --out /tmp/executed
+    python -m andrea_lab.execute_chapters book/why_heads_specialize.ipynb --timeout 600
+    python -m andrea_lab.execute_chapters book/*.ipynb --fast --out /tmp/executed
 
 Plain nbclient / nbconvert --execute now and then sits idle after a cell has finished: the
 kernel's reply is there, but a ZeroMQ wake-up was missed in the asyncio poll that
@@ -14,7 +14,8 @@ a missed wake-up costs half a second. The book build and the tests load the same
 themselves. Each notebook runs in its own folder (where chapters find book/data), with the CPU
 instruction sets pinned (andrea_edu.env) and a per-cell timeout. Exit status: 0 every notebook
 ran, 1 a cell failed or timed out (one line per notebook saying which cell and why), 2 bad
-arguments.
+arguments. Tooling of the tests, the scripts and the book build, kept out of the reader's
+package: a chapter never imports it.
 """
 from __future__ import annotations
 
@@ -179,7 +180,7 @@ def patch_dead_kernel_message() -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m andrea_edu.notebook.execute",
+    ap = argparse.ArgumentParser(prog="python -m andrea_lab.execute_chapters",
                                  description="Execute chapter notebooks headless, without the "
                                              "ZeroMQ stall, with a per-cell timeout.")
     ap.add_argument("notebooks", nargs="+", help="the .ipynb files to execute, e.g. book/*.ipynb")
