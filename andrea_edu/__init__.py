@@ -2,8 +2,8 @@
 
 The library behind the ANDREA Attention book. Its folders follow the book's parts; imports point
 one way only: figures -> (heads, pipeline) -> bench -> core (this folder) -> kernels; the
-notebook tooling uses only the kernels, the core and bench's argument checks (the kernels for
-the notebook's kernel cells and puzzles, run by the CPU simulator). The kernels import nothing of
+notebook tooling uses only the kernels and the core (the kernels for the notebook's kernel
+cells and puzzles, run by the CPU simulator). The kernels import nothing of
 the rest; this folder holds the core and nothing else (tests/test_architecture.py keeps it so).
 
     core (this folder)  config       AndreaConfig, the presets, exact parameter counts

@@ -21,6 +21,8 @@ package.
     store       the one manifest writer: write_files_as_unit, write_json_atomic, folder_lock,
                 recover_units, seal_folder, default_out_dir
                 (python -m andrea_lab.store recover DIR: finish a unit write a killed writer left)
+    arg_checks  argument checks shared by every command line here and scripts/readme_figure.py,
+                run before any work (one line naming the flag, exit status 2)
     execute_chapters  python -m andrea_lab.execute_chapters book/*.ipynb: chapters run headless
                 without the ZeroMQ stall, with a per-cell timeout (the book build's extensions
                 load its patches)

@@ -240,7 +240,7 @@ MAX_NOTEBOOK_BYTES = 64 * 2**20  # the book's chapters are < 1 MiB without outpu
 
 
 def main(argv=None) -> int:
-    from andrea_edu.bench.args import (check_not_committed, check_number, check_out_dir, fail,
+    from andrea_lab.arg_checks import (check_not_committed, check_number, check_out_dir, fail,
                                        first_problem)
 
     ap = _parser()

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import torch
 
-from andrea_edu.bench.args import check_out_file
 from andrea_edu.data import find_data
 from andrea_edu.heads import path_runs as PR
 from andrea_edu.heads import text_corpus as tc
 from andrea_edu.heads import text_training as TT
+from andrea_lab.arg_checks import check_out_file
 from andrea_lab.run_writers import save_paths
 
 

@@ -82,7 +82,7 @@ MAX_STEPS = 1_000_000  # the book's runs take 1,500-6,000 steps; a million is we
 
 def _check_args(args) -> tuple[str | None, TextSettings | None]:
     """(the first problem as one line, or None; the settings to train). Runs before any work."""
-    from andrea_edu.bench.args import check_int, check_out_file, first_problem
+    from andrea_lab.arg_checks import check_int, check_out_file, first_problem
     s = None
     if args.toy_out is not None:  # the toy run has its own fixed settings (toy_settings)
         ignored = [f for f, v in (("--steps", args.steps), ("--settings", args.settings),
@@ -140,7 +140,7 @@ def _check_args(args) -> tuple[str | None, TextSettings | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from andrea_edu.bench.args import fail
+    from andrea_lab.arg_checks import fail
     ap = _parser()
     args = ap.parse_args(argv)
     raw = sys.argv[1:] if argv is None else argv

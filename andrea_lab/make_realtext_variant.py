@@ -15,10 +15,10 @@ import os
 import sys
 from pathlib import Path
 
-from andrea_edu.bench.args import check_out_file
 from andrea_edu.heads import text_longer as TL
 from andrea_edu.heads import text_runs as R
 from andrea_edu.heads import text_training as TT
+from andrea_lab.arg_checks import check_out_file
 from andrea_lab.run_writers import save_variant
 
 

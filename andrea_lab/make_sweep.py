@@ -13,10 +13,10 @@ import os
 import sys
 from pathlib import Path
 
-from andrea_edu.bench.args import check_int, check_out_file, fail, first_problem
 from andrea_edu.heads import sweep as book_sweep
 from andrea_edu.heads.sweep import DATA_NAME, N_HEADS, SEEDS, validate_sweep
 from andrea_edu.heads.training import default_settings
+from andrea_lab.arg_checks import check_int, check_out_file, fail, first_problem
 from andrea_lab.store import default_out_dir, write_json_atomic
 
 MAX_SEED = 2**32 - 1  # numpy's and Python's generators take any; torch's and numpy's legacy ones not

@@ -91,7 +91,7 @@ def _too_big(cfg, B: int, T: int, dtype: str) -> str | None:
 
 
 def main(argv=None) -> int:
-    from andrea_edu.bench.args import (check_device, check_int, check_out_dir, fail,
+    from andrea_lab.arg_checks import (check_device, check_int, check_out_dir, fail,
                                        first_problem)
     from andrea_edu.config import PRESETS
     from andrea_edu.model import AndreaModel
@@ -118,7 +118,7 @@ def main(argv=None) -> int:
     if target.exists() and not a.replace:  # before measuring: the target is known
         return fail(ap.prog, f"--out: {target} exists; add --replace to replace it, or give "
                              f"another --out")
-    from andrea_edu.bench.args import check_not_committed
+    from andrea_lab.arg_checks import check_not_committed
     committed = check_not_committed("--out", [target], a.replace)  # a new file in book/data too
     if committed:
         return fail(ap.prog, committed)
@@ -151,7 +151,7 @@ def _stopped(prog: str, e: BaseException, t: StepTiming | None, out, target: Pat
     is 128 + the signal's number, 2 for a refusal before anything was measured, 1 otherwise."""
     import signal
 
-    from andrea_edu.bench.args import fail
+    from andrea_lab.arg_checks import fail
     from andrea_lab.bench.cli import _save_incomplete
     interrupted = isinstance(e, KeyboardInterrupt)
     why = (f"stopped by {signal.Signals(signum).name}" if interrupted else

@@ -20,7 +20,7 @@ OUT = Path(__file__).resolve().parents[1] / "book" / "images" / "andrea_overview
 
 
 def main(argv=None) -> int:
-    from andrea_edu.bench.args import check_int, check_out_file, fail, first_problem
+    from andrea_lab.arg_checks import check_int, check_out_file, fail, first_problem
     from andrea_lab.store import default_out_dir
     ap = argparse.ArgumentParser(prog="python scripts/readme_figure.py",
                                  description=__doc__.splitlines()[0])

@@ -137,7 +137,7 @@ def test_sealing_refuses_a_file_whose_name_would_split_the_manifest(tmp_path):
 @pytest.mark.parametrize("out", ["DATA/evil\n" + "0" * 64 + "  x_run.json", "DATA/a\tb.json",
                                  "DATA/x\u2029.json"])
 def test_check_out_file_refuses_a_name_with_a_control_character(tmp_path, out):
-    from andrea_edu.bench.args import check_out_file
+    from andrea_lab.arg_checks import check_out_file
     why = check_out_file("--out", out.replace("DATA", str(tmp_path)), "x.json")
     assert why and why.startswith("--out: the file name") and "control character" in why
 

@@ -4,7 +4,6 @@ chapter shows: figures draw, bench measures.
 
     timing       FLOP formulas, time_fns (validate, warm up, take turns), provenance
     results      the JSON schema of book/data/bench_*.json, validation, loading
-    args         argument checks shared by every command line (one line, exit status 2)
     runner       the validate-then-time runner every suite shares, shapes per device
     cases        the head_dim sweep over every backend
     aten         the one ATen op counter: which aten ops code really dispatches (BLAS calls, copies)
@@ -17,8 +16,9 @@ chapter shows: figures draw, bench measures.
     dispatched   the kernel the dispatcher runs at one head_dim beside SDPA: validated, then timed
                  live on a GPU, or read from a GPU results file (the head_dim slider's points)
 
-The command that writes them, python -m andrea_lab.bench, and the GPU correctness check
-(gpu-check) live in the laboratory package andrea_lab.bench, which no chapter imports.
+The command that writes them, python -m andrea_lab.bench, the GPU correctness check
+(gpu-check) and the commands' argument checks (andrea_lab.arg_checks) live in the laboratory
+package andrea_lab, which no chapter imports.
 
 Results go to `book/data/bench_<suite>_<device>.json` (device: "cpu" or e.g. "nvidia-h200").
 """

@@ -279,7 +279,7 @@ def main(argv=None) -> int:
                               f"comma-separated subset of {','.join(allowed)}")
     if args.merge:
         return _merge_main(ap.prog, args.merge, Path(args.out))
-    from andrea_edu.bench.args import check_int, check_out_dir, fail, first_problem
+    from andrea_lab.arg_checks import check_int, check_out_dir, fail, first_problem
     problem = first_problem(check_out_dir("--out", args.out),
                             check_int("--pytest-timeout", args.pytest_timeout, 1))
     if problem:  # before minutes of GPU work, not after
@@ -426,7 +426,7 @@ def read_report(path) -> dict:
 
 
 def _fail(prog: str, problem: str) -> int:
-    from andrea_edu.bench.args import fail
+    from andrea_lab.arg_checks import fail
     return fail(prog, problem)
 
 

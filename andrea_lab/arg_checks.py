@@ -1,9 +1,10 @@
-"""Argument checks shared by every command line of the library, run before any work.
+"""Argument checks shared by every command line of the laboratory, run before any work.
 
 Each check returns None when the value is fine, else one line that names the flag and what is
 allowed; `fail` prints that line as argparse does ("prog: error: ...") and returns exit status 2.
-Used by python -m andrea_lab.bench (gpu-check included), andrea_lab.make_sweep, andrea_lab.pipeline_timing and
-.notebook.execute, so that a bad --repeats or an unwritable --out is refused in a second, not
+Used by python -m andrea_lab.bench (gpu-check included), andrea_lab.make_sweep,
+andrea_lab.pipeline_timing, the real-text commands, andrea_lab.execute_chapters and
+scripts/readme_figure.py, so that a bad --repeats or an unwritable --out is refused in a second, not
 after the whole suite.
 """
 from __future__ import annotations
@@ -112,7 +113,7 @@ def check_out_file(flag: str, out, example: str = "out.json") -> str | None:
     return None if why is None else f"{flag}: {out} is not writable ({why})"
 
 
-REPO = Path(__file__).resolve().parents[2]  # the repository andrea_edu sits in
+REPO = Path(__file__).resolve().parents[1]  # the repository andrea_lab sits in (beside andrea_edu)
 BOOK = REPO / "book"
 
 
