@@ -4,7 +4,8 @@ committed as book/data/specialization_sweep.json (validated before it is written
     python -m andrea_lab.make_sweep --out book/data/specialization_sweep.json --replace
 
 The training and the reading are the book's (andrea_edu.heads.sweep: run_sweep, load_sweep,
-validate_sweep, recheck); this module writes.
+validate_sweep, recheck); this module writes, and re-checks the sweep-level verdicts
+(`pattern_heads`: per pattern, whether float rounding could flip the claim).
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
+
+import numpy as np
 
 from andrea_edu.heads import sweep as book_sweep
 from andrea_edu.heads.sweep import DATA_NAME, N_HEADS, SEEDS, validate_sweep
@@ -29,6 +32,48 @@ def save_sweep(path, prov: dict, runs: dict) -> Path:
                "runs": [{"n_head": n, "seed": s, **r.to_dict()} for (n, s), r in runs.items()]}
     validate_sweep(payload, str(path))
     return write_json_atomic(path, payload, manifest=True, separators=(",", ":"))
+
+
+def pattern_heads(runs: dict, n_head: int | None = None, threshold: float | None = None,
+                  margin: float | None = None) -> dict[str, dict]:
+    """Per pattern, over the runs of the sweep (those with `n_head`, or all): how often the best
+    head's score is above, at or below the detection threshold (`threshold_call`, with its
+    margin), how often that best head is also the one whose removal hurts the pattern most, and
+    a verdict that float rounding cannot flip:
+      "holds"                every run's best head is clearly above the threshold;
+      "holds with a caveat"  most are clearly above, none clearly below (some at the threshold);
+      "does not hold"        otherwise.
+    Returns {pattern: {"calls": {(n_head, seed): call}, "scores": [...], "above", "at",
+    "below", "carries", "n", "verdict", "says"}}."""
+    from andrea_edu.heads.toy_calls import (DETECT_THRESHOLD, PATTERN_NAMES, SCORE_MARGIN,
+                                            best_head_calls)
+    threshold = DETECT_THRESHOLD if threshold is None else threshold
+    margin = SCORE_MARGIN if margin is None else margin
+    chosen = {k: r for k, r in runs.items() if n_head is None or k[0] == n_head}
+    if not chosen:
+        raise ValueError(f"no run with n_head={n_head} in the sweep ({sorted(runs)})")
+    out = {}
+    for i, name in enumerate(PATTERN_NAMES):
+        calls: dict[tuple[int, int], str] = {}
+        scores: list[float] = []
+        carries = 0
+        for key, r in sorted(chosen.items()):
+            b = best_head_calls(r.scores_after, threshold, margin)[name]
+            calls[key] = b["call"]
+            scores.append(round(b["score"], 3))
+            carries += int(np.argmax(r.ablation[b["layer"], b["head"], 1:])) == i
+        n = len(calls)
+        above, at, below = (sum(c == k for c in calls.values())
+                            for k in ("above", "at the threshold", "below"))
+        verdict = ("holds" if above == n else
+                   "holds with a caveat" if below == 0 and above > n / 2 else "does not hold")
+        says = (f"{name}: the best head scores {min(scores):.2f} to {max(scores):.2f} over {n} "
+                f"runs; clearly above {threshold:g} (by {margin:g} or more) in {above}, within "
+                f"{margin:g} of it in {at}, clearly below in {below}; the best head carries the "
+                f"pattern (its removal hurts it most) in {carries} of {n}")
+        out[name] = {"calls": calls, "scores": scores, "above": above, "at": at, "below": below,
+                     "carries": carries, "n": n, "verdict": verdict, "says": says}
+    return out
 
 
 def _parser() -> argparse.ArgumentParser:

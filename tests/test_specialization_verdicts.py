@@ -11,6 +11,7 @@ import pytest
 
 from andrea_edu import env
 from andrea_edu.heads import sweep as W
+from andrea_lab.make_sweep import pattern_heads
 from andrea_edu.heads.gradient_pressure import (CAVEAT_RATIO, RATIO_MARGIN, VERDICT_RATIO,
                                                 Pressure, Unmeasured, gradient_pressure)
 from andrea_edu.heads.toy_calls import (DETECT_THRESHOLD, PATTERN_NAMES, SCORE_MARGIN,
@@ -79,7 +80,7 @@ def test_gradient_pressure_text_on_every_committed_run(committed):
 
 def test_pattern_heads_over_the_sweep(committed):
     _, runs = committed
-    ph = W.pattern_heads(runs, n_head=4)
+    ph = pattern_heads(runs, n_head=4)
     assert set(ph) == set(PATTERN_NAMES)
     for name, v in ph.items():
         assert v["above"] + v["at"] + v["below"] == v["n"] == len(W.SEEDS)
@@ -88,7 +89,7 @@ def test_pattern_heads_over_the_sweep(committed):
         if v["verdict"] == "holds":  # a claim that holds is clear of the threshold everywhere
             assert min(v["scores"]) >= DETECT_THRESHOLD + SCORE_MARGIN - 5e-4
     with pytest.raises(ValueError, match="n_head=3"):
-        W.pattern_heads(runs, n_head=3)
+        pattern_heads(runs, n_head=3)
 
 
 def test_the_verdict_rule_of_pattern_heads(committed):
@@ -98,10 +99,10 @@ def test_the_verdict_rule_of_pattern_heads(committed):
     r.scores = r.scores.copy()
     r.scores[-1][0] = 0.0
     r.scores[-1][0][0, 0] = DETECT_THRESHOLD + 0.02  # at the threshold: cannot be "holds"
-    ph = W.pattern_heads({key: r})
+    ph = pattern_heads({key: r})
     assert ph["previous token"]["at"] == 1 and ph["previous token"]["verdict"] == "does not hold"
     r.scores[-1][0][0, 0] = DETECT_THRESHOLD + 0.2
-    assert W.pattern_heads({key: r})["previous token"]["verdict"] == "holds"
+    assert pattern_heads({key: r})["previous token"]["verdict"] == "holds"
 
 
 def test_recheck_says_which_comparison_it_made(committed):
