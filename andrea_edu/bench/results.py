@@ -25,9 +25,8 @@ import math
 import warnings
 from pathlib import Path
 
-from andrea_edu.data import (MANIFEST, DataFileError, data_folder, data_search_dirs,
-                             first_nonfinite, listed_but_missing, manifest_problem, provenance,
-                             read_manifest)
+from andrea_edu.data import (DataFileError, data_folder, data_search_dirs, first_nonfinite,
+                             listed_but_missing, manifest_problem, provenance)
 
 SCHEMA_VERSION = 1
 SUITES = ("headdim", "projections", "layout")
@@ -316,14 +315,6 @@ def data_dir() -> Path:
     first of andrea_edu.data.data_search_dirs). Writers (andrea_lab.bench.writer) default to
     andrea_lab.store.default_out_dir()."""
     return data_search_dirs()[0]
-
-
-def is_committed(path) -> bool:
-    """True when `path` is listed in its folder's SHA256SUMS (book/data's committed files)."""
-    try:
-        return Path(path).name in read_manifest(Path(path).parent)
-    except (OSError, ValueError):
-        return True  # a damaged manifest: treat the folder as committed data, refuse
 
 
 def read_results_file(path, expect_device: str | None = None) -> dict:

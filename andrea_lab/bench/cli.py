@@ -228,7 +228,7 @@ def _save_partial_in_place(obj: dict, out) -> Path | str:
     """gpu-suite, stopped: what was measured, labelled {"incomplete": reason} inside, written as
     the suite's own bench_<suite>_<device>.json over its checkpoint (never over committed data:
     write_results refuses that); a file that cannot be written is said, not raised."""
-    from andrea_edu.bench.results import is_committed
+    from andrea_lab.bench.writer import is_committed
     if not any(r["status"] == "ok" for r in obj["records"]):
         return "nowhere (nothing measured)"
     slug = obj.get("provenance", {}).get("device_slug", "unknown")
@@ -260,7 +260,7 @@ def _checkpoint(args):
 def _own_checkpoint(obj: dict, out) -> bool:
     """Whether the file this checkpoint would replace is an earlier checkpoint (labelled
     incomplete) of a run, not finished results."""
-    from andrea_edu.bench.results import is_committed
+    from andrea_lab.bench.writer import is_committed
     slug = obj.get("provenance", {}).get("device_slug", "unknown")
     path = Path(out) / f"bench_{obj['suite']}_{slug}.json"
     try:
@@ -272,7 +272,7 @@ def _own_checkpoint(obj: dict, out) -> bool:
 def _would_replace_full(suites, device, fast, out) -> str | None:
     """The reason to refuse, when a fast run would land on a file of full-size measurements,
     or any run on a committed file (listed in its folder's SHA256SUMS)."""
-    from andrea_edu.bench.results import is_committed
+    from andrea_lab.bench.writer import is_committed
     from andrea_lab.bench.writer import _is_full
     from andrea_edu.bench.timing import device_slug
     folder = Path(out) if out is not None else data_dir()

@@ -5,8 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from andrea_edu.bench.results import MANIFEST, is_committed, validate_result
+from andrea_edu.bench.results import validate_result
+from andrea_edu.data import MANIFEST, read_manifest
 from andrea_lab.store import default_out_dir, write_json_atomic
+
+
+def is_committed(path) -> bool:
+    """True when `path` is listed in its folder's SHA256SUMS (book/data's committed files)."""
+    try:
+        return Path(path).name in read_manifest(Path(path).parent)
+    except (OSError, ValueError):
+        return True  # a damaged manifest: treat the folder as committed data, refuse
 
 
 def _is_full(obj) -> bool:
