@@ -1,5 +1,6 @@
 """The real-text run, made and committed (andrea_edu.heads.text_training trains, reads and
-re-checks it; see its docstring for the pins and the measured tolerances):
+re-checks it; see its docstring for the pins and the measured tolerances, which
+`measure_spread` and `compare_scores` here measure):
 
     python -m andrea_lab.make_realtext_run --out book/data/realtext_run.json
     python -m andrea_lab.make_realtext_run --toy-out book/data/toy_lab_model.json
@@ -11,20 +12,23 @@ torch is imported, unless --no-pin.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import sys
 from pathlib import Path
 
 from andrea_edu.data import DataFileError, new_provenance
+import numpy as np
 import torch
 
+from andrea_edu.heads import measures as M
 from andrea_edu.heads import text_training as TT
 from andrea_edu.heads import training as toy_training
 from andrea_edu.heads.text_runs import (RUN_FILE, TextSettings, default_settings,
                                         outputs_exist, toy_weights_path, weights_path)
 from andrea_edu.heads.text_training import CPU_PINS, RECHECK_STEPS, SCORE_TOL
-from andrea_edu.heads.run import SettingsError
+from andrea_edu.heads.run import Run, SettingsError
 from andrea_lab.run_writers import save_run, save_toy
 
 MODULE = "andrea_lab.make_realtext_run"  # for `python -m` (this file may run as __main__)
@@ -139,6 +143,40 @@ def _check_args(args) -> tuple[str | None, TextSettings | None]:
     return problem, s
 
 
+def measure_spread(n_steps: int = RECHECK_STEPS, settings: TextSettings | None = None) -> dict:
+    """The re-check's first n_steps losses under every combination of the three knobs (each set
+    to its pin or left unset), against the pinned run: {combination: max |loss difference|}."""
+    s = settings or default_settings(False)
+    ref = TT.recheck_losses(s, n_steps)
+    out = {}
+    for values in itertools.product(*[(None, v) for v in CPU_PINS.values()]):
+        pins = dict(zip(CPU_PINS, values))
+        r = TT.recheck_losses(s, n_steps, pins=pins)
+        key = ", ".join(f"{k}={v or 'unset'}" for k, v in pins.items())
+        out[key] = {"max_abs_diff": float(np.max(np.abs(np.subtract(r["train_loss"],
+                                                                    ref["train_loss"])))),
+                    "cpu_capability": r["cpu_capability"], "wall_seconds": r["wall_seconds"]}
+    # Two more yardsticks: another summation order (2 threads), the float noise a machine with
+    # other kernels adds; and the smallest real change (learning rate x 1.001), which a re-check
+    # must not pass.
+    for key, changed in (("2 torch threads (another summation order)", dict(threads=2)),
+                         ("learning rate x 1.001 (a real change)", dict(lr=s.lr * 1.001))):
+        r = TT.recheck_losses(dataclasses.replace(s, **changed), n_steps)
+        out[key] = {"max_abs_diff": float(np.max(np.abs(np.subtract(r["train_loss"],
+                                                                    ref["train_loss"])))),
+                    "cpu_capability": r["cpu_capability"], "wall_seconds": r["wall_seconds"]}
+    return out
+
+
+def compare_scores(a: Run, b: Run) -> dict:
+    """Two full runs of the same settings (e.g. pinned and unpinned): the largest differences of
+    their final scores, ablations and final validation loss."""
+    return {"max_score_diff": float(np.nanmax(np.abs(a.scores_after - b.scores_after))),
+            "max_ablation_diff": float(np.nanmax(np.abs(a.ablation - b.ablation))),
+            "final_loss_diff": float(abs(a.eval_loss[-1, 0] - b.eval_loss[-1, 0])),
+            "best_heads": (M.best_heads(a.scores_after), M.best_heads(b.scores_after))}
+
+
 def main(argv: list[str] | None = None) -> int:
     from andrea_lab.arg_checks import fail
     ap = _parser()
@@ -152,13 +190,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(TT.recheck_record(s, args.recheck)))
         return 0
     if args.measure_spread:
-        for k, v in TT.measure_spread(args.recheck or RECHECK_STEPS).items():
+        for k, v in measure_spread(args.recheck or RECHECK_STEPS).items():
             print(f"{k}: max |loss diff| {v['max_abs_diff']:.2e} ({v['cpu_capability']}, "
                   f"{v['wall_seconds']:.1f} s)")
         return 0
     if args.compare:
         try:
-            print(TT.compare_scores(*(TT.load_run(p, with_model=False) for p in args.compare)))
+            print(compare_scores(*(TT.load_run(p, with_model=False) for p in args.compare)))
         except DataFileError as e:
             return fail(PROG, str(e))
         return 0

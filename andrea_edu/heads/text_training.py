@@ -222,41 +222,6 @@ def compare_recheck(run: Run, re: dict, tol: float = RECHECK_TOL) -> dict:
             "pins": re["pins"], "wall_seconds": re["wall_seconds"]}
 
 
-def measure_spread(n_steps: int = RECHECK_STEPS, settings: TextSettings | None = None) -> dict:
-    """The re-check's first n_steps losses under every combination of the three knobs (each set
-    to its pin or left unset), against the pinned run: {combination: max |loss difference|}."""
-    import itertools
-    s = settings or default_settings(False)
-    ref = recheck_losses(s, n_steps)
-    out = {}
-    for values in itertools.product(*[(None, v) for v in CPU_PINS.values()]):
-        pins = dict(zip(CPU_PINS, values))
-        r = recheck_losses(s, n_steps, pins=pins)
-        key = ", ".join(f"{k}={v or 'unset'}" for k, v in pins.items())
-        out[key] = {"max_abs_diff": float(np.max(np.abs(np.subtract(r["train_loss"],
-                                                                    ref["train_loss"])))),
-                    "cpu_capability": r["cpu_capability"], "wall_seconds": r["wall_seconds"]}
-    # Two more yardsticks: another summation order (2 threads), the float noise a machine with
-    # other kernels adds; and the smallest real change (learning rate x 1.001), which a re-check
-    # must not pass.
-    for key, changed in (("2 torch threads (another summation order)", dict(threads=2)),
-                         ("learning rate x 1.001 (a real change)", dict(lr=s.lr * 1.001))):
-        r = recheck_losses(dataclasses.replace(s, **changed), n_steps)
-        out[key] = {"max_abs_diff": float(np.max(np.abs(np.subtract(r["train_loss"],
-                                                                    ref["train_loss"])))),
-                    "cpu_capability": r["cpu_capability"], "wall_seconds": r["wall_seconds"]}
-    return out
-
-
-def compare_scores(a: Run, b: Run) -> dict:
-    """Two full runs of the same settings (e.g. pinned and unpinned): the largest differences of
-    their final scores, ablations and final validation loss."""
-    return {"max_score_diff": float(np.nanmax(np.abs(a.scores_after - b.scores_after))),
-            "max_ablation_diff": float(np.nanmax(np.abs(a.ablation - b.ablation))),
-            "final_loss_diff": float(abs(a.eval_loss[-1, 0] - b.eval_loss[-1, 0])),
-            "best_heads": (M.best_heads(a.scores_after), M.best_heads(b.scores_after))}
-
-
 def recheck_record(settings: TextSettings, n_steps: int) -> dict:
     """The first n_steps training losses of `settings`, with the numerics they ran under: what
     `recheck_losses` reads back from its pinned subprocess."""
