@@ -7,9 +7,10 @@ the chapter's bracket head). The pins below change only with a change to this mo
 review sees as a code diff beside the data's.
 
 Where pins apply (`pinned`): the committed data folder of a checkout (a folder book/data beside
-the package folder andrea_edu/, whichever clone it is in), and a folder marked with `pin_folder`
-(a test's copy of the committed data, read as the book reads book/data). Everywhere else (scratch
-folders, andrea_runs/, a test's synthetic data) only SHA256SUMS and the loaders' checks stand.
+the package folder andrea_edu/, whichever clone it is in), and a folder marked with
+andrea_lab.pin_writer.pin_folder (a test's copy of the committed data, read as the book reads
+book/data). Everywhere else (scratch folders, andrea_runs/, a test's synthetic data) only
+SHA256SUMS and the loaders' checks stand.
 
 In a pinned folder every file has its pin and matches it, and every pinned file is there:
     check(path)             None, or one line: no pin, differs from its pin, or pinned but gone
@@ -18,11 +19,11 @@ The book calls both through andrea_edu.env (manifest_problem before it reads a d
 listed_but_missing when it looks one up by name), so every loader refuses a file whose pin
 differs, in one line that names it and says how to restore it or how to accept new data.
 
-Accepting new data deliberately: `python scripts/pin_data.py --accept book/data/NAME` (`accept`)
-rewrites the table below from the files as they are (each must be listed in, and match, its
-folder's SHA256SUMS); commit it with the data. scripts/land_gpu_out.py does this for the files it
-lands. `python scripts/pin_data.py` checks the whole folder. Standard library only (env.py's
-children load it without torch).
+Accepting new data deliberately: `python scripts/pin_data.py --accept book/data/NAME` (the
+laboratory's andrea_lab.pin_writer.accept) rewrites the table below from the files as they are
+(each must be listed in, and match, its folder's SHA256SUMS); commit it with the data.
+scripts/land_gpu_out.py does this for the files it lands. `python scripts/pin_data.py` checks
+the whole folder. Standard library only (env.py's children load it without torch).
 """
 from __future__ import annotations
 
@@ -32,13 +33,12 @@ import os
 from pathlib import Path
 
 MANIFEST = "SHA256SUMS"  # data.MANIFEST: never pinned itself (the pins stand in for it)
-MARKER = ".andrea-pinned"  # in a folder marked by pin_folder: read as the committed data
-PIN_FILE = Path(__file__)  # the module accept() rewrites (a test points it at a copy)
+MARKER = ".andrea-pinned"  # in a folder marked by pin_writer.pin_folder: read as book/data
+PIN_FILE = Path(__file__)  # the module pin_writer.accept rewrites (a test points it at a copy)
 PIN_NAME = "andrea_edu/data_pins.py"  # as a reader names it in a message
-_BEGIN, _END = "    # pins: begin", "    # pins: end"  # whole lines of the table below
 
 PINS: dict[str, str] = {
-    # pins: begin (one line per committed file, sorted; written by accept(): review the diff)
+    # pins: begin (one line per committed file, sorted; written by pin_writer.accept: review the diff)
     "bench_headdim_cpu.json": "893768718b15b05da3a572f2403d73566abcd22876d10809652fd13c12a637b5",
     "bench_layout_cpu.json": "11db3ade423b64572825628dce8d7cd15d560e4b80ed392378a95ac2c28cdcde",
     "bench_projections_cpu.json": "9283863135482fc8562dd4c142d140da1e251ed166f23cc5cf3dc6efd16501b2",
@@ -65,7 +65,7 @@ def committed_folder() -> Path:
 
 def pinned(folder) -> bool:
     """True when `folder` holds the committed data: a checkout's book/data (its parent's parent
-    holds andrea_edu/), or a folder `pin_folder` marked."""
+    holds andrea_edu/), or a folder `andrea_lab.pin_writer.pin_folder` marked."""
     folder = Path(folder)
     if (folder / MARKER).is_file():
         return True
@@ -75,35 +75,17 @@ def pinned(folder) -> bool:
         if (f.name == "data" and f.parent.name == "book"
                 and (f.parent.parent / "andrea_edu" / "data_pins.py").is_file()):
             return True
-    return _same_folder(folder, committed_folder())
+    return same_folder(folder, committed_folder())
 
 
-def _same_folder(a, b) -> bool:
+def same_folder(a, b) -> bool:
     try:
         return os.path.samefile(a, b)
     except OSError:
         return False
 
 
-def own_folder(folder) -> bool:
-    """True when `folder` is the committed data folder of THIS checkout (book/data beside this
-    module's package, through any symbolic link), or a folder `pin_folder` marked: the only
-    folders whose files this checkout's pins may be rewritten from. Another checkout's
-    book/data is pinned by that checkout's own table."""
-    folder = Path(folder)
-    return (folder / MARKER).is_file() or _same_folder(folder, committed_folder())
-
-
-def pin_folder(folder) -> Path:
-    """Mark `folder` as holding copies of the committed data: from then on it is checked against
-    the pins as book/data is (a test's copy, damaged and re-manifested, is then refused)."""
-    mark = Path(folder) / MARKER
-    mark.write_text("this folder holds copies of the committed data: andrea_edu/data_pins.py "
-                    "checks every file\n")
-    return mark
-
-
-def _shown(path: Path) -> str:
+def shown(path: Path) -> str:
     """The path as a reader types it: relative to the repository when inside it."""
     root = Path(__file__).resolve().parents[1]
     try:
@@ -113,12 +95,12 @@ def _shown(path: Path) -> str:
 
 
 def _restore(path: Path) -> str:
-    return f"restore it with `git checkout -- {_shown(path)}`"
+    return f"restore it with `git checkout -- {shown(path)}`"
 
 
 def _accept(path: Path) -> str:
     return (f"accept new data deliberately with `python scripts/pin_data.py --accept "
-            f"{_shown(path)}` and commit that code change with the data")
+            f"{shown(path)}` and commit that code change with the data")
 
 
 def check(path, sha256: str | None = None) -> str | None:
@@ -135,7 +117,7 @@ def check(path, sha256: str | None = None) -> str | None:
             return None
         return (f"pinned in {PIN_NAME} but missing (committed data deleted): {_restore(path)}, "
                 f"or remove its pin deliberately with `python scripts/pin_data.py --accept "
-                f"{_shown(path)}`")
+                f"{shown(path)}`")
     if want is None:
         return (f"has no pin in {PIN_NAME}: every file of the committed data folder is pinned, "
                 f"so a file added by hand is refused; {_accept(path)} (scripts/land_gpu_out.py "
@@ -147,7 +129,7 @@ def check(path, sha256: str | None = None) -> str | None:
     if got != want and crlf_converted(path, want):
         return (f"its line endings were converted to CRLF (git's core.autocrlf=true changed every "
                 f"sha256 in the folder): restore the bytes with `git -c core.autocrlf=false "
-                f"checkout -- {_shown(path.parent)}`")
+                f"checkout -- {shown(path.parent)}`")
     if got != want:
         return (f"content differs from its pin in {PIN_NAME} (committed data changed; "
                 f"{MANIFEST} alone cannot vouch for it, it can be regenerated over damage): "
@@ -188,53 +170,3 @@ def crlf_converted(path, want: str) -> bool:
     except OSError:
         return False
     return b"\r\n" in raw and hashlib.sha256(raw.replace(b"\r\n", b"\n")).hexdigest() == want
-
-
-def pins_text(pins: dict[str, str]) -> str:
-    """The lines between the markers for {name: sha256}, sorted by name."""
-    return "".join(f'    "{n}": "{h}",\n' for n, h in sorted(pins.items()))
-
-
-def accept(paths, pin_file=None) -> list[str]:
-    """Pin the files `paths` as they are now (a file that is gone loses its pin): rewrite the
-    table in this module's source (atomically: temporary file + rename) and in memory. Each path
-    must lie in a pinned folder (ValueError, one line, before anything is written). Whether each
-    file is what its folder's SHA256SUMS lists is the caller's to check first
-    (scripts/pin_data.py does; scripts/land_gpu_out.py has just written the manifest itself).
-    Returns one line per file."""
-    pin_file = Path(pin_file) if pin_file is not None else PIN_FILE
-    new = dict(PINS)
-    lines = []
-    for p in map(Path, paths):
-        if not pinned(p.parent):
-            raise ValueError(f"{p}: not in the committed data folder (book/data); only its files "
-                             f"are pinned")
-        if not own_folder(p.parent):
-            raise ValueError(f"{p}: in another checkout's book/data, not this one's "
-                             f"({_shown(committed_folder())}); pin it with that checkout's "
-                             f"scripts/pin_data.py")
-        if not p.exists():
-            if new.pop(p.name, None) is None:
-                raise ValueError(f"{p}: no such file, and no pin to remove")
-            lines.append(f"{p.name}: pin removed (the file is gone)")
-            continue
-        if not p.is_file():
-            raise ValueError(f"{p}: not a file")
-        got = hashlib.sha256(p.read_bytes()).hexdigest()
-        old = new.get(p.name)
-        new[p.name] = got
-        lines.append(f"{p.name}: {'unchanged' if old == got else 'pinned' if old is None else 're-pinned'}"
-                     f" {got[:12]}")
-    lines_of = pin_file.read_text().split("\n")
-    begin = [i for i, ln in enumerate(lines_of) if ln.startswith(_BEGIN)]
-    end = [i for i, ln in enumerate(lines_of) if ln == _END]
-    if len(begin) != 1 or len(end) != 1 or end[0] < begin[0]:
-        raise ValueError(f"{pin_file}: the '# pins: begin' / '# pins: end' lines are not there "
-                         f"once each; restore the file (git checkout)")
-    text = "\n".join(lines_of[:begin[0] + 1]) + "\n" + pins_text(new) + "\n".join(lines_of[end[0]:])
-    tmp = pin_file.with_name(f".{pin_file.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, pin_file)
-    PINS.clear()
-    PINS.update(new)
-    return lines

@@ -18,6 +18,8 @@ package.
     make_realtext_variant  python -m andrea_lab.make_realtext_variant: the longer real-text
                 variants
     run_writers their writers: save_run, save_toy, save_paths, save_variant
+    pin_writer  the committed data's pins, written: accept (rewrites andrea_edu/data_pins.py's
+                table), own_folder, pin_folder (a test's copy read as book/data)
     store       the one manifest writer: write_files_as_unit, write_json_atomic, folder_lock,
                 recover_units, seal_folder, default_out_dir
                 (python -m andrea_lab.store recover DIR: finish a unit write a killed writer left)

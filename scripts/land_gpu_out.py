@@ -134,6 +134,7 @@ def land(out: Path, data: Path, replace: bool = False, dry_run: bool = False) ->
 
     from andrea_edu import data_pins
     from andrea_edu.data import MANIFEST, read_manifest
+    from andrea_lab import pin_writer
     from andrea_lab.store import write_files_as_unit
     links = sorted(p.name for p in out.iterdir() if p.is_symlink())
     if links:   # the device tool returns plain files only: a link here points somewhere else
@@ -175,7 +176,7 @@ def land(out: Path, data: Path, replace: bool = False, dry_run: bool = False) ->
     write_files_as_unit([(data / p.name, writer(p)) for p in landed], manifest=True)
     pinned = data_pins.pinned(data)
     if pinned:   # the committed folder: its pins in code too (the review sees the diff)
-        data_pins.accept([data / p.name for p in landed])
+        pin_writer.accept([data / p.name for p in landed])
     for p in landed:   # what landed is what was checked: read it back from its new place,
         check_file(data / p.name, in_place=True)   # its manifest line and pin checked there
     return lines + [f"landed {len(landed)} file(s) into {data}, SHA256SUMS updated"

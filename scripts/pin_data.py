@@ -36,10 +36,11 @@ def listed_as_is(path: Path) -> None:
 
     from andrea_edu import data_pins
     from andrea_edu.data import MANIFEST, read_manifest
+    from andrea_lab import pin_writer
     if not data_pins.pinned(path.parent):
         raise ValueError(f"{path}: not in the committed data folder (book/data); only its files "
                          f"are pinned")
-    if not data_pins.own_folder(path.parent):
+    if not pin_writer.own_folder(path.parent):
         raise ValueError(f"{path}: in another checkout's book/data, not this one's "
                          f"({data_pins.committed_folder()}); pin it with that checkout's "
                          f"scripts/pin_data.py")
@@ -59,6 +60,7 @@ def listed_as_is(path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from andrea_edu import data_pins
+    from andrea_lab import pin_writer
     ap = argparse.ArgumentParser(prog="python scripts/pin_data.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--accept", nargs="+", metavar="FILE", default=None,
@@ -76,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for f in map(Path, a.accept):
             listed_as_is(f)
-        lines = data_pins.accept(a.accept)
+        lines = pin_writer.accept(a.accept)
     except (ValueError, OSError) as e:
         print(f"{ap.prog}: error: --accept: {str(e).splitlines()[0]} (nothing pinned)",
               file=sys.stderr)

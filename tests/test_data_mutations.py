@@ -39,6 +39,7 @@ import torch
 from andrea_edu.bench import results as R
 from andrea_edu import data as bookdata
 from andrea_edu import data_pins
+from andrea_lab import pin_writer
 from andrea_edu.data import MANIFEST, DataFileError, read_manifest
 from andrea_lab.store import seal_folder
 from andrea_edu.heads import path_runs as PR
@@ -368,7 +369,7 @@ def test_each_finding_of_the_issue_is_refused_in_one_line(name, damage_fn, words
 # damage in one line naming the file. Regenerated (someone ran sha256sum over the damaged folder,
 # vouching for it): the manifest cannot refuse, and the loaders' value checks alone let in-range
 # edits through (measured before the pins: of 114 damages 66 refused, 12 harmless, 36 changed a
-# chapter silently). The folder is then read as the committed one (`data_pins.pin_folder`: what
+# chapter silently). The folder is then read as the committed one (`pin_writer.pin_folder`: what
 # book/data is by its place) and the pins in andrea_edu/data_pins.py refuse every damage.
 SCENARIOS = ("intact", "deleted", "truncated", "regenerated")
 BYTE_KINDS = ("digit_flip", "truncate")
@@ -417,7 +418,7 @@ def _set_manifest(folder: Path, scenario: str) -> None:
         m.write_bytes((DATA / MANIFEST).read_bytes()[:700])  # `head -c 700`: cut mid-line
     else:
         seal_folder(folder)
-        data_pins.pin_folder(folder)  # the committed folder: its pins stand
+        pin_writer.pin_folder(folder)  # the committed folder: its pins stand
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -460,7 +461,7 @@ def test_a_deleted_committed_file_is_refused_not_taken_for_no_data(name, manifes
             shutil.copy(p, tmp_path / p.name)
     if manifest == "regenerated":  # its line gone with it: the pins still know the file
         seal_folder(tmp_path)
-        data_pins.pin_folder(tmp_path)
+        pin_writer.pin_folder(tmp_path)
     with pytest.raises(DataFileError, match="listed in .* but missing|missing|sha256|cannot"):
         if name.endswith(".pt"):  # the JSON that names these weights
             owner = next(n for n in DIGESTS if (tmp_path / n).is_file() and
@@ -539,7 +540,7 @@ def test_structural_damage_is_refused_before_parsing(kind, scenario, tmp_path, m
         if scenario != "intact":
             seal_folder(tmp_path)
         if scenario == "regenerated_pinned":
-            data_pins.pin_folder(tmp_path)
+            pin_writer.pin_folder(tmp_path)
         _damage_manifest(tmp_path, damage_kind)
         with pytest.raises(DataFileError) as e:
             bookdata.load(kind, **opts)

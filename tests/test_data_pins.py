@@ -16,6 +16,7 @@ import pytest
 from andrea_edu import data_pins, env
 from andrea_edu import data as bookdata
 from andrea_edu.data import MANIFEST, DataFileError
+from andrea_lab import pin_writer
 from andrea_lab.store import seal_folder
 from andrea_edu.heads import text_runs as TR
 
@@ -50,7 +51,7 @@ def test_the_committed_folder_is_pinned_by_its_place_and_synthetic_folders_are_n
     (tmp_path / "book" / "data").mkdir(parents=True)  # book/data, but in no checkout
     assert not data_pins.pinned(tmp_path / "book" / "data")
     assert data_pins.pinned(_checkout(tmp_path, []))
-    data_pins.pin_folder(tmp_path)
+    pin_writer.pin_folder(tmp_path)
     assert data_pins.pinned(tmp_path)
     # a synthetic folder the tests build and seal reads as before
     (tmp_path / "x").mkdir()
@@ -109,7 +110,7 @@ def test_a_file_added_or_deleted_by_hand_is_refused(tmp_path, monkeypatch):
 
 @pytest.fixture
 def pin_copy(tmp_path, monkeypatch) -> Path:
-    """accept() writes a copy of data_pins.py, and the table in memory is a copy too."""
+    """pin_writer.accept() writes a copy of data_pins.py, and the table in memory is a copy too."""
     copy = tmp_path / "data_pins_copy.py"
     shutil.copy(data_pins.PIN_FILE, copy)
     monkeypatch.setattr(data_pins, "PIN_FILE", copy)
@@ -126,15 +127,15 @@ def _table(source: Path) -> dict:
 def test_accept_rewrites_the_table_in_code_and_nothing_else(tmp_path, pin_copy):
     folder = tmp_path / "data"
     folder.mkdir()
-    data_pins.pin_folder(folder)
+    pin_writer.pin_folder(folder)
     before = pin_copy.read_text()
-    assert data_pins.accept([]) == []
+    assert pin_writer.accept([]) == []
     assert pin_copy.read_text() == before  # nothing to pin: the same text
     new = folder / "bench_layout_my-gpu.json"
     new.write_text('{"x": 1}\n')
     seal_folder(folder)
     assert data_pins.check(new) is not None  # refused until pinned
-    lines = data_pins.accept([new])
+    lines = pin_writer.accept([new])
     assert lines[0].startswith("bench_layout_my-gpu.json: pinned")
     sha = hashlib.sha256(new.read_bytes()).hexdigest()
     assert _table(pin_copy) == data_pins.PINS and data_pins.PINS[new.name] == sha
@@ -143,18 +144,18 @@ def test_accept_rewrites_the_table_in_code_and_nothing_else(tmp_path, pin_copy):
     assert [ln for ln in changed if ln not in before.splitlines()] == \
         [f'    "{new.name}": "{sha}",']  # one line of code: what the review sees
     new.unlink()
-    assert data_pins.accept([new]) == [f"{new.name}: pin removed (the file is gone)"]
+    assert pin_writer.accept([new]) == [f"{new.name}: pin removed (the file is gone)"]
     assert pin_copy.read_text() == before
     with pytest.raises(ValueError, match="no such file, and no pin"):
-        data_pins.accept([new])
+        pin_writer.accept([new])
     with pytest.raises(ValueError, match="not in the committed data folder"):
-        data_pins.accept([tmp_path / "elsewhere.json"])
+        pin_writer.accept([tmp_path / "elsewhere.json"])
 
 
 def test_pin_data_accepts_only_what_the_manifest_lists(tmp_path, pin_copy, monkeypatch, capsys):
     folder = tmp_path / "data"
     folder.mkdir()
-    data_pins.pin_folder(folder)
+    pin_writer.pin_folder(folder)
     f = folder / "pipeline_my-gpu.json"
     f.write_text("{}\n")
     seal_folder(folder)
@@ -205,7 +206,7 @@ def test_pin_data_refuses_another_checkouts_file(tmp_path, pin_copy, capsys):
     assert len(err.splitlines()) == 1 and "another checkout" in err, err
     assert pin_copy.read_text() == before
     with pytest.raises(ValueError, match="another checkout"):
-        data_pins.accept([f])
+        pin_writer.accept([f])
     assert pin_copy.read_text() == before
 
 

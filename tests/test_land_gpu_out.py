@@ -109,10 +109,11 @@ def test_a_damaged_or_foreign_file_stops_the_landing_and_nothing_lands(suite_out
 
 
 def test_landing_into_the_committed_folder_pins_what_it_lands(suite_out, tmp_path, monkeypatch):
-    """Into book/data (here a folder read as it: data_pins.pin_folder) the landing writes each
+    """Into book/data (here a folder read as it: pin_writer.pin_folder) the landing writes each
     file's pin into andrea_edu/data_pins.py (here a copy): the book reads what landed, and the
     review sees a code diff; a file copied in by hand is refused."""
     from andrea_edu import data_pins
+    from andrea_lab import pin_writer
     from andrea_edu.bench.results import read_results_file
     from andrea_edu.data import DataFileError
     from andrea_lab.store import seal_folder
@@ -121,7 +122,7 @@ def test_landing_into_the_committed_folder_pins_what_it_lands(suite_out, tmp_pat
     monkeypatch.setattr(data_pins, "PIN_FILE", copy)
     monkeypatch.setattr(data_pins, "PINS", dict(data_pins.PINS))
     data = _data(tmp_path)
-    data_pins.pin_folder(data)
+    pin_writer.pin_folder(data)
     shutil.copy(ROOT / "book" / "data" / "bench_layout_cpu.json", data)  # as book/data holds it
     hand = data / f"bench_projections_{SLUG}.json"   # copied in by hand, listed, not pinned
     shutil.copy(suite_out / f"bench_layout_{SLUG}.json", hand)
@@ -212,22 +213,23 @@ def test_a_landing_killed_before_its_pins_is_finished_by_a_plain_retry(suite_out
     unpinned; landing the same OUT again (no --replace) pins them. Other bytes still need
     --replace."""
     from andrea_edu import data_pins
+    from andrea_lab import pin_writer
     copy = tmp_path / "data_pins_copy.py"
     shutil.copy(data_pins.PIN_FILE, copy)
     monkeypatch.setattr(data_pins, "PIN_FILE", copy)
     monkeypatch.setattr(data_pins, "PINS", dict(data_pins.PINS))
     data = _data(tmp_path)
-    data_pins.pin_folder(data)
-    real = data_pins.accept
+    pin_writer.pin_folder(data)
+    real = pin_writer.accept
 
     def killed(paths):
         raise KeyboardInterrupt("killed between the data write and the pins")
-    monkeypatch.setattr(data_pins, "accept", killed)
+    monkeypatch.setattr(pin_writer, "accept", killed)
     with pytest.raises(KeyboardInterrupt):
         land_gpu_out.main([str(suite_out), "--data", str(data)])
     landed = {f"bench_layout_{SLUG}.json", "gpucheck.json", f"pipeline_{SLUG}.json"}
     assert set(read_manifest(data)) == landed and not any(n in data_pins.PINS for n in landed)
-    monkeypatch.setattr(data_pins, "accept", real)
+    monkeypatch.setattr(pin_writer, "accept", real)
     assert land_gpu_out.main([str(suite_out), "--data", str(data)]) == 0
     assert all(data_pins.check(data / n) is None for n in landed)
     other, _ = _copy(suite_out, tmp_path, "other")

@@ -234,6 +234,7 @@ def test_pipeline_timing_adds_no_file_to_the_committed_folder_unless_asked(tmp_p
     before measuring (a new file changes the committed SHA256SUMS and is refused by the pins);
     save_timing refuses a pinned folder the same way."""
     from andrea_edu import data_pins
+    from andrea_lab import pin_writer
     from andrea_edu.pipeline import timing as PT
     from andrea_lab import pipeline_timing as lab_timing
     before = (DATA / MANIFEST).read_bytes()
@@ -244,7 +245,7 @@ def test_pipeline_timing_adds_no_file_to_the_committed_folder_unless_asked(tmp_p
     err = capsys.readouterr().err
     assert "lies in the book's folder" in err and len(err.strip().splitlines()) == 1
     assert (DATA / MANIFEST).read_bytes() == before and not (DATA / "pipeline_cpu.json").exists()
-    data_pins.pin_folder(tmp_path)
+    pin_writer.pin_folder(tmp_path)
     with pytest.raises(FileExistsError, match="committed data folder"):
         lab_timing.save_timing(timing, tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == [data_pins.MARKER]
