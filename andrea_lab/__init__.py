@@ -20,6 +20,8 @@ package.
     run_writers their writers: save_run, save_toy, save_paths, save_variant
     pin_writer  the committed data's pins, written: accept (rewrites andrea_edu/data_pins.py's
                 table), own_folder, pin_folder (a test's copy read as book/data)
+    process     how a command runs: re-run pinned or unpinned in a child (rerun_pinned,
+                rerun_unpinned, run_child), signals passed on, SIGTERM as Ctrl-C
     store       the one manifest writer: write_files_as_unit, write_json_atomic, folder_lock,
                 recover_units, seal_folder, default_out_dir
                 (python -m andrea_lab.store recover DIR: finish a unit write a killed writer left)

@@ -121,7 +121,7 @@ def dead_kernel_reason(client) -> str:
     libgomp exits with when it cannot create its threads on a loaded machine: "libgomp: Thread
     creation failed: Resource temporarily unavailable", measured with a thread limit), else that
     it is unknown."""
-    from andrea_edu.env import signal_name
+    from andrea_lab.process import signal_name
     proc = getattr(getattr(getattr(client, "km", None), "provisioner", None), "process", None)
     rc = proc.poll() if proc is not None and hasattr(proc, "poll") else None
     if rc is None:

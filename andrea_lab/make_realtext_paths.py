@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":  # its CPU numbers are committed: pinned, as env.PINNED_ISA says
-    from andrea_edu.env import rerun_pinned
+    from andrea_lab.process import rerun_pinned
     rc = rerun_pinned("andrea_lab.make_realtext_paths")  # None: pinned already
     if rc is None:
         main()

@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         os.execve(sys.executable, [sys.executable, "-m", MODULE, *raw], env)
     if not args.no_pin:
         _reexec_pinned(raw)
-    from andrea_edu.env import sigterm_interrupts
+    from andrea_lab.process import sigterm_interrupts
     written: list = []
     try:
         with sigterm_interrupts():  # SIGTERM as Ctrl-C: one line says what was left unwritten
@@ -245,7 +245,7 @@ def _stopped(e: KeyboardInterrupt, args, written: list, prog: str = PROG) -> int
     status is 128 + the signal's number."""
     import signal
 
-    from andrea_edu.env import stop_signal
+    from andrea_lab.process import stop_signal
     sig = stop_signal(e)
     toy = getattr(args, "toy_out", None) is not None  # (make_realtext_variant has no --toy-out)
     json_out = args.toy_out if toy else args.out

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     s = TL.variant_settings(args.variant, False)
     if args.steps:
         s = dataclasses.replace(s, steps=args.steps, eval_every=max(1, args.steps // 2))
-    from andrea_edu.env import sigterm_interrupts
+    from andrea_lab.process import sigterm_interrupts
     from andrea_lab.make_realtext_run import _stopped
     written: list = []
     try:

@@ -133,7 +133,7 @@ def main(argv=None) -> int:
         return fail(ap.prog, problem)
     base = default_settings(fast=False)
     command = ("python -m andrea_lab.make_sweep " + " ".join(argv)).strip()
-    from andrea_edu.env import sigterm_interrupts, stop_signal
+    from andrea_lab.process import sigterm_interrupts, stop_signal
     path = None
     try:
         with sigterm_interrupts():  # SIGTERM as Ctrl-C: one line says what was left unwritten
@@ -155,6 +155,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":  # its CPU numbers are committed: pinned, as env.PINNED_ISA says
-    from andrea_edu.env import rerun_pinned
+    from andrea_lab.process import rerun_pinned
     rc = rerun_pinned("andrea_lab.make_sweep")  # None: pinned already
     sys.exit(main() if rc is None else rc)

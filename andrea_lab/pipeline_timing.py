@@ -122,7 +122,7 @@ def main(argv=None) -> int:
     committed = check_not_committed("--out", [target], a.replace)  # a new file in book/data too
     if committed:
         return fail(ap.prog, committed)
-    from andrea_edu.env import sigterm_interrupts, stop_signal
+    from andrea_lab.process import sigterm_interrupts, stop_signal
     t: StepTiming | None = None
     wrote: Path | None = None
     try:
@@ -179,6 +179,6 @@ def _stopped(prog: str, e: BaseException, t: StepTiming | None, out, target: Pat
 
 
 if __name__ == "__main__":
-    from andrea_edu.env import rerun_unpinned
+    from andrea_lab.process import rerun_unpinned
     rc = rerun_unpinned("andrea_lab.pipeline_timing")  # 0 is a child's success: not "go on"
     raise SystemExit(main() if rc is None else rc)

@@ -320,7 +320,7 @@ class Chromium:
         return None
 
     def _report(self, where: str, seen: int, mark: int) -> str:
-        from andrea_edu.env import signal_name
+        from andrea_lab.process import signal_name
 
         said = self._why(mark)
         if not self.browser.is_connected():

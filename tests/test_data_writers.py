@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
-from andrea_edu import env
 from andrea_edu import data as bookdata
-from andrea_lab import store
+from andrea_lab import process, store
 from andrea_edu.heads import text_runs as TR
 from andrea_edu.heads import text_training as TT
 from andrea_lab.run_writers import save_run
@@ -161,10 +160,10 @@ def test_a_child_killed_by_a_signal_is_reported_in_one_line(capfd):
     rc = subprocess.run([sys.executable, "-c",
                          "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"]).returncode
     assert rc == -signal.SIGSEGV
-    assert env.child_status("python -m andrea_lab.bench", rc) == 128 + signal.SIGSEGV
+    assert process.child_status("python -m andrea_lab.bench", rc) == 128 + signal.SIGSEGV
     err = capfd.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "SIGSEGV" in err and "andrea_lab.bench" in err
-    assert env.child_status("x", 0) == 0 and env.child_status("x", 2) == 2
+    assert process.child_status("x", 0) == 0 and process.child_status("x", 2) == 2
 
 
 def test_settings_from_json_and_check():

@@ -14,7 +14,7 @@ import pytest
 
 from andrea_edu import env
 from andrea_edu import data as bookdata
-from andrea_lab import store
+from andrea_lab import process, store
 
 REPO = Path(__file__).resolve().parents[1]
 X86 = env.is_x86()
@@ -129,25 +129,25 @@ def test_importing_andrea_edu_changes_no_environment_variable():
 @needs_x86
 def test_a_data_command_reruns_itself_pinned_when_started_without_the_pins(monkeypatch):
     """Importing the package no longer pins, so a command whose CPU numbers are committed
-    (sweep, path_runs, text_longer) re-runs itself with the pins filled in (env.rerun_pinned)."""
+    (sweep, path_runs, text_longer) re-runs itself with the pins filled in (process.rerun_pinned)."""
     seen: list = []
 
     def run_child(cmd, env=None):
         seen.append((cmd, env))
         return 0
 
-    monkeypatch.setattr(env, "run_child", run_child)
+    monkeypatch.setattr(process, "run_child", run_child)
     monkeypatch.setattr(sys, "argv", ["x", "--out", "o.json"])
     monkeypatch.delenv("ANDREA_CPU_ISA", raising=False)
-    assert env.rerun_pinned("andrea_edu.heads.sweep") is None and not seen  # pinned already
+    assert process.rerun_pinned("andrea_edu.heads.sweep") is None and not seen  # pinned already
     monkeypatch.delenv("ATEN_CPU_CAPABILITY")
     monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")  # a value set by hand stays
-    assert env.rerun_pinned("andrea_edu.heads.sweep") == 0
+    assert process.rerun_pinned("andrea_edu.heads.sweep") == 0
     (cmd, child), = seen
     assert cmd[1:] == ["-m", "andrea_edu.heads.sweep", "--out", "o.json"]
     assert child["ATEN_CPU_CAPABILITY"] == "avx2" and child["MKL_CBWR"] == "COMPATIBLE"
     monkeypatch.setenv("ANDREA_CPU_ISA", "native")
-    assert env.rerun_pinned("andrea_edu.heads.sweep") is None and len(seen) == 1
+    assert process.rerun_pinned("andrea_edu.heads.sweep") is None and len(seen) == 1
     for f in ("make_sweep", "make_realtext_paths"):   # the laboratory's data commands
         assert f'rerun_pinned("andrea_lab.{f}")' in (REPO / "andrea_lab" / f"{f}.py").read_text()
     variant = (REPO / "andrea_lab" / "make_realtext_variant.py").read_text()
@@ -255,7 +255,7 @@ def test_native_drops_inherited_pins(monkeypatch):
     for k, v in env.PINNED_ISA.items():
         monkeypatch.setenv(k, v)  # as a pinning parent (conftest, scripts/) leaves them
     monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")  # a value set by hand stays
-    child = env.native_isa_env()
+    child = process.native_isa_env()
     assert child["ANDREA_CPU_ISA"] == "native" and child["MKL_CBWR"] == "COMPATIBLE"
     assert "ATEN_CPU_CAPABILITY" not in child and "ONEDNN_MAX_CPU_ISA" not in child
     monkeypatch.setenv("ANDREA_CPU_ISA", "native")

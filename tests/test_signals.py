@@ -2,8 +2,8 @@
 passes SIGTERM/SIGINT on to it, and the child dies with the process the user sees, kill -9
 included; a sweep's pool workers end with their parent; a sweep or a training stopped by
 SIGTERM says in one line how far it got and what was left unwritten, and exits 128 + 15. The
-processes here load env.py alone (standard library only), so each test costs well under a second
-of CPU; the commands' tests run in this process with their long work planted (the toy training's
+processes here load andrea_edu.env and andrea_lab.process alone (standard library only), so each
+test costs well under a second of CPU; the commands' tests run in this process with their long work planted (the toy training's
 first AdamW costs torch's one-time import of its compiler, about 4 s, in a process that has not
 trained before)."""
 from __future__ import annotations
@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from andrea_edu import env
+from andrea_lab import process
 
 REPO = Path(__file__).resolve().parents[1]
-LOAD_ENV = (f"import importlib.util as u, sys; s = u.spec_from_file_location('env', "
-            f"{str(REPO / 'andrea_edu' / 'env.py')!r}); env = u.module_from_spec(s); "
-            f"sys.modules['env'] = env; s.loader.exec_module(env)\n")
+LOAD_ENV = (f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
+            f"from andrea_edu import env\nfrom andrea_lab import process\n")
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="PR_SET_PDEATHSIG is Linux's")
 
@@ -56,7 +56,7 @@ def _gone_within(pid: int, seconds: float) -> bool:
 def _parent(tmp: Path, child_code: str) -> subprocess.Popen:
     child = ("import os, pathlib, signal, sys, time\n"
              f"tmp = pathlib.Path({str(tmp)!r})\n" + textwrap.dedent(child_code))
-    code = LOAD_ENV + (f"rc = env.run_child([sys.executable, '-c', {child!r}])\n"
+    code = LOAD_ENV + (f"rc = process.run_child([sys.executable, '-c', {child!r}])\n"
                        f"print(rc)\n")
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
 
@@ -121,16 +121,16 @@ def test_the_timing_commands_rerun_through_run_child(monkeypatch):
     def record(cmd, env=None) -> int:
         seen.append((cmd, env))
         return 0
-    monkeypatch.setattr(env, "timing_process_is_pinned", lambda: True)
-    monkeypatch.setattr(env, "run_child", record)
-    assert env.rerun_unpinned("andrea_lab.bench") == 0
+    monkeypatch.setattr(process, "timing_process_is_pinned", lambda: True)
+    monkeypatch.setattr(process, "run_child", record)
+    assert process.rerun_unpinned("andrea_lab.bench") == 0
     (cmd, child_env), = seen
     assert cmd[1:3] == ["-m", "andrea_lab.bench"] and child_env["ANDREA_CPU_ISA"] == "native"
 
 
 # ---------------------------------------------------------------- one line says what was left unwritten
 # In this process: the command's main, with its long work replaced by a plant that sends the
-# process a real SIGTERM part-way (env.sigterm_interrupts turns it into KeyboardInterrupt).
+# process a real SIGTERM part-way (process.sigterm_interrupts turns it into KeyboardInterrupt).
 def _sigterm_self() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
     raise AssertionError("SIGTERM did not stop the work")  # the handler raises before this

@@ -128,7 +128,7 @@ def run_sweep(n_heads=N_HEADS, seeds=SEEDS, base: Settings | None = None, worker
         else:
             for j in jobs:
                 runs[(j.n_head, j.seed)] = train(j, progress=progress)
-    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (env.sigterm_interrupts): how far it got
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (andrea_lab.process.sigterm_interrupts): how far it got
         setattr(e, "runs_done", (len(runs), len(jobs)))
         raise
     wall = time.perf_counter() - t0

@@ -29,8 +29,9 @@ from andrea_edu.bench.results import data_dir
 from andrea_lab.arg_checks import (check_device, check_int, check_number, check_out_dir,
                                    check_threads, fail, first_problem)
 from andrea_lab.bench.writer import write_results
+from andrea_lab.process import sigterm_interrupts
 from andrea_edu.bench.timing import pick_device
-from andrea_edu.env import fast_mode, sigterm_interrupts
+from andrea_edu.env import fast_mode
 from andrea_lab.store import default_out_dir
 
 
