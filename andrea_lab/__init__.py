@@ -17,6 +17,8 @@ package.
                 ablations
     make_realtext_variant  python -m andrea_lab.make_realtext_variant: the longer real-text
                 variants
+    make_sass_model  python -m andrea_lab.make_sass_model --out DIR: the SASS counts and time
+                model of every kernel version, in one file (the GPU suite's logs; a model)
     run_writers their writers: save_run, save_toy, save_paths, save_variant
     pin_writer  the committed data's pins, written: accept (rewrites andrea_edu/data_pins.py's
                 table), own_folder, pin_folder (a test's copy read as book/data)

@@ -389,7 +389,7 @@ t_model=$(date +%s); pid_model=""
 model_t=$(limit 90); [ "$REHEARSE" = 1 ] && model_t=$(limit 240)   # 2 shared cores, not 16
 if runs model; then
   mkdir -p "$logs/model"
-  ( timeout -k $KILL_S $model_t "$PY" -m andrea_edu.kernels.time_model --out "$logs/model" >"$logs/model.log" 2>&1; echo $? >"$work/model.rc" ) &
+  ( timeout -k $KILL_S $model_t "$PY" -m andrea_lab.make_sass_model --out "$logs/model" >"$logs/model.log" 2>&1; echo $? >"$work/model.rc" ) &
   pid_model=$!
 fi
 

@@ -48,7 +48,7 @@ def table() -> list[tuple[str, list[str]]]:
     B = "m:andrea_lab.bench.cli"
     SW, TT = "m:andrea_lab.make_sweep", "m:andrea_lab.make_realtext_run"
     TL, PR = "m:andrea_lab.make_realtext_variant", "m:andrea_lab.make_realtext_paths"
-    TM, PT = "m:andrea_edu.kernels.time_model", "m:andrea_lab.pipeline_timing"
+    TM, PT = "m:andrea_lab.make_sass_model", "m:andrea_lab.pipeline_timing"
     EX, XS = "m:andrea_lab.execute_chapters", "m:andrea_lab.chapter_exercises"
     rows = [(B, []), (B, ["--bogus"]), (B, ["nosuch"]), (B, ["layout", "--bogus"])]
     rows += [(B, ["layout", *a]) for a in (
@@ -112,7 +112,7 @@ class _TooLong(BaseException):
 # the long work of each command: reaching one of these is work started instead of a refusal
 WORK = [("andrea_edu.heads.sweep", "run_sweep"), ("andrea_edu.heads.text_training", "train"),
         ("andrea_lab.make_realtext_run", "measure_spread"), ("andrea_edu.heads.training", "train"),
-        ("andrea_edu.heads.path_runs", "measure"), ("andrea_edu.kernels.time_model", "report"),
+        ("andrea_edu.heads.path_runs", "measure"), ("andrea_lab.make_sass_model", "report"),
         ("andrea_edu.pipeline.timing", "time_steps"), ("andrea_edu.bench.suites", "run_suite"),
         ("andrea_lab.execute_chapters", "execute_notebook"),
         ("andrea_lab.chapter_exercises", "run_exercise")]
