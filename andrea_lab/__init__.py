@@ -1,8 +1,10 @@
 """andrea_lab: the laboratory that makes, writes and re-checks the book's committed data.
 
-Only scripts, tests and the book build's extensions (book/_ext) import it; a chapter never does: andrea_edu reads committed data through
-andrea_edu.data, and tests/test_architecture.py fails on any andrea_edu module that imports this
-package.
+Only scripts, tests and the book build's extensions (book/_ext) import it; a chapter never does:
+andrea_edu reads committed data through andrea_edu.data, and tests/test_architecture.py fails
+on any andrea_edu module that imports this package. It also holds the tooling that runs the
+chapters headless and checks their exercises, and the commands' shared plumbing (argument
+checks, re-running pinned or unpinned).
 
     bench       python -m andrea_lab.bench {head-dim|projections|layout|all|gpu-check|gpu-suite}:
                 the benchmarks' results JSON (write_results) and the GPU correctness check
