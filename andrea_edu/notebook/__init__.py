@@ -4,7 +4,7 @@
               kernel, a self-contained static HTML slider in the book build; measure_update
               (what one live update costs on the reader's machine)
     live      the slider's live renderer: frames drawn on one background thread, the last move
-              wins, idle time draws the neighbouring positions ahead
+              wins, idle time draws the positions one step away ahead
     kernel_cell  kernels written in a cell (%%cuda, run_kernel): NVRTC's evidence, a run on the
               CPU simulator, and what went wrong said in words (race, out of bounds, ...)
     kernel_puzzles  the CUDA puzzles of "One kernel, many heads": statement, hints, starter,
