@@ -59,24 +59,29 @@ def _v2_loop_key() -> list:
     raise AssertionError("no cell of config_mirrors_hardware defines V2_LOOP_KEY")
 
 
-def test_kernel_walkthrough_marks_lines_of_the_cu_file():
-    from andrea_edu.figures.viz import kernel_walkthrough
+def test_a_kernel_excerpt_marks_lines_of_the_cu_file():
+    """figures.kernel_source.excerpt, as the chapters call it: the block from `start` (or the
+    whole kernel function), and a table whose rows name the marked lines by their numbers in the
+    .cu file, their code as it is there."""
+    from andrea_edu.figures.kernel_source import code_part, excerpt
     from andrea_edu.kernels.toolkit import kernel_source
 
     V2_LOOP_KEY = _v2_loop_key()
-    md = kernel_walkthrough("v2", V2_LOOP_KEY, start=r"for \(int k0", stop=r"^  }$").data
+    block, table = (m.data for m in excerpt("v2", r"for \(int k0", V2_LOOP_KEY))
     src = kernel_source("v2").splitlines()
-    rows = [r for r in md.splitlines() if r.startswith("| ") and r[2].isdigit()]
+    rows = [r for r in table.splitlines() if r.startswith("| ") and r[2].isdigit()]
     assert len(rows) == len(V2_LOOP_KEY)
     for r in rows:  # the line number and the code agree with the file
         n, code = r.split(" | ")[0][2:], r.split(" | ")[1].strip("`")
-        assert src[int(n) - 1].strip() == code.replace("\\|", "|")
-    assert "wmma::mma_sync(sf, qf[kk], kf, sf);" in md
+        assert code_part(src[int(n) - 1]).strip() == code.replace("\\|", "|")
+    assert "wmma::mma_sync(sf, qf[kk], kf, sf);" in table and "for (int k0" in block
+    whole = excerpt("v1", marks=[(r"blockIdx", "the grid enters")])[0].data
+    assert whole.count("blockIdx") >= 1 and "attention_v1(" in whole
     # a pipe in a marked line reads as a pipe once rendered (MyST's parser), inside code spans too
     from markdown_it import MarkdownIt
 
-    piped = kernel_walkthrough("v2", [(r"\|\||&&|<", "a line with an operator")]).data
-    html = MarkdownIt("commonmark").enable("table").render(piped.rsplit("```", 1)[1])
+    piped = excerpt("v2", marks=[(r"\|\||&&|<", "a line with an operator")])[1].data
+    html = MarkdownIt("commonmark").enable("table").render(piped)
     assert "#124" not in html and "\\|" not in html and html.count("<tr>") == 2, html
 
 

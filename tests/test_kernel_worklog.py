@@ -120,7 +120,7 @@ def test_never_knows_verdicts():
     sig = SimpleNamespace(param_names=("q", "k", "v", "out", "seq_len", "head_dim"))
     reads = [(10, "base = blockIdx.x * seq_len;  // comment")]
     facts, verdict = figs.never_knows_check(sig, [], reads, True)
-    assert verdict == "holds" and facts["grid reads"] == "line 10: base = blockIdx.x * seq_len"
+    assert verdict == "holds" and facts["grid read on lines"] == "10"
     assert facts["one launch vs one per (b, h)"] == "same bits"
     assert figs.never_knows_check(sig, [], reads, False)[1] == "does not hold"
     assert figs.never_knows_check(sig, ["n_head"], reads, True)[1] == "does not hold"

@@ -110,12 +110,14 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def excerpt(version: str, start: str, marks=(), whole_file: bool = False) -> list:
-    """Display objects: the block starting at `start` (numbered as in the .cu, marked lines
-    highlighted in the book) and a table of the marked lines and what they do."""
+def excerpt(version: str, start: str | None = None, marks=(), whole_file: bool = False) -> list:
+    """Display objects: the block starting at `start` (default: the whole kernel function),
+    numbered as in the .cu, marked lines highlighted in the book, and a table of the marked lines
+    (`marks`: [(regex, what the line does)]) and what they do. Nothing is copied: every line is
+    read from the package's .cu source."""
     from IPython.display import Markdown
 
-    lines = loop_lines(version, start, whole_file)
+    lines = loop_lines(version, start, whole_file) if start else grid.kernel_lines(version)
     marked = marked_lines(lines, marks)
     body = "\n".join(t for _, t in lines)
     first = lines[0][0]

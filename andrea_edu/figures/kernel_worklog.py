@@ -25,7 +25,7 @@ from typing import Any
 
 # Shown kernel code is its own concept (andrea_edu.figures.kernel_source, shared by any chapter
 # that shows code); the chapter imports it from there.
-from andrea_edu.figures.kernel_source import _code, _first_sentence, version_header
+from andrea_edu.figures.kernel_source import _first_sentence, version_header
 from andrea_edu.figures.viz import plain_log
 from andrea_edu.kernels import registry
 from andrea_edu.kernels.toolkit import KERNEL_FILES
@@ -269,8 +269,7 @@ def never_knows_check(sig, heads_in_params, reads, same_bits: bool) -> tuple[dic
     reads; same_bits: all heads in one launch give the bits of one launch per (b, h)."""
     facts = {"parameters": ", ".join(sig.param_names),
              "head parameters": ", ".join(heads_in_params) or "-",
-             "grid reads": "; ".join(f"line {n}: {_code(c).strip().rstrip(';')}"
-                                     for n, c in reads),
+             "grid read on lines": ", ".join(str(n) for n, _ in reads),
              "one launch vs one per (b, h)": "same bits" if same_bits else "different bits"}
     return facts, "holds" if not heads_in_params and same_bits else "does not hold"
 

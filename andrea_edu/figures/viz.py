@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["head_colors", "head_color", "heatmap", "overview_figure", "savefig_for_readme",
-           "show_source", "source_markdown", "kernel_walkthrough", "contrast_ratio",
+           "show_source", "source_markdown", "contrast_ratio",
            "text_color_on", "PATTERN_COLORS", "caption"]
 
 
@@ -50,42 +50,6 @@ def source_markdown(*objs):
         blocks.append(f"```python\n{src.rstrip()}\n```")
     return Markdown("\n\n".join(blocks))
 
-
-def kernel_walkthrough(version: str, key, start: str | None = None, stop: str | None = None):
-    """A kernel's source from its .cu file, with the lines that carry the idea marked.
-
-    key: [(regex, what the line does)], each matched to the first line (at or after the previous
-    match) that contains it; start / stop: regexes of the first and last line shown (default:
-    the whole kernel function). In the book build the block is a Sphinx code-block with those
-    lines emphasized and numbered as in the file; in Jupyter a plain code block. A table lists
-    the marked lines. Nothing is copied: every line is read from the package's .cu source."""
-    import re
-
-    from IPython.display import Markdown
-
-    from andrea_edu.env import book_build
-    from andrea_edu.kernels.grid import kernel_lines
-
-    lines = kernel_lines(version)
-    lo = next(i for i, (_, t) in enumerate(lines) if re.search(start, t)) if start else 0
-    hi = (next(i for i, (_, t) in enumerate(lines) if i >= lo and re.search(stop, t))
-          if stop else len(lines) - 1)
-    lines = lines[lo:hi + 1]
-    marked, at = [], 0
-    for pattern, role in key:
-        at = next(i for i, (_, t) in enumerate(lines) if i >= at and re.search(pattern, t))
-        marked.append((lines[at][0], lines[at][1].strip(), role))
-    first = lines[0][0]
-    body = "\n".join(t for _, t in lines)
-    if book_build():
-        emph = ",".join(str(n - first + 1) for n, _, _ in marked)
-        block = (f"```{{code-block}} cuda\n:lineno-start: {first}\n:emphasize-lines: {emph}\n"
-                 f"{body}\n```")
-    else:
-        block = f"```cpp\n{body}\n```"
-    table = "| line | code | what it does |\n|---|---|---|\n" + "\n".join(
-        f"| {n} | `{text.replace('|', chr(92) + '|')}` | {role} |" for n, text, role in marked)
-    return Markdown(block + "\n\n" + table)
 
 # tab20 reordered: the 10 saturated colours first, then their 10 light partners, so that the
 # first heads are the most distinct. Head 20 and beyond: golden-ratio hue steps.
