@@ -142,7 +142,7 @@ def _bad_set_backend():
 
 
 def _bad_kernel_facts_gpu():
-    from andrea_edu.figures.config_mirrors_hardware import kernel_facts
+    from andrea_edu.bench.dispatched import kernel_facts
 
     kernel_facts(64, gpu="H300")
 

@@ -17,6 +17,7 @@ import torch
 from andrea_lab.store import seal_folder
 from andrea_edu.figures import kernel_worklog as figs
 from andrea_edu.figures.kernel_source import first_line
+from andrea_edu.kernels import tiles
 from andrea_edu.kernels.emulator import emulate
 
 matplotlib.use("Agg")
@@ -128,15 +129,15 @@ def test_never_knows_verdicts():
 
 def test_fragment_tables_follow_the_isa_and_p_needs_no_data_movement():
     # the ISA's figure for C/D: row r, column c of a 16x8 tile sits in lane 4(r%8) + c//2
-    assert figs.accumulator_owner(0, 0) == (0, "c0")
-    assert figs.accumulator_owner(9, 7) == (4 * 1 + 3, "c3")
+    assert tiles.accumulator_owner(0, 0) == (0, "c0")
+    assert tiles.accumulator_owner(9, 7) == (4 * 1 + 3, "c3")
     # A: a4, a5 are rows 0-7 of columns 8-15; a6, a7 rows 8-15 of columns 8-15
-    assert figs.a_operand_owner(0, 8) == (0, "a4") and figs.a_operand_owner(15, 15) == (31, "a7")
+    assert tiles.a_operand_owner(0, 8) == (0, "a4") and tiles.a_operand_owner(15, 15) == (31, "a7")
     # the kernel's pack2: a0a1 <- s[2kk][0..1], a2a3 <- s[2kk][2..3], a4..a7 <- s[2kk+1]
     for r in range(16):
         for c in range(16):
-            lane_s, reg_s = figs.accumulator_owner(r, c % 8)
-            lane_a, reg_a = figs.a_operand_owner(r, c)
+            lane_s, reg_s = tiles.accumulator_owner(r, c % 8)
+            lane_a, reg_a = tiles.a_operand_owner(r, c)
             assert lane_s == lane_a
             assert int(reg_a[1]) == 4 * (c // 8) + int(reg_s[1])
     ax = figs.fragment_figure().axes[0]

@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from andrea_edu.bench import dispatched
 from andrea_edu.figures import config_mirrors_hardware as tile_figures
 from andrea_edu.kernels import tiles
 
@@ -83,7 +84,7 @@ def _nvrtc_or_skip():
 
 def test_kernel_facts_tensor_cores_only_for_multiples_of_16():
     _nvrtc_or_skip()
-    f64, f72 = tile_figures.kernel_facts(64), tile_figures.kernel_facts(72)
+    f64, f72 = dispatched.kernel_facts(64), dispatched.kernel_facts(72)
     assert f64["error"] is None and f72["error"] is None, (f64["error"], f72["error"])
     assert (f64["backend"], f64["kernel"]) == ("cuda-flash", "v3")  # auto prefers v3 (sm_80+)
     assert f64["tensor_core_instructions"] > 0
@@ -95,7 +96,7 @@ def test_kernel_facts_tensor_cores_only_for_multiples_of_16():
     from andrea_edu.kernels.toolkit import block_rows
     bq = block_rows(f64["kernel"], 64)              # v3: 128 query rows per block at 64
     assert f64["grid_fill"]["n_blocks"] == B * nh * math.ceil(T / bq)
-    assert tile_figures.kernel_facts(300)["kernel"] is None  # above every kernel: sdpa, nothing compiled
+    assert dispatched.kernel_facts(300)["kernel"] is None  # above every kernel: sdpa, nothing compiled
 
 
 def _fake_results(device_kind="gpu"):

@@ -12,15 +12,20 @@ head_dim slider draws these points over the MODEL band of kernels.head_dim_evide
         The same points from a head_dim results file of a GPU (the dispatcher's backend at that
         head_dim, as the benchmark recorded it, and SDPA), only at this B, n_head, T; {} for a
         CPU file or None (a CPU has no tensor cores: its times say nothing about tiles).
+    kernel_facts(head_dim, dtype=bf16, arch="sm_90", B=8, n_head=12, T=1024, gpu="H200") -> dict
+        No GPU needed: the dispatcher's decision on a CUDA device and the compiled kernel behind
+        it (kernels.head_dim_evidence.compiled); cached.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 
 from andrea_edu.attention import attention, choose_backend, compare_to_reference
 from andrea_edu.bench import timing
+from andrea_edu.kernels import head_dim_evidence as evidence
 
 
 def _device_name(device: str) -> str:
@@ -112,3 +117,20 @@ def every_gpu(results_list, head_dims, B: int = 8, n_head: int = 12, T: int = 10
                          "kernel / SDPA": (k["us"] / s["us"]) if k["us"] and s["us"] else None})
     return rows
 
+
+@functools.lru_cache(maxsize=None)
+def kernel_facts(head_dim: int, dtype=torch.bfloat16, arch: str = "sm_90", B: int = 8,
+                 n_head: int = 12, T: int = 1024, gpu: str = "H200") -> dict:
+    """The dispatcher's decision for head_dim on a CUDA device, and the compiled kernel behind it
+    (andrea_edu.kernels.head_dim_evidence.compiled: tensor-core instructions in its PTX,
+    registers, shared memory, occupancy on `gpu`, a preset of andrea_edu.kernels.occupancy, and
+    how its grid for (B, n_head, T) fills that GPU); cached. On failure `error` says why. A `gpu`
+    that is not a preset is a one-line ValueError naming the presets, before any compile."""
+    evidence.check_gpu_preset(gpu)
+    d = choose_backend(head_dim, dtype, "cuda")
+    facts = dict(head_dim=head_dim, arch=arch, backend=d.backend, kernel=d.kernel,
+                 reason=d.reason, fallbacks=list(d.fallbacks_considered), error=None)
+    if d.kernel is not None:
+        facts.update(evidence.compiled(d.kernel, head_dim, dtype, arch=arch, B=B, n_head=n_head,
+                                       T=T, gpu=gpu))
+    return facts

@@ -23,17 +23,14 @@ curve (the panel says that no measurement exists).
 """
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.patches import Rectangle
 
-from andrea_edu.attention import choose_backend
 from andrea_edu.data import provenance
 from andrea_edu.figures.viz import plain_log
-from andrea_edu.kernels import head_dim_evidence as evidence
 from andrea_edu.kernels import registry, tiles
 
 BACKEND_STYLE = {  # backend -> (colour, marker, label)
@@ -377,25 +374,6 @@ def head_dim_figure(head_dim: int, sweep: list[dict], seq_len: int = 1024,
                  + ("\nwith a GPU measurement" if (measured or {}).get(head_dim) else ""),
                  fontsize=FRAME_MIN_PT + 2)
     return fig
-
-
-@functools.lru_cache(maxsize=None)
-def kernel_facts(head_dim: int, dtype=torch.bfloat16, arch: str = "sm_90", B: int = 8,
-                 n_head: int = 12, T: int = 1024, gpu: str = "H200") -> dict:
-    """The dispatcher's decision for head_dim on a CUDA device, and the compiled kernel behind it
-    (andrea_edu.kernels.head_dim_evidence.compiled: tensor-core instructions in its PTX,
-    registers, shared memory, occupancy on `gpu`, a preset of andrea_edu.kernels.occupancy, and
-    how its grid for (B, n_head, T) fills that GPU); cached. On failure `error` says why. A `gpu`
-    that is not a preset is a one-line ValueError naming the presets, before any compile."""
-    evidence.check_gpu_preset(gpu)
-    d = choose_backend(head_dim, dtype, "cuda")
-    facts = dict(head_dim=head_dim, arch=arch, backend=d.backend, kernel=d.kernel,
-                 reason=d.reason, fallbacks=list(d.fallbacks_considered), error=None)
-    if d.kernel is not None:
-        facts.update(evidence.compiled(d.kernel, head_dim, dtype, arch=arch, B=B, n_head=n_head,
-                                       T=T, gpu=gpu))
-    return facts
-
 
 
 # ---------------------------------------------------------------- where a measurement came from

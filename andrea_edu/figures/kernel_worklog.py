@@ -28,6 +28,7 @@ from typing import Any
 from andrea_edu.figures.kernel_source import _first_sentence, version_header
 from andrea_edu.figures.viz import plain_log
 from andrea_edu.kernels import registry
+from andrea_edu.kernels.tiles import a_operand_owner, accumulator_owner
 from andrea_edu.kernels.toolkit import KERNEL_FILES
 
 # The ladder as registered when the chapter imports this module; every function below reads
@@ -275,21 +276,6 @@ def never_knows_check(sig, heads_in_params, reads, same_bits: bool) -> tuple[dic
 
 
 # ------------------------------------------------------------------ v3's register fragments
-def accumulator_owner(row: int, col: int) -> tuple[int, str]:
-    """(lane, register) holding element (row, col) of a 16x8 mma.m16n8k16 accumulator, as the
-    PTX ISA draws it ("Matrix Fragments for mma.m16n8k16 with floating point type": lane
-    4g + t holds rows g and g+8, columns 2t and 2t+1, as c0, c1 and c2, c3)."""
-    g, half = row % 8, row // 8
-    return 4 * g + col // 2, f"c{2 * half + col % 2}"
-
-
-def a_operand_owner(row: int, col: int) -> tuple[int, str]:
-    """(lane, register) holding element (row, col) of the 16x16 A operand (same section):
-    a0, a1 rows 0-7 / columns 0-7; a2, a3 rows 8-15; a4..a7 the same for columns 8-15."""
-    g, rhalf, chalf, c = row % 8, row // 8, col // 8, col % 8
-    return 4 * g + c // 2, f"a{4 * chalf + 2 * rhalf + c % 2}"
-
-
 def fragment_figure():
     """One 16 x 16 block of P (16 query rows x 16 keys). Each cell: the lane that holds the
     element as an accumulator of S (s[2kk] for keys 0-7, s[2kk+1] for keys 8-15); the colour:

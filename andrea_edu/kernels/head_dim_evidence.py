@@ -20,7 +20,7 @@ refusals) is compiled by NVRTC for the H200 (sm_90) and the RTX 4090 (sm_89), it
     SWEEP: 8..128 in steps of 8, plus 70 and 72 (the source's misaligned head_dims)
     compiled(kernel, head_dim, dtype, arch, B, n_head, T, gpu) -> dict
         one compiled specialization's PTX evidence, registers, shared memory, occupancy on an
-        occupancy preset and grid fill (the chapter's `kernel_facts` adds the dispatcher's
+        occupancy preset and grid fill (bench.dispatched.kernel_facts adds the dispatcher's
         decision; NVRTC failures come back as `error`, never raised)
 
 Per score: one (query, key) pair of a full, unmasked K/V tile, counted for one warp (the SASS

@@ -6,8 +6,10 @@ Introduced in the chapter "The configuration mirrors the hardware". Pure arithme
   mma_work(head_dim)                 tensor-core work per attention score, per K/V tile of v2
   torch_flash_head_dim(head_dim)     what torch's flash SDPA path does with a head_dim
   sdpa_head_dim_rules(head_dim)      torch's head_dim rules per SDPA backend (GPU, sm_80..sm_90)
+  accumulator_owner, a_operand_owner which lane and register of a warp holds an element of
+                                     v3's mma.m16n8k16 tiles (the PTX ISA's fragment layouts)
 (a specialization's PTX evidence, registers, shared memory and occupancy, compiled by NVRTC:
-kernels.head_dim_evidence.compiled; the chapter's kernel_facts adds the dispatcher's decision)
+kernels.head_dim_evidence.compiled; bench.dispatched.kernel_facts adds the dispatcher's decision)
 
 Sources for the torch rules (read in PyTorch's source, not guessed; the measured eligibility on
 a GPU is in the bench results, which is what the chapter trusts first):
@@ -153,3 +155,17 @@ def sdpa_head_dim_rules(head_dim: int, dtype=torch.bfloat16) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- v3's register fragments
+def accumulator_owner(row: int, col: int) -> tuple[int, str]:
+    """(lane, register) holding element (row, col) of a 16x8 mma.m16n8k16 accumulator, as the
+    PTX ISA draws it ("Matrix Fragments for mma.m16n8k16 with floating point type": lane
+    4g + t holds rows g and g+8, columns 2t and 2t+1, as c0, c1 and c2, c3)."""
+    g, half = row % 8, row // 8
+    return 4 * g + col // 2, f"c{2 * half + col % 2}"
+
+
+def a_operand_owner(row: int, col: int) -> tuple[int, str]:
+    """(lane, register) holding element (row, col) of the 16x16 A operand (same section):
+    a0, a1 rows 0-7 / columns 0-7; a2, a3 rows 8-15; a4..a7 the same for columns 8-15."""
+    g, rhalf, chalf, c = row % 8, row // 8, col // 8, col % 8
+    return 4 * g + c // 2, f"a{4 * chalf + 2 * rhalf + c % 2}"
