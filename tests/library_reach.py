@@ -12,9 +12,14 @@ Method (static, on the source; nothing is imported or run):
    used -> f).
 3. From the roots the closure follows, inside each reached definition, every name and
    `module.attr` it uses that resolves (through that module's own definitions and imports) to a
-   library definition. Module-level statements that are not definitions are not counted; nor is
-   code reached only through dynamic dispatch (a registry holding functions reaches what its
-   module's definitions name, since the registry's spec modules are imported by name).
+   library definition. A module-level assignment to a name (`LOADERS = {...}`, `_RING = Ring()`,
+   a table of presets) is a definition too: a reached function that uses the name reaches its
+   lines and what its value names. `data.load("kind", ...)` with a literal kind (in a chapter or
+   in the library) reaches the loader that `data.LOADERS` names for that kind (the table names
+   loaders by module and function strings); a kind held in a variable reaches no loader. Other
+   module-level statements are not counted, nor code reached only through other dynamic
+   dispatch (a registry holding functions reaches what its module's definitions name, since the
+   registry's spec modules are imported by name).
 4. A chapter's *reach* is the number of distinct source lines (first to last line of each
    definition, decorators and docstring included) of the definitions reached.
 Issue 37 aims at a median reach of at most 1,500 lines.
@@ -64,6 +69,11 @@ def index() -> dict[str, Module]:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     start = min([node.lineno] + [d.lineno for d in node.decorator_list])
                     m.defs[node.name] = (start, node.end_lineno or node.lineno, node)
+                elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for t in targets:
+                        if isinstance(t, ast.Name) and t.id != "__all__":
+                            m.defs[t.id] = (node.lineno, node.end_lineno or node.lineno, node)
                 elif isinstance(node, ast.Import):
                     for a in node.names:
                         if a.name.split(".")[0] in PACKAGES:
@@ -126,6 +136,36 @@ def _targets(mods, mod: str, use: tuple[str, ...]) -> set[tuple[str, str]]:
     return {got} if isinstance(got, tuple) else set()
 
 
+LOAD = ("andrea_edu.data", "load")
+
+
+def _loaders(mods) -> dict[str, tuple[str, str]]:
+    """kind -> (module, function) of data.LOADERS, read from its source."""
+    d = mods.get(LOAD[0])
+    entry = d.defs.get("LOADERS") if d else None
+    value = getattr(entry[2], "value", None) if entry else None
+    out: dict[str, tuple[str, str]] = {}
+    for k, v in zip(getattr(value, "keys", []), getattr(value, "values", [])):
+        args = [a.value for a in getattr(v, "args", []) if isinstance(a, ast.Constant)]
+        if isinstance(k, ast.Constant) and len(args) >= 3:
+            out[k.value] = (args[1], args[2])
+    return out
+
+
+def _loaded(mods, mod: str, node: ast.AST) -> set[tuple[str, str]]:
+    """The loaders that `load("kind", ...)` calls in `node` (code of module `mod`) reach."""
+    table, out = _loaders(mods), set()
+    for n in ast.walk(node):
+        if not (isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Constant)):
+            continue
+        func = _uses(n.func)
+        if func and LOAD in _targets(mods, mod, func[0]) and n.args[0].value in table:
+            m, f = table[n.args[0].value]
+            if m in mods and f in mods[m].defs:
+                out.add((m, f))
+    return out
+
+
 def closure(mods: dict[str, Module], roots: set[tuple[str, str]]) -> set[tuple[str, str]]:
     seen: set[tuple[str, str]] = set()
     todo = list(roots)
@@ -137,6 +177,7 @@ def closure(mods: dict[str, Module], roots: set[tuple[str, str]]) -> set[tuple[s
         node = mods[mod].defs[name][2]
         for use in _uses(node):
             todo.extend(_targets(mods, mod, use) - seen)
+        todo.extend(_loaded(mods, mod, node) - seen)
     return seen
 
 
@@ -170,7 +211,7 @@ def chapter_roots(mods, nb_path: Path) -> set[tuple[str, str]]:
     roots: set[tuple[str, str]] = set()
     for use in _uses(tree):
         roots |= _targets(mods, "__chapter__", use)
-    return roots
+    return roots | _loaded(mods, "__chapter__", tree)
 
 
 def package_lines() -> dict[str, int]:

@@ -36,3 +36,18 @@ def test_unused_imports_and_other_packages_reach_nothing(tmp_path):
 def test_every_chapter_has_a_reach(tmp_path):
     rows = reach_table()
     assert rows and all(n > 0 for _, n in rows)
+
+
+def test_a_module_level_table_and_a_loaded_kind_are_reached(tmp_path):
+    """A module-level assignment counts as a definition (its lines and what its value names);
+    load("kind") with a literal kind reaches the loader data.LOADERS names for it, and only it."""
+    mods = index()
+    roots = chapter_roots(mods, _nb(tmp_path, "from andrea_edu.data import load\n"
+                                              "res = load('bench_layout', device='cpu')"))
+    assert ("andrea_edu.bench.results", "load_results") in roots
+    reached = closure(mods, roots)
+    assert ("andrea_edu.data", "LOADERS") in reached          # load() uses the table
+    assert ("andrea_edu.heads.sweep", "load_sweep") not in reached   # another kind's loader
+    variable = chapter_roots(mods, _nb(tmp_path, "from andrea_edu.data import load\nk = 'sweep'\n"
+                                                 "load(k)"))
+    assert variable == {("andrea_edu.data", "load")}           # a kind in a variable: no loader
