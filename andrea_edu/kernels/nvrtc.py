@@ -278,27 +278,11 @@ def compile_attention(version: str, head_dim: int, dtype, arch: str = "sm_90",
             warnings.warn(f"kernel cache entry {disk}.* failed its check ({e}); recompiling",
                           RuntimeWarning, stacklevel=2)
     t0 = time.perf_counter()
-    prog = _tk._call(nvrtc, "nvrtcCreateProgram", nvrtc.nvrtcCreateProgram(
-        src.encode(), spec.source.encode(), 0, [], []))
-    try:
-        _tk._call(nvrtc, "nvrtcAddNameExpression",
-              nvrtc.nvrtcAddNameExpression(prog, name_expr.encode()))
-        err, = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
-        log = _tk._program_log(nvrtc, prog)
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            raise CompileError(f"NVRTC could not compile {name_expr} for {arch} "
-                               f"({spec.source}):\n{log}", log)
-        lowered = _tk._call(nvrtc, "nvrtcGetLoweredName",
-                        nvrtc.nvrtcGetLoweredName(prog, name_expr.encode())).decode()
-        ptx = b" " * _tk._call(nvrtc, "nvrtcGetPTXSize", nvrtc.nvrtcGetPTXSize(prog))
-        _tk._call(nvrtc, "nvrtcGetPTX", nvrtc.nvrtcGetPTX(prog, ptx))
-        cubin = b" " * _tk._call(nvrtc, "nvrtcGetCUBINSize", nvrtc.nvrtcGetCUBINSize(prog))
-        _tk._call(nvrtc, "nvrtcGetCUBIN", nvrtc.nvrtcGetCUBIN(prog, cubin))
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+    lowered, ptx_text, cubin, log = _tk.compile_program(
+        nvrtc, src, spec.source, name_expr, opts,
+        lambda log: f"NVRTC could not compile {name_expr} for {arch} ({spec.source}):\n{log}")
     seconds = time.perf_counter() - t0
-    ck = CompiledKernel(version, tile, dtype, arch, name_expr, lowered,
-                        ptx.rstrip(b"\x00").decode(), cubin, log,
+    ck = CompiledKernel(version, tile, dtype, arch, name_expr, lowered, ptx_text, cubin, log,
                         parse_ptxas_log(log, lowered, dyn), seconds)
     if use_cache:
         _MEMORY[key] = ck

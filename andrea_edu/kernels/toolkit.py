@@ -62,6 +62,31 @@ def _program_log(nvrtc, prog) -> str:
     return buf.rstrip(b"\x00 ").decode(errors="replace")
 
 
+def compile_program(nvrtc, source: str, filename: str, name_expr: str, opts: list[str],
+                    failed) -> tuple[str, str, bytes, str]:
+    """One NVRTC compile of `source`, shared by the book's kernels (kernels.nvrtc) and a reader's
+    cell (notebook.kernel_cell): (lowered name of `name_expr`, PTX text, CUBIN bytes, log).
+    On a failed compile, CompileError(failed(log), log): the caller words the message."""
+    prog = _call(nvrtc, "nvrtcCreateProgram", nvrtc.nvrtcCreateProgram(
+        source.encode(), filename.encode(), 0, [], []))
+    try:
+        _call(nvrtc, "nvrtcAddNameExpression",
+              nvrtc.nvrtcAddNameExpression(prog, name_expr.encode()))
+        err, = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        log = _program_log(nvrtc, prog)
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(failed(log), log)
+        lowered = _call(nvrtc, "nvrtcGetLoweredName",
+                        nvrtc.nvrtcGetLoweredName(prog, name_expr.encode())).decode()
+        ptx = b" " * _call(nvrtc, "nvrtcGetPTXSize", nvrtc.nvrtcGetPTXSize(prog))
+        _call(nvrtc, "nvrtcGetPTX", nvrtc.nvrtcGetPTX(prog, ptx))
+        cubin = b" " * _call(nvrtc, "nvrtcGetCUBINSize", nvrtc.nvrtcGetCUBINSize(prog))
+        _call(nvrtc, "nvrtcGetCUBIN", nvrtc.nvrtcGetCUBIN(prog, cubin))
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    return lowered, ptx.rstrip(b"\x00").decode(), cubin, log
+
+
 def nvrtc_version() -> tuple[int, int]:
     """NVRTC's (major, minor), e.g. (13, 0). Raises NvrtcUnavailableError when missing."""
     nvrtc = _import_nvrtc()

@@ -92,27 +92,13 @@ def compile_cell(source: str, arch: str = "sm_80") -> dict:
         return {"skipped": str(e).split(";")[0]}
     opts = ["--std=c++17", f"--gpu-architecture={arch}", "--ptxas-options=-v",
             *(f"-I{d}" for d in inc)]
-    prog = tk._call(lib, "nvrtcCreateProgram",
-                    lib.nvrtcCreateProgram(source.encode(), b"cell.cu", 0, [], []))
-    try:
-        tk._call(lib, "nvrtcAddNameExpression", lib.nvrtcAddNameExpression(prog, name.encode()))
-        err, = lib.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
-        log = tk._program_log(lib, prog)
-        if err != lib.nvrtcResult.NVRTC_SUCCESS:
-            raise tk.CompileError(f"NVRTC could not compile {name}: "
-                                  f"{next((ln for ln in log.splitlines() if 'error' in ln), log)}",
-                                  log)
-        lowered = tk._call(lib, "nvrtcGetLoweredName",
-                           lib.nvrtcGetLoweredName(prog, name.encode())).decode()
-        ptx = b" " * tk._call(lib, "nvrtcGetPTXSize", lib.nvrtcGetPTXSize(prog))
-        tk._call(lib, "nvrtcGetPTX", lib.nvrtcGetPTX(prog, ptx))
-        cubin = b" " * tk._call(lib, "nvrtcGetCUBINSize", lib.nvrtcGetCUBINSize(prog))
-        tk._call(lib, "nvrtcGetCUBIN", lib.nvrtcGetCUBIN(prog, cubin))
-    finally:
-        lib.nvrtcDestroyProgram(prog)
+    lowered, ptx_text, cubin, log = tk.compile_program(
+        lib, source, "cell.cu", name, opts,
+        lambda log: f"NVRTC could not compile {name}: "
+                    f"{next((ln for ln in log.splitlines() if 'error' in ln), log)}")
     res = nvrtc.parse_ptxas_log(log, lowered)
-    ck = nvrtc.CompiledKernel("cell", 0, torch.float32, arch, name, lowered,
-                              ptx.rstrip(b"\x00").decode(), cubin, log, res, 0.0)
+    ck = nvrtc.CompiledKernel("cell", 0, torch.float32, arch, name, lowered, ptx_text, cubin,
+                              log, res, 0.0)
     text = ck.sass()
     mix: dict[str, int] = {}
     for ins in sass.parse_sass(text or ""):
