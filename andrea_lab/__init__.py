@@ -27,7 +27,8 @@ checks, re-running pinned or unpinned).
     process     how a command runs: re-run pinned or unpinned in a child (rerun_pinned,
                 rerun_unpinned, run_child), signals passed on, SIGTERM as Ctrl-C
     store       the one manifest writer: write_files_as_unit, write_json_atomic, folder_lock,
-                recover_units, seal_folder, default_out_dir
+                recover_units, seal_folder, default_out_dir; committed_reason (why writing a
+                path would change committed data: every writer asks it)
                 (python -m andrea_lab.store recover DIR: finish a unit write a killed writer left)
     arg_checks  argument checks shared by every command line here and scripts/readme_figure.py,
                 run before any work (one line naming the flag, exit status 2)

@@ -113,44 +113,16 @@ def check_out_file(flag: str, out, example: str = "out.json") -> str | None:
     return None if why is None else f"{flag}: {out} is not writable ({why})"
 
 
-REPO = Path(__file__).resolve().parents[1]  # the repository andrea_lab sits in (beside andrea_edu)
-BOOK = REPO / "book"
-
-
-def committed_reason(path) -> str | None:
-    """Why writing `path` would change the book, or None: it lies in the book's folder (a chapter,
-    book/data), it is listed in its folder's SHA256SUMS (committed data), or git tracks it."""
-    import subprocess
-    p = Path(os.path.realpath(Path(path).expanduser()))
-    book = Path(os.path.realpath(BOOK))
-    if p == book or book in p.parents:
-        return f"{path} lies in the book's folder {BOOK}"
-    if p.is_file():
-        from andrea_edu.data import read_manifest
-        try:
-            if p.name in read_manifest(p.parent):
-                return f"{path} is committed data (listed in its folder's SHA256SUMS)"
-        except ValueError:
-            return f"{path} lies beside a damaged SHA256SUMS"
-        try:
-            r = subprocess.run(["git", "ls-files", "--error-unmatch", str(p)], cwd=p.parent,
-                               capture_output=True, timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        if r.returncode == 0:
-            return f"{path} is a file git tracks"
-    return None
-
-
 def check_not_committed(flag: str, paths, replace: bool) -> str | None:
-    """None when no path of `paths` is committed (see `committed_reason`) or replace is set:
-    a command writes a committed file only when asked by name (--replace)."""
+    """None when no path of `paths` is committed (andrea_lab.store.committed_reason) or replace
+    is set: a command writes a committed file only when asked by name (--replace)."""
     if replace:
         return None
+    from andrea_lab.store import BOOK, committed_reason
     for p in paths:
         why = committed_reason(p)
         if why:
-            return (f"{flag}: {why}; a command does not overwrite the book unless asked "
+            return (f"{flag}: {p} {why}; a command does not overwrite the book unless asked "
                     f"(add --replace, or give a folder outside {BOOK})")
     return None
 

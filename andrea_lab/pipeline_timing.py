@@ -14,23 +14,23 @@ import torch
 
 from andrea_edu.pipeline import timing as PT
 from andrea_edu.pipeline.timing import DTYPES, StepTiming, pipeline_file_name
-from andrea_lab.store import default_out_dir, write_json_atomic
+from andrea_lab.store import committed_reason, default_out_dir, write_json_atomic
 
 
 def save_timing(timing: StepTiming, out_dir=None, replace: bool = False) -> Path:
     """Write `timing` as pipeline_<device_slug>.json into out_dir (default:
     `store.default_out_dir()`,
     andrea_runs/, never the book's data folder), with the folder's SHA256SUMS, as one unit.
-    An existing file is replaced only with replace=True (FileExistsError otherwise), and the
-    committed data folder (book/data, whose SHA256SUMS and pins a new file changes too) is
-    written only with replace=True."""
-    from andrea_edu import data_pins
+    An existing file is replaced only with replace=True (FileExistsError otherwise), and
+    committed data (andrea_lab.store.committed_reason: the committed data folder, book/data,
+    whose SHA256SUMS and pins a new file changes too) is written only with replace=True."""
     out = Path(out_dir) if out_dir is not None else default_out_dir()
     path = out / timing.file_name()
     StepTiming.from_dict(timing.to_dict())  # what is written must load again
-    if data_pins.pinned(out) and not replace:
-        raise FileExistsError(f"{out} is the committed data folder; a timing is written there "
-                              f"only when asked (replace=True, on the command line --replace)")
+    why = None if replace else committed_reason(path)
+    if why:
+        raise FileExistsError(f"{path} {why}; a timing is written there only when asked "
+                              f"(replace=True, on the command line --replace)")
     if path.exists() and not replace:
         raise FileExistsError(f"{path} exists; a new timing does not replace it unless asked "
                               f"(replace=True, on the command line --replace, or another "

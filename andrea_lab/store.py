@@ -4,7 +4,8 @@
 nothing under kill -9 (a journal names the renames); `write_json_atomic` is its one-file case;
 `folder_lock` is the folder's writer lock; `recover_units` finishes what a killed writer left;
 `seal_folder` lists a folder's files in a new manifest (what a test, or a person who has checked
-data by hand, does to make the book read it). The book only reads (andrea_edu.data), and refuses
+data by hand, does to make the book read it); `committed_reason` says why writing a path would
+change committed data (every writer asks it before writing). The book only reads (andrea_edu.data), and refuses
 a folder a killed writer left half done; this module finishes it:
 
     python -m andrea_lab.store recover DIR
@@ -286,6 +287,47 @@ def seal_folder(folder, names=None) -> Path:
         tmp.write_text(manifest_text(sums))
         os.replace(tmp, mpath)
     return mpath
+
+
+REPO = Path(__file__).resolve().parents[1]  # the repository andrea_lab sits in (beside andrea_edu)
+BOOK = REPO / "book"
+
+
+def committed_reason(path) -> str | None:
+    """Why writing `path` would change committed data, or None: the one answer to "is this file
+    committed data?" that every writer asks (arg_checks.check_not_committed before a command's
+    work, bench.writer.write_results, pipeline_timing.save_timing, the bench's checkpoints).
+    In this order: its folder's SHA256SUMS lists it (a damaged manifest counts: refused, not
+    guessed); it lies in the book's folder (a chapter, book/data); it lies in a folder holding
+    the committed data (andrea_edu.data_pins.pinned: a checkout's book/data, or a folder
+    pin_writer.pin_folder marked); git tracks it. The reason leaves the path out:
+    f"{path} {reason}" reads as one sentence."""
+    import subprocess
+
+    from andrea_edu import data_pins
+    given = Path(path).expanduser()
+    p = Path(os.path.realpath(given))
+    for f in dict.fromkeys((Path(os.path.abspath(given)), p)):  # as named and as resolved
+        if f.parent.is_dir():
+            try:
+                if f.name in read_manifest(f.parent):
+                    return "is committed data (listed in its folder's SHA256SUMS)"
+            except ValueError:
+                return "lies beside a damaged SHA256SUMS"
+    book = Path(os.path.realpath(BOOK))
+    if p == book or book in p.parents:
+        return f"lies in the book's folder {BOOK}"
+    if data_pins.pinned(given.parent):
+        return f"lies in the committed data folder {given.parent}"
+    if p.is_file():
+        try:
+            r = subprocess.run(["git", "ls-files", "--error-unmatch", str(p)], cwd=p.parent,
+                               capture_output=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if r.returncode == 0:
+            return "is a file git tracks"
+    return None
 
 
 def default_out_dir() -> Path:

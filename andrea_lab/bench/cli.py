@@ -32,7 +32,7 @@ from andrea_lab.bench.writer import write_results
 from andrea_lab.process import sigterm_interrupts
 from andrea_edu.bench.timing import pick_device
 from andrea_edu.env import fast_mode
-from andrea_lab.store import default_out_dir
+from andrea_lab.store import committed_reason, default_out_dir
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -229,11 +229,10 @@ def _save_partial_in_place(obj: dict, out) -> Path | str:
     """gpu-suite, stopped: what was measured, labelled {"incomplete": reason} inside, written as
     the suite's own bench_<suite>_<device>.json over its checkpoint (never over committed data:
     write_results refuses that); a file that cannot be written is said, not raised."""
-    from andrea_lab.bench.writer import is_committed
     if not any(r["status"] == "ok" for r in obj["records"]):
         return "nowhere (nothing measured)"
     slug = obj.get("provenance", {}).get("device_slug", "unknown")
-    if is_committed(Path(out) / f"bench_{obj['suite']}_{slug}.json"):
+    if committed_reason(Path(out) / f"bench_{obj['suite']}_{slug}.json"):
         return _save_incomplete(obj, out)   # apart, as the other commands do
     try:
         return write_results(obj, out, replace=True)
@@ -261,28 +260,27 @@ def _checkpoint(args):
 def _own_checkpoint(obj: dict, out) -> bool:
     """Whether the file this checkpoint would replace is an earlier checkpoint (labelled
     incomplete) of a run, not finished results."""
-    from andrea_lab.bench.writer import is_committed
     slug = obj.get("provenance", {}).get("device_slug", "unknown")
     path = Path(out) / f"bench_{obj['suite']}_{slug}.json"
     try:
-        return not is_committed(path) and bool(json.loads(path.read_text()).get("incomplete"))
+        return not committed_reason(path) and bool(json.loads(path.read_text()).get("incomplete"))
     except (OSError, ValueError, AttributeError):
         return False
 
 
 def _would_replace_full(suites, device, fast, out) -> str | None:
     """The reason to refuse, when a fast run would land on a file of full-size measurements,
-    or any run on a committed file (listed in its folder's SHA256SUMS)."""
-    from andrea_lab.bench.writer import is_committed
+    or any run on a committed file (andrea_lab.store.committed_reason)."""
     from andrea_lab.bench.writer import _is_full
     from andrea_edu.bench.timing import device_slug
     folder = Path(out) if out is not None else data_dir()
     slug = "cpu" if device == "cpu" else device_slug(torch.cuda.get_device_properties(0).name)
     for suite in suites:
         path = folder / f"bench_{suite}_{slug}.json"
-        if path.exists() and is_committed(path):
-            return (f"--out: {path} is committed data (listed in SHA256SUMS); add --replace to "
-                    f"replace it, or write elsewhere with --out DIR")
+        why = committed_reason(path) if path.exists() else None
+        if why:
+            return (f"--out: {path} {why}; add --replace to replace it, or write elsewhere with "
+                    f"--out DIR")
         if not fast:
             continue
         try:

@@ -6,16 +6,7 @@ import json
 from pathlib import Path
 
 from andrea_edu.bench.results import validate_result
-from andrea_edu.data import MANIFEST, read_manifest
-from andrea_lab.store import default_out_dir, write_json_atomic
-
-
-def is_committed(path) -> bool:
-    """True when `path` is listed in its folder's SHA256SUMS (book/data's committed files)."""
-    try:
-        return Path(path).name in read_manifest(Path(path).parent)
-    except (OSError, ValueError):
-        return True  # a damaged manifest: treat the folder as committed data, refuse
+from andrea_lab.store import committed_reason, default_out_dir, write_json_atomic
 
 
 def _is_full(obj) -> bool:
@@ -27,15 +18,17 @@ def _is_full(obj) -> bool:
 def write_results(obj: dict, out_dir=None, replace: bool = False) -> Path:
     """Validate obj and write it, atomically, to <out_dir>/bench_<suite>_<device_slug>.json.
 
-    Refuses (FileExistsError, nothing written) to replace a file of full-size measurements with
-    a fast run or a run that measured nothing, unless replace=True (the CLI's --replace)."""
+    Refuses (FileExistsError, nothing written) to replace committed data
+    (andrea_lab.store.committed_reason), or a file of full-size measurements with a fast run or
+    a run that measured nothing, unless replace=True (the CLI's --replace)."""
     validate_result(obj)
     out = Path(out_dir) if out_dir is not None else default_out_dir()
     path = out / f"bench_{obj['suite']}_{obj['provenance']['device_slug']}.json"
-    if path.exists() and not replace and is_committed(path):
-        raise FileExistsError(f"{path} is committed data (listed in {MANIFEST}); a new run does "
-                              f"not replace it unless asked (replace=True, on the command line "
-                              f"--replace, or write elsewhere with --out)")
+    why = committed_reason(path) if path.exists() and not replace else None
+    if why:
+        raise FileExistsError(f"{path} {why}; a new run does not replace it unless asked "
+                              f"(replace=True, on the command line --replace, or write elsewhere "
+                              f"with --out)")
     if path.exists() and not replace and not _is_full(obj):
         try:
             old = json.loads(path.read_text())
