@@ -7,6 +7,8 @@ scripts/pin_data.py, scripts/land_gpu_out.py and the tests import it:
                         (atomically) and in memory; a file that is gone loses its pin
     own_folder(folder)  whether `folder` is THIS checkout's book/data (or a folder pin_folder
                         marked): the only folders whose files this checkout's pins may change
+    check_own_folder(path)  ValueError unless path lies in such a folder (accept's and
+                        scripts/pin_data.py's first check)
     pin_folder(folder)  mark a folder as holding copies of the committed data (a test's copy,
                         then checked against the pins as book/data is)
 Standard library only.
@@ -29,6 +31,20 @@ def own_folder(folder) -> bool:
     book/data is pinned by that checkout's own table."""
     folder = Path(folder)
     return (folder / DP.MARKER).is_file() or DP.same_folder(folder, DP.committed_folder())
+
+
+def check_own_folder(path) -> None:
+    """ValueError (one line) unless `path` lies in a pinned folder (andrea_edu.data_pins.pinned)
+    that is this checkout's own (`own_folder`): the folder checks `accept` and
+    scripts/pin_data.py make before anything else."""
+    p = Path(path)
+    if not DP.pinned(p.parent):
+        raise ValueError(f"{p}: not in the committed data folder (book/data); only its files "
+                         f"are pinned")
+    if not own_folder(p.parent):
+        raise ValueError(f"{p}: in another checkout's book/data, not this one's "
+                         f"({DP.shown(DP.committed_folder())}); pin it with that checkout's "
+                         f"scripts/pin_data.py")
 
 
 def pin_folder(folder) -> Path:
@@ -57,13 +73,7 @@ def accept(paths, pin_file=None) -> list[str]:
     new = dict(DP.PINS)
     lines = []
     for p in map(Path, paths):
-        if not DP.pinned(p.parent):
-            raise ValueError(f"{p}: not in the committed data folder (book/data); only its files "
-                             f"are pinned")
-        if not own_folder(p.parent):
-            raise ValueError(f"{p}: in another checkout's book/data, not this one's "
-                             f"({DP.shown(DP.committed_folder())}); pin it with that checkout's "
-                             f"scripts/pin_data.py")
+        check_own_folder(p)
         if not p.exists():
             if new.pop(p.name, None) is None:
                 raise ValueError(f"{p}: no such file, and no pin to remove")

@@ -34,16 +34,9 @@ def listed_as_is(path: Path) -> None:
     gone: unless the manifest still lists it): pins follow the manifest, never lead it."""
     import hashlib
 
-    from andrea_edu import data_pins
     from andrea_edu.data import MANIFEST, read_manifest
     from andrea_lab import pin_writer
-    if not data_pins.pinned(path.parent):
-        raise ValueError(f"{path}: not in the committed data folder (book/data); only its files "
-                         f"are pinned")
-    if not pin_writer.own_folder(path.parent):
-        raise ValueError(f"{path}: in another checkout's book/data, not this one's "
-                         f"({data_pins.committed_folder()}); pin it with that checkout's "
-                         f"scripts/pin_data.py")
+    pin_writer.check_own_folder(path)  # a pinned folder, this checkout's (as accept checks)
     sums = read_manifest(path.parent, required=True)
     if not path.exists():
         if path.name in sums:
