@@ -19,7 +19,7 @@ from andrea_edu.heads import text_longer as TL
 from andrea_edu.heads import text_runs as R
 from andrea_edu.heads import text_training as TT
 from andrea_lab.arg_checks import check_out_file
-from andrea_lab.run_writers import save_variant
+from andrea_lab.run_writers import outputs_exist, save_variant
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
     unwritable = check_out_file("--out", str(args.out), "realtext_long_run.json")
     if unwritable:  # before training, not after it
         ap.error(unwritable)
-    there = R.outputs_exist([args.out, R.weights_path(args.out)])
+    there = outputs_exist([args.out, R.weights_path(args.out)])
     if there and not args.replace:
         ap.error(f"--out: {', '.join(map(str, there))} exist(s): committed data is not "
                  f"overwritten; pass --replace, or choose another path")

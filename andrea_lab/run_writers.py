@@ -1,6 +1,7 @@
 """The real-text laboratory's writers: a run's JSON and its weights as one unit, the toy
 chapter's model, the path ablations and the longer variants (each refuses an existing file
-unless replace=True). The book reads them with andrea_edu.heads.text_runs.load_run / load_toy,
+unless replace=True; `outputs_exist` names those that exist, for the commands to refuse them
+before the work). The book reads them with andrea_edu.heads.text_runs.load_run / load_toy,
 path_runs.load_paths and text_longer.load_variant.
 """
 from __future__ import annotations
@@ -15,9 +16,20 @@ import torch
 
 from andrea_edu.heads import text_longer as TL
 from andrea_edu.heads.run import Run
-from andrea_edu.heads.text_runs import (SCHEMA, _refuse_existing, toy_weights_path,
-                                        weights_path)
+from andrea_edu.heads.text_runs import SCHEMA, toy_weights_path, weights_path
 from andrea_lab.store import write_files_as_unit
+
+
+def outputs_exist(paths) -> list[Path]:
+    """Those of `paths` that exist already (a writer refuses them unless asked to replace)."""
+    return [Path(p) for p in paths if Path(p).exists()]
+
+
+def _refuse_existing(paths, replace: bool) -> None:
+    there = outputs_exist(paths)
+    if there and not replace:
+        raise FileExistsError(f"{', '.join(map(str, there))} exist(s); nothing written (pass "
+                              f"replace=True, on the command line --replace, or another --out)")
 
 
 def _write_json_with_weights(path: Path, wpath: Path, state: dict, d: dict) -> None:

@@ -79,18 +79,6 @@ def toy_weights_path(path: Path) -> Path:
     return Path(path).with_suffix(".pt")
 
 
-def outputs_exist(paths) -> list[Path]:
-    """Those of `paths` that exist already (a writer refuses them unless asked to replace)."""
-    return [Path(p) for p in paths if Path(p).exists()]
-
-
-def _refuse_existing(paths, replace: bool) -> None:
-    there = outputs_exist(paths)
-    if there and not replace:
-        raise FileExistsError(f"{', '.join(map(str, there))} exist(s); nothing written (pass "
-                              f"replace=True, on the command line --replace, or another --out)")
-
-
 def _need(cond: bool, path: Path, reason: str) -> None:
     if not cond:
         raise DataFileError(f"{path}: {reason}")
