@@ -146,8 +146,9 @@ def _loaders(mods) -> dict[str, tuple[str, str]]:
     value = getattr(entry[2], "value", None) if entry else None
     out: dict[str, tuple[str, str]] = {}
     for k, v in zip(getattr(value, "keys", []), getattr(value, "values", [])):
-        args = [a.value for a in getattr(v, "args", []) if isinstance(a, ast.Constant)]
-        if isinstance(k, ast.Constant) and len(args) >= 3:
+        args = [a.value for a in getattr(v, "args", [])
+                if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if isinstance(k, ast.Constant) and isinstance(k.value, str) and len(args) >= 3:
             out[k.value] = (args[1], args[2])
     return out
 
