@@ -83,3 +83,16 @@ def test_the_longest_chapters_start_first_in_sphinxs_own_scheduler(tmp_path, mon
         tasks.add_task(task, chunk)
     tasks.join()
     assert log.read_text().split() == want
+
+
+def test_each_chapter_kernel_gets_the_cores_divided_by_the_workers(monkeypatch):
+    """Two workers on two cores: one thread a kernel; four on eight: two; a variable the caller
+    set is left as it is."""
+    jbb = _jbb()
+    for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(v, raising=False)
+    assert jbb.kernel_threads(2, cores=2) == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    assert jbb.kernel_threads(4, cores=8) == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+    assert jbb.kernel_threads(4, cores=2)["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert jbb.kernel_threads(2, cores=2) == {"MKL_NUM_THREADS": "1"}
