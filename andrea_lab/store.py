@@ -337,11 +337,10 @@ def default_out_dir() -> Path:
     name (--out book/data, with --replace where a file would be replaced)."""
     if os.environ.get("ANDREA_OUT_DIR", "").strip():
         return Path(os.environ["ANDREA_OUT_DIR"].strip()).expanduser()
-    repo = Path(__file__).resolve().parents[1]
     here = Path.cwd().resolve()
-    book = (repo / "book").resolve()
+    book = BOOK.resolve()
     if here == book or book in here.parents:
-        return repo / "andrea_runs"
+        return REPO / "andrea_runs"
     return here / "andrea_runs"
 
 
