@@ -153,9 +153,11 @@ def _loaders(mods) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _loaded(mods, mod: str, node: ast.AST) -> set[tuple[str, str]]:
-    """The loaders that `load("kind", ...)` calls in `node` (code of module `mod`) reach."""
-    table, out = _loaders(mods), set()
+def _loaded(mods, mod: str, node: ast.AST, table: dict[str, tuple[str, str]]
+            ) -> set[tuple[str, str]]:
+    """The loaders (`table`: _loaders) that `load("kind", ...)` calls in `node` (code of module
+    `mod`) reach."""
+    out = set()
     for n in ast.walk(node):
         if not (isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Constant)):
             continue
@@ -170,6 +172,7 @@ def _loaded(mods, mod: str, node: ast.AST) -> set[tuple[str, str]]:
 def closure(mods: dict[str, Module], roots: set[tuple[str, str]]) -> set[tuple[str, str]]:
     seen: set[tuple[str, str]] = set()
     todo = list(roots)
+    table = _loaders(mods)
     while todo:
         mod, name = todo.pop()
         if (mod, name) in seen:
@@ -178,7 +181,7 @@ def closure(mods: dict[str, Module], roots: set[tuple[str, str]]) -> set[tuple[s
         node = mods[mod].defs[name][2]
         for use in _uses(node):
             todo.extend(_targets(mods, mod, use) - seen)
-        todo.extend(_loaded(mods, mod, node) - seen)
+        todo.extend(_loaded(mods, mod, node, table) - seen)
     return seen
 
 
@@ -212,7 +215,7 @@ def chapter_roots(mods, nb_path: Path) -> set[tuple[str, str]]:
     roots: set[tuple[str, str]] = set()
     for use in _uses(tree):
         roots |= _targets(mods, "__chapter__", use)
-    return roots | _loaded(mods, "__chapter__", tree)
+    return roots | _loaded(mods, "__chapter__", tree, _loaders(mods))
 
 
 def package_lines() -> dict[str, int]:
