@@ -316,3 +316,28 @@ def test_the_old_driver_error_names_the_extra_that_fits_it():
     with pytest.raises(launch.DriverTooOldError, match=r"CUDA 11\.8 .*need a driver for CUDA 12 "
                                                        r"or newer\)$"):
         launch.check_driver(driver_version=11080, nvrtc=(13, 0))
+
+
+def test_setup_refuses_a_disk_without_room_for_the_venv_before_pip_starts(tmp_path):
+    """The CI of 7 December failed 36 s into pip with "No space left on device": the set-up
+    script now says, in one line and before creating anything, how much room the venv needs."""
+    for name in ("requirements.txt", "requirements-minilm.txt", "pyproject.toml"):
+        (tmp_path / name).write_bytes((REPO / name).read_bytes())
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "setup_env.sh").write_bytes((REPO / "scripts" / "setup_env.sh").read_bytes())
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for free_kib, refused in ((1024 * 1024, True), (64 * 1024 * 1024, False)):
+        (fake / "df").write_text("#!/bin/sh\necho 'Filesystem 1024-blocks Used Available Capacity Mounted'\n"
+                                 f"echo '/dev/x 999999999 1 {free_kib} 1% /'\n")
+        (fake / "df").chmod(0o755)
+        # python3 is a stub that fails at once: the refusal must come before it is ever run
+        (fake / "python3").write_text("#!/bin/sh\necho python3-ran >&2\nexit 7\n")
+        (fake / "python3").chmod(0o755)
+        r = subprocess.run(["bash", "-c", "source scripts/setup_env.sh"], cwd=tmp_path,
+                           env={**os.environ, "PATH": f"{fake}:/usr/bin:/bin"},
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0
+        assert ("needs about 7 GiB" in r.stderr) is refused, r.stderr
+        assert ("python3-ran" in r.stderr) is not refused, r.stderr
+        assert not (tmp_path / ".venv").exists()
