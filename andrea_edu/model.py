@@ -2,7 +2,7 @@
 
 Introduced in the chapters "Parameter count" (the module's parameters, counted by part, equal the
 formula of `config.param_counts`) and "Why heads specialize" (trained on a synthetic corpus, with
-its attention probabilities captured and its heads ablated one at a time).
+its attention probabilities read through a hook point and its heads ablated one at a time).
 
 The same code serves every configuration, from a 2-layer toy to `AndreaModel(ANDREA_120M)`:
 
@@ -18,13 +18,16 @@ mlp: GELU(x . W_in) . W_out with W_in [C, 4C], W_out [4C, C]. No linear layer ha
 source counts attention as exactly 4 x d_model^2); each LayerNorm has a weight and a bias.
 With cfg.bias (GPT-2, loaded by heads/gpt2.py) c_attn, W_O, W_in and W_out carry biases b_attn,
 b_O, b_in, b_out; cfg.gelu="tanh" is GPT-2's GELU; cfg.layer_norm_eps every LayerNorm's eps.
+Hook points (as TransformerLens names them): `with model.hooks({"attn.probs": fn}):` calls
+fn(layer, probs) in every forward, probs (B, nh, T, T) the layer's detached attention probabilities.
 Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim, L n_layer.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import cast, overload
 
 import torch
@@ -40,6 +43,9 @@ PART_ATTENTION = "attention (W_Q, W_K, W_V, W_O)"
 PART_MLP = "MLP"
 PART_EMBEDDINGS = "embeddings (token + position)"
 PART_LAYERNORM = "LayerNorms"
+
+# What a hook (`AndreaModel.hooks`) may observe: name -> what fn(layer, tensor) receives.
+HOOK_POINTS = {"attn.probs": "(B, nh, T, T) attention probabilities, detached"}
 
 
 def part_of(name: str) -> str:
@@ -83,7 +89,7 @@ class SelfAttention(nn.Module):
         # GPT-2's biases (cfg.bias): b_attn [3C] = [b_Q | b_K | b_V], b_O [C]; None otherwise.
         self.register_parameter("b_attn", nn.Parameter(torch.empty(3 * C)) if cfg.bias else None)
         self.register_parameter("b_O", nn.Parameter(torch.empty(C)) if cfg.bias else None)
-        self.captured: tuple | None = None  # (list, layer index), set by capture_attention
+        self.hooks: dict[str, Callable[[torch.Tensor], object]] = {}  # set by AndreaModel.hooks
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = project_c_attn(x, self.c_attn, self.n_head)  # 3 x (B, nh, T, hs)
@@ -91,9 +97,9 @@ class SelfAttention(nn.Module):
             b_q, b_k, b_v = self.b_attn.view(3, self.n_head, 1, self.head_dim)  # 3 x (nh, 1, hs)
             q, k, v = q + b_q, k + b_k, v + b_v  # (B, nh, T, hs) each
         y = attention(q, k, v, causal=True, backend=self.backend)  # (B, nh, T, hs)
-        if self.captured is not None:
-            store, layer = self.captured
-            store[layer] = attention_probabilities(q.detach(), k.detach())  # (B, nh, T, T)
+        if "attn.probs" in self.hooks:  # computed only when hooked (AndreaModel.hooks)
+            probs = attention_probabilities(q.detach(), k.detach())  # (B, nh, T, T)
+            self.hooks["attn.probs"](probs)
         out = output_projection(y, self.W_O)  # (B, T, C)
         return out if self.b_O is None else out + self.b_O
 
@@ -282,25 +288,35 @@ class AndreaModel(nn.Module):
 
     # ------------------------------------------------------------------ inspection
     @contextlib.contextmanager
-    def capture_attention(self):
-        """Within the block, every forward records each layer's attention probabilities.
-
-        Yields a list with one entry per layer, None until a forward has run, then that layer's
-        (B, nh, T, T) detached probabilities from the latest forward. They are recomputed beside
-        the `attention()` call (a backend such as a CUDA kernel never materialises them).
-        """
-        store: list = [None] * len(self.blocks)
+    def hooks(self, fns: Mapping[str, Callable[[int, torch.Tensor], object]]):
+        """Within the block, every forward calls fns[name](layer, tensor) at each layer's hook
+        point `name` (a key of HOOK_POINTS); the hooks in place before are restored on exit.
+        "attn.probs" gets the (B, nh, T, T) probabilities recomputed beside the `attention()` call
+        (a backend such as a CUDA kernel never materialises them)."""
+        for name, fn in fns.items():
+            if name not in HOOK_POINTS or not callable(fn):
+                raise ValueError(f"hooks: {name!r} -> {type(fn).__name__}; allowed: a hook point "
+                                 f"of {list(HOOK_POINTS)} mapped to a callable fn(layer, tensor)")
+        before = [b.attn.hooks for b in self.blocks]
         for i, b in enumerate(self.blocks):
-            b.attn.captured = (store, i)
+            b.attn.hooks = {**b.attn.hooks, **{n: functools.partial(f, i) for n, f in fns.items()}}
         try:
-            yield store
+            yield self
         finally:
-            for b in self.blocks:
-                b.attn.captured = None
+            for b, h in zip(self.blocks, before):
+                b.attn.hooks = h
+
+    @contextlib.contextmanager
+    def record(self, name: str = "attn.probs"):
+        """`hooks` that keep what hook point `name` sees: yields a list, one entry per layer,
+        None until a forward has run, then that layer's tensor from the latest forward."""
+        store: list = [None] * len(self.blocks)
+        with self.hooks({name: store.__setitem__}):
+            yield store
 
     def attention_maps(self, idx: torch.Tensor) -> torch.Tensor:
         """Attention probabilities of every layer and head for `idx`: (L, B, nh, T, T)."""
-        with torch.no_grad(), self.capture_attention() as maps:
+        with torch.no_grad(), self.record("attn.probs") as maps:
             self(idx)
         return torch.stack(maps)  # (L, B, nh, T, T)
 

@@ -99,12 +99,12 @@ def test_the_model_is_causal():
     assert not torch.allclose(a[:, 7:], b[:, 7:], atol=1e-4)
 
 
-def test_captured_probabilities_are_what_attention_applied():
+def test_hooked_probabilities_are_what_attention_applied():
     model = AndreaModel(TOY, seed=2)
     idx = _idx(TOY)
     inputs = []
     hook = model.blocks[1].attn.register_forward_hook(lambda m, a, o: inputs.append(a[0]))
-    with model.capture_attention() as maps:
+    with model.record("attn.probs") as maps:
         assert maps == [None, None]
         model(idx)
     hook.remove()
@@ -114,8 +114,27 @@ def test_captured_probabilities_are_what_attention_applied():
     assert torch.all(P.triu(diagonal=1) == 0)  # no attention to the future
     q, k, v = project_c_attn(inputs[0], model.blocks[1].attn.c_attn, 4)
     assert torch.allclose(P @ v, attention(q, k, v, causal=True, backend="reference"), atol=1e-6)
-    assert model.blocks[0].attn.captured is None  # capture ends with the block
+    assert all(b.attn.hooks == {} for b in model.blocks)  # the hooks end with the block
     assert model.attention_maps(idx).shape == (2, 3, 4, 11, 11)
+
+
+def test_hooks_call_fn_per_layer_nest_and_restore():
+    model = AndreaModel(TOY, seed=2)
+    idx = _idx(TOY)
+    seen, inner = [], []
+    with model.hooks({"attn.probs": lambda layer, p: seen.append((layer, p.shape))}):
+        with model.hooks({"attn.probs": lambda layer, p: inner.append(layer)}):
+            model(idx)  # the inner hook replaces the outer one for its block
+        model(idx)
+    model(idx)  # no hook any more
+    assert inner == [0, 1] and seen == [(0, (3, 4, 11, 11)), (1, (3, 4, 11, 11))]
+    assert all(b.attn.hooks == {} for b in model.blocks)
+    with pytest.raises(ValueError, match="'attn.pattern'.*allowed: a hook point of"):
+        with model.hooks({"attn.pattern": print}):
+            pass
+    with pytest.raises(ValueError, match="'attn.probs' -> int"):
+        with model.hooks({"attn.probs": 3}):  # type: ignore[dict-item]
+            pass
 
 
 def test_attention_probabilities_without_mask_are_a_full_softmax():

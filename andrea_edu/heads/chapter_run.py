@@ -58,7 +58,7 @@ def final_state(model, s: S.Settings) -> dict:
     torch.set_num_threads(s.threads)  # as training evaluated: the same bits
     try:
         with torch.no_grad():
-            with model.capture_attention() as maps:
+            with model.record("attn.probs") as maps:
                 per_pos = model.per_position_loss(ev.idx, ev.targets)
             return {"eval_loss": pattern_losses(per_pos, ev).astype(float),  # (4,), LOSS_KEYS
                     "scores": scores_from_maps(torch.stack(maps), ev).numpy().astype(float),

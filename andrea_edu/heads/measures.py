@@ -16,7 +16,7 @@ off a head's own weights, gradients and outputs rather than a labelled batch (gr
 output correlations) is `heads.per_head`.
 
 Definitions (the chapters quote them; p is a pattern, l a layer, h a head, A the attention
-probabilities of `AndreaModel.capture_attention`, Q_p the positions t where p decides the next
+probabilities of `AndreaModel.attention_maps`, Q_p the positions t where p decides the next
 token, kappa_p(t) the key position p designates there):
 
 pattern loss    mean next-token cross-entropy (nats) over the positions of Q_p ("all": every

@@ -167,7 +167,7 @@ def train(settings: Settings | None = None, progress: bool = True,
         probe_at = set(s.probe_steps())
 
         def evaluate(step):
-            with torch.no_grad(), model.capture_attention() as maps:
+            with torch.no_grad(), model.record("attn.probs") as maps:
                 per_pos = model.per_position_loss(ev.idx, ev.targets)  # (B, T)
             eval_steps.append(step)
             eval_loss.append(pattern_losses(per_pos, ev))  # (4,), LOSS_KEYS
