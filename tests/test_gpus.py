@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from andrea_edu.kernels import gpus, occupancy, targets, time_model
+from andrea_edu.bench import dispatched
 
 
 def test_every_reader_of_a_gpu_reads_the_one_table():
@@ -61,9 +62,8 @@ def test_the_h100_sxm_is_first_class_and_matched_by_its_record():
     assert peak is not None and peak["hbm_tb_per_s"] == 3.35
     assert gpus.by_device({"provenance": {"device": "NVIDIA H200 NVL", "sm_count": 132}}) is None
     assert gpus.by_device(None) is None and gpus.published_peak({}) is None
-    from andrea_edu.figures import kernel_worklog as figs
-    assert figs.model_gpu(rec, time_model.GPUS) == "H100"
-    assert figs.model_gpu({"provenance": {"device": "NVIDIA H200 NVL"}}, time_model.GPUS) is None
+    assert dispatched.model_gpu(rec, time_model.GPUS) == "H100"
+    assert dispatched.model_gpu({"provenance": {"device": "NVIDIA H200 NVL"}}, time_model.GPUS) is None
 
 
 def test_the_roofline_names_its_gpu_and_refuses_an_unknown_one():

@@ -31,6 +31,7 @@ from andrea_edu.attention import attention, backends, choose_backend
 from andrea_edu.kernels import grid, nvrtc, registry, sass, time_model
 from andrea_edu.kernels.emulator import emulate
 from andrea_edu.kernels.spec import KernelSpec
+from andrea_edu.bench import dispatched
 
 try:
     from andrea_edu.kernels import toolkit as _tk
@@ -264,7 +265,7 @@ def test_a_fourth_version_compiles_and_every_worklog_figure_draws_it(fourth):
         recs.append(dict(backend=backend, status="ok", params=p, median_ms=ms, kernel=kernel))
     results = dict(records=recs, provenance=dict(device="NVIDIA H200", date="2026-12-01",
                                                  git_commit="0" * 10), _path="/x/b.json")
-    measured = wl.measured_rows(results, nh=nh)
+    measured = dispatched.measured_rows(results, nh=nh)
     assert {r["version"] for r in measured} == {"v1", "v4"}
     assert ["v4", "64", "v4"] in [c[:3] for c in wl.measured_cells(measured)]
     assert drew_v4(wl.measured_figure(measured, results))

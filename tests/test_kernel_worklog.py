@@ -17,8 +17,9 @@ import torch
 from andrea_lab.store import seal_folder
 from andrea_edu.figures import kernel_worklog as figs
 from andrea_edu.figures.kernel_source import first_line
-from andrea_edu.kernels import tiles
+from andrea_edu.kernels import tiles, time_model
 from andrea_edu.kernels.emulator import emulate
+from andrea_edu.bench import dispatched
 
 matplotlib.use("Agg")
 
@@ -76,8 +77,8 @@ def _fake_results(kernel_for_flash="v3"):
 
 
 def test_measured_rows_take_the_ok_records_and_the_speed_relative_to_sdpa():
-    assert figs.measured_rows(None, nh=12) == []
-    rows = figs.measured_rows(_fake_results(), nh=12)
+    assert dispatched.measured_rows(None, nh=12) == []
+    rows = dispatched.measured_rows(_fake_results(), nh=12)
     assert {(r["version"], r["head_dim"]) for r in rows} == {("v1", 64), ("v3", 64),
                                                              ("v1", 128), ("v3", 128)}
     v3 = next(r for r in rows if r["version"] == "v3" and r["head_dim"] == 64)
@@ -88,7 +89,7 @@ def test_measured_rows_take_the_ok_records_and_the_speed_relative_to_sdpa():
 
 
 def test_measured_figure_draws_the_model_hatched_and_labelled_model():
-    rows = figs.measured_rows(_fake_results(), nh=12)
+    rows = dispatched.measured_rows(_fake_results(), nh=12)
     fig = figs.measured_figure(rows, _fake_results(), model={("v3", 64): 1e-3})
     ax = fig.axes[0]
     hatched = [p for p in ax.patches if p.get_hatch()]
@@ -187,12 +188,12 @@ def test_evidence_figure_draws_the_model_hatched_and_a_measurement_solid():
 
 def test_measured_seconds_and_the_models_name_for_the_gpu():
     res = _fake_results()
-    assert figs.model_gpu(res, {"H200": 0, "RTX 4090": 0}) == "H200"
-    assert figs.model_gpu(None, {"H200": 0}) is None
-    rows = figs.measured_rows(res, nh=12)
-    secs = figs.measured_seconds(rows, res, 8, 1024)
+    assert dispatched.model_gpu(res, {"H200": 0, "RTX 4090": 0}) == "H200"
+    assert dispatched.model_gpu(None, {"H200": 0}) is None
+    rows = dispatched.measured_rows(res, nh=12)
+    secs = dispatched.measured_seconds(rows, res, 8, 1024)
     assert secs[("v3", 64)] == {"H200": pytest.approx(2e-3)}
-    assert figs.measured_seconds(rows, res, 4, 1024) == {}
+    assert dispatched.measured_seconds(rows, res, 4, 1024) == {}
     v3 = next(c for c in figs.measured_cells(rows, {("v3", 64): 1e-3}) if c[:2] == ["v3", "64"])
     assert v3[6:] == ["1.000", "2.0x"]
 
@@ -213,7 +214,7 @@ def test_log_axes_label_ticks_without_mathtext():
     """A live slider draws frames on a background thread; mathtext is not thread-safe."""
     key = lambda d: {(v, 64): x for v, x in d.items()}  # noqa: E731
     models = {(v, 64): {"H200": m} for v, m in MO.items()}
-    rows = figs.measured_rows(_fake_results(), nh=12)
+    rows = dispatched.measured_rows(_fake_results(), nh=12)
     for fig in (figs.evidence_figure(key(EV), key(SC), models, "v2", 64),
                 figs.model_overview_figure(models),
                 figs.measured_figure(rows, _fake_results(), model={("v3", 64): 1e-3})):
@@ -242,7 +243,7 @@ def _fake_gpu_headdim(out_dir, device: str = "NVIDIA H200", slug: str = "fake-gp
                              device_slug=slug, driver="0.0 (test)", cuda="0.0")
     obj["settings"]["timer"] = "cuda-events"
     recs = []
-    for hd in figs.HEAD_DIMS:
+    for hd in dispatched.HEAD_DIMS:
         p = dict(shape="ANDREA-120M", series="n_head=12", B=8, T=1024, n_head=12, head_dim=hd,
                  d_model=12 * hd, causal=True, dtype="bfloat16")
         for backend, ms, kernel in (("sdpa", 0.1, None), ("cuda-naive", 6.0, "v1"),
@@ -307,43 +308,43 @@ def test_cooperate_verdicts():
 def test_lane_elements_follow_the_isa():
     """Exercise 1: lane 4g + t holds rows g, g + 8 and columns 2t, 2t + 1 (+ 8 for s[1]); the
     A operand puts the same elements in the same lane, in pack2's order."""
-    held = figs.lane_elements(5)  # g = 1, t = 1
+    held = tiles.lane_elements(5)  # g = 1, t = 1
     assert held["s[0]"] == {"c0": (1, 2), "c1": (1, 3), "c2": (9, 2), "c3": (9, 3)}
     assert held["s[1]"] == {"c0": (1, 10), "c1": (1, 11), "c2": (9, 10), "c3": (9, 11)}
     for lane in range(32):
-        h = figs.lane_elements(lane)
+        h = tiles.lane_elements(lane)
         assert list(h["A"].values()) == list(h["s[0]"].values()) + list(h["s[1]"].values())
     for bad in (32, -1, 5.0):
         with pytest.raises(ValueError, match=r"lane=.*: allowed values are 0\.\.31"):
-            figs.lane_elements(bad)  # type: ignore[arg-type]  # under test
+            tiles.lane_elements(bad)  # type: ignore[arg-type]  # under test
 
 
 def test_model_terms_max_or_sum():
     m = dict(_model(4e-5, "issue"), version="v3", head_dim=64, useful_flops=8e9,
              published=[dict(kernel="FlashAttention-2", seconds=5e-5)])
-    perfect = figs.model_terms(m, "perfect")
-    none = figs.model_terms(m, "none")
+    perfect = time_model.model_terms(m, "perfect")
+    none = time_model.model_terms(m, "none")
     total = sum(m["terms"].values())
     assert perfect["largest"] == "issue" and perfect["MODEL terms, µs"]["issue"] == 40.0
     assert perfect["max of the terms, µs"] == 40.0 and perfect["useful TFLOP/s"] == 200
     assert none["sum of the terms, µs"] == round(total * 1e6, 1) and "max of the terms, µs" not in none
     assert perfect["published, µs"] == {"FlashAttention-2": 50.0}
     with pytest.raises(ValueError, match="overlap='some': allowed values are 'perfect', 'none'"):
-        figs.model_terms(m, "some")
+        time_model.model_terms(m, "some")
 
 
 def test_model_beside_measured_without_a_file_names_where_it_looked(tmp_path, monkeypatch):
     monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
-    (line,) = figs.model_beside_measured(None, 12, torch.bfloat16)
+    (line,) = dispatched.model_beside_measured(None, 12, torch.bfloat16)
     assert line.startswith("no committed bench_headdim_<gpu>.json found; looked in: "
                            f"{tmp_path / 'bench_headdim_<gpu>.json'}")
     res = _fake_results()
     res["provenance"]["device"] = "NVIDIA A10"
-    (line,) = figs.model_beside_measured(res, 12, torch.bfloat16)
+    (line,) = dispatched.model_beside_measured(res, 12, torch.bfloat16)
     assert line == "NVIDIA A10: no time-model preset (presets: H200, H100, RTX 4090)"
     with pytest.raises(ValueError, match="hs=80"):
-        figs.model_beside_measured(_fake_results(), 12, torch.bfloat16, head_dims=(80,))
-    rows = figs.model_beside_measured(_fake_results(), 12, torch.bfloat16, head_dims=(64,))
+        dispatched.model_beside_measured(_fake_results(), 12, torch.bfloat16, head_dims=(80,))
+    rows = dispatched.model_beside_measured(_fake_results(), 12, torch.bfloat16, head_dims=(64,))
     assert rows and all(isinstance(r, dict) for r in rows)
     for r in rows:   # measured beside the bracket, and the ratio to its lower edge
         lo, hi = r["MODEL, ms"]
@@ -362,5 +363,5 @@ def test_exercise_5_gpu_run_reaches_the_driver_boundary_on_a_cpu():
     status = {r["backend"]: r["status"] for r in res["records"]}
     assert status == {"sdpa": "ok", **dict.fromkeys(figs.BACKEND.values(), "unavailable")}
     assert {"cuda-naive", "cuda-wmma", "cuda-flash"} <= set(status)
-    (line,) = figs.model_beside_measured(res, 12, torch.bfloat16, head_dims=(64,))
+    (line,) = dispatched.model_beside_measured(res, 12, torch.bfloat16, head_dims=(64,))
     assert "no time-model preset (presets: H200" in line

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from lesson_words import LESSONS, MAIN_WORDS_AIM, main_and_appendix_words
+from andrea_edu.bench import dispatched
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 CHAPTERS = sorted(BOOK.glob("*.ipynb"))
@@ -25,15 +26,13 @@ def test_every_chapter_opens_with_what_the_reader_can_do_after_it(path):
 
 
 def test_worklog_refuses_a_head_dim_it_did_not_precompute_in_one_line():
-    from andrea_edu.figures import kernel_worklog as figs
-
     with pytest.raises(ValueError) as e:
-        figs.check_head_dim(80)
+        dispatched.check_head_dim(80)
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith("hs=80") and "32, 64, 96, 128" in msg
-    assert all(figs.check_head_dim(h) == h for h in figs.HEAD_DIMS)
+    assert all(dispatched.check_head_dim(h) == h for h in dispatched.HEAD_DIMS)
     setup = "".join(json.loads((BOOK / "kernel_worklog.ipynb").read_text())["cells"][2]["source"])
-    assert setup.index("figs.check_head_dim(hs)") < setup.index("torch.manual_seed")
+    assert setup.index("dispatched.check_head_dim(hs)") < setup.index("torch.manual_seed")
 
 
 def _markdown(name: str) -> str:

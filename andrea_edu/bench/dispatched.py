@@ -15,6 +15,12 @@ head_dim slider draws these points over the MODEL band of kernels.head_dim_evide
     kernel_facts(head_dim, dtype=bf16, arch="sm_90", B=8, n_head=12, T=1024, gpu="H200") -> dict
         No GPU needed: the dispatcher's decision on a CUDA device and the compiled kernel behind
         it (kernels.head_dim_evidence.compiled); cached.
+A GPU's head_dim results file, read (chapter "From one block per head to FlashAttention"):
+    HEAD_DIMS, SLIDER_HEAD_DIMS; check_head_dim(hs)   the head_dims all three kernels compile
+                                                      for, the slider's, a one-line refusal
+    measured_rows(results, nh) -> [{version, head_dim, ms, sdpa_ms, speed, kernel, B, T, ...}]
+    model_gpu(results, model_gpus), measured_seconds(rows, results, B, T)
+    model_beside_measured(results, nh, dtype)   measured time beside the time MODEL's bracket
 """
 from __future__ import annotations
 
@@ -26,6 +32,12 @@ import torch
 from andrea_edu.attention import attention, choose_backend, compare_to_reference
 from andrea_edu.bench import timing
 from andrea_edu.kernels import head_dim_evidence as evidence
+from andrea_edu.kernels import registry, time_model
+
+HEAD_DIMS = (32, 64, 96, 128)  # the head_dims every version compiles for (v3's set)
+# The slider's head_dims: v3's set plus misaligned ones where the dispatcher falls back
+# (72: to v1; 80 and 112: to v2), so the v3 -> v2 -> v1 ladder shows there too.
+SLIDER_HEAD_DIMS = (32, 64, 72, 80, 96, 112, 128)
 
 
 def _device_name(device: str) -> str:
@@ -134,3 +146,84 @@ def kernel_facts(head_dim: int, dtype=torch.bfloat16, arch: str = "sm_90", B: in
         facts.update(evidence.compiled(d.kernel, head_dim, dtype, arch=arch, B=B, n_head=n_head,
                                        T=T, gpu=gpu))
     return facts
+
+
+# ------------------------------------------------------------------ a GPU's head_dim file, read
+def check_head_dim(hs: int) -> int:
+    """hs when this chapter precomputed it (HEAD_DIMS: the head_dims all three kernels compile
+    for), else a one-line ValueError naming the allowed values, before any long work."""
+    if hs not in HEAD_DIMS:
+        raise ValueError(f"hs={hs!r}: this chapter compiles and models head_dim "
+                         f"{', '.join(map(str, HEAD_DIMS))} only; set hs to one of them")
+    return hs
+
+
+def measured_rows(results, nh: int, head_dims=HEAD_DIMS, shape: str = "ANDREA-120M") -> list:
+    """One dict per (version, head_dim) measured in a head_dim results file (None -> []):
+    version, head_dim, ms (median), sdpa_ms, speed (SDPA time / this time: 1 = as fast),
+    kernel (the kernel that really ran), B, T, causal, dtype."""
+    if not results:
+        return []
+    by_case: dict[int, dict[str, dict]] = {}
+    for r in results["records"]:
+        p = r.get("params", {})
+        if p.get("shape") == shape and p.get("series") == f"n_head={nh}" and \
+                p.get("head_dim") in head_dims:
+            by_case.setdefault(p["head_dim"], {})[r["backend"]] = r
+    rows = []
+    for hd in sorted(by_case):
+        recs = by_case[hd]
+        sdpa = recs.get("sdpa", {})
+        for v in registry.ladder():
+            r = recs.get(registry.BACKENDS[v])
+            if not r or r.get("status") != "ok" or not sdpa.get("median_ms"):
+                continue
+            p = r["params"]
+            rows.append(dict(version=v, head_dim=hd, ms=r["median_ms"], sdpa_ms=sdpa["median_ms"],
+                             speed=sdpa["median_ms"] / r["median_ms"], kernel=r.get("kernel"),
+                             B=p.get("B"), T=p.get("T"), causal=p.get("causal"),
+                             dtype=p.get("dtype")))
+    return rows
+
+
+def model_gpu(results, model_gpus: dict) -> str | None:
+    """The time model's key ("H200", "H100", "RTX 4090") for the GPU a results file came from,
+    or None: matched by its device record (kernels.gpus.by_device: the whole device name and
+    the SM count it records), never by a part of the name ("NVIDIA H100 PCIe" or "NVIDIA H200
+    NVL" are other parts, with other peaks, and get none)."""
+    from andrea_edu.kernels.gpus import by_device
+    key = by_device(results) if results else None
+    return key if key in model_gpus else None
+
+
+def measured_seconds(rows: list, results, B: int, T: int) -> dict:
+    """{(version, head_dim): {GPU name as the model knows it: seconds}} for the rows measured at
+    this B and T (the design case), or {}."""
+    gpu = model_gpu(results, time_model.GPUS)
+    return {(r["version"], r["head_dim"]): {gpu: r["ms"] / 1e3} for r in rows
+            if gpu and r["B"] == B and r["T"] == T}
+
+
+def model_beside_measured(results, nh: int, dtype, head_dims=HEAD_DIMS) -> list:
+    """For a GPU head_dim results file: per measured (version, head_dim in head_dims), a dict of
+    the time measured beside the model's bracket for that GPU and case (measured / lower edge:
+    how far above its bound the kernel landed). With no file, or one from a CPU or a GPU the
+    model has no preset for: one line saying so."""
+    from andrea_edu.data import where_looked
+
+    if not results:
+        return [where_looked("bench_headdim_<gpu>.json")]
+    gpu = model_gpu(results, time_model.GPUS)
+    device = results["provenance"]["device"]
+    if results["provenance"].get("device_kind") == "cpu" or gpu is None:
+        return [f"{device}: no time-model preset (presets: {', '.join(time_model.GPUS)})"]
+    out: list = []
+    for r in measured_rows(results, nh, head_dims=tuple(check_head_dim(h) for h in head_dims)):
+        m = time_model.model_bound(r["version"], r["B"], nh, r["T"], r["head_dim"], r["causal"],
+                                   dtype, gpu)
+        out.append({"device": device, "version": r["version"], "ran": r["kernel"],
+                    "head_dim": r["head_dim"], "measured, ms": round(r["ms"], 3),
+                    "MODEL, ms": (round(m["lower"] * 1e3, 3), round(m["upper"] * 1e3, 3)),
+                    "largest term": m["bound_by"],
+                    "measured / lower edge": round(r["ms"] / (m["lower"] * 1e3), 1)})
+    return out or [f"{device}: nothing measured at n_head={nh}"]

@@ -1,7 +1,6 @@
 """Figures of the chapter "From one block per head to FlashAttention: a kernel worklog".
 
-    VERSIONS, BACKEND, HEAD_DIMS               v1, v2, v3, the dispatcher backend of each, and
-                                               the head_dims all three compile for
+    VERSIONS, BACKEND                          v1, v2, v3, the dispatcher backend of each
     ladder_markdown(), changes_markdown(rows)  the ladder and the lines that changed, read from
                                                the .cu files (helpers of figures.kernel_source,
                                                re-exported: excerpt, loop_lines, first_line...)
@@ -11,13 +10,14 @@
     rung_numbers(e, scores, m)                 one rung's SASS counts, per score, and its MODEL
     evidence_figure, model_overview_figure     SASS counts (kernels.sass) and the time model
                                                (kernels.time_model): hatched, labelled "model"
-    measured_rows, measured_cells, measured_figure
-                                               a GPU results file, solid
+    measured_cells, measured_figure            a GPU results file's rows
+                                               (bench.dispatched.measured_rows), solid
     one_block_check, cooperate_check, never_knows_check   facts and verdicts of the box
-    lane_elements, model_terms, model_beside_measured   the exercises' helpers
 
 The figures module formats and draws; every number a chapter states is computed in a cell from
-andrea_edu.kernels (sources, compiler, emulator, SASS evidence, model) or andrea_edu.bench.
+andrea_edu.kernels (sources, compiler, emulator, SASS evidence, model, the lane map
+kernels.tiles.lane_elements, the model's terms time_model.model_terms) or andrea_edu.bench
+(dispatched: a GPU file's rows beside the model).
 """
 from __future__ import annotations
 
@@ -138,58 +138,6 @@ def _tile_width(trace) -> int:
 
 # ------------------------------------------------------------------ sentences and tables
 # ------------------------------------------------------------------ measurements (GPU files)
-HEAD_DIMS = (32, 64, 96, 128)  # the head_dims every version compiles for (v3's set)
-# The slider's head_dims: v3's set plus misaligned ones where the dispatcher falls back
-# (72: to v1; 80 and 112: to v2), so the v3 -> v2 -> v1 ladder shows there too.
-SLIDER_HEAD_DIMS = (32, 64, 72, 80, 96, 112, 128)
-
-
-def measured_rows(results, nh: int, head_dims=HEAD_DIMS, shape: str = "ANDREA-120M") -> list:
-    """One dict per (version, head_dim) measured in a head_dim results file (None -> []):
-    version, head_dim, ms (median), sdpa_ms, speed (SDPA time / this time: 1 = as fast),
-    kernel (the kernel that really ran), B, T, causal, dtype."""
-    if not results:
-        return []
-    by_case: dict[int, dict[str, dict]] = {}
-    for r in results["records"]:
-        p = r.get("params", {})
-        if p.get("shape") == shape and p.get("series") == f"n_head={nh}" and \
-                p.get("head_dim") in head_dims:
-            by_case.setdefault(p["head_dim"], {})[r["backend"]] = r
-    rows = []
-    for hd in sorted(by_case):
-        recs = by_case[hd]
-        sdpa = recs.get("sdpa", {})
-        for v in registry.ladder():
-            r = recs.get(BACKEND[v])
-            if not r or r.get("status") != "ok" or not sdpa.get("median_ms"):
-                continue
-            p = r["params"]
-            rows.append(dict(version=v, head_dim=hd, ms=r["median_ms"], sdpa_ms=sdpa["median_ms"],
-                             speed=sdpa["median_ms"] / r["median_ms"], kernel=r.get("kernel"),
-                             B=p.get("B"), T=p.get("T"), causal=p.get("causal"),
-                             dtype=p.get("dtype")))
-    return rows
-
-
-def model_gpu(results, model_gpus: dict) -> str | None:
-    """The time model's key ("H200", "H100", "RTX 4090") for the GPU a results file came from,
-    or None: matched by its device record (kernels.gpus.by_device: the whole device name and
-    the SM count it records), never by a part of the name ("NVIDIA H100 PCIe" or "NVIDIA H200
-    NVL" are other parts, with other peaks, and get none)."""
-    from andrea_edu.kernels.gpus import by_device
-    key = by_device(results) if results else None
-    return key if key in model_gpus else None
-
-
-def measured_seconds(rows: list, results, B: int, T: int) -> dict:
-    """{(version, head_dim): {GPU name as the model knows it: seconds}} for the rows measured at
-    this B and T (the design case), or {}."""
-    from andrea_edu.kernels.time_model import GPUS
-    gpu = model_gpu(results, GPUS)
-    return {(r["version"], r["head_dim"]): {gpu: r["ms"] / 1e3} for r in rows
-            if gpu and r["B"] == B and r["T"] == T}
-
 
 def measured_cells(rows: list, model_s: dict | None = None) -> list[list[str]]:
     """One table row per measured row (measured_rows): version, head_dim, the kernel that ran,
@@ -317,15 +265,6 @@ MIX = ("HMMA", "LDSM", "LDS", "STS", "LD", "LDG", "LDGSTS", "SHFL", "MUFU.EX2", 
 # A model is drawn hatched and unfilled; no measurement is drawn so.
 MODEL_STYLE: dict[str, Any] = dict(facecolor="none", hatch="///", linewidth=1.2)
 MODEL_LABEL = "MODEL (from SASS counts)"
-
-
-def check_head_dim(hs: int) -> int:
-    """hs when this chapter precomputed it (HEAD_DIMS: the head_dims all three kernels compile
-    for), else a one-line ValueError naming the allowed values, before any long work."""
-    if hs not in HEAD_DIMS:
-        raise ValueError(f"hs={hs!r}: this chapter compiles and models head_dim "
-                         f"{', '.join(map(str, HEAD_DIMS))} only; set hs to one of them")
-    return hs
 
 
 def rung_numbers(e: dict, scores: int, m: dict) -> dict:
@@ -484,76 +423,6 @@ def model_overview_figure(models: dict, gpu: str = "H200"):
     ax.legend(fontsize=fs, loc="upper left", bbox_to_anchor=(0, -0.16), ncol=2, frameon=False)
     fig.subplots_adjust(left=0.13, right=0.98, top=0.87, bottom=0.3)
     return fig
-
-
-# ------------------------------------------------------------------ the exercises' helpers
-def lane_elements(lane: int) -> dict:
-    """What lane `lane` of a warp holds in v3's mma.m16n8k16 fragments (PTX ISA, "Matrix
-    Fragments for mma.m16n8k16 with floating point type"): {"s[0]": {register: (row, column of
-    P)}, "s[1]": {...}} for the two 16x8 accumulators of a 16-key step (s[1] holds keys 8-15,
-    so its columns are shifted by 8), and {"A": {register: (row, column)}} for the 16x16 A
-    operand of the next mma. Read off accumulator_owner and a_operand_owner, not restated."""
-    if isinstance(lane, bool) or not isinstance(lane, int) or not 0 <= lane < 32:
-        raise ValueError(f"lane={lane!r}: allowed values are 0..31 (a warp's 32 lanes)")
-    out: dict[str, dict[str, tuple[int, int]]] = {"s[0]": {}, "s[1]": {}, "A": {}}
-    for row in range(16):
-        for col in range(8):
-            owner, reg = accumulator_owner(row, col)
-            if owner == lane:
-                out["s[0]"][reg] = (row, col)
-                out["s[1]"][reg] = (row, col + 8)
-        for col in range(16):
-            owner, reg = a_operand_owner(row, col)
-            if owner == lane:
-                out["A"][reg] = (row, col)
-    return {k: dict(sorted(v.items())) for k, v in out.items()}
-
-
-OVERLAPS = {"perfect": "max", "none": "sum"}  # how the model's five terms combine
-
-
-def model_terms(m: dict, overlap: str = "perfect") -> dict:
-    """A time_model.model_bound dict's five terms (µs) and their combination: overlap="perfect"
-    takes the largest (the bracket's lower edge: every resource busy at once), "none" adds them
-    (the upper edge: each waits for the others); the useful TFLOP/s at that time, and the
-    published kernels' times for the same work beside it."""
-    if overlap not in OVERLAPS:
-        raise ValueError(f"overlap={overlap!r}: allowed values are "
-                         f"{', '.join(map(repr, OVERLAPS))}")
-    terms = m["terms"]
-    t = max(terms.values()) if overlap == "perfect" else sum(terms.values())
-    return {"MODEL terms, µs": {name: round(s * 1e6, 1) for name, s in terms.items()},
-            "largest": m["bound_by"],
-            f"{OVERLAPS[overlap]} of the terms, µs": round(t * 1e6, 1),
-            "useful TFLOP/s": round(m["useful_flops"] / t / 1e12),
-            "published, µs": {b["kernel"]: round(b["seconds"] * 1e6, 1)
-                              for b in m.get("published") or []}}
-
-
-def model_beside_measured(results, nh: int, dtype, head_dims=HEAD_DIMS) -> list:
-    """For a GPU head_dim results file: per measured (version, head_dim in head_dims), a dict of
-    the time measured beside the model's bracket for that GPU and case (measured / lower edge:
-    how far above its bound the kernel landed). With no file, or one from a CPU or a GPU the
-    model has no preset for: one line saying so."""
-    from andrea_edu.data import where_looked
-    from andrea_edu.kernels import time_model
-
-    if not results:
-        return [where_looked("bench_headdim_<gpu>.json")]
-    gpu = model_gpu(results, time_model.GPUS)
-    device = results["provenance"]["device"]
-    if results["provenance"].get("device_kind") == "cpu" or gpu is None:
-        return [f"{device}: no time-model preset (presets: {', '.join(time_model.GPUS)})"]
-    out: list = []
-    for r in measured_rows(results, nh, head_dims=tuple(check_head_dim(h) for h in head_dims)):
-        m = time_model.model_bound(r["version"], r["B"], nh, r["T"], r["head_dim"], r["causal"],
-                                   dtype, gpu)
-        out.append({"device": device, "version": r["version"], "ran": r["kernel"],
-                    "head_dim": r["head_dim"], "measured, ms": round(r["ms"], 3),
-                    "MODEL, ms": (round(m["lower"] * 1e3, 3), round(m["upper"] * 1e3, 3)),
-                    "largest term": m["bound_by"],
-                    "measured / lower edge": round(r["ms"] / (m["lower"] * 1e3), 1)})
-    return out or [f"{device}: nothing measured at n_head={nh}"]
 
 
 # ------------------------------------------------------------------ n_head at a fixed d_model

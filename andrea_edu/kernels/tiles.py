@@ -8,6 +8,7 @@ Introduced in the chapter "The configuration mirrors the hardware". Pure arithme
   sdpa_head_dim_rules(head_dim)      torch's head_dim rules per SDPA backend (GPU, sm_80..sm_90)
   accumulator_owner, a_operand_owner which lane and register of a warp holds an element of
                                      v3's mma.m16n8k16 tiles (the PTX ISA's fragment layouts)
+  lane_elements(lane)                what one lane holds of S's accumulators and of P's A operand
 (a specialization's PTX evidence, registers, shared memory and occupancy, compiled by NVRTC:
 kernels.head_dim_evidence.compiled; bench.dispatched.kernel_facts adds the dispatcher's decision)
 
@@ -169,3 +170,25 @@ def a_operand_owner(row: int, col: int) -> tuple[int, str]:
     a0, a1 rows 0-7 / columns 0-7; a2, a3 rows 8-15; a4..a7 the same for columns 8-15."""
     g, rhalf, chalf, c = row % 8, row // 8, col // 8, col % 8
     return 4 * g + c // 2, f"a{4 * chalf + 2 * rhalf + c % 2}"
+
+
+def lane_elements(lane: int) -> dict:
+    """What lane `lane` of a warp holds in v3's mma.m16n8k16 fragments (PTX ISA, "Matrix
+    Fragments for mma.m16n8k16 with floating point type"): {"s[0]": {register: (row, column of
+    P)}, "s[1]": {...}} for the two 16x8 accumulators of a 16-key step (s[1] holds keys 8-15,
+    so its columns are shifted by 8), and {"A": {register: (row, column)}} for the 16x16 A
+    operand of the next mma. Read off accumulator_owner and a_operand_owner, not restated."""
+    if isinstance(lane, bool) or not isinstance(lane, int) or not 0 <= lane < 32:
+        raise ValueError(f"lane={lane!r}: allowed values are 0..31 (a warp's 32 lanes)")
+    out: dict[str, dict[str, tuple[int, int]]] = {"s[0]": {}, "s[1]": {}, "A": {}}
+    for row in range(16):
+        for col in range(8):
+            owner, reg = accumulator_owner(row, col)
+            if owner == lane:
+                out["s[0]"][reg] = (row, col)
+                out["s[1]"][reg] = (row, col + 8)
+        for col in range(16):
+            owner, reg = a_operand_owner(row, col)
+            if owner == lane:
+                out["A"][reg] = (row, col)
+    return {k: dict(sorted(v.items())) for k, v in out.items()}

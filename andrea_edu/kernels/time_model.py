@@ -29,7 +29,8 @@ idle) and never less than its heaviest block alone on one SM (a block runs on on
 The MODEL is a bracket, not one number: `lower` is the largest term (every resource overlapped
 perfectly with the others, as a warp that runs softmax while its tensor cores multiply would;
 FlashAttention-2-style kernels do not get that, FlashAttention-3 was built to), `upper` the sum
-of the terms (no overlap at all). Neither bounds a real kernel from above: bank conflicts,
+of the terms (no overlap at all); model_terms(m, overlap) shows the five terms and either
+combination. Neither bounds a real kernel from above: bank conflicts,
 latency stalls and tails come on top. `latency_bound` marks a launch whose busy SMs hold no more
 warps than schedulers: a stall of a dependent chain then loses issue slots, so latency, not the
 issue rate, decides (v1 at B=8: one block of 4 warps per SM, a serial FMA chain).
@@ -243,3 +244,24 @@ def model_bound(version: str, B: int, nh: int, T: int, head_dim: int, causal: bo
                 published=band,
                 above_published=bool(same_instr) and tflops > max(b["tflops"]
                                                                    for b in same_instr))
+
+
+OVERLAPS = {"perfect": "max", "none": "sum"}  # how the model's five terms combine
+
+
+def model_terms(m: dict, overlap: str = "perfect") -> dict:
+    """A time_model.model_bound dict's five terms (µs) and their combination: overlap="perfect"
+    takes the largest (the bracket's lower edge: every resource busy at once), "none" adds them
+    (the upper edge: each waits for the others); the useful TFLOP/s at that time, and the
+    published kernels' times for the same work beside it."""
+    if overlap not in OVERLAPS:
+        raise ValueError(f"overlap={overlap!r}: allowed values are "
+                         f"{', '.join(map(repr, OVERLAPS))}")
+    terms = m["terms"]
+    t = max(terms.values()) if overlap == "perfect" else sum(terms.values())
+    return {"MODEL terms, µs": {name: round(s * 1e6, 1) for name, s in terms.items()},
+            "largest": m["bound_by"],
+            f"{OVERLAPS[overlap]} of the terms, µs": round(t * 1e6, 1),
+            "useful TFLOP/s": round(m["useful_flops"] / t / 1e12),
+            "published, µs": {b["kernel"]: round(b["seconds"] * 1e6, 1)
+                              for b in m.get("published") or []}}
