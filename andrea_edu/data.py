@@ -6,7 +6,7 @@ book never imports. Here:
 
     where          data_search_dirs, data_folder / find_data (the one finder), where_looked
     the manifest   read_manifest (strict), manifest_problem (a file the book may read matches
-                   its sha256 in SHA256SUMS), listed_but_missing, unfinished_unit
+                   its sha256 in SHA256SUMS), listed_but_missing, restore_hint
     one error      DataFileError: every loader raises it, one line naming the file and field
     one schema     PROVENANCE_KEYS and `provenance(record)`: a record's provenance block under
                    today's key names (older files' keys mapped at read time, never rewritten);
@@ -15,9 +15,17 @@ book never imports. Here:
     one table      LOADERS: kind -> Kind(file, loader module, loader function); `load(kind)`,
                    the one entry a chapter reads committed data through
 
-Nothing here writes, locks for writing or finishes another writer's work: a unit a killed
-writer left half done is refused with the command that finishes it
-(`python -m andrea_lab.store recover DIR`).
+Committed data is guarded by git plus one manifest per folder (SHA256SUMS), nothing else:
+  * a writer (andrea_lab.store only) writes each file of a unit to a temporary file in the same
+    folder, fsyncs it and os.replace()s it into place, then rewrites SHA256SUMS LAST (temporary
+    file + os.replace too): the manifest's rename is the unit's commit point;
+  * a reader (`load`, `find_data`, `manifest_problem`) refuses, in one line naming the file, its
+    folder and the remedy (`git checkout -- <folder>`, or re-running the writer), a file whose
+    sha256 is not the manifest's, a listed file that is gone, and an unlisted file it is asked for.
+So a unit cut short between its renames (kill -9, a full disk) is refused, never read half new:
+fail closed, with no journal to replay; git holds the old versions, so there are no backups.
+A writer's stray temporary file (hidden, named `.<name>.andrea-<pid>-<hex>.tmp`) is never read
+and the next write into that folder removes it. Nothing here writes.
 """
 from __future__ import annotations
 
@@ -111,8 +119,7 @@ def listed_but_missing(folder, pattern: str) -> str | None:
                       and not (folder / n).is_file())
         if gone:
             return (f"{folder / gone[0]}: listed in {folder / MANIFEST} but missing (committed "
-                    f"data deleted: restore it, e.g. git checkout, or remove its line with the "
-                    f"command that writes the folder)")
+                    f"data deleted): {restore_hint(folder)}")
     from andrea_edu import data_pins  # the committed folder: a pinned file gone, line and all
     return data_pins.missing(folder, pattern)
 
@@ -182,8 +189,6 @@ CRLF_CAUSE = ("git converted the data's line endings (core.autocrlf=true) and ev
 CRLF_REMEDY = ("restore the bytes with `git -c core.autocrlf=false checkout -- book/data` "
                "(the repository's .gitattributes keeps book/data byte-exact in new clones)")
 MANIFEST = "SHA256SUMS"  # beside committed data: "<sha256>  <name>" per line (sha256sum -c reads it)
-_JOURNAL = ".andrea-unit."  # .andrea-unit.<tag>.json: a unit's renames, written before the first
-_TAG = "andrea-"  # temporary and backup files: .<name>.andrea-<pid>-<random>.tmp / .bak
 
 
 def _hex64(s: str) -> bool:
@@ -198,7 +203,7 @@ def name_problem(name) -> str | None:
     a folder separator (/ or \\), '.' or '..', an absolute or drive path, a control character
     (a newline included: it would split a manifest's line), a line or paragraph separator,
     leading or trailing spaces, empty, or longer than NAME_MAX_BYTES bytes in UTF-8. The one
-    rule for every name a manifest or a journal lists and every file a command writes: nothing
+    rule for every name a manifest lists and every file a command writes: nothing
     a name says reaches outside its folder or into another line."""
     import unicodedata
     if not isinstance(name, str):
@@ -315,94 +320,24 @@ def is_data_folder(folder) -> bool:
     return any(os.path.normcase(os.path.realpath(d)) == key for d in data_search_dirs())
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _tag_pid(name: str) -> int | None:
-    """The writer's pid in '.<name>.andrea-<pid>-<rand>.tmp' (or .bak, or a journal), else None."""
-    import re
-    m = re.search(r"andrea-(\d+)-[0-9a-f]+\.(tmp|bak|json)$", name)
-    return int(m.group(1)) if m else None
-
-
-def _writer_holds(folder: Path) -> bool:
-    """True when a writer holds `folder`'s lock now (a shared flock on it is refused without
-    waiting); False when none does (or where fcntl is missing: then the pids decide)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not Linux/macOS
-        return True
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
-    except OSError:
-        return True
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
-def pending_units(folder, writers_gone: bool = False) -> list[Path]:
-    """Journals of units whose writer died (kill -9) between its first and its last rename, and
-    temporary/backup files of writers that are gone. A writer makes these files only while it
-    holds the folder's lock, so a file listed while no writer holds the lock is a dead writer's,
-    whatever its pid says now (the pid may have been reused); while one does, the pid decides.
-    writers_gone=True: the caller holds the lock itself (the laboratory's recovery): every such
-    file is a dead writer's."""
-    folder = Path(folder)
-    try:
-        names = sorted(n for n in os.listdir(folder) if n.startswith(".") and _tag_pid(n))
-    except OSError:
-        return []
-    if not names:
-        return []
-    free = writers_gone or not _writer_holds(folder)  # after listing: see below
-    out = []
-    for n in names:
-        pid = _tag_pid(n)
-        # free: the writer that made n (holding the lock when it was listed) has let go since;
-        # n still there means it died before removing it (a new writer never reuses a tag)
-        if pid is not None and (not _pid_alive(pid) or (free and os.path.lexists(folder / n))):
-            out.append(folder / n)
-    return out
-
-
-def unfinished_unit(folder) -> str | None:
-    """One line when a unit write whose writer died (kill -9) after deciding it left `folder`
-    between two versions (its journal is there), naming the command that finishes it; else None."""
-    folder = Path(folder)
-    unfinished = [p for p in pending_units(folder) if p.name.startswith(_JOURNAL)]
-    if not unfinished:
-        return None  # (a decided unit whose writer died: the folder holds part of each set)
-    return (f"a write killed half way left {reader_path(folder)} between two versions "
-            f"({unfinished[0].name}); finish it with `python -m andrea_lab.store recover "
-            f"{reader_path(folder)}`, or run the command that writes it again")
+def restore_hint(folder) -> str:
+    """The remedy for a refused file of `folder`, as a reader types it: put git's version back,
+    or re-run the command that writes the folder (it rewrites SHA256SUMS last)."""
+    return (f"restore it with `git checkout -- {reader_path(folder)}`, or re-run the command "
+            f"that writes it (it rewrites {MANIFEST} last)")
 
 
 def manifest_problem(path) -> str | None:
     """None when `path` may be read: it matches its sha256 in its folder's SHA256SUMS, or its
     folder holds no committed data (`is_data_folder` false: a scratch folder). Otherwise one
-    line: the manifest missing or damaged (its line named), the file not listed in it (a file
-    the manifest lacks is refused), or its content differing from the recorded sha256. In the
-    committed folder (book/data) the file must also match its pin in andrea_edu/data_pins.py
-    (`data_pins.check`): a manifest regenerated over a damaged file does not vouch for it. A unit
-    write a killed writer left half done is refused (the laboratory finishes it: the book only
-    reads); temporary files of a writer killed before its journal are ignored (the old set is whole)."""
+    line naming the folder and the remedy (`restore_hint`): the manifest missing or damaged (its
+    line named), the file not listed in it (a file the manifest lacks is refused), or its content
+    differing from the recorded sha256 (damage, an edit by hand, or a unit write cut short
+    before its manifest: fail closed). In the committed folder (book/data) the file must also
+    match its pin in andrea_edu/data_pins.py (`data_pins.check`): a manifest regenerated over a
+    damaged file does not vouch for it."""
     path = Path(path)
     folder = path.parent
-    unfinished = unfinished_unit(folder)
-    if unfinished:
-        return unfinished
     too_big = size_problem(path)  # before a byte of it is read (hashed or parsed)
     if too_big:
         return too_big
@@ -412,43 +347,26 @@ def manifest_problem(path) -> str | None:
         return pinned
     if not is_data_folder(folder):
         return None
-    for attempt in (0, 1):
-        try:
-            sums = read_manifest(folder, required=True)
-        except DataFileError as e:
-            return f"its folder's manifest cannot be trusted ({e})"
-        want = sums.get(path.name)
-        if want is None:
-            return (f"not listed in {folder / MANIFEST}; a data file the manifest lacks is "
-                    f"refused (write it with the command that makes it, which lists it)")
-        try:
-            got = data_pins.sha256_file(path)
-        except OSError as e:
-            return f"cannot be read ({e.strerror or e})"
-        if got == want:
-            return None
-        if data_pins.crlf_converted(path, want):
-            return f"its line endings were converted to CRLF: {CRLF_CAUSE}; {CRLF_REMEDY}"
-        if attempt == 0:  # a writer may be between its renames: wait for it, look again
-            _wait_for_writer(folder)
-    return (f"content differs from the sha256 recorded for it in {MANIFEST} (damaged or "
-            f"edited by hand: rewrite it with the command that made it, which updates "
-            f"{MANIFEST})")
-
-
-def _wait_for_writer(folder: Path) -> None:
-    """Block until no writer holds the folder (a shared flock on it, released at once): a
-    writer between its renames finishes first. Reading only: it never changes the folder."""
     try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not Linux/macOS
-        return
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        finally:
-            os.close(fd)  # closing releases the lock
+        sums = read_manifest(folder, required=True)
+    except DataFileError as e:
+        return f"its folder's manifest cannot be trusted ({e})"
+    want = sums.get(path.name)
+    if want is None:
+        return (f"not listed in {folder / MANIFEST}; a data file the manifest lacks is refused "
+                f"(a write cut short before its {MANIFEST}, or a file put there by hand: remove "
+                f"it, or write it with the command that makes it, which lists it)")
+    try:
+        got = data_pins.sha256_file(path)
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if got == want:
+        return None
+    if data_pins.crlf_converted(path, want):
+        return f"its line endings were converted to CRLF: {CRLF_CAUSE}; {CRLF_REMEDY}"
+    return (f"content differs from the sha256 recorded for it in {reader_path(folder / MANIFEST)}"
+            f" (damaged, edited by hand, or a write cut short before its {MANIFEST}): "
+            f"{restore_hint(folder)}")
 
 
 # ---------------------------------------------------------------- one provenance schema, read

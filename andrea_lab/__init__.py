@@ -8,8 +8,8 @@ checks, re-running pinned or unpinned).
 
     bench       python -m andrea_lab.bench {head-dim|projections|layout|all|gpu-check|gpu-suite}:
                 the benchmarks' results JSON (write_results) and the GPU correctness check
-    make_sweep  python -m andrea_lab.make_sweep: the toy laboratory's n_head x seed sweep
-                (save_sweep)
+    make_sweep  python -m andrea_lab.make_sweep: the toy laboratory's n_head x seed sweep,
+                trained in parallel processes (make_runs) and written (save_sweep)
     pipeline_timing  python -m andrea_lab.pipeline_timing: time per step, pipeline_<device>.json
                 (save_timing)
     make_realtext_run  python -m andrea_lab.make_realtext_run: the real-text run and the toy
@@ -26,10 +26,10 @@ checks, re-running pinned or unpinned).
                 table), own_folder, pin_folder (a test's copy read as book/data)
     process     how a command runs: re-run pinned or unpinned in a child (rerun_pinned,
                 rerun_unpinned, run_child), signals passed on, SIGTERM as Ctrl-C
-    store       the one manifest writer: write_files_as_unit, write_json_atomic, folder_lock,
-                recover_units, seal_folder, default_out_dir; committed_reason (why writing a
-                path would change committed data: every writer asks it)
-                (python -m andrea_lab.store recover DIR: finish a unit write a killed writer left)
+    store       the one manifest writer: write_files_as_unit (temporary file + rename per
+                file, SHA256SUMS last: the commit point), write_json_atomic, seal_folder,
+                default_out_dir; committed_reason (why writing a path would change committed
+                data: every writer asks it)
     arg_checks  argument checks shared by every command line here and scripts/readme_figure.py,
                 run before any work (one line naming the flag, exit status 2)
     execute_chapters  python -m andrea_lab.execute_chapters book/*.ipynb: chapters run headless

@@ -16,8 +16,9 @@ checked before anything is copied:
 Any other file, or any file that fails its check, stops the landing with one line naming it;
 nothing is copied then. A file whose device is a CPU stand-in's (tests/test_gpu_suite.py runs
 the suite's GPU path with scripts/gpu_fault_standin.py's `suite` stand-ins) is refused. DIR (default: the repository's book/data) gets the landed files and
-their sha256 lines in DIR/SHA256SUMS (andrea_lab.store.write_files_as_unit: all files and the
-manifest, or none); into the committed folder (book/data) their pins too, written into
+their sha256 lines in DIR/SHA256SUMS (andrea_lab.store.write_files_as_unit: the files, then the
+manifest last; cut short, the book refuses the files it does not vouch for); into the committed
+folder (book/data) their pins too, written into
 andrea_edu/data_pins.py (the book refuses a committed file without its pin). A file already
 committed there with other bytes is replaced only with --replace (one with the same bytes,
 left by a landing killed before its pins, is landed again unasked: the retry pins it). A
@@ -129,7 +130,8 @@ def check_file(path: Path, in_place: bool = False) -> str:
 
 def land(out: Path, data: Path, replace: bool = False, dry_run: bool = False) -> list[str]:
     """Check every file of out, then copy the landed kinds into data with SHA256SUMS updated
-    (all or nothing). Returns the lines to print; ValueError (one line) on the first problem."""
+    (the manifest last: a landing cut short is refused by the book until landed again). Returns
+    the lines to print; ValueError (one line) on the first problem."""
     import hashlib
 
     from andrea_edu import data_pins

@@ -92,8 +92,6 @@ def table() -> list[tuple[str, list[str]]]:
         ["--kernel", "no-such-kernel", NB], *([d] for d in damaged_notebooks()))]
     rows += [(XS, a) for a in ([], [NB, "x"], ["nope.ipynb", "1"], [NB, "999"], [NB, "0"],
                                *([d, "1"] for d in damaged_notebooks()))]
-    rows += [("m:andrea_lab.store", a) for a in ([], ["recover"], ["recover", NOWHERE],
-                                                 ["fix", "."])]
     rows += [("s:format_share", ["--bogus"]), ("s:repo_url", ["--bogus"]),
              ("s:image_env", ["--bogus"]), ("s:image_env", ["site"]),
              ("s:image_env", ["check-wheels"]), ("s:install_book", ["--bogus"]),

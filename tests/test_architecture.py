@@ -394,7 +394,7 @@ def test_each_subpackage_says_what_it_holds_and_which_chapters_use_it(sub):
 
 # ---------------------------------------------------------------- the book reads, the laboratory writes
 LAB = "andrea_lab"  # what makes, writes and re-checks book/data: only scripts and tests import it
-WRITERS = ("write_files_as_unit", "write_json_atomic", "folder_lock", "recover_units",
+WRITERS = ("write_files_as_unit", "write_json_atomic", "remove_stray_temporaries",
            "seal_folder", "manifest_text", "write_results", "save_sweep", "save_timing",
            "save_run", "save_toy", "save_paths", "save_variant", "save_long")
 
@@ -426,7 +426,7 @@ def test_the_lab_finder_sees_planted_faults():
     assert lab_reach(ast.parse("from andrea_lab.store import seal_folder")) == ["andrea_lab.store"]
     assert lab_reach(ast.parse("def f():\n    import andrea_lab.bench")) == ["andrea_lab.bench"]
     assert lab_reach(ast.parse("store.write_files_as_unit([(p, w)])")) == ["write_files_as_unit()"]
-    assert lab_reach(ast.parse("with folder_lock(d):\n    pass")) == ["folder_lock()"]
+    assert lab_reach(ast.parse("with seal_folder(d):\n    pass")) == ["seal_folder()"]
     assert lab_reach(ast.parse("importlib.import_module('andrea_lab.make_sweep')")) == \
         ["andrea_lab.make_sweep"]
     assert lab_reach(ast.parse('"""made by andrea_lab.store.write_json_atomic"""')) == []

@@ -17,7 +17,7 @@ from andrea_edu import data as bookdata
 from andrea_lab import process, store
 from andrea_edu.heads import text_runs as TR
 from andrea_edu.heads import text_training as TT
-from andrea_lab.run_writers import save_run
+from andrea_lab.run_writers import save_run, toy_weights_path
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "book" / "data"
@@ -44,7 +44,7 @@ def _one_line_exit_2(rc, err, *words):
 def test_weights_are_named_after_the_run_file():
     assert TR.weights_path(Path("d/realtext_run.json")) == Path("d/realtext_model.pt")
     assert TR.weights_path(Path("d/my_experiment.json")) == Path("d/my_experiment_model.pt")
-    assert TR.toy_weights_path(Path("d/toy_lab_model.json")) == Path("d/toy_lab_model.pt")
+    assert toy_weights_path(Path("d/toy_lab_model.json")) == Path("d/toy_lab_model.pt")
     committed = json.loads((DATA / TR.RUN_FILE).read_text())["weights"]["file"]
     assert committed == TR.weights_path(DATA / TR.RUN_FILE).name  # the committed pair keeps its name
 
@@ -83,9 +83,14 @@ def test_save_run_refuses_existing_files_and_writes_both_beside(tmp_path):
     assert bookdata.manifest_problem(path) is None  # the pair is listed in the folder's manifest
 
 
-def test_a_failed_unit_write_leaves_the_old_pair_and_no_temporary_file(tmp_path, monkeypatch):
+def test_a_failed_unit_write_is_refused_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    """The weights renamed, then the JSON's rename fails (a full disk): the manifest, rewritten
+    last, still lists the old pair, so the new weights are refused in one line naming the folder
+    and `git checkout -- <folder>`, the old JSON still reads, and no temporary file is left."""
     a, b = tmp_path / "w.pt", tmp_path / "r.json"
-    store.write_files_as_unit([(a, lambda p: p.write_text("old a")), (b, lambda p: p.write_text("old b"))])
+    store.write_files_as_unit([(a, lambda p: p.write_text("old a")), (b, lambda p: p.write_text("old b"))],
+                              manifest=True)
+    before = (tmp_path / bookdata.MANIFEST).read_bytes()
     real = os.replace
 
     def fail_on_json(src, dst):  # the weights are renamed, then the JSON's rename fails
@@ -97,8 +102,12 @@ def test_a_failed_unit_write_leaves_the_old_pair_and_no_temporary_file(tmp_path,
         store.write_files_as_unit([(a, lambda p: p.write_text("new a")),
                                  (b, lambda p: p.write_text("new b"))])
     monkeypatch.setattr(os, "replace", real)
-    assert a.read_text() == "old a" and b.read_text() == "old b"  # the old set, whole
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "w.pt"]
+    assert (tmp_path / bookdata.MANIFEST).read_bytes() == before  # not committed
+    assert a.read_text() == "new a" and b.read_text() == "old b"
+    problem = bookdata.manifest_problem(a) or ""
+    assert "differs from the sha256" in problem and f"git checkout -- {tmp_path}" in problem
+    assert "\n" not in problem and bookdata.manifest_problem(b) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == [bookdata.MANIFEST, "r.json", "w.pt"]
 
 
 def test_a_writer_that_fails_before_the_renames_leaves_nothing(tmp_path):

@@ -102,9 +102,10 @@ def _report_in(folder):
 
 def test_a_landed_report_is_read_through_its_manifest(tmp_path):
     """read_report makes the checks every reader of committed data makes (andrea_edu.data):
-    bytes that differ from the SHA256SUMS line, a file the manifest lacks, a listed file that is
-    gone, and a unit a killed writer left half done are each refused in one line naming the
-    file (and `python -m andrea_lab.store recover DIR` for the last)."""
+    bytes that differ from the SHA256SUMS line (damage, or a write cut short before its
+    manifest: the line names `git checkout -- <folder>`), a file the manifest lacks and a listed
+    file that is gone are each refused in one line naming the file; a writer's stray temporary
+    file beside it is not read."""
     import json
 
     from andrea_edu.data import DataFileError
@@ -117,6 +118,7 @@ def test_a_landed_report_is_read_through_its_manifest(tmp_path):
     with pytest.raises(DataFileError, match="differs from the sha256") as e:
         gpucheck.read_report(path)
     assert str(path) in str(e.value) and "\n" not in str(e.value)
+    assert f"git checkout -- {path.parent}" in str(e.value)
     # 2. a manifest beside it that does not list it
     seal_folder(path.parent, names=[])
     with pytest.raises(DataFileError, match="not listed in"):
@@ -128,16 +130,15 @@ def test_a_landed_report_is_read_through_its_manifest(tmp_path):
     with pytest.raises(DataFileError, match="listed in .* but missing") as e:
         gpucheck.read_report(path)
     assert str(path) in str(e.value) and "\n" not in str(e.value)
-    # 4. a unit decided by a writer that was killed before its renames ended (its journal)
+    # 4. a write cut short after its rename, before its manifest: refused; a stray temporary
+    #    file of that writer beside the file is never read
     path = _report_in(tmp_path / "half")
-    (path.parent / ".andrea-unit.andrea-999999999-00000000.json").write_text(
-        json.dumps({"mode": "forward", "pairs": []}))
-    for there in (True, False):   # the file still there, or not yet renamed into place
-        if not there:
-            path.unlink()
-        with pytest.raises(DataFileError, match=r"python -m andrea_lab\.store recover") as e:
-            gpucheck.read_report(path)
-        assert str(path) in str(e.value) and "\n" not in str(e.value)
+    (path.parent / ".gpucheck.json.andrea-999999999-00000000.tmp").write_text("{")
+    assert gpucheck.read_report(path)["n_cases"] == 2
+    path.write_text(json.dumps({**rep, "seconds": 2.5}, indent=1) + "\n")  # renamed in
+    with pytest.raises(DataFileError, match=r"differs from the sha256.*git checkout --") as e:
+        gpucheck.read_report(path)
+    assert str(path) in str(e.value) and "\n" not in str(e.value)
     # a scratch folder (no manifest: the suite's per-backend parts) is read without one
     scratch = tmp_path / "scratch"
     scratch.mkdir()

@@ -1,6 +1,7 @@
 """The manifest (SHA256SUMS) fails closed: parsed strictly, required where the book reads data,
-every file listed; its writers take the folder's lock; a unit (weights + JSON + manifest entry)
-is all or nothing under kill -9 at any point, and nothing of the writer is left behind."""
+every file listed; a unit (weights + JSON, then the manifest last) cut by kill -9 at any step is
+read whole or refused in one line naming `git checkout -- <folder>`, never read half new; a
+writer's stray temporary files are never read and the next write removes them."""
 from __future__ import annotations
 
 import hashlib
@@ -110,7 +111,7 @@ def test_a_scratch_folder_needs_no_manifest_but_a_listed_one_must_match(tmp_path
     assert "not listed" in (bookdata.manifest_problem(tmp_path / "y.json") or "")
 
 
-# ---------------------------------------------------------------- the lock
+# ---------------------------------------------------------------- kill -9 at every step
 # the children load data.py and the lab's store.py alone (they import only the standard
 # library): 50 ms, not torch's 2 s
 _LOAD_ENV = ("import importlib.util as u, sys\n"
@@ -119,28 +120,6 @@ _LOAD_ENV = ("import importlib.util as u, sys\n"
              "    sys.modules[name] = m; s.loader.exec_module(m); return m\n"
              f"bookdata = _load('andrea_edu.data', {str(REPO / 'andrea_edu' / 'data.py')!r})\n"
              f"store = _load('andrea_lab.store', {str(REPO / 'andrea_lab' / 'store.py')!r})\n")
-_WRITER = _LOAD_ENV + textwrap.dedent("""
-    import sys
-    from pathlib import Path
-    write_json_atomic = store.write_json_atomic
-    folder, who, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-    for i in range(n):
-        write_json_atomic(folder / f"{who}_{i % 10}.json", {"who": who, "i": i}, manifest=True)
-""")
-
-
-def test_two_concurrent_writers_lose_no_manifest_entry(tmp_path):
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), w, "50"], env=ENV)
-             for w in ("a", "b")]
-    assert [p.wait(timeout=120) for p in procs] == [0, 0]
-    sums = bookdata.read_manifest(tmp_path, required=True)
-    files = sorted(p.name for p in tmp_path.iterdir() if p.name != MANIFEST)
-    assert sorted(sums) == files and len(files) == 20
-    assert all(_sha(tmp_path / n) == h for n, h in sums.items())  # none stale
-    assert {json.loads((tmp_path / f"{w}_9.json").read_text())["i"] for w in "ab"} == {49}
-
-
-# ---------------------------------------------------------------- kill -9 at every step
 _UNIT = _LOAD_ENV + textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
@@ -154,7 +133,6 @@ _UNIT = _LOAD_ENV + textwrap.dedent("""
             return fn(*a, **k)
         return wrapped
     os.replace = step(os.replace)
-    os.link = step(os.link)
     store._fsync_file = step(store._fsync_file)
     def weights(tmp):
         tmp.write_text("weights " + value)
@@ -170,35 +148,95 @@ def _unit(folder: Path, at: int, value: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
-def _state(folder: Path) -> str:
-    """'old' or 'new' when the folder holds one whole set and its manifest agrees."""
-    if any(p.name.startswith(".andrea-unit.") for p in folder.iterdir()):  # a decided unit
-        problem = bookdata.manifest_problem(folder / "r.json") or ""  # the book only reads:
-        assert "python -m andrea_lab.store recover" in problem, problem  # it refuses, naming
-    with store.folder_lock(folder):                                  # what finishes it
-        store.recover_units(folder)
-    names = sorted(p.name for p in folder.iterdir())
-    assert names == [MANIFEST, "r.json", "w.pt"], names  # no .tmp, .bak or journal left
-    w = (folder / "w.pt").read_text().split()[1]
-    r = json.loads((folder / "r.json").read_text())["weights"].split()[1]
-    assert w == r, (w, r)  # never a mixture
-    assert bookdata.manifest_problem(folder / "r.json") is None
-    assert bookdata.manifest_problem(folder / "w.pt") is None
-    return w
+def _loads(folder: Path) -> dict[str, str]:
+    """What the book reads of each file after a kill: its value ('old' or 'new') when the
+    manifest vouches for it, else 'refused' (and then the line names the file's folder and
+    the remedy, on one line)."""
+    out = {}
+    for name in ("w.pt", "r.json"):
+        text = (folder / name).read_text()
+        value = (text.split()[1] if name == "w.pt" else json.loads(text)["weights"].split()[1])
+        problem = bookdata.manifest_problem(folder / name)
+        if problem is None:
+            out[name] = value
+            continue
+        assert "\n" not in problem and "differs from the sha256" in problem, problem
+        assert f"git checkout -- {folder}" in problem and "re-run" in problem, problem
+        assert value == "new", (name, problem)  # only a file the unit changed is refused
+        out[name] = "refused"
+    return out
 
 
-def test_a_unit_is_all_or_nothing_under_kill_9_at_every_step(tmp_path):
+def test_a_unit_cut_at_any_step_is_read_whole_or_refused(tmp_path):
+    """kill -9 at every fsync and rename of a unit (weights, JSON, then SHA256SUMS last): after
+    k of its n renames, every file the unit changed is refused in one line naming the folder
+    and `git checkout -- <folder>`; a file not yet renamed reads as the old one; once the
+    unit runs to its end, both read new. Never a mixture read as whole. The writer's temporary
+    files a kill leaves are hidden, never read, and the next write removes them."""
     first = _unit(tmp_path, -1, "old")
     assert first.returncode == 0, first.stderr
     n_steps = int(first.stdout)
-    seen = set()
+    seen = []
     for at in range(n_steps):
         r = _unit(tmp_path, at, "new")
         assert r.returncode == -signal.SIGKILL, (at, r.stderr)
-        seen.add(_state(tmp_path))
-        if _state(tmp_path) == "new":  # back to the old set for the next kill
-            assert _unit(tmp_path, -1, "old").returncode == 0
-    assert seen == {"old", "new"} and n_steps >= 8  # both ends were reached
+        got = _loads(tmp_path)
+        read = {v for v in got.values() if v != "refused"}
+        assert len(read) <= 1, got  # never an old file beside a new one, both vouched for
+        seen.append(tuple(got.values()))
+        assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == \
+            [MANIFEST, "r.json", "w.pt"]
+        assert all(store.is_temporary(p.name) for p in tmp_path.iterdir()
+                   if p.name.startswith("."))  # a kill leaves at most temporary files
+        again = _unit(tmp_path, -1, "old")  # the remedy: the writer run again
+        assert again.returncode == 0, again.stderr
+        assert _loads(tmp_path) == {"w.pt": "old", "r.json": "old"}
+        assert sorted(p.name for p in tmp_path.iterdir()) == [MANIFEST, "r.json", "w.pt"]
+    # the kills reached every state: before any rename, after one (weights new, JSON old),
+    # after both data renames but before the manifest's (both refused)
+    assert ("old", "old") in seen and ("refused", "old") in seen, seen
+    assert ("refused", "refused") in seen and n_steps >= 5, (seen, n_steps)
+    assert _unit(tmp_path, -1, "new").returncode == 0  # not cut: the manifest vouches for both
+    assert _loads(tmp_path) == {"w.pt": "new", "r.json": "new"}
+
+
+def test_the_manifest_rewritten_makes_the_unit_read(tmp_path):
+    """Cut after its data renames (the manifest not yet rewritten): refused; the manifest
+    rewritten over the new files (the commit point): they read."""
+    store.write_files_as_unit([(tmp_path / "a.json", lambda p: p.write_text('{"v": 1}\n'))],
+                              manifest=True)
+    (tmp_path / "a.json").write_text('{"v": 2}\n')  # renamed into place, manifest not yet
+    problem = bookdata.manifest_problem(tmp_path / "a.json") or ""
+    assert "differs from the sha256" in problem and "git checkout --" in problem, problem
+    store.seal_folder(tmp_path)  # the manifest's rename: what the writer does last
+    assert bookdata.manifest_problem(tmp_path / "a.json") is None
+
+
+def test_a_stray_temporary_file_is_ignored_by_loads_and_removed_by_the_next_write(
+        tmp_path, monkeypatch):
+    from andrea_edu.bench import results as R
+    _copy_data(tmp_path, ["bench_layout_cpu.json"])
+    store.seal_folder(tmp_path)
+    stray = [tmp_path / ".bench_layout_cpu.json.andrea-4242-0badcafe.tmp",
+             tmp_path / f".{MANIFEST}.andrea-4242-0badcafe.tmp"]
+    for p in stray:
+        p.write_text("half a file")
+    assert all(store.is_temporary(p.name) for p in stray)
+    monkeypatch.setenv("ANDREA_DATA_DIR", str(tmp_path))
+    assert R.load_results("layout", "cpu") is not None  # the stray files are not read
+    assert bookdata.load("bench_layout", device="cpu") is not None
+    store.write_json_atomic(tmp_path / "x.json", {"v": 1})  # the next write into the folder
+    assert not any(p.exists() for p in stray)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [MANIFEST, "bench_layout_cpu.json",
+                                                          "x.json"]
+    assert bookdata.manifest_problem(tmp_path / "x.json") is None
+
+
+def test_a_writer_refuses_a_damaged_manifest_before_writing(tmp_path):
+    (tmp_path / MANIFEST).write_text("not a manifest\n")
+    with pytest.raises(DataFileError, match="line 1 is not"):
+        store.write_json_atomic(tmp_path / "x.json", {"v": 1})
+    assert sorted(p.name for p in tmp_path.iterdir()) == [MANIFEST]
 
 
 # ---------------------------------------------------------------- no command writes the book unasked

@@ -351,25 +351,21 @@ _CASE_KEYS = {"backend": str, "passed": bool}
 
 def read_report(path) -> dict:
     """A gpucheck.json, checked as every landed data file is (andrea_edu.data): a file its
-    folder's SHA256SUMS lists but that is gone, a folder a killed writer left half done (the
-    line names `python -m andrea_lab.store recover DIR`), a file whose bytes differ from its
-    manifest line or its pin, or that a manifest beside it does not list, is refused; then its
+    folder's SHA256SUMS lists but that is gone, a file whose bytes differ from its manifest line
+    or its pin (damage, or a write cut short before its manifest: the line names
+    `git checkout -- <folder>`), or that a manifest beside it does not list, is refused; then its
     content: the schema name, a device with a name, every case a record with a backend and a
     boolean passed, the counts agreeing with the cases, no NaN or Infinity, no case twice.
     DataFileError (one line: the file and the reason) otherwise. A folder without a manifest
     (a scratch folder, the suite's per-backend parts) is read without one."""
     import json
 
-    from andrea_edu.data import (first_nonfinite, listed_but_missing, manifest_problem,
-                                 unfinished_unit)
+    from andrea_edu.data import first_nonfinite, listed_but_missing, manifest_problem
     path = Path(path)
 
     def bad(why: str):
         raise DataFileError(f"{path}: {why}")
     if not path.is_file():
-        gone = unfinished_unit(path.parent)   # its writer was killed between its renames
-        if gone:
-            bad(gone)
         gone = listed_but_missing(path.parent, path.name)
         if gone:
             raise DataFileError(gone)   # names the file and the manifest
