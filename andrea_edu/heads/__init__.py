@@ -4,8 +4,9 @@ head").
     batch              the one labelled batch both laboratories build (and the measures read)
     corpus             the toy laboratory: sequences built to hold three patterns, every
                        position labelled (previous token, matching bracket, recent entity)
-    run                one training run of either laboratory: the settings both share, the
-                       record (losses, scores, baseline, ablation, each lab's extras), its JSON
+    run                one training run of either laboratory: the settings both share, the one
+                       training loop (fit), the record (losses, scores, baseline, ablation,
+                       each lab's extras), its JSON
     training           train a small ANDREA on it on the CPU, deterministically
     measures           what each head does, in either laboratory: pattern scores, losses,
                        the uniform baseline, ablation, solo values, label counts

@@ -33,6 +33,7 @@ from andrea_edu.heads import training as S
 from andrea_edu.heads.corpus import make_batch
 from andrea_edu.heads.measures import ablation, pattern_losses, scores_from_maps
 from andrea_edu.heads.per_head import head_output_correlations
+from andrea_edu.heads.run import torch_threads
 
 FIRST_STEPS = 100  # re-trained live: 1/15 of the run, the steps sweep.recheck compares
 STORED_ROUNDING = {"eval_loss": 5e-5, "ablation": 5e-5, "scores": 5e-4, "correlations": 5e-4}
@@ -54,18 +55,13 @@ def final_state(model, s: S.Settings) -> dict:
     """What `training.train` computes after its last step, from the weights alone: the losses
     and scores on the evaluation batch, the ablation table and the heads' output correlations."""
     ev = make_batch(s.eval_batch, s.seq_len, seed=S.EVAL_SEED)
-    before = torch.get_num_threads()
-    torch.set_num_threads(s.threads)  # as training evaluated: the same bits
-    try:
-        with torch.no_grad():
-            with model.record("attn.probs") as maps:
-                per_pos = model.per_position_loss(ev.idx, ev.targets)
-            return {"eval_loss": pattern_losses(per_pos, ev).astype(float),  # (4,), LOSS_KEYS
-                    "scores": scores_from_maps(torch.stack(maps), ev).numpy().astype(float),
-                    "ablation": np.asarray(ablation(model, ev, chunk=None)[0], dtype=float),
-                    "correlations": np.asarray(head_output_correlations(model, ev), dtype=float)}
-    finally:
-        torch.set_num_threads(before)
+    with torch_threads(s.threads), torch.no_grad():  # as training evaluated: the same bits
+        with model.record("attn.probs") as maps:
+            per_pos = model.per_position_loss(ev.idx, ev.targets)
+        return {"eval_loss": pattern_losses(per_pos, ev).astype(float),  # (4,), LOSS_KEYS
+                "scores": scores_from_maps(torch.stack(maps), ev).numpy().astype(float),
+                "ablation": np.asarray(ablation(model, ev, chunk=None)[0], dtype=float),
+                "correlations": np.asarray(head_output_correlations(model, ev), dtype=float)}
 
 
 def check_weights(now: dict, stored: S.Run, exact: bool) -> dict:

@@ -21,10 +21,10 @@ import torch
 
 from andrea_edu.heads import corpus
 from andrea_edu.heads.per_head import head_grad_norms
-from andrea_edu.heads.run import Run
+from andrea_edu.heads.run import Run, fit, progress_bar, torch_threads
 from andrea_edu.heads.toy_calls import (DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, detect,
                                         threshold_call)
-from andrea_edu.heads.training import Settings, _threads, fit, train
+from andrea_edu.heads.training import Settings, train
 
 
 # ---------------------------------------------------------------- another corpus
@@ -210,15 +210,10 @@ def train_on(model, settings: Settings, steps: int, pair, lr_scale: float = 0.1,
         g = head_grad_norms(model)
         grads[step] = (float(g[l, a]), float(g[l, b]))
 
-    class _Quiet:
-        def update(self, n=1): ...
-        def set_postfix_str(self, x): ...
-        def close(self): ...
-
-    with _threads(settings.threads):
+    with torch_threads(settings.threads):
         if steps:
-            fit(model, s, steps, next_batch, _Quiet(), lambda step: dist.append(distance()),
-                after_backward)
+            fit(model, s, steps, next_batch, progress_bar(steps, "training", False),
+                lambda step: dist.append(distance()), after_backward)
         dist.append(distance())
     return TwinRun(pair=((l, a), (l, b)), grad=grads, distance=np.array(dist),
                    loss_before=before, loss_after=loss_now())

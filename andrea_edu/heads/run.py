@@ -1,4 +1,5 @@
-"""One training run of either laboratory: the settings it shares, what it recorded, its JSON record.
+"""One training run of either laboratory: the settings it shares, the one training loop (`fit`),
+what it recorded, its JSON record.
 
 Introduced in the chapter "Why heads specialize" (the toy corpus, `heads.training.train`) and
 used again in "Heads on real text" (the standard library's source, `heads.text_training.train`).
@@ -19,6 +20,7 @@ committed files have (`to_dict`; `from_dict` reads both).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -27,7 +29,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
+import torch
 
+from ..env import book_build
 from .toy_calls import LOSS_KEYS, PATTERN_NAMES
 
 if TYPE_CHECKING:
@@ -95,6 +99,14 @@ class RunSettings:
             raise SettingsError(f"{cls}.threads={threads} is not allowed; an integer in "
                                 f"1..{cpus} (this machine's CPU count)")
 
+    def steps_to_run(self, stop_after: int | None) -> int:
+        """How many steps of the schedule a training runs: all, or the first `stop_after` (the
+        same learning rates as the whole run); ValueError (one line) outside 1..steps."""
+        n_steps = self.steps if stop_after is None else stop_after
+        if not (isinstance(n_steps, int) and 1 <= n_steps <= self.steps):
+            raise ValueError(f"stop_after={stop_after!r} must be an int in 1..steps={self.steps}")
+        return n_steps
+
     @classmethod
     def from_json(cls, text: str, base=None):
         """Settings from a JSON object of field values (the other fields from `base`, else the
@@ -114,6 +126,71 @@ class RunSettings:
         s = dataclasses.replace(base, **d) if base is not None else cls(**d)
         s.check()
         return s
+
+
+# ---------------------------------------------------------------- the one training loop
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """torch uses n threads inside the block (1: a run is bit-for-bit repeatable), its own
+    number again after it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def progress_bar(total: int, desc: str, enabled: bool):
+    """tqdm's notebook/terminal bar when enabled and not building the book (the static page
+    would keep a widget that cannot update); a no-op otherwise."""
+    if enabled and not book_build():
+        from tqdm.auto import tqdm
+        return tqdm(total=total, desc=desc, leave=True)
+
+    class _Null:
+        def update(self, n=1): ...
+        def set_postfix_str(self, s): ...
+        def close(self): ...
+        def write(self, s): ...
+    return _Null()
+
+
+def fit(model: AndreaModel, s: RunSettings, n_steps: int, next_batch, bar,
+        before_step=None, after_backward=None, postfix_every: int = 50) -> np.ndarray:
+    """The one training loop of the book, for both corpora: AdamW (betas 0.9, 0.98, s.weight_decay)
+    over the first n_steps of s's schedule (`lr_at`), next-token loss only. next_batch() gives
+    (idx, targets); before_step(step) runs before a step draws its batch (evaluations, probes),
+    after_backward(step) between the backward pass and the optimizer step (gradient norms).
+    Returns the training loss of every step. Interrupted (KeyboardInterrupt), it records
+    `.steps_done` = (steps completed, n_steps) on the exception for the command's last line."""
+    opt = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(0.9, 0.98),
+                            weight_decay=s.weight_decay)
+    train_loss = np.zeros(n_steps)
+    step = 0
+    try:
+        for step in range(n_steps):
+            if before_step is not None:
+                before_step(step)
+            x, y = next_batch()
+            for g in opt.param_groups:
+                g["lr"] = s.lr_at(step)
+            _, loss = model(x, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if after_backward is not None:
+                after_backward(step)
+            opt.step()
+            train_loss[step] = loss.item()
+            bar.update()
+            if step % postfix_every == 0:
+                bar.set_postfix_str(f"loss {train_loss[step]:.3f}")
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the CLI says how far training got
+        setattr(e, "steps_done", (step, n_steps))
+        bar.close()  # its last line before the command's
+        raise
+    bar.close()
+    return train_loss
 
 
 @dataclass

@@ -53,8 +53,7 @@ from ..env import book_build, die_with_parent
 from ..model import AndreaModel
 from . import detectors as D, measures as M
 from . import text_corpus as tc
-from .run import Run, RunSettings, SettingsError
-from .training import _progress_bar, _threads, fit
+from .run import Run, RunSettings, SettingsError, fit, progress_bar, torch_threads
 from .text_runs import (FAST, RUN_FILE, SCHEMA, TOY_FILE, WEIGHTS_FILE,  # noqa: F401
                         TextSettings, default_settings,
                         load_run, load_toy, toy_settings, weights_path)
@@ -83,12 +82,10 @@ def train(settings: TextSettings | None = None, progress: bool = True,
     if not isinstance(s, TextSettings):
         raise TypeError(f"settings must be a TextSettings, got {type(s).__name__}")
     s.check()
-    n_steps = s.steps if stop_after is None else stop_after
-    if not (isinstance(n_steps, int) and 1 <= n_steps <= s.steps):
-        raise ValueError(f"stop_after={stop_after!r} must be an int in 1..steps={s.steps}")
+    n_steps = s.steps_to_run(stop_after)
     c = corpus or tc.corpus_cached()
     t0, c0 = time.perf_counter(), time.process_time()
-    with _threads(s.threads):
+    with torch_threads(s.threads):
         model = AndreaModel(s.model_config(c.vocab_size), seed=s.seed)
         rng = random.Random(s.seed)
         full = stop_after is None
@@ -111,8 +108,8 @@ def train(settings: TextSettings | None = None, progress: bool = True,
             if full and step % s.eval_every == 0:
                 evaluate(step)
 
-        bar = _progress_bar(n_steps, f"training {s.n_layer} layers x {s.n_head} heads on the "
-                            f"standard library", progress)
+        bar = progress_bar(n_steps, f"training {s.n_layer} layers x {s.n_head} heads on the "
+                           f"standard library", progress)
         train_loss = fit(model, s, n_steps, lambda: tc.train_batch(c, s.batch_size, s.seq_len, rng),
                          bar, before_step, postfix_every=25)
         if full:

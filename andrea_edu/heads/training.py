@@ -14,7 +14,6 @@ output correlations.
 """
 from __future__ import annotations
 
-import contextlib
 import random
 import time
 from dataclasses import dataclass
@@ -25,12 +24,13 @@ import torch
 
 from andrea_edu.config import AndreaConfig
 from andrea_edu.heads.corpus import PATTERN_IDS, VOCAB_SIZE, make_batch
-from andrea_edu.env import book_build, fast_mode
+from andrea_edu.env import fast_mode
 from andrea_edu.heads.measures import (ablation, best_heads, head_scores, pattern_losses,
                                        scores_from_maps, solo_values)
 from andrea_edu.heads.per_head import (head_grad_norms, head_output_correlations,
                                        head_param_norms, max_other_correlation)
-from andrea_edu.heads.run import KEEP_TRAIN_STEPS, Run, RunSettings, SettingsError  # noqa: F401
+from andrea_edu.heads.run import (KEEP_TRAIN_STEPS, Run, RunSettings, SettingsError,  # noqa: F401
+                                  fit, progress_bar, torch_threads)
 from andrea_edu.heads.toy_calls import (DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, SCORE_MARGIN,
                                         best_head_calls, chance_scores, detect, floors,
                                         threshold_call)
@@ -76,68 +76,6 @@ def default_settings(n_head: int = 4, fast: bool | None = None, **changes) -> Se
     return Settings(n_head=n_head, **{**(FAST if fast else {}), **changes})
 
 
-@contextlib.contextmanager
-def _threads(n: int):
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def _progress_bar(total: int, desc: str, enabled: bool):
-    """tqdm's notebook/terminal bar when enabled and not building the book (the static page
-    would keep a widget that cannot update); a no-op otherwise."""
-    if enabled and not book_build():
-        from tqdm.auto import tqdm
-        return tqdm(total=total, desc=desc, leave=True)
-
-    class _Null:
-        def update(self, n=1): ...
-        def set_postfix_str(self, s): ...
-        def close(self): ...
-        def write(self, s): ...
-    return _Null()
-
-
-def fit(model: AndreaModel, s: RunSettings, n_steps: int, next_batch, bar,
-        before_step=None, after_backward=None, postfix_every: int = 50) -> np.ndarray:
-    """The one training loop of the book, for both corpora: AdamW (betas 0.9, 0.98, s.weight_decay)
-    over the first n_steps of s's schedule (`lr_at`), next-token loss only. next_batch() gives
-    (idx, targets); before_step(step) runs before a step draws its batch (evaluations, probes),
-    after_backward(step) between the backward pass and the optimizer step (gradient norms).
-    Returns the training loss of every step. Interrupted (KeyboardInterrupt), it records
-    `.steps_done` = (steps completed, n_steps) on the exception for the command's last line."""
-    opt = torch.optim.AdamW(model.parameters(), lr=s.lr, betas=(0.9, 0.98),
-                            weight_decay=s.weight_decay)
-    train_loss = np.zeros(n_steps)
-    step = 0
-    try:
-        for step in range(n_steps):
-            if before_step is not None:
-                before_step(step)
-            x, y = next_batch()
-            for g in opt.param_groups:
-                g["lr"] = s.lr_at(step)
-            _, loss = model(x, y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if after_backward is not None:
-                after_backward(step)
-            opt.step()
-            train_loss[step] = loss.item()
-            bar.update()
-            if step % postfix_every == 0:
-                bar.set_postfix_str(f"loss {train_loss[step]:.3f}")
-    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the CLI says how far training got
-        setattr(e, "steps_done", (step, n_steps))
-        bar.close()  # its last line before the command's
-        raise
-    bar.close()
-    return train_loss
-
-
 def train(settings: Settings | None = None, progress: bool = True,
           stop_after: int | None = None) -> Run:
     """Train one model from scratch (deterministic for given settings) and analyse it.
@@ -152,11 +90,9 @@ def train(settings: Settings | None = None, progress: bool = True,
     if s.steps < s.n_probes or s.eval_every < 1:
         raise ValueError(f"steps={s.steps} must be >= n_probes={s.n_probes}, eval_every="
                          f"{s.eval_every} >= 1")
-    n_steps = s.steps if stop_after is None else stop_after
-    if not (isinstance(n_steps, int) and 1 <= n_steps <= s.steps):
-        raise ValueError(f"stop_after={stop_after!r} must be an int in 1..steps={s.steps}")
+    n_steps = s.steps_to_run(stop_after)
     t0, c0 = time.perf_counter(), time.process_time()
-    with _threads(s.threads):
+    with torch_threads(s.threads):
         model = AndreaModel(s.model_config(), backend="reference", seed=s.seed)
         rng = random.Random(s.seed)
         ev = make_batch(s.eval_batch, s.seq_len, seed=EVAL_SEED)
@@ -190,7 +126,7 @@ def train(settings: Settings | None = None, progress: bool = True,
         def after_backward(step):
             grads[step] = head_grad_norms(model).numpy()
 
-        bar = _progress_bar(n_steps, f"training {L} layers x {nh} heads", progress)
+        bar = progress_bar(n_steps, f"training {L} layers x {nh} heads", progress)
         train_loss = fit(model, s, n_steps, next_batch, bar, before_step, after_backward)
         evaluate(n_steps)
         ablation_d, _ = ablation(model, ev, chunk=None)  # one pass, as the runs are recorded
@@ -219,7 +155,7 @@ def model_after(steps: int, settings: Settings | None = None) -> AndreaModel:
     if isinstance(steps, bool) or not isinstance(steps, int) or not 0 <= steps <= s.steps:
         raise ValueError(f"steps={steps!r} must be an int in 0..{s.steps} (the schedule's "
                          f"length{', fast mode' if s.steps == FAST['steps'] else ''})")
-    with _threads(s.threads):
+    with torch_threads(s.threads):
         model = AndreaModel(s.model_config(), backend="reference", seed=s.seed)
         rng = random.Random(s.seed)
 
@@ -228,7 +164,7 @@ def model_after(steps: int, settings: Settings | None = None) -> AndreaModel:
             return batch.idx, batch.targets
 
         if steps:
-            fit(model, s, steps, next_batch, _progress_bar(steps, "training", False))
+            fit(model, s, steps, next_batch, progress_bar(steps, "training", False))
     return model
 
 
