@@ -8,8 +8,8 @@ checks, re-running pinned or unpinned).
 
     bench       python -m andrea_lab.bench {head-dim|projections|layout|all|gpu-check|gpu-suite}:
                 the benchmarks' results JSON (write_results) and the GPU correctness check
-    make_sweep  python -m andrea_lab.make_sweep: the toy laboratory's n_head x seed sweep
-                (save_sweep)
+    make_sweep  python -m andrea_lab.make_sweep: the toy laboratory's n_head x seed sweep,
+                trained in parallel processes (make_runs) and written (save_sweep)
     pipeline_timing  python -m andrea_lab.pipeline_timing: time per step, pipeline_<device>.json
                 (save_timing)
     make_realtext_run  python -m andrea_lab.make_realtext_run: the real-text run and the toy

@@ -3,8 +3,9 @@ committed as book/data/specialization_sweep.json (validated before it is written
 
     python -m andrea_lab.make_sweep --out book/data/specialization_sweep.json --replace
 
-The training and the reading are the book's (andrea_edu.heads.sweep: run_sweep, load_sweep,
-validate_sweep, recheck); this module writes, and re-checks the sweep-level verdicts
+The training and the reading are the book's (andrea_edu.heads.sweep: sweep_jobs, run_sweep,
+load_sweep, validate_sweep, recheck); this module trains the same jobs in parallel processes
+when asked (`make_runs`, --workers), writes, and re-checks the sweep-level verdicts
 (`pattern_heads`: per pattern, whether float rounding could flip the claim).
 """
 from __future__ import annotations
@@ -12,17 +13,81 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
 
 from andrea_edu.heads import sweep as book_sweep
+from andrea_edu.heads.run import Run
 from andrea_edu.heads.sweep import DATA_NAME, N_HEADS, SEEDS, validate_sweep
-from andrea_edu.heads.training import default_settings
+from andrea_edu.heads.training import Settings, default_settings, train
 from andrea_lab.arg_checks import check_int, check_out_file, fail, first_problem
 from andrea_lab.store import default_out_dir, write_json_atomic
 
 MAX_SEED = 2**32 - 1  # numpy's and Python's generators take any; torch's and numpy's legacy ones not
+
+
+def _one(args) -> dict:
+    settings, progress = args
+    run = train(settings, progress=progress)
+    return {"n_head": settings.n_head, "seed": settings.seed, **run.to_dict()}
+
+
+def _worker_start(parent: int) -> None:
+    """A pool worker: it dies with the parent (kill -9 included), and leaves Ctrl-C, which the
+    terminal sends to every process of the group, to the parent (which stops the workers)."""
+    import signal
+
+    from andrea_edu.env import die_with_parent
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent)
+
+
+def _stop_workers(ex: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the runs in progress now (a run takes minutes)."""
+    procs = list((getattr(ex, "_processes", None) or {}).values())  # shutdown forgets them
+    ex.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.join(5)
+
+
+def make_runs(n_heads, seeds, base: Settings, workers: int, progress: bool = True,
+              command: str | None = None) -> tuple[dict, dict]:
+    """The book's `run_sweep` (workers 1), or its jobs (`sweep_jobs`) trained in `workers`
+    parallel processes, each single-threaded, so each run stays exactly what a single run would
+    be (a run comes back as its JSON record, without its model). Returns (provenance,
+    {(n_head, seed): Run}); interrupted, `.runs_done` on the exception says how far it got."""
+    if workers <= 1:
+        return book_sweep.run_sweep(n_heads, seeds, base, progress=progress, command=command)
+    jobs = book_sweep.sweep_jobs(n_heads, seeds, base)
+    t0 = time.perf_counter()
+    runs: dict = {}
+    try:
+        # each worker dies with this process: kill -9 of the command stops its training too
+        ex = ProcessPoolExecutor(workers, initializer=_worker_start, initargs=(os.getpid(),))
+        try:
+            futures = [ex.submit(_one, (j, False)) for j in jobs]
+            for fut in as_completed(futures):
+                d = fut.result()
+                runs[(d["n_head"], d["seed"])] = Run.from_dict(d, Settings(**d["settings"]))
+                if progress:
+                    print(f"[sweep] n_head={d['n_head']} seed={d['seed']}: "
+                          f"{d['wall_seconds']:.0f} s ({len(runs)}/{len(jobs)})", flush=True)
+        except BaseException:
+            _stop_workers(ex)  # not waiting for runs that take minutes each
+            raise
+        ex.shutdown()
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (process.sigterm_interrupts): how far it got
+        setattr(e, "runs_done", (len(runs), len(jobs)))
+        raise
+    runs = {(j.n_head, j.seed): runs[(j.n_head, j.seed)] for j in jobs}
+    wall = time.perf_counter() - t0
+    return book_sweep.provenance(base, n_heads, seeds, wall,
+                                 *([command] if command else [])), runs
 
 
 def save_sweep(path, prov: dict, runs: dict) -> Path:
@@ -137,8 +202,8 @@ def main(argv=None) -> int:
     path = None
     try:
         with sigterm_interrupts():  # SIGTERM as Ctrl-C: one line says what was left unwritten
-            prov, runs = book_sweep.run_sweep(args.n_heads, args.seeds, base,
-                                              workers=args.workers, command=command)
+            prov, runs = make_runs(args.n_heads, args.seeds, base, args.workers,
+                                   command=command)
             path = save_sweep(args.out, prov, runs)  # all or nothing
             print(f"wrote {path} ({path.stat().st_size / 1e3:.0f} kB): {len(runs)} runs in "
                   f"{prov['total_wall_seconds']} s")

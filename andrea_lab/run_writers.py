@@ -16,8 +16,13 @@ import torch
 
 from andrea_edu.heads import text_longer as TL
 from andrea_edu.heads.run import Run
-from andrea_edu.heads.text_runs import SCHEMA, toy_weights_path, weights_path
+from andrea_edu.heads.text_runs import SCHEMA, weights_path
 from andrea_lab.store import write_files_as_unit
+
+
+def toy_weights_path(path: Path) -> Path:
+    """The toy run's weights beside its JSON: toy_lab_model.json -> toy_lab_model.pt."""
+    return Path(path).with_suffix(".pt")
 
 
 def outputs_exist(paths) -> list[Path]:

@@ -108,7 +108,8 @@ class _TooLong(BaseException):
 
 
 # the long work of each command: reaching one of these is work started instead of a refusal
-WORK = [("andrea_edu.heads.sweep", "run_sweep"), ("andrea_edu.heads.text_training", "train"),
+WORK = [("andrea_edu.heads.sweep", "run_sweep"), ("andrea_lab.make_sweep", "make_runs"),
+        ("andrea_edu.heads.text_training", "train"),
         ("andrea_lab.make_realtext_run", "measure_spread"), ("andrea_edu.heads.training", "train"),
         ("andrea_edu.heads.path_runs", "measure"), ("andrea_lab.make_sass_model", "report"),
         ("andrea_edu.pipeline.timing", "time_steps"), ("andrea_edu.bench.suites", "run_suite"),

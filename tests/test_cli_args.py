@@ -30,6 +30,7 @@ def no_work(monkeypatch):
         raise AssertionError("work started before the arguments were checked")
     monkeypatch.setattr(runner._Runner, "check", boom)
     monkeypatch.setattr(sweep, "run_sweep", boom)
+    monkeypatch.setattr(lab_sweep, "make_runs", boom)
     monkeypatch.setattr(pipeline_timing, "time_steps", boom)
     monkeypatch.setattr(gpucheck, "run_sweep", boom)
 

@@ -166,10 +166,9 @@ def test_a_parallel_sweep_stopped_by_sigterm_ends_its_workers_at_once(tmp_path, 
                                                                     capsys):
     import threading
 
-    from andrea_edu.heads import sweep as W
     from andrea_lab import make_sweep as lab_sweep
     monkeypatch.setenv("_ANDREA_TEST_DIR", str(tmp_path))
-    monkeypatch.setattr(W, "_one", _sleeping_run)  # forked workers find it in this module
+    monkeypatch.setattr(lab_sweep, "_one", _sleeping_run)  # forked workers find it in this module
 
     def stop_once_a_worker_runs():
         t0 = time.monotonic()

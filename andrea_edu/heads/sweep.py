@@ -28,7 +28,6 @@ import dataclasses
 import json
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -67,67 +66,28 @@ def provenance(base: Settings, n_heads, seeds, wall_seconds: float,
         seeds=list(seeds), total_wall_seconds=round(wall_seconds, 1))
 
 
-def _one(args) -> dict:
-    settings, progress = args
-    run = train(settings, progress=progress)
-    return {"n_head": settings.n_head, "seed": settings.seed, **run.to_dict()}
-
-
-def _worker_start(parent: int) -> None:
-    """A pool worker: it dies with the parent (kill -9 included), and leaves Ctrl-C, which the
-    terminal sends to every process of the group, to the parent (which stops the workers)."""
-    import signal
-
-    from andrea_edu.env import die_with_parent
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent(parent)
-
-
-def _stop_workers(ex: ProcessPoolExecutor) -> None:
-    """Cancel what has not started and end the runs in progress now (a run takes minutes)."""
-    procs = list((getattr(ex, "_processes", None) or {}).values())  # shutdown forgets them
-    ex.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        p.join(5)
-
-
-def run_sweep(n_heads=N_HEADS, seeds=SEEDS, base: Settings | None = None, workers: int = 1,
-              progress: bool = True, command: str | None = None) -> tuple[dict, dict]:
-    """Train every (n_head, seed); returns (provenance, {(n_head, seed): Run}).
-
-    workers > 1 trains in parallel processes (each single-threaded, so each run stays exactly
-    what a single run would be). Runs trained here keep their model; see `load_sweep`.
-    """
-    base = base or default_settings()
+def sweep_jobs(n_heads, seeds, base: Settings) -> list[Settings]:
+    """The settings of every run of the sweep, n_head by n_head, each n_head's seeds in order;
+    ValueError (one line) for an n_head that does not divide d_model, before any training."""
     for n in n_heads:
         if base.d_model % n:
             raise ValueError(f"n_head={n} does not divide d_model={base.d_model}")
-    jobs = [dataclasses.replace(base, n_head=n, seed=s) for n in n_heads for s in seeds]
+    return [dataclasses.replace(base, n_head=n, seed=s) for n in n_heads for s in seeds]
+
+
+def run_sweep(n_heads=N_HEADS, seeds=SEEDS, base: Settings | None = None,
+              progress: bool = True, command: str | None = None) -> tuple[dict, dict]:
+    """Train every (n_head, seed) here, one after the other; returns (provenance,
+    {(n_head, seed): Run}). Runs trained here keep their model; see `load_sweep`. (The
+    laboratory's command trains the same jobs in parallel processes: andrea_lab.make_sweep.)
+    Interrupted (KeyboardInterrupt), it records `.runs_done` = (runs finished, runs)."""
+    base = base or default_settings()
+    jobs = sweep_jobs(n_heads, seeds, base)
     t0 = time.perf_counter()
     runs: dict = {}
     try:
-        if workers > 1:
-            # each worker dies with this process: kill -9 of the command stops its training too
-            ex = ProcessPoolExecutor(workers, initializer=_worker_start,
-                                     initargs=(os.getpid(),))
-            try:
-                futures = [ex.submit(_one, (j, False)) for j in jobs]
-                for fut in as_completed(futures):
-                    d = fut.result()
-                    runs[(d["n_head"], d["seed"])] = Run.from_dict(d, Settings(**d["settings"]))
-                    if progress:
-                        print(f"[sweep] n_head={d['n_head']} seed={d['seed']}: "
-                              f"{d['wall_seconds']:.0f} s ({len(runs)}/{len(jobs)})", flush=True)
-            except BaseException:
-                _stop_workers(ex)  # not waiting for runs that take minutes each
-                raise
-            ex.shutdown()
-            runs = {(j.n_head, j.seed): runs[(j.n_head, j.seed)] for j in jobs}
-        else:
-            for j in jobs:
-                runs[(j.n_head, j.seed)] = train(j, progress=progress)
+        for j in jobs:
+            runs[(j.n_head, j.seed)] = train(j, progress=progress)
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM (andrea_lab.process.sigterm_interrupts): how far it got
         setattr(e, "runs_done", (len(runs), len(jobs)))
         raise

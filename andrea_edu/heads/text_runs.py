@@ -74,11 +74,6 @@ def weights_path(path: Path) -> Path:
     return path.with_name(f"{stem}_model.pt")
 
 
-def toy_weights_path(path: Path) -> Path:
-    """The toy run's weights beside its JSON: toy_lab_model.json -> toy_lab_model.pt."""
-    return Path(path).with_suffix(".pt")
-
-
 def _need(cond: bool, path: Path, reason: str) -> None:
     if not cond:
         raise DataFileError(f"{path}: {reason}")
