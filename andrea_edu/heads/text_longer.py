@@ -2,26 +2,19 @@
 
 Introduced in the chapter "Heads on real text" (section "Circuits across layers"). The committed
 run (`realtext_run.json`, 2 layers, 128-character windows, 1200 steps) has no induction head.
-Each run here changes one thing, within the issue's budget of 10 minutes of CPU per run
-(CPU_BUDGET), and everything else, the code included, is the committed run's: it calls
-`text_training.train` and `text_runs.save_run` unchanged.
+Each run here changes one thing, within a budget of 10 minutes of CPU per run (CPU_BUDGET), and
+keeps everything else, the code included, of the committed run (`text_training.train`):
 
   long   windows of 256 characters (twice the distance over which a name can be seen again) in
          batches of 16 (the same 4,096 characters per step), 600 steps;
   deep   3 layers instead of 2, 800 steps;
-  steps  the committed model and context, 1400 steps instead of 1200 (a first attempt, started
-         beside the other two on the loaded machine, was stopped; this one ran alone on it).
+  steps  the committed model and context, 1400 steps instead of 1200.
 
-Each run's steps fit CPU_BUDGET on the book's 2-core machine (one torch thread); the run JSON records
-the CPU seconds each took. The evaluations (every `eval_every` steps) and the final ablation change
-no weight.
+A chapter reads a committed variant (`load_variant`, `variant_run`) or, in fast mode, trains a few
+of its steps now; the run JSON records the CPU seconds the committed run took. The runs are made
+by the laboratory (pinned CPU numerics, one torch thread, JSON and weights written as one unit):
 
     python -m andrea_lab.make_realtext_variant --variant deep --out book/data/realtext_deep_run.json
-
-re-executes itself with the CPU instruction-set pins of `text_training.CPU_PINS`, trains with one
-torch thread, writes the run JSON and its weights (`<stem>_model.pt`, sha256 in the JSON)
-atomically and as one unit (an existing file is refused unless --replace), and prints the CPU and
-wall seconds (the machine it was made on was shared: wall time is not a measure of the work).
 """
 from __future__ import annotations
 
@@ -61,9 +54,6 @@ VARIANTS = {v.name: v for v in (
     Variant("steps", "realtext_steps_run.json", dict(steps=1400, eval_every=350),
             "1400 steps"),
 )}
-LONG_FILE = VARIANTS["long"].file
-LONG_WEIGHTS = VARIANTS["long"].weights  # realtext_long_model.pt
-CHANGES = VARIANTS["long"].changes
 
 
 def variant(name: str) -> Variant:
