@@ -5,17 +5,17 @@ chapter "One kernel, many heads".
 
 Both paths go through the dispatcher (andrea_edu.attention), so with a CUDA backend each call is
 one kernel launch: the loop launches B * n_head grids of one block each where the batched call
-launches one grid of B * n_head blocks. Validated (batched == looped) before anything is timed.
+launches one grid of B * n_head blocks. Validated (batched == looped) before anything is timed,
+then timed in turns by the book's one timer (bench.timing.time_fns), on the current torch threads.
 """
 from __future__ import annotations
 
-import statistics
-import time
 from dataclasses import dataclass
 
 import torch
 
 from andrea_edu.attention import attention
+from andrea_edu.bench import timing
 from andrea_edu.kernels.grid import _pos_int
 
 
@@ -32,7 +32,7 @@ class LaunchComparison:
     batched_s: float  # median seconds
     looped_s: float  # median seconds
     max_abs_diff: float  # batched vs looped outputs (validated before timing)
-    repeats: int
+    repeats: int  # timed rounds (bench.timing.time_fns: at least CPU_MIN_REPEATS on a CPU)
 
     @property
     def ratio(self) -> float:
@@ -79,19 +79,12 @@ def batched_vs_looped(B: int, n_head: int, T: int, head_dim: int, backend: str =
     tol = 1e-5 if dtype == torch.float32 else 1e-2
     if not diff <= tol:
         raise RuntimeError(f"batched and per-head outputs differ by {diff:g} > {tol:g}: not timed")
-    times: dict[str, list[float]] = {"batched": [], "looped": []}
-    for _ in range(warmup):
-        batched(), looped()
-    for _ in range(repeats):
-        for name, fn in (("batched", batched), ("looped", looped)):  # in turns
-            if device == "cuda":
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            fn()
-            if device == "cuda":
-                torch.cuda.synchronize()
-            times[name].append(time.perf_counter() - t0)
+    # the book's one timer: turns, and on a GPU queued calls between one pair of CUDA events
+    # (the loop's Python path is the subject here: with 96 launches the queue drains, and the
+    # events then measure the host's pace, which the timing dict flags as host_bound)
+    t = timing.time_fns({"batched": batched, "looped": looped}, device, repeats=repeats,
+                        warmup=warmup, threads=None)
     return LaunchComparison((B, n_head, T, head_dim), backend, device, 1, B * n_head,
-                            statistics.median(times["batched"]),
-                            statistics.median(times["looped"]), diff, repeats)
+                            t["batched"]["median_ms"] / 1e3, t["looped"]["median_ms"] / 1e3, diff,
+                            t["batched"]["repeats"])
 
