@@ -25,7 +25,7 @@ head").
   Heads on real text (chapter "Heads on real text"):
     text_corpus        the Python standard library's own source as a corpus, parser-made labels
     text_training      a small ANDREA trained on it on the CPU, committed with provenance
-    text_runs          a real-text run's settings and files (atomic writes, validated loads)
+    text_runs          a real-text run's settings and files (validated loads)
     detectors          real text's verdicts: each pattern's best head against 5x uniform
     circuits           QK = W_Q^h W_K^h^T (where a head looks), OV = W_V^h W_O[h] (what it writes)
     gpt2               GPT-2's weights in AndreaModel (transformers state dict or safetensors file)

@@ -33,7 +33,7 @@ from andrea_edu.heads import training as S
 from andrea_edu.heads.corpus import make_batch
 from andrea_edu.heads.measures import ablation, pattern_losses, scores_from_maps
 from andrea_edu.heads.per_head import head_output_correlations
-from andrea_edu.heads.run import torch_threads
+from andrea_edu.heads.run import KEEP_TRAIN_STEPS, Run, torch_threads
 
 FIRST_STEPS = 100  # re-trained live: 1/15 of the run, the steps sweep.recheck compares
 STORED_ROUNDING = {"eval_loss": 5e-5, "ablation": 5e-5, "scores": 5e-4, "correlations": 5e-4}
@@ -64,7 +64,7 @@ def final_state(model, s: S.Settings) -> dict:
                 "correlations": np.asarray(head_output_correlations(model, ev), dtype=float)}
 
 
-def check_weights(now: dict, stored: S.Run, exact: bool) -> dict:
+def check_weights(now: dict, stored: Run, exact: bool) -> dict:
     """How far the weights' live evaluation (`final_state`) is from the stored run's end, per
     quantity, against what is allowed: the stored rounding, plus OTHER_NUMERICS when this
     machine's CPU numerics differ from the producer's. {"diff": {...}, "allowed": {...}, "ok"}."""
@@ -90,7 +90,7 @@ def _sweep_entry(settings: S.Settings):
 
 
 def chapter_run(settings: S.Settings, first_steps: int = FIRST_STEPS,
-                progress: bool = True) -> tuple[S.Run, dict | None]:
+                progress: bool = True) -> tuple[Run, dict | None]:
     """(run, checks). For the committed run's settings, when the sweep and the weights are at
     hand: the sweep's entry with the model loaded and its final state (losses, scores, ablation,
     correlations) evaluated now from the weights, and checks = {"weights": check_weights(...),
@@ -102,9 +102,9 @@ def chapter_run(settings: S.Settings, first_steps: int = FIRST_STEPS,
     from andrea_edu.heads.sweep import recheck
     if not isinstance(settings, S.Settings):
         raise TypeError(f"settings must be a training.Settings, got {type(settings).__name__}")
-    if not (isinstance(first_steps, int) and 1 <= first_steps <= S.KEEP_TRAIN_STEPS):
+    if not (isinstance(first_steps, int) and 1 <= first_steps <= KEEP_TRAIN_STEPS):
         raise ValueError(f"first_steps={first_steps!r} is not allowed; an int in "
-                         f"1..{S.KEEP_TRAIN_STEPS} (the steps a stored run keeps)")
+                         f"1..{KEEP_TRAIN_STEPS} (the steps a stored run keeps)")
     if settings != committed_settings():
         return S.train_cached(settings, progress=progress), None
     prov, stored = _sweep_entry(settings)

@@ -1,5 +1,5 @@
-"""The real-text model's path ablations, measured once and committed: written atomically, validated
-on load, re-checked live.
+"""The real-text model's path ablations, measured once and committed (the laboratory writes them:
+andrea_lab.make_realtext_paths), validated on load, re-checked live.
 
 Introduced in the chapter "Heads on real text" (section "Circuits across layers"). Each entry removes
 one set of paths (`heads.paths`) on the committed run's held-out ablation windows

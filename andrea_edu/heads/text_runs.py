@@ -1,9 +1,10 @@
-"""A real-text run's settings and its files: written atomically, validated on load.
+"""A real-text run's settings and its files, validated on load.
 
-Introduced in the chapter "Heads on real text"; `text_training` makes the runs (and re-exports
-these names); the record is `heads.run.Run`, the one run type of both laboratories. A run is a JSON file (settings, provenance, losses, scores, ablation) plus the
-model's weights beside it (`realtext_model.pt`), the JSON holding their sha256. `load_run` raises
-DataFileError with one line that names the file and the reason.
+Introduced in the chapter "Heads on real text"; `text_training` trains the runs (and re-exports
+these names), the laboratory writes them (andrea_lab.run_writers); the record is `heads.run.Run`,
+the one run type of both laboratories. A run is a JSON file (settings, provenance, losses,
+scores, ablation) plus the model's weights beside it (`realtext_model.pt`), the JSON holding
+their sha256. `load_run` raises DataFileError with one line that names the file and the reason.
 """
 from __future__ import annotations
 

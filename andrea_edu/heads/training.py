@@ -29,8 +29,7 @@ from andrea_edu.heads.measures import (ablation, best_heads, head_scores, patter
                                        scores_from_maps, solo_values)
 from andrea_edu.heads.per_head import (head_grad_norms, head_output_correlations,
                                        head_param_norms, max_other_correlation)
-from andrea_edu.heads.run import (KEEP_TRAIN_STEPS, Run, RunSettings, SettingsError,  # noqa: F401
-                                  fit, progress_bar, torch_threads)
+from andrea_edu.heads.run import Run, RunSettings, fit, progress_bar, torch_threads
 from andrea_edu.heads.toy_calls import (DETECT_THRESHOLD, LOSS_KEYS, PATTERN_NAMES, SCORE_MARGIN,
                                         best_head_calls, chance_scores, detect, floors,
                                         threshold_call)
