@@ -55,6 +55,23 @@ def test_a_previous_token_map_scores_one():
     assert M.best_heads(S)[tc.PREV] == (0, 0)
 
 
+def test_key_score_one_key_a_key_set_and_per_query():
+    g = torch.Generator().manual_seed(1)
+    maps = torch.softmax(torch.randn(2, 3, 4, T, T, generator=g), -1)  # (L, B, nh, T, T)
+    b, q, k = torch.tensor([0, 2, 2]), torch.tensor([5, 9, 15]), torch.tensor([1, 9, 3])
+    w = M.key_score(maps, b, q, k, per_query=True)  # (n, L, nh)
+    assert w.shape == (3, 2, 4) and w[1, 1, 2] == maps[1, 2, 2, 9, 9]
+    assert torch.equal(M.key_score(maps, b, q, k), w.mean(0))
+    pair = torch.zeros(3, T, dtype=torch.bool)
+    pair[torch.arange(3), k] = True
+    pair[torch.arange(3), q - 1] = True  # a set of two keys per query: their weights add up
+    both = w + M.key_score(maps, b, q, q - 1, per_query=True)
+    torch.testing.assert_close(M.key_score(maps, b, q, pair, per_query=True), both)
+    assert torch.isnan(M.key_score(maps, b[:0], q[:0], k[:0])).all()  # no query: NaN
+    with pytest.raises(ValueError, match="per_query=1 must be True or False"):
+        M.key_score(maps, b, q, k, per_query=1)  # type: ignore[arg-type]
+
+
 def test_verdict_margins():
     assert D.verdict(0.60, 0.1, tol=0.02) == "found"
     assert D.verdict(0.51, 0.1, tol=0.02) == "within noise of the threshold"

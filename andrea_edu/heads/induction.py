@@ -232,9 +232,9 @@ def identifier_targets(corpus: tc.Corpus, batch: Batch) -> dict[str, torch.Tenso
 
 def identifier_scores(maps: torch.Tensor, targets: dict[str, torch.Tensor]) -> dict:
     """maps (L, B, nh, T, T) -> per reading ("induction", "duplicate", "span"): its scores (L, nh)
-    (`measures.key_score` on the key, or the weight summed over the span, over the labelled
-    queries where that key is in the window), its uniform baseline (mean of keys / (t+1)) and the
-    number of queries."""
+    (`measures.key_score` on the key, or on the span's keys, their weights summed, over the
+    labelled queries where that key is in the window), its uniform baseline (mean of keys / (t+1))
+    and the number of queries."""
     L, B, nh, T, _ = maps.shape
     out = {}
     for name in ("induction", "duplicate"):
@@ -245,8 +245,8 @@ def identifier_scores(maps: torch.Tensor, targets: dict[str, torch.Tensor]) -> d
     a, e = targets["span_start"][b, t], targets["span_end"][b, t]
     keys = torch.arange(T)
     inside = (keys[None, :] >= a[:, None]) & (keys[None, :] < e[:, None])  # (n, T)
-    w = (maps[:, b, :, t, :] * inside[:, None, None, :]).sum(-1)  # (n, L, nh)
-    out["span"] = (w.mean(dim=0).numpy(), float((inside.sum(1).double() / (t + 1)).mean()), len(t))
+    out["span"] = (key_score(maps, b, t, inside).numpy(),  # (L, nh)
+                   float((inside.sum(1).double() / (t + 1)).mean()), len(t))
     return out
 
 

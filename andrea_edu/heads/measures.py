@@ -4,9 +4,9 @@ the uniform baseline, the best head per pattern, pattern losses, ablations, solo
 The one home of these measures for the toy laboratory (chapter "Why heads specialize":
 `heads.training` calls them during and after training, the chapter on the trained model) and
 for real text (chapter "Heads on real text": `heads.text_training`, `heads.paths`, the chapter).
-`key_weights` / `key_score` is the one head scorer of every laboratory: the pattern scores here,
-the trained encoder's probes (`heads.trained.patterns.head_table`) and the induction offsets and
-identifier readings (`heads.induction`) only say which (window, query, key) triples to read.
+`key_score` is the one head scorer of every laboratory: the pattern scores here, the trained
+encoder's probes (`heads.trained.patterns.head_table`) and the induction offsets and identifier
+readings (`heads.induction`) only say which (window, query, key) triples to read.
 A batch is the one `heads.batch.Batch` both labs build: the measures read its `idx`, `targets`
 (B, T), `mask(p)` (B, T) bool, the queries pattern p labels, `key_of(p)` (B, T), the key each
 designates, and `slice(a, b)`, windows a..b-1; p = 0, 1, 2 in the lab's pattern order. What the
@@ -59,18 +59,28 @@ def _chunk(chunk, allow_none: bool = True) -> int | None:
 
 
 # ---------------------------------------------------------------- scores
-def key_weights(maps, b, q, k):
-    """maps (L, B, nh, T, T), a tensor or an array; b, q, k (n,) integers: the window, the query
-    and the key of n labelled queries -> (n, L, nh), A[l, b_i, h, q_i, k_i]: the probability each
-    head puts, querying from q_i in window b_i, on the key k_i."""
-    return maps[:, b, :, q, k]  # the indexed dimension comes first: (n, L, nh)
+def key_score(maps, b, q, k, per_query: bool = False):
+    """The one head scorer. A pattern labels n queries, each with its key(s); a head's score is
+    the attention probability it puts on the key, averaged over the queries.
 
-
-def key_score(maps, b, q, k):
-    """(L, nh): the mean of `key_weights` over the n queries, each head's score for that labelling
-    (NaN for every head when n = 0)."""
-    w = key_weights(maps, b, q, k)  # (n, L, nh)
-    return w.mean(0) if len(w) else w.sum(0) + float("nan")
+    maps  (L, B, nh, T, T) attention probabilities, a tensor or an array (T keys per query: T
+          causal, or an encoder's sentence with every key visible)
+    b, q  (n,) integers: query i is position q_i of window b_i
+    k     (n,) integers: the one key k_i the pattern names for query i; or (n, T) bool: a set of
+          keys per query (an identifier's whole span), whose probabilities are summed
+    -> (L, nh), each head's mean over the n queries (NaN for every head when n = 0); with
+       per_query: (n, L, nh), before the mean (to compare two keys query by query, or to pool
+       queries over chunks or sentences).
+    """
+    if not isinstance(per_query, bool):
+        raise ValueError(f"per_query={per_query!r} must be True or False")
+    if k.ndim == 1:
+        w = maps[:, b, :, q, k]  # (n, L, nh): the indexed dimension comes first
+    else:
+        w = (maps[:, b, :, q, :] * k[:, None, None, :]).sum(-1)  # (n, L, nh, T) -> (n, L, nh)
+    if per_query:
+        return w
+    return w.mean(0) if len(w) else w.sum(0) + float("nan")  # (L, nh)
 
 
 def scores_from_maps(maps: torch.Tensor, batch: Batch) -> torch.Tensor:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..measures import key_weights
+from ..measures import key_score
 from .probes import Item
 
 
@@ -41,9 +41,9 @@ def attention_maps(model, texts: list[str]) -> tuple[list[np.ndarray], list[list
 
 
 def head_table(maps: list[np.ndarray], items: list[Item], half: int | None = None) -> dict:
-    """Per head (L, nh): mean mass on the targets (`measures.key_weights`, the labs' one scorer,
-    over one sentence's maps at a time: their lengths differ), win rate, rival preference; the
-    uniform mass; over the items of one half (None: all)."""
+    """Per head (L, nh): mean mass on the targets (`measures.key_score`, the labs' one scorer,
+    per query over one sentence's maps at a time: their lengths differ), win rate, rival
+    preference; the uniform mass; over the items of one half (None: all)."""
     its = [i for i in items if half is None or i.half == half]
     if not its:
         raise ValueError("no probe items for this pattern (and half)")
@@ -60,14 +60,14 @@ def head_table(maps: list[np.ndarray], items: list[Item], half: int | None = Non
         qs = np.array([i.query for i in group])
         ts = np.array([i.target[0] for i in group])
         one = np.zeros_like(qs)                                            # the one window
-        on = key_weights(A, one, qs, ts)                                   # (nq, L, nh)
+        on = key_score(A, one, qs, ts, per_query=True)                     # (nq, L, nh)
         mass += on.sum(0)
         win += (maps[sent][:, :, qs, :].argmax(-1) == ts).sum(-1)           # (L, nh, nq) -> (L, nh)
         uniform += len(group) / A.shape[-1]
         rv = [(j, i.rival) for j, i in enumerate(group) if i.rival is not None]
         if rv:
             js, rs = np.array([j for j, _ in rv]), np.array([r for _, r in rv])
-            pref += (on[js] > key_weights(A, one[js], qs[js], rs)).sum(0)
+            pref += (on[js] > key_score(A, one[js], qs[js], rs, per_query=True)).sum(0)
             n_pref += len(rv)
     n = len(its)
     return {"mass": mass / n, "win": win / n, "prefer": pref / n_pref if n_pref else None,
