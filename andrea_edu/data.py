@@ -276,9 +276,8 @@ def read_manifest(folder, required: bool = False) -> dict[str, str]:
         raw = path.read_bytes()
     except FileNotFoundError:
         if required:
-            raise DataFileError(f"{path}: missing; committed data is checked against it (restore "
-                                f"it, e.g. git checkout {MANIFEST}, or rewrite the data with the "
-                                f"command that made it)") from None
+            raise DataFileError(f"{path}: missing; committed data is checked against it: "
+                                f"{restore_hint(folder)}") from None
         return {}
     except OSError as e:
         raise DataFileError(f"{path}: cannot be read ({e.strerror or e})") from None
