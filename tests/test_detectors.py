@@ -68,6 +68,12 @@ def test_key_score_one_key_a_key_set_and_per_query():
     both = w + M.key_score(maps, b, q, q - 1, per_query=True)
     torch.testing.assert_close(M.key_score(maps, b, q, pair, per_query=True), both)
     assert torch.isnan(M.key_score(maps, b[:0], q[:0], k[:0])).all()  # no query: NaN
+    uni = torch.ones(T, T).tril()
+    uni = (uni / uni.sum(-1, keepdim=True)).expand(2, 3, 4, T, T)  # uniform causal attention
+    torch.testing.assert_close(M.key_score(uni, b, q, pair).double(),
+                               torch.full((2, 4), M.uniform_score(q, pair.sum(1)), dtype=torch.float64))
+    assert M.uniform_score(q) == pytest.approx((1 / 6 + 1 / 10 + 1 / 16) / 3)
+    assert np.isnan(M.uniform_score(q[:0]))
     with pytest.raises(ValueError, match="per_query=1 must be True or False"):
         M.key_score(maps, b, q, k, per_query=1)  # type: ignore[arg-type]
 

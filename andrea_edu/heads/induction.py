@@ -50,7 +50,7 @@ from . import circuits as K
 from . import text_corpus as tc
 from .batch import Batch
 from .composition import folded
-from .measures import key_score
+from .measures import key_score, uniform_score
 
 
 # ---------------------------------------------------------------- 1. repeated random sequences
@@ -77,7 +77,7 @@ def offset_scores(maps: torch.Tensor, n: int) -> dict[str, Any]:
     b, q = (x.flatten() for x in torch.meshgrid(torch.arange(maps.shape[1]), t, indexing="ij"))
     out: dict[str, Any] = {name: key_score(maps, b, q, q - d).numpy()
                            for name, d in (("induction", n - 1), ("duplicate", n), ("previous", 1))}
-    out["uniform"] = float((1.0 / (t + 1).double()).mean())
+    out["uniform"] = uniform_score(t)
     return out
 
 
@@ -240,13 +240,12 @@ def identifier_scores(maps: torch.Tensor, targets: dict[str, torch.Tensor]) -> d
     for name in ("induction", "duplicate"):
         b, t = torch.nonzero(targets[name] >= 0, as_tuple=True)
         out[name] = (key_score(maps, b, t, targets[name][b, t]).numpy(),
-                     float((1.0 / (t + 1).double()).mean()), len(t))
+                     uniform_score(t), len(t))
     b, t = torch.nonzero(targets["span_start"] >= 0, as_tuple=True)
     a, e = targets["span_start"][b, t], targets["span_end"][b, t]
     keys = torch.arange(T)
     inside = (keys[None, :] >= a[:, None]) & (keys[None, :] < e[:, None])  # (n, T)
-    out["span"] = (key_score(maps, b, t, inside).numpy(),  # (L, nh)
-                   float((inside.sum(1).double() / (t + 1)).mean()), len(t))
+    out["span"] = (key_score(maps, b, t, inside).numpy(), uniform_score(t, inside.sum(1)), len(t))
     return out
 
 

@@ -124,16 +124,21 @@ def head_scores(model: AndreaModel, batch: Batch, chunk: int | None = 32) -> tor
     return out
 
 
+def uniform_score(q: torch.Tensor, keys: torch.Tensor | int = 1,
+                  dtype: torch.dtype = torch.float64) -> float:
+    """The `key_score` of uniform causal attention on the same queries: the mean over the queries
+    q (n,) of keys / (q + 1), the share of the q + 1 visible keys the pattern names (keys: one
+    per query, or (n,) counts of a key set), computed in `dtype`; NaN when n = 0."""
+    if len(q) == 0:
+        return float("nan")
+    return float((keys / (q.to(dtype) + 1)).mean())
+
+
 def baseline(batch: Batch, dtype: torch.dtype = torch.float64) -> np.ndarray:
-    """U (3,): the score of uniform causal attention, the mean of 1/(t+1) over each pattern's
-    queries (NaN: none), computed in `dtype` (the toy's recorded `chance_scores`: float32)."""
-    T = batch.idx.shape[1]
-    inv = 1.0 / (torch.arange(T, dtype=dtype) + 1)  # (T,)
-    out = []
-    for p in range(N_PATTERNS):
-        m = batch.mask(p)
-        out.append(float(inv.expand(m.shape)[m].mean()) if m.any() else float("nan"))
-    return np.array(out)
+    """U (3,): `uniform_score` of each pattern's queries, the mean of 1/(t+1) (NaN: none),
+    computed in `dtype` (the toy's recorded `chance_scores`: float32)."""
+    return np.array([uniform_score(torch.nonzero(batch.mask(p), as_tuple=True)[1], dtype=dtype)
+                     for p in range(N_PATTERNS)])
 
 
 def label_counts(batch: Batch) -> list[dict]:
