@@ -26,11 +26,12 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Callable, ClassVar, NoReturn
 
 import numpy as np
 import torch
 
+from ..data import holds_text
 from ..env import book_build
 from .toy_calls import LOSS_KEYS, PATTERN_NAMES
 
@@ -192,6 +193,23 @@ def fit(model: AndreaModel, s: RunSettings, n_steps: int, next_batch, bar,
     bar.close()
     return train_loss
 
+
+
+def array_of_shape(bad: Callable[[str], NoReturn], at: str, value, shape: tuple) -> np.ndarray:
+    """A record's field `value` (JSON arrays; null -> NaN) as a float array of `shape`, for the
+    loaders that check a record before `Run.from_dict` reads it; otherwise bad(one line naming
+    `at`), which raises."""
+    if holds_text(value):
+        bad(f"{at} must be an array of numbers of shape {shape}, got text")
+    try:
+        a = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        a = None  # refused below, outside the handler: the one line without a chained traceback
+    if a is None:
+        bad(f"{at} must be an array of numbers of shape {shape}, got a non-numeric or ragged entry")
+    if a.shape != shape:
+        bad(f"{at} has shape {a.shape}, expected {shape}")
+    return a
 
 @dataclass
 class Run:

@@ -35,8 +35,8 @@ import numpy as np
 
 from andrea_edu.env import cpu_name, cpu_provenance, same_cpu_numerics
 from andrea_edu.data import (DataFileError, data_search_dirs, find_data, first_nonfinite,
-                             holds_text, manifest_problem, new_provenance, where_looked)
-from andrea_edu.heads.run import Run
+                             manifest_problem, new_provenance, where_looked)
+from andrea_edu.heads.run import Run, array_of_shape
 from andrea_edu.heads.training import Settings, default_settings, train
 
 N_HEADS = (1, 2, 4, 8, 16)  # d_model 64: head_dim 64, 32, 16, 8, 4
@@ -117,18 +117,6 @@ def _finite(x) -> bool:
     return bool(np.isfinite(a[~np.isnan(a)]).all())  # NaN is allowed: "no such position"
 
 
-def _array(bad, at: str, value, shape: tuple) -> np.ndarray:
-    if holds_text(value):
-        bad(f"{at} must be an array of numbers of shape {shape}, got text")
-    try:
-        a = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        bad(f"{at} must be an array of numbers of shape {shape}, got a non-numeric or ragged entry")
-    if a.shape != shape:
-        bad(f"{at} has shape {a.shape}, expected {shape}")
-    return a
-
-
 def _in_range(bad, at: str, a: np.ndarray, lo: float, hi: float, what: str,
               nan_ok: bool = False) -> None:
     ok = (a >= lo) & (a <= hi) | (np.isnan(a) if nan_ok else False)
@@ -150,26 +138,27 @@ def _check_values(bad, at: str, r: dict, st: Settings) -> None:
         bad(f"{at}.eval_steps must be 0, {st.eval_every}, ..., {st.steps}, got "
             f"{str(r['eval_steps'])[:60]}")
     n_eval = len(steps)
-    tl = _array(bad, f"{at}.train_loss", r["train_loss"], (min(st.steps, KEEP_TRAIN_STEPS),))
+    tl = array_of_shape(bad, f"{at}.train_loss", r["train_loss"],
+                        (min(st.steps, KEEP_TRAIN_STEPS),))
     _in_range(bad, f"{at}.train_loss", tl, 1e-12, top, "a loss, at most 2 ln vocab")
-    el = _array(bad, f"{at}.eval_loss", r["eval_loss"], (n_eval, 4))
+    el = array_of_shape(bad, f"{at}.eval_loss", r["eval_loss"], (n_eval, 4))
     _in_range(bad, f"{at}.eval_loss[:, 0]", el[:, 0], 0, top, "the loss over all positions")
     _in_range(bad, f"{at}.eval_loss", el, 0, top, "a loss, at most 2 ln vocab", nan_ok=True)
     for p in range(1, 4):  # null/NaN: the fixed evaluation batch has no such position, ever
         if np.isnan(el[:, p]).any() and not np.isnan(el[:, p]).all():
             bad(f"{at}.eval_loss[:, {p}] holds NaN at some evaluations only; a pattern's loss "
                 f"is missing at every evaluation (no such position in the batch) or at none")
-    sc = _array(bad, f"{at}.scores", r["scores"], (n_eval, 3, L, nh))
+    sc = array_of_shape(bad, f"{at}.scores", r["scores"], (n_eval, 3, L, nh))
     _in_range(bad, f"{at}.scores", sc, 0, 1, "scores are probabilities")
     for k, lo, hi, what in (("floors", 0, top, "a loss floor in nats"),
                             ("chance", 0, 1, "a probability")):
         if sorted(r[k]) != sorted(PATTERN_NAMES):
             bad(f"{at}.{k} must have exactly the keys {list(PATTERN_NAMES)}")
-        _in_range(bad, f"{at}.{k}", _array(bad, f"{at}.{k}", list(r[k].values()), (3,)),
+        _in_range(bad, f"{at}.{k}", array_of_shape(bad, f"{at}.{k}", list(r[k].values()), (3,)),
                   lo, hi, what)
-    ab = _array(bad, f"{at}.ablation", r["ablation"], (L, nh, 4))
+    ab = array_of_shape(bad, f"{at}.ablation", r["ablation"], (L, nh, 4))
     _in_range(bad, f"{at}.ablation", ab, -top, top, "a loss change in nats")
-    co = _array(bad, f"{at}.correlations", r["correlations"], (L, nh, nh))
+    co = array_of_shape(bad, f"{at}.correlations", r["correlations"], (L, nh, nh))
     _in_range(bad, f"{at}.correlations", co, -1, 1, "correlations")
     if not (np.array_equal(co, co.transpose(0, 2, 1)) and
             np.allclose(np.diagonal(co, axis1=1, axis2=2), 1, atol=1e-3)):
@@ -185,7 +174,7 @@ def _check_values(bad, at: str, r: dict, st: Settings) -> None:
                                 ("corr_max", -1, 1, "a correlation"),
                                 ("grad", 0, 1e6, "a gradient norm")):
             _in_range(bad, f"{at}.probes[{j}].{k}",
-                      _array(bad, f"{at}.probes[{j}].{k}", p[k], (L, nh)), lo, hi, what)
+                      array_of_shape(bad, f"{at}.probes[{j}].{k}", p[k], (L, nh)), lo, hi, what)
     meta = AndreaModel(st.model_config(), device="meta")
     if r["param_count"] != count_parameters(meta) or r["param_by_part"] != \
             count_parameters_by_part(meta):

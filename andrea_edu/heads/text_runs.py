@@ -13,17 +13,17 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 import torch
 
 from ..config import AndreaConfig
 from ..env import fast_mode
-from ..data import (DataFileError, first_nonfinite, holds_text, size_problem, unsafe_to_parse)
+from ..data import DataFileError, first_nonfinite, size_problem, unsafe_to_parse
 from ..model import AndreaModel
 from . import text_corpus as tc
-from .run import TEXT_SCHEMA, Run, RunSettings
+from .run import TEXT_SCHEMA, Run, RunSettings, array_of_shape
 
 RUN_FILE = "realtext_run.json"
 WEIGHTS_FILE = "realtext_model.pt"
@@ -82,15 +82,9 @@ def _need(cond: bool, path: Path, reason: str) -> None:
 
 def _numeric(d: dict, key: str, path: Path, shape: tuple) -> np.ndarray:
     """d[key] as a float array of `shape` (JSON null -> nan); DataFileError otherwise."""
-    _need(not holds_text(d[key]), path, f"{key} must be an array of numbers of shape {shape}, "
-          f"got text")
-    try:
-        a = np.asarray(d[key], dtype=float)
-    except (TypeError, ValueError):
-        raise DataFileError(f"{path}: {key} must be an array of numbers of shape {shape}, got a "
-                           f"non-numeric or ragged entry") from None
-    _need(a.shape == shape, path, f"{key} has shape {a.shape}, expected {shape}")
-    return a
+    def bad(reason: str) -> NoReturn:
+        raise DataFileError(f"{path}: {reason}")
+    return array_of_shape(bad, key, d[key], shape)
 
 
 def _seconds(d: dict, key: str, path: Path) -> float:
