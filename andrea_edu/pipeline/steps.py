@@ -263,17 +263,26 @@ def five_steps(model, B: int, T: int, layer: int = 0, dtype=None) -> list[Step]:
     return qkv + [st["attention"], st["W_O"]]
 
 
-def totals(steps, by: str = "group", field: str = "flops") -> dict:
-    """Sum `field` ("flops" or "bytes") of the steps by "group" (GROUPS order) or by "name"."""
+def sum_by(pairs, by: str = "group") -> dict:
+    """Sum the values of (step name, value) pairs by "group" (GROUPS order) or by step "name"
+    (STEP_INFO order); only the groups or names present. The one grouping that totals and
+    pipeline.timing's StepTiming.ms both use."""
     if by not in ("group", "name"):
         raise ValueError(f"by must be 'group' or 'name', got {by!r}")
+    out = dict.fromkeys(GROUPS if by == "group" else tuple(STEP_INFO), 0.0)
+    present = set()
+    for name, value in pairs:
+        key = STEP_INFO[name][1] if by == "group" else name
+        out[key] += value
+        present.add(key)
+    return {k: v for k, v in out.items() if k in present}
+
+
+def totals(steps, by: str = "group", field: str = "flops") -> dict:
+    """Sum `field` ("flops" or "bytes") of the steps by "group" (GROUPS order) or by "name"."""
     if field not in ("flops", "bytes"):
         raise ValueError(f"field must be 'flops' or 'bytes', got {field!r}")
-    keys = GROUPS if by == "group" else tuple(STEP_INFO)
-    out = dict.fromkeys(keys, 0.0)
-    for s in steps:
-        out[getattr(s, by)] += getattr(s, field)
-    return {k: v for k, v in out.items() if k in {getattr(s, by) for s in steps}}
+    return sum_by(((s.name, getattr(s, field)) for s in steps), by)
 
 
 def _check_lengths(name: str, values) -> list[int]:

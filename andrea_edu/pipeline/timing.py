@@ -42,7 +42,7 @@ import torch
 
 from andrea_edu.bench.timing import QUANTUM_MS
 from andrea_edu.data import DataFileError
-from andrea_edu.pipeline.steps import GROUPS, STEP_INFO, model_in_steps
+from andrea_edu.pipeline.steps import STEP_INFO, model_in_steps, sum_by
 from andrea_edu.pipeline.ops import OpRecorder, main_ops, profile_steps
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -126,17 +126,9 @@ class StepTiming:
         """Milliseconds summed by "group" (GROUPS order) or by step "name". stat: each step's
         "min" over the repeats (default: other work on the machine only ever adds time, so the
         fastest run is the least disturbed) or its "median"."""
-        if by not in ("group", "name"):
-            raise ValueError(f"by must be 'group' or 'name', got {by!r}")
         if stat not in ("min", "median"):
             raise ValueError(f"stat must be 'min' or 'median', got {stat!r}")
-        keys = GROUPS if by == "group" else tuple(STEP_INFO)
-        out = dict.fromkeys(keys, 0.0)
-        for s in self.steps:
-            info = STEP_INFO[s["name"]]
-            out[info[1] if by == "group" else s["name"]] += s[f"{stat}_ms"]
-        present = {STEP_INFO[s["name"]][1] if by == "group" else s["name"] for s in self.steps}
-        return {k: v for k, v in out.items() if k in present}
+        return sum_by(((s["name"], s[f"{stat}_ms"]) for s in self.steps), by)
 
     def shares(self, by: str = "group", stat: str = "min") -> dict:
         """Each group's (or step name's) share of the summed step times; they sum to 1."""
