@@ -251,7 +251,10 @@ if [ "$REHEARSE" = 1 ]; then
   R="${ANDREA_REHEARSE_DIR:-${TMPDIR:-/tmp}/andrea-rehearse-$(id -u)}"
   export ANDREA_REHEARSE_DIR="$R"
   PROJECT_PY="${PROJECT_PYTHON:-$root/.venv/bin/python}"
-  stamp="$("$PROJECT_PY" scripts/image_env.py image | sha256sum | cut -c1-16)"
+  # the stamp names the image's distributions AND the venv the links point into: a cached
+  # rehearsal venv built from another checkout (whose .venv may since be gone) is rebuilt
+  stamp="$( { "$PROJECT_PY" scripts/image_env.py image; "$PROJECT_PY" -c 'import sys; print(sys.prefix)'; } \
+    | sha256sum | cut -c1-16)"
   if [ -n "$IMAGE_PY" ]; then
     : # the image's own Python and torch (scripts/image_venv.sh): used as it is, no linked site
   elif [ ! -f "$R/venv.$stamp" ]; then
