@@ -6,7 +6,9 @@ Method (static, on the source; nothing is imported or run):
 1. Every module of `andrea_edu` and `andrea_lab` is parsed. Its *definitions* are its top-level
    functions and classes (a class with all its methods, as one definition); its *imports* map a
    local name to a module (`import a.b as m`, `from a import b` when `a.b` is a module) or to a
-   name in another module (`from a.b import f`), followed through re-exports.
+   name in another module (`from a.b import f`), followed through re-exports. An import written
+   inside a function or method counts as the module's too (when no module-level name shadows it),
+   so a lazy import reaches what it names like any other.
 2. A chapter's *roots* are the library names its code cells use: every name bound by an import
    from the library (`from andrea_edu.x import f` -> f; `import andrea_edu.x as m` with `m.f`
    used -> f).
@@ -65,7 +67,11 @@ def index() -> dict[str, Module]:
             m = Module(_module_name(path), path)
             tree = ast.parse(path.read_text(encoding="utf-8"))
             is_pkg = path.name == "__init__.py"
-            for node in tree.body:
+            top = set(map(id, tree.body))
+            nested = [n for n in ast.walk(tree)
+                      if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in top]
+            for node in list(tree.body) + nested:
+                put = m.imports.__setitem__ if id(node) in top else m.imports.setdefault
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     start = min([node.lineno] + [d.lineno for d in node.decorator_list])
                     m.defs[node.name] = (start, node.end_lineno or node.lineno, node)
@@ -77,14 +83,14 @@ def index() -> dict[str, Module]:
                 elif isinstance(node, ast.Import):
                     for a in node.names:
                         if a.name.split(".")[0] in PACKAGES:
-                            m.imports[a.asname or a.name.split(".")[0]] = (
-                                a.name if a.asname else a.name.split(".")[0], None)
+                            put(a.asname or a.name.split(".")[0],
+                                (a.name if a.asname else a.name.split(".")[0], None))
                 elif isinstance(node, ast.ImportFrom):
                     src = (_resolve_relative(m.name, is_pkg, node.level, node.module)
                            if node.level else node.module or "")
                     if src.split(".")[0] in PACKAGES:
                         for a in node.names:
-                            m.imports[a.asname or a.name] = (src, a.name)
+                            put(a.asname or a.name, (src, a.name))
             mods[m.name] = m
     return mods
 
