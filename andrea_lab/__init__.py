@@ -35,6 +35,8 @@ checks, re-running pinned or unpinned).
     execute_chapters  python -m andrea_lab.execute_chapters book/*.ipynb: chapters run headless
                 without the ZeroMQ stall, with a per-cell timeout (the book build's extensions
                 load its patches)
+    verdict_page  one claim, one verdict: every chapter's "Checking the source" rows combined
+                for the verdicts page (group_claims, combine; read by book/_ext/andrea_verdicts.py)
     chapter_exercises  python -m andrea_lab.chapter_exercises CHAPTER.ipynb N: a chapter's
                 exercises as one-cell changes, run on only the cells they reach (the tests run
                 every one)

@@ -1,5 +1,6 @@
-"""The Checking-the-source box, the claim registry, the rule that combines verdicts (one claim,
-one verdict; toys cannot decide claims about trained transformers), and the verdicts page."""
+"""The Checking-the-source box (andrea_edu.figures.verdicts), the claim registry, the rule that
+combines verdicts (andrea_lab.verdict_page: one claim, one verdict; toys cannot decide claims
+about trained transformers), and the verdicts page."""
 import json
 import re
 
@@ -7,6 +8,7 @@ import pytest
 
 from andrea_edu.figures import claims as C
 from andrea_edu.figures import verdicts
+from andrea_lab import verdict_page as vp
 
 
 def test_box_renders_rows_in_markdown_and_html():
@@ -41,7 +43,7 @@ def test_a_rows_detail_goes_to_the_verdicts_page_not_the_box():
     assert "the full reasoning" not in b.markdown().split("```")[-1]   # the table a reader sees
     assert "the full reasoning" not in b.html()
     assert '"detail": "the full reasoning, long"' in b.markdown()      # the page's payload
-    grouped = verdicts.group_claims([{"chapter": "A", "target": "t", "rows": [
+    grouped = vp.group_claims([{"chapter": "A", "target": "t", "rows": [
         {"claim": "x", "measured": "m", "verdict": "holds", "key": "one-blas-call",
          "detail": "why"}]}])
     assert next(c for c in grouped if c["key"] == "one-blas-call")["evidence"][0]["detail"] == "why"
@@ -51,7 +53,7 @@ def test_not_yet_measured_is_a_verdict_and_counts_are_by_value():
     b = verdicts.box([("tensor cores reach peak", "no GPU file yet", verdicts.NOT_MEASURED),
                       ("one call", "3 calls", "holds")])
     assert "| tensor cores reach peak | no GPU file yet | ⏳ not yet measured |" in b.markdown()
-    assert verdicts.count(r.verdict for r in b.rows) == {
+    assert vp.count(r.verdict for r in b.rows) == {
         "holds": 1, "holds with a caveat": 0, "does not hold": 0, "not observed here": 0,
         "not yet measured": 1}
 
@@ -140,10 +142,10 @@ def test_published_findings_are_for_registered_claims_and_cited_on_the_page():
 
 def test_a_row_finds_its_claim_by_key_or_by_wording():
     def key_of(row):
-        reg, _ = verdicts.REGISTRY.find(row)
+        reg, _ = verdicts.find(row)
         return reg.key if reg is not None else None
 
-    find = verdicts.REGISTRY.find
+    find = verdicts.find
     # the double verdicts of issue 30: two chapters' wordings, one claim each
     for a, b, key in [
         ("Concat undoes the split; the total feature dimension returns to d_model",
@@ -181,7 +183,7 @@ def _only(claims, key):
     (["does not hold", "not observed here"], "does not hold"),
     (["holds", "not yet measured"], "holds")])
 def test_combine_rule(vs, combined):
-    assert verdicts.combine(vs, "k")[0] == combined
+    assert vp.combine(vs, "k")[0] == combined
 
 
 def test_a_toy_cannot_decide_a_claim_about_trained_transformers():
@@ -191,16 +193,16 @@ def test_a_toy_cannot_decide_a_claim_about_trained_transformers():
     toy_says_yes = _entry("Toy", ("heads", "holds", k, ""))
     toy_says_no = _entry("Toy", ("heads", "does not hold", k, ""))
     trained = _entry("Trained", ("heads", "holds", k, "trained"))
-    alone = _only(verdicts.group_claims([toy_says_yes], published={}), k)
+    alone = _only(vp.group_claims([toy_says_yes], published={}), k)
     assert alone["verdict"] == verdicts.NOT_OBSERVED and "cannot" in alone["how"]
     assert alone["evidence"][0]["decides"] is False
-    with_paper = _only(verdicts.group_claims([toy_says_yes]), k)   # the literature decides
+    with_paper = _only(vp.group_claims([toy_says_yes]), k)   # the literature decides
     assert with_paper["verdict"] == C.PUBLISHED[k][0][0]
-    assert with_paper["evidence"][-1]["chapter"] == verdicts.PUBLISHED_CHAPTER
-    both = _only(verdicts.group_claims([toy_says_no, trained], published={}), k)
+    assert with_paper["evidence"][-1]["chapter"] == vp.PUBLISHED_CHAPTER
+    both = _only(vp.group_claims([toy_says_no, trained], published={}), k)
     assert both["verdict"] == "holds" and both["error"] is None   # no contradiction to settle
     # a claim about the code itself is decided by the book's own evidence
-    own = _only(verdicts.group_claims([_entry("A", ("x", "holds", "one-blas-call", ""))]),
+    own = _only(vp.group_claims([_entry("A", ("x", "holds", "one-blas-call", ""))]),
                 "one-blas-call")
     assert own["verdict"] == "holds" and own["evidence"][0]["decides"]
     # in the chapter's box the toy's row reads as unable to decide, with its own reading
@@ -214,11 +216,11 @@ def test_two_chapters_contradicting_each_other_fail_unless_reconciled():
                             "d_model", "holds", "", "")),
                _entry("B", ("Concat undoes the split: the total feature dimension returns to "
                             "d_model, no information is lost", "does not hold", "", ""))]
-    with pytest.raises(verdicts.UnreconciledVerdicts, match="RECONCILED"):
-        verdicts.combine(["holds", "does not hold"], "concat-undoes-split", reconciled={})
-    c = _only(verdicts.group_claims(entries, reconciled={}), "concat-undoes-split")
+    with pytest.raises(vp.UnreconciledVerdicts, match="RECONCILED"):
+        vp.combine(["holds", "does not hold"], "concat-undoes-split", reconciled={})
+    c = _only(vp.group_claims(entries, reconciled={}), "concat-undoes-split")
     assert c["verdict"] is None and "RECONCILED" in c["error"] and len(c["evidence"]) == 2
-    c = _only(verdicts.group_claims(entries, reconciled={
+    c = _only(vp.group_claims(entries, reconciled={
         "concat-undoes-split": ("holds", "B split with a plain reshape")}), "concat-undoes-split")
     assert c["verdict"] == "holds" and "reconciled" in c["how"]
 
@@ -226,7 +228,7 @@ def test_two_chapters_contradicting_each_other_fail_unless_reconciled():
 def test_grouping_lists_every_registered_claim_once_and_flags_strays():
     entries = [_entry("A", ("The fused matmul issues one BLAS call instead of 12", "holds", "",
                             ""), ("Concat undoes the split, more or less", "holds", "", ""))]
-    grouped = verdicts.group_claims(entries)
+    grouped = vp.group_claims(entries)
     keys = [c["key"] for c in grouped]
     assert keys[:len(C.CLAIMS)] == [r.key for r in C.CLAIMS] and len(set(keys)) == len(keys)
     assert _only(grouped, "one-blas-call")["verdict"] == "holds"
@@ -237,7 +239,7 @@ def test_grouping_lists_every_registered_claim_once_and_flags_strays():
 
 def test_the_page_counts_the_combined_verdicts_of_each_kind():
     ext = _extension()
-    grouped = [c for c in verdicts.group_claims([
+    grouped = [c for c in vp.group_claims([
         _entry("a", ("The fused matmul issues one BLAS call instead of 12", "holds", "", ""),
                ("x", "holds with a caveat", "quarter", "")),
         _entry("b", ("y", "does not hold", "quarter", ""),
@@ -266,9 +268,9 @@ def test_heads_on_real_text_rows_share_the_trained_claim():
         [row], "holds", ids, rep, 0.005, (gpt2_scores, np.array([0.1, 0.1, 0.1]), "holds")))
     assert "5.0x" in gpt2.measured and gpt2.verdict == "holds"
     for r in (small, ident, gpt2):
-        assert verdicts.claim_key(r.__dict__) == C.TRAINED_TRANSFORMERS_SHOW_HEADS
-    assert not verdicts.REGISTRY.decides(small) and not verdicts.REGISTRY.decides(ident)
-    assert verdicts.REGISTRY.decides(gpt2)
+        assert vp.claim_key(r.__dict__) == C.TRAINED_TRANSFORMERS_SHOW_HEADS
+    assert not verdicts.decides(small) and not verdicts.decides(ident)
+    assert verdicts.decides(gpt2)
 
 
 # ---------------------------------------------------------------- the page, in a real build
@@ -336,7 +338,7 @@ def test_the_book_build_lists_each_claim_once_and_fails_on_what_it_cannot_combin
     assert status == 0, err
     assert page.count("Concat undoes the split. The total feature dimension") == 1
     assert "3 claims of the source" in page and "1 hypothesis of the book" in page
-    assert verdicts.CANNOT_DECIDE in page and verdicts.PUBLISHED_CHAPTER in page
+    assert verdicts.CANNOT_DECIDE in page and vp.PUBLISHED_CHAPTER in page
     # one mark, one meaning (issue 38 item 7): a toy's row and a claim only toys checked read ❔,
     # never 🔍 ("not observed here")
     assert f"❔ {verdicts.CANNOT_DECIDE} (the toy: holds): m. the reasoning only this page shows" in page

@@ -6,7 +6,7 @@ environment. The directive `andrea-verdict-list` (on book/verdicts.md; option `:
 `:kind: hypothesis`) becomes a table with each registered claim of that kind once
 (andrea_edu/figures/data/claims.json, in its order): every chapter's evidence with its verdict and a
 link back to its box, the published findings where the book's evidence is not at the claim's
-scale, and one combined verdict (andrea_edu.figures.verdicts.combine), after a line that counts
+scale, and one combined verdict (andrea_lab.verdict_page.combine), after a line that counts
 the combined verdicts. A build warning (an error under -W), and a row that says so, for: two
 chapters contradicting each other on one claim, unreconciled; a row naming no registered claim;
 a registered claim no chapter checks (unless `andrea_verdicts_require_all = False`).
@@ -19,10 +19,10 @@ from docutils import nodes
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 
-# One source of truth for the verdicts, their icons and how they combine: the library (every
-# chapter of the book imports it, so the build has it).
-from andrea_edu.figures.verdicts import (CANNOT_DECIDE, CANNOT_DECIDE_ICON, ICONS,
-                                         PUBLISHED_CHAPTER, VERDICTS, fold, group_claims)
+# One source of truth for the verdicts and their icons (the chapters' box,
+# andrea_edu.figures.verdicts) and for how they combine (the laboratory's andrea_lab.verdict_page).
+from andrea_edu.figures.verdicts import CANNOT_DECIDE, CANNOT_DECIDE_ICON, ICONS, VERDICTS, fold
+from andrea_lab.verdict_page import PUBLISHED_CHAPTER, group_claims
 
 logger = logging.getLogger(__name__)
 
