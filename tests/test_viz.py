@@ -229,7 +229,6 @@ def test_live_background_draws_ahead_and_the_last_move_wins():
     message without a draw."""
     import threading
 
-    from andrea_edu.notebook import live
     from andrea_edu.notebook.slider import live_widget
 
     calls, gate, busy = [], threading.Event(), threading.Event()
@@ -252,7 +251,7 @@ def test_live_background_draws_ahead_and_the_last_move_wins():
     gate.set()
     assert box.wait(10) and box.current["kw"] == {"n_head": 4, "head_dim": 8}
     assert box.current["source"] == "drawn"
-    assert live.wait_idle(20)
+    assert box.live.wait_idle(20)
     drawn = [(n, d) for n, d, _ in calls]
     assert drawn == [(1, 8), (2, 8), (4, 8)]  # the last move next; n_head=1 was kept
     assert {t for _, _, t in calls[1:]} == {"andrea-slider-render"}
@@ -263,16 +262,15 @@ def test_live_background_draws_ahead_and_the_last_move_wins():
 
 
 def test_live_draws_one_step_ahead_of_where_the_slider_stands():
-    from andrea_edu.notebook import live
     from andrea_edu.notebook.slider import live_widget
 
     box = live_widget(plot_bars, n_head=[1, 2, 3, 4, 5], head_dim=[8])
-    assert live.wait_idle(20)
+    assert box.live.wait_idle(20)
     assert set(box.live.frames) == {(1, 0), (2, 0), (3, 0)}  # start 3: itself, 2 and 4
     box.sliders["n_head"].value = 4  # drawn ahead: shown at once, its own neighbour drawn
     assert box.wait(10) and box.current["source"] == "ready"
     assert "kept, drawn in" in box.timing.value
-    assert live.wait_idle(20)
+    assert box.live.wait_idle(20)
     assert set(box.live.frames) == {(1, 0), (2, 0), (3, 0), (4, 0)}
     box.close()
 

@@ -6,11 +6,13 @@ chapter still writes one ``plot_fn(**kw) -> Figure``; this module decides when i
 - every position's PNG is kept (``LiveFigure.frames``), so a position seen before is shown at
   once, without calling ``plot_fn`` again;
 - a move never draws on the kernel's main thread: the slider's observer records the wanted
-  position and wakes the drawing thread; the main thread stays free to read the next move, so
-  quick successive moves draw only the last one (latest wins: a frame finished for a position
-  the reader has already left is kept for later but not shown);
-- when nobody waits, the same thread draws the positions one step away from where each slider
-  stands (one step on any one slider), so that the next step usually finds its frame ready.
+  position and puts the slider in the drawing thread's queue (a ``queue.SimpleQueue``); the
+  main thread stays free to read the next move, so quick successive moves draw only the last
+  one (latest wins: what a slider wants is read when its turn comes; a frame finished for a
+  position the reader has already left is kept for later but not shown);
+- after the wanted frame, the same thread draws the positions one step away from where the
+  slider stands (one step on any one slider), one frame per turn, so that the next step
+  usually finds its frame ready; sliders that wait take turns with it, one frame each.
 
 Thread safety. pyplot's figure registry is shared with the reader's cells (the inline backend
 shows and closes every figure it holds after each cell), so a frame's figure must never be put
@@ -26,11 +28,11 @@ from __future__ import annotations
 
 import functools
 import io
+import queue
 import sys
 import threading
 import time
 import traceback
-import weakref
 from dataclasses import dataclass
 
 LIVE_DPI = 72  # live figures: matplotlib's inline-backend resolution; static frames use 90
@@ -41,10 +43,9 @@ SWITCH_INTERVAL_S = 0.001
 _owned = threading.local()  # .on: this thread is drawing a frame
 _patch_lock = threading.Lock()
 _mathtext_lock = threading.RLock()
-_cond = threading.Condition()  # guards the drawing thread's state below
-_lives: weakref.WeakSet = weakref.WeakSet()  # the live sliders the thread draws for
+_todo: queue.SimpleQueue = queue.SimpleQueue()  # sliders with a move to answer (FIFO)
 _thread: list[threading.Thread] = []  # the drawing thread, once started
-_idle = threading.Event()  # set while the thread sleeps with nothing to draw
+_start_lock = threading.Lock()
 
 
 def _patch_matplotlib() -> None:
@@ -134,14 +135,12 @@ class LiveFigure:
                 self._put(key, "ready")
         if here and key not in self.frames:
             self.store(key, self.make(key))
-        with _cond:
-            _lives.add(self)
-            if not _thread or not _thread[-1].is_alive():
+        with _start_lock:
+            if not _thread:
                 _thread.append(threading.Thread(target=_draw_forever, daemon=True,
                                                 name="andrea-slider-render"))
-                _thread[-1].start()
-            _idle.clear()
-            _cond.notify_all()
+                _thread[0].start()
+        _todo.put(self)
 
     def store(self, key: tuple, frame: Frame) -> None:
         """Keep a finished frame; show it if it is the wanted position and not on screen."""
@@ -149,6 +148,7 @@ class LiveFigure:
             self.frames.setdefault(key, frame)
             if key == self.wanted and self.shown != key:
                 self._put(key, "drawn")
+            self.lock.notify_all()
 
     def _put(self, key: tuple, source: str) -> None:
         self.shown = key
@@ -159,6 +159,11 @@ class LiveFigure:
         """Block until the wanted position is on screen (tests; never called by the widget)."""
         with self.lock:
             return self.lock.wait_for(lambda: self.shown == self.wanted, timeout)
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Block until nothing is left to draw for this slider (tests); False on timeout."""
+        with self.lock:
+            return self.lock.wait_for(lambda: self.todo() is None, timeout)
 
     def todo(self) -> tuple | None:
         """The next position to draw: the wanted one, else one a step away on one slider."""
@@ -171,17 +176,15 @@ class LiveFigure:
 
 
 def _draw_forever() -> None:
-    """The drawing thread: a wanted frame first (the last moved slider's first), else one a
-    step away from where a slider stands; asleep when there is none. Latest wins: a move made
-    while a frame is drawn changes what is drawn next."""
+    """The drawing thread: takes the next slider from the queue (each move puts its slider
+    there), draws one frame of it (``todo``: the wanted position first, else one a step away),
+    and puts the slider back while it has more to draw. Latest wins: what a slider wants is
+    read when its turn comes, so moves made while a frame is drawn change what is drawn next."""
     while True:
-        with _cond:
-            while not (jobs := [(key != live.wanted, -live.asked_at, live, key)
-                                for live in list(_lives) if (key := live.todo()) is not None]):
-                _idle.set()
-                _cond.wait()
-            _idle.clear()
-        _, _, live, key = min(jobs, key=lambda j: j[:2])
+        live = _todo.get()
+        key = live.todo()
+        if key is None:
+            continue
         interval = sys.getswitchinterval()
         sys.setswitchinterval(min(interval, SWITCH_INTERVAL_S))
         try:
@@ -192,9 +195,4 @@ def _draw_forever() -> None:
         finally:
             sys.setswitchinterval(interval)
         live.store(key, frame)
-
-
-def wait_idle(timeout: float = 30.0) -> bool:
-    """Block until the drawing thread sleeps with nothing left to draw (tests); False on
-    timeout."""
-    return _idle.wait(timeout)
+        _todo.put(live)
