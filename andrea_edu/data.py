@@ -6,7 +6,9 @@ book never imports. Here:
 
     where          data_search_dirs, data_folder / find_data (the one finder), where_looked
     the manifest   read_manifest (strict), manifest_problem (a file the book may read matches
-                   its sha256 in SHA256SUMS), listed_but_missing, restore_hint
+                   its pin in the committed folder, andrea_edu/data_pins.py's table, and its
+                   sha256 in SHA256SUMS), listed_but_missing, restore_hint; unsafe_to_parse
+                   (size, tables, nesting: before a loader parses a file)
     one error      DataFileError: every loader raises it, one line naming the file and field
     one schema     PROVENANCE_KEYS and `provenance(record)`: a record's provenance block under
                    today's key names (older files' keys mapped at read time, never rewritten);
@@ -15,13 +17,17 @@ book never imports. Here:
     one table      LOADERS: kind -> Kind(file, loader module, loader function); `load(kind)`,
                    the one entry a chapter reads committed data through
 
-Committed data is guarded by git plus one manifest per folder (SHA256SUMS), nothing else:
+Committed data is guarded by git plus one manifest per folder (SHA256SUMS) and, for book/data,
+its pins in code:
   * a writer (andrea_lab.store only) writes each file of a unit to a temporary file in the same
     folder, fsyncs it and os.replace()s it into place, then rewrites SHA256SUMS LAST (temporary
     file + os.replace too): the manifest's rename is the unit's commit point;
   * a reader (`load`, `find_data`, `manifest_problem`) refuses, in one line naming the file, its
     folder and the remedy (`git checkout -- <folder>`, or re-running the writer), a file whose
-    sha256 is not the manifest's, a listed file that is gone, and an unlisted file it is asked for.
+    sha256 is not the manifest's, a listed file that is gone, and an unlisted file it is asked for;
+    in the committed folder the same against the pins (a manifest regenerated over damage does
+    not vouch for it). What exactly went wrong beyond that one line (a CRLF conversion, the
+    whole folder at once) is the laboratory's: `python scripts/pin_data.py`.
 So a unit cut short between its renames (kill -9, a full disk) is refused, never read half new:
 fail closed, with no journal to replay; git holds the old versions, so there are no backups.
 A writer's stray temporary file (hidden, named `.<name>.andrea-<pid>-<hex>.tmp`) is never read
@@ -30,8 +36,10 @@ and the next write into that folder removes it. Nothing here writes.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import os
+import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -105,23 +113,21 @@ def find_data(name: str, verify: bool = True) -> Path | None:
 
 
 def listed_but_missing(folder, pattern: str) -> str | None:
-    """One line when folder/SHA256SUMS lists a file matching `pattern` (fnmatch) that is not
-    there (or the manifest cannot be read), or, in the committed folder, when a file pinned in
-    andrea_edu/data_pins.py is gone (`data_pins.missing`); None otherwise."""
+    """One line when a table of `folder` (`_tables`: the pins of the committed folder, then its
+    SHA256SUMS where there is one) lists a file matching `pattern` (fnmatch) that is not there,
+    or the manifest cannot be read; None otherwise."""
     import fnmatch
     folder = Path(folder)
-    if (folder / MANIFEST).exists():
-        try:
-            sums = read_manifest(folder)
-        except DataFileError as e:
-            return str(e)
-        gone = sorted(n for n in sums if fnmatch.fnmatchcase(n, pattern)
-                      and not (folder / n).is_file())
-        if gone:
-            return (f"{folder / gone[0]}: listed in {folder / MANIFEST} but missing (committed "
-                    f"data deleted): {restore_hint(folder)}")
-    from andrea_edu import data_pins  # the committed folder: a pinned file gone, line and all
-    return data_pins.missing(folder, pattern)
+    try:
+        for listed, _, _, sums, remedy in _tables(folder, manifest_required=False):
+            gone = sorted(n for n in sums if fnmatch.fnmatchcase(n, pattern)
+                          and not (folder / n).is_file())
+            if gone:
+                return (f"{folder / gone[0]}: {listed} but missing (committed data deleted): "
+                        f"{remedy(folder / gone[0])}")
+    except DataFileError as e:
+        return str(e)
+    return None
 
 
 def reader_path(path) -> str:
@@ -183,34 +189,26 @@ def holds_text(obj) -> bool:
     return False
 
 
-# ---------------------------------------------------------------- the manifest, read
+# ---------------------------------------------------------------- the manifest and the pins, read
 CRLF_CAUSE = ("git converted the data's line endings (core.autocrlf=true) and every sha256 "
               "changed with them")
 CRLF_REMEDY = ("restore the bytes with `git -c core.autocrlf=false checkout -- book/data` "
                "(the repository's .gitattributes keeps book/data byte-exact in new clones)")
 MANIFEST = "SHA256SUMS"  # beside committed data: "<sha256>  <name>" per line (sha256sum -c reads it)
-
-
-def _hex64(s: str) -> bool:
-    return len(s) == 64 and all(c in "0123456789abcdef" for c in s)
-
-
+_LINE = re.compile(r"([0-9a-f]{64}) [ *](.*)", re.DOTALL)  # sha256sum's text or binary form
 NAME_MAX_BYTES = 255  # a file name's longest on the common file systems (ext4, APFS, NTFS)
 
 
 def name_problem(name) -> str | None:
-    """None when `name` is a plain file name inside its own folder; else why not, in a phrase:
-    a folder separator (/ or \\), '.' or '..', an absolute or drive path, a control character
-    (a newline included: it would split a manifest's line), a line or paragraph separator,
-    leading or trailing spaces, empty, or longer than NAME_MAX_BYTES bytes in UTF-8. The one
-    rule for every name a manifest lists and every file a command writes: nothing
-    a name says reaches outside its folder or into another line."""
+    """None when `name` is a plain file name of its own folder, else why not, in a phrase. The
+    one rule for every name a manifest lists and every file a command writes: nothing a name
+    says reaches outside its folder or into another line."""
     import unicodedata
     if not isinstance(name, str):
         return f"is not a string ({type(name).__name__})"
+    bad = next((c for c in name if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
     if not name:
         return "is empty"
-    bad = next((c for c in name if unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
     if bad is not None:
         return f"holds the control character {bad!r}"
     if "/" in name or "\\" in name or (len(name) > 1 and name[1] == ":"):
@@ -227,38 +225,31 @@ def name_problem(name) -> str | None:
 # The largest data file a loader reads, by suffix (the committed files are < 3 MB): anything
 # larger is refused from its size alone, before a byte of it is read.
 MAX_DATA_BYTES = {".json": 64 * 2**20, ".pt": 1024 * 2**20}
-MAX_OTHER_BYTES = 64 * 2**20
 JSON_MAX_DEPTH = 64  # the committed files nest at most 6 deep; json/numpy recurse per level
 
 
 def size_problem(path) -> str | None:
-    """One line when `path` is larger than a data file of its kind may be (`MAX_DATA_BYTES`),
-    from its size on disk alone (nothing is read), else None (None also when it is not there:
-    the caller says that)."""
-    path = Path(path)
+    """One line when `path` is larger than a data file of its suffix may be, from its size on
+    disk alone; else None (also when it is not there: the caller says that)."""
     try:
-        size = path.stat().st_size
+        size = Path(path).stat().st_size
     except OSError:
         return None
-    cap = MAX_DATA_BYTES.get(path.suffix, MAX_OTHER_BYTES)
+    cap = MAX_DATA_BYTES.get(Path(path).suffix, 64 * 2**20)
     if size > cap:
-        return (f"{size / 2**20:.0f} MiB, above the {cap // 2**20} MiB a {path.suffix or 'data'} "
-                f"data file may hold; refused before reading it (damaged, or not this book's data)")
+        return (f"{size / 2**20:.0f} MiB, above the {cap // 2**20} MiB a data file may hold; "
+                f"refused before reading it (damaged, or not this book's data)")
     return None
 
 
 def json_depth_problem(raw: bytes, limit: int = JSON_MAX_DEPTH) -> str | None:
-    """One line when the JSON text `raw` nests arrays/objects deeper than `limit` (a parser
-    recursing per level would overflow its stack on a planted '[[[[...'), else None. Counts
-    brackets outside strings, without parsing."""
-    import re
-
+    """One line when the JSON text `raw` nests deeper than `limit` (a recursive parser would
+    overflow on a planted '[[[[...'), else None. Counts brackets outside strings, unparsed."""
     import numpy as np
     bare = re.sub(rb'"(?:[^"\\]|\\.)*"', b"", raw)  # strings hold no structure
-    brackets = bare.translate(None, bytes(c for c in range(256) if c not in b"[]{}"))
-    steps = np.frombuffer(brackets, dtype=np.uint8)
-    steps = np.where((steps == ord("[")) | (steps == ord("{")), 1, -1)
-    deepest = int(np.cumsum(steps).max()) if steps.size else 0
+    steps = np.frombuffer(bare.translate(None, bytes(c for c in range(256) if c not in b"[]{}")),
+                          dtype=np.uint8)
+    deepest = int(np.cumsum(np.where((steps == 91) | (steps == 123), 1, -1)).max()) if steps.size else 0
     if deepest > limit:
         return (f"nests {deepest} levels deep, more than the {limit} a data file may; refused "
                 f"before parsing it (damaged, or not this book's data)")
@@ -266,38 +257,33 @@ def json_depth_problem(raw: bytes, limit: int = JSON_MAX_DEPTH) -> str | None:
 
 
 def read_manifest(folder, required: bool = False) -> dict[str, str]:
-    """{file name: sha256} of folder/SHA256SUMS, parsed strictly: every line exactly
-    '<64 lowercase hex digits>  <file name>' (sha256sum's text or binary form), the last one
-    ended by a newline (a manifest cut short is damage, not a shorter list), no name twice, no
-    folder in a name. DataFileError naming the manifest and the line otherwise. No manifest:
-    {} (DataFileError when `required`)."""
+    """{file name: sha256} of folder/SHA256SUMS, parsed strictly: every line '<64 lowercase hex
+    digits>  <plain file name>' ended by a newline (a manifest cut short is damage, not a
+    shorter list), no name twice. DataFileError naming the manifest and the line otherwise. No
+    manifest: {} (DataFileError when `required`)."""
     path = Path(folder) / MANIFEST
     try:
-        raw = path.read_bytes()
+        text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         if required:
             raise DataFileError(f"{path}: missing; committed data is checked against it: "
                                 f"{restore_hint(folder)}") from None
         return {}
-    except OSError as e:
-        raise DataFileError(f"{path}: cannot be read ({e.strerror or e})") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise DataFileError(f"{path}: not UTF-8 text (byte {e.start}); damaged") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise DataFileError(f"{path}: cannot be read as UTF-8 text ({e}); damaged") from None
     if "\r\n" in text:
-        raise DataFileError(f"{path}: has Windows line endings (CRLF): {CRLF_CAUSE}; "
-                            f"{CRLF_REMEDY}")
-    lines = text.split("\n")
-    if lines[-1] != "":
-        raise DataFileError(f"{path}: line {len(lines)} is cut short (no newline at its end): "
-                            f"the manifest is truncated or damaged")
+        raise DataFileError(f"{path}: has Windows line endings (CRLF): {CRLF_CAUSE}; {CRLF_REMEDY}")
+    *lines, last = text.split("\n")
+    if last:
+        raise DataFileError(f"{path}: line {len(lines) + 1} is cut short (no newline at its "
+                            f"end): the manifest is truncated or damaged")
     out: dict[str, str] = {}
-    for i, line in enumerate(lines[:-1], 1):
-        sha, sep, name = line[:64], line[64:66], line[66:]
-        if not (_hex64(sha) and sep in ("  ", " *")):
+    for i, line in enumerate(lines, 1):
+        m = _LINE.fullmatch(line)
+        if m is None:
             raise DataFileError(f"{path}: line {i} is not '<64 lowercase hex digits>  <file "
                                 f"name>': {line[:80]!r}")
+        sha, name = m.groups()
         why = name_problem(name)
         if why:
             raise DataFileError(f"{path}: line {i} names {name[:80]!r}, which {why}: a manifest "
@@ -309,63 +295,77 @@ def read_manifest(folder, required: bool = False) -> dict[str, str]:
 
 
 def is_data_folder(folder) -> bool:
-    """True when `folder` holds committed data: it has a SHA256SUMS, or it is a folder the book
-    reads data from (`data_search_dirs`: $ANDREA_DATA_DIR, the repository's book/data, ...).
-    There the manifest is required and every file must be listed in it."""
-    folder = Path(folder)
-    if (folder / MANIFEST).exists():
+    """True when `folder` holds committed data: it has a SHA256SUMS, or the book reads data from
+    it (`data_search_dirs`). There the manifest is required and every file must be listed."""
+    if (Path(folder) / MANIFEST).exists():
         return True
     key = os.path.normcase(os.path.realpath(folder))
     return any(os.path.normcase(os.path.realpath(d)) == key for d in data_search_dirs())
 
 
 def restore_hint(folder) -> str:
-    """The remedy for a refused file of `folder`, as a reader types it: put git's version back,
-    or re-run the command that writes the folder (it rewrites SHA256SUMS last)."""
+    """The remedy for a refused file of `folder`: git's version back, or the writer re-run."""
     return (f"restore it with `git checkout -- {reader_path(folder)}`, or re-run the command "
             f"that writes it (it rewrites {MANIFEST} last)")
 
 
+def _tables(folder: Path, manifest_required: bool = True):
+    """For each table a file of `folder` must match, in order: (how a file it lists is named,
+    how one it lacks is named, its entry, {name: sha256}, the remedy for a path). First the pins
+    of the committed folder (andrea_edu/data_pins.py: a manifest regenerated over damage cannot
+    change them), then the folder's SHA256SUMS where it holds committed data (with
+    manifest_required false: where it exists). DataFileError when the manifest is damaged."""
+    from andrea_edu import data_pins  # the table; standard library only
+    if data_pins.pinned(folder):
+        pins = data_pins.PIN_NAME
+        yield (f"pinned in {pins}", f"has no pin in {pins}", f"its pin in {pins}", data_pins.PINS,
+               lambda p: f"restore it with `git checkout -- {reader_path(p)}`, or accept new data "
+                         f"deliberately with `python scripts/pin_data.py --accept "
+                         f"{reader_path(p)}` and commit that code change with the data")
+    if (folder / MANIFEST).exists() if not manifest_required else is_data_folder(folder):
+        m = folder / MANIFEST
+        yield (f"listed in {m}", f"not listed in {m}",
+               f"the sha256 recorded for it in {reader_path(m)}", read_manifest(folder, True),
+               lambda p: restore_hint(p.parent))
+
+
+def sha256_file(path) -> str:
+    """The sha256 of a file, read in 1 MiB blocks (never whole in memory)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(2**20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def manifest_problem(path) -> str | None:
-    """None when `path` may be read: it matches its sha256 in its folder's SHA256SUMS, or its
-    folder holds no committed data (`is_data_folder` false: a scratch folder). Otherwise one
-    line naming the folder and the remedy (`restore_hint`): the manifest missing or damaged (its
-    line named), the file not listed in it (a file the manifest lacks is refused), or its content
-    differing from the recorded sha256 (damage, an edit by hand, or a unit write cut short
-    before its manifest: fail closed). In the committed folder (book/data) the file must also
-    match its pin in andrea_edu/data_pins.py (`data_pins.check`): a manifest regenerated over a
-    damaged file does not vouch for it."""
+    """None when `path` may be read: it matches every table of its folder (`_tables`: its pin in
+    the committed folder, its line in a data folder's SHA256SUMS; a scratch folder has neither).
+    Otherwise one line with the remedy: too large to read, a table that lacks it or lists it
+    though it is gone, content that differs (damage, an edit by hand, or a unit write cut short
+    before its manifest: fail closed), or a manifest that cannot be trusted."""
     path = Path(path)
-    folder = path.parent
     too_big = size_problem(path)  # before a byte of it is read (hashed or parsed)
     if too_big:
         return too_big
-    from andrea_edu import data_pins  # the committed folder's pins, whatever SHA256SUMS says
-    pinned = data_pins.check(path)
-    if pinned:
-        return pinned
-    if not is_data_folder(folder):
-        return None
+    got = None
     try:
-        sums = read_manifest(folder, required=True)
+        for listed, unlisted, entry, sums, remedy in _tables(path.parent):
+            want = sums.get(path.name)
+            if want is None:
+                return (f"{unlisted}; a data file it lacks is refused (a write cut short, or a "
+                        f"file put there by hand): {remedy(path)}, or remove the file")
+            if not path.is_file():
+                return f"{listed} but missing (committed data deleted): {remedy(path)}"
+            got = got or sha256_file(path)
+            if got != want:
+                return (f"content differs from {entry} (damaged, edited by hand, or a write cut "
+                        f"short before its {MANIFEST}): {remedy(path)}")
     except DataFileError as e:
         return f"its folder's manifest cannot be trusted ({e})"
-    want = sums.get(path.name)
-    if want is None:
-        return (f"not listed in {folder / MANIFEST}; a data file the manifest lacks is refused "
-                f"(a write cut short before its {MANIFEST}, or a file put there by hand: remove "
-                f"it, or write it with the command that makes it, which lists it)")
-    try:
-        got = data_pins.sha256_file(path)
     except OSError as e:
         return f"cannot be read ({e.strerror or e})"
-    if got == want:
-        return None
-    if data_pins.crlf_converted(path, want):
-        return f"its line endings were converted to CRLF: {CRLF_CAUSE}; {CRLF_REMEDY}"
-    return (f"content differs from the sha256 recorded for it in {reader_path(folder / MANIFEST)}"
-            f" (damaged, edited by hand, or a write cut short before its {MANIFEST}): "
-            f"{restore_hint(folder)}")
+    return None
 
 
 # ---------------------------------------------------------------- one provenance schema, read
@@ -509,22 +509,15 @@ def load(kind: str, path=None, *, missing: str = "raise", **options):
 
 
 def unsafe_to_parse(path: Path, manifest: bool = True) -> str | None:
-    """One line when a data file must not be parsed at all, else None, checked in this order
-    before a loader reads it: its size (`size_problem`, from the file system alone), its
-    manifest and pins (`manifest_problem`: skipped with manifest=False, for a loader that
-    skips a refused file itself), and for JSON the depth of its nesting (`json_depth_problem`):
-    a 1 GB file is never read whole, a planted '[[[[...' never reaches a recursive parser."""
-    too_big = size_problem(path)
-    if too_big:
-        return too_big
-    if manifest:
-        problem = manifest_problem(path)
-        if problem:
-            return problem
-    if path.suffix == ".json":
-        try:
-            raw = path.read_bytes()
-        except OSError as e:
-            return f"cannot be read ({e.strerror or e})"
-        return json_depth_problem(raw)
-    return None
+    """One line when a data file must not be parsed at all, else None: too large
+    (`size_problem`, from its size alone), refused by its tables (`manifest_problem`; skipped
+    with manifest=False, for a loader that skips a refused file itself), or for JSON nested
+    too deep (`json_depth_problem`): a 1 GB file is never read, a planted '[[[[...' never
+    reaches a recursive parser."""
+    problem = size_problem(path) or (manifest_problem(path) if manifest else None)
+    if problem or path.suffix != ".json":
+        return problem
+    try:
+        return json_depth_problem(path.read_bytes())
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"

@@ -1,8 +1,9 @@
 """The committed data's pins, written: new data accepted into andrea_edu/data_pins.py's table.
 
-The table and its check are the book's (andrea_edu.data_pins: `check`, `missing`, `pinned`),
-read wherever committed data is read; this module changes what they check against, so only
-scripts/pin_data.py, scripts/land_gpu_out.py and the tests import it:
+The table is the book's (andrea_edu.data_pins: PINS, `pinned`), checked wherever committed data
+is read (andrea_edu.data.manifest_problem); this module changes what it checks against, and
+says more than a reader's one line needs, so only scripts/pin_data.py, scripts/land_gpu_out.py
+and the tests import it:
     accept(paths)       pin the files as they are now: rewrite the table in data_pins.py's source
                         (atomically) and in memory; a file that is gone loses its pin
     own_folder(folder)  whether `folder` is THIS checkout's book/data (or a folder pin_folder
@@ -11,6 +12,8 @@ scripts/pin_data.py, scripts/land_gpu_out.py and the tests import it:
                         scripts/pin_data.py's first check)
     pin_folder(folder)  mark a folder as holding copies of the committed data (a test's copy,
                         then checked against the pins as book/data is)
+    diagnose(path)      the book's refusal of a file, with its cause named where git converted
+                        its line endings (core.autocrlf): what scripts/pin_data.py prints
 Standard library only.
 """
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 from pathlib import Path
 
 from andrea_edu import data_pins as DP
+from andrea_edu.data import CRLF_CAUSE, CRLF_REMEDY, manifest_problem, read_manifest, reader_path
 
 _BEGIN, _END = "    # pins: begin", "    # pins: end"  # whole lines of data_pins.py's table
 
@@ -30,7 +34,12 @@ def own_folder(folder) -> bool:
     folders whose files this checkout's pins may be rewritten from. Another checkout's
     book/data is pinned by that checkout's own table."""
     folder = Path(folder)
-    return (folder / DP.MARKER).is_file() or DP.same_folder(folder, DP.committed_folder())
+    if (folder / DP.MARKER).is_file():
+        return True
+    try:
+        return os.path.samefile(folder, DP.committed_folder())
+    except OSError:
+        return False
 
 
 def check_own_folder(path) -> None:
@@ -43,7 +52,7 @@ def check_own_folder(path) -> None:
                          f"are pinned")
     if not own_folder(p.parent):
         raise ValueError(f"{p}: in another checkout's book/data, not this one's "
-                         f"({DP.shown(DP.committed_folder())}); pin it with that checkout's "
+                         f"({reader_path(DP.committed_folder())}); pin it with that checkout's "
                          f"scripts/pin_data.py")
 
 
@@ -54,6 +63,37 @@ def pin_folder(folder) -> Path:
     mark.write_text("this folder holds copies of the committed data: andrea_edu/data_pins.py "
                     "checks every file\n")
     return mark
+
+
+def crlf_converted(path, want: str) -> bool:
+    """True when `path` is the file of sha256 `want` with its line endings turned into CRLF (what
+    git does to a clone with core.autocrlf=true and no .gitattributes): the remedy is a checkout
+    that keeps bytes, not new data. Reads only files of at most 64 MiB."""
+    try:
+        if os.path.getsize(path) > 64 * 2**20:
+            return False
+        raw = Path(path).read_bytes()
+    except OSError:
+        return False
+    return b"\r\n" in raw and hashlib.sha256(raw.replace(b"\r\n", b"\n")).hexdigest() == want
+
+
+def diagnose(path) -> str | None:
+    """The book's refusal of `path` (andrea_edu.data.manifest_problem: its pin, its SHA256SUMS
+    line), or None; where its content differs only because git converted its line endings to
+    CRLF, that cause and its remedy instead (a checkout that keeps bytes, not new data)."""
+    path = Path(path)
+    problem = manifest_problem(path)
+    if problem is None or "content differs" not in problem:
+        return problem
+    wants = [DP.PINS.get(path.name)] if DP.pinned(path.parent) else []
+    try:
+        wants.append(read_manifest(path.parent).get(path.name))
+    except ValueError:
+        pass
+    if any(w and crlf_converted(path, w) for w in wants):
+        return f"its line endings were converted to CRLF: {CRLF_CAUSE}; {CRLF_REMEDY}"
+    return problem
 
 
 def pins_text(pins: dict[str, str]) -> str:

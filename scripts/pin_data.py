@@ -23,10 +23,11 @@ def check_all(folder: Path) -> list[str]:
     """One line per problem of `folder` against the pins (empty: every file matches)."""
     from andrea_edu import data_pins
     from andrea_edu.data import MANIFEST
+    from andrea_lab.pin_writer import diagnose
     names = sorted({p.name for p in folder.iterdir() if p.is_file() and p.name != MANIFEST
                     and not p.name.startswith(".")} | set(data_pins.PINS))
     return [f"{folder / n}: {problem}" for n in names
-            if (problem := data_pins.check(folder / n)) is not None]
+            if (problem := diagnose(folder / n)) is not None]
 
 
 def listed_as_is(path: Path) -> None:

@@ -62,9 +62,9 @@ def test_the_committed_folder_is_pinned_by_its_place_and_synthetic_folders_are_n
 
 def test_every_committed_file_matches_its_pin_and_the_check_command_says_so(capsys):
     assert data_pins.PINS == bookdata.read_manifest(DATA, required=True)
-    for name, sha in data_pins.PINS.items():
-        assert data_pins.check(DATA / name, sha) is None
-    assert data_pins.missing(DATA) is None
+    for name in data_pins.PINS:
+        assert bookdata.manifest_problem(DATA / name) is None
+    assert bookdata.listed_but_missing(DATA, "*") is None
     assert _script().main([]) == 0
     assert "all 15 files match their pins" in capsys.readouterr().out
 
@@ -134,12 +134,12 @@ def test_accept_rewrites_the_table_in_code_and_nothing_else(tmp_path, pin_copy):
     new = folder / "bench_layout_my-gpu.json"
     new.write_text('{"x": 1}\n')
     seal_folder(folder)
-    assert data_pins.check(new) is not None  # refused until pinned
+    assert "has no pin" in (bookdata.manifest_problem(new) or "")  # refused until pinned
     lines = pin_writer.accept([new])
     assert lines[0].startswith("bench_layout_my-gpu.json: pinned")
     sha = hashlib.sha256(new.read_bytes()).hexdigest()
     assert _table(pin_copy) == data_pins.PINS and data_pins.PINS[new.name] == sha
-    assert data_pins.check(new) is None and bookdata.manifest_problem(new) is None
+    assert bookdata.manifest_problem(new) is None
     changed = pin_copy.read_text().splitlines()
     assert [ln for ln in changed if ln not in before.splitlines()] == \
         [f'    "{new.name}": "{sha}",']  # one line of code: what the review sees
@@ -216,7 +216,8 @@ def test_a_crlf_converted_file_is_named_with_a_remedy_that_works(tmp_path):
     data = _checkout(tmp_path, ["toy_lab_model.json"])
     f = data / "toy_lab_model.json"
     f.write_bytes(f.read_bytes().replace(b"\n", b"\r\n"))
-    assert "git -c core.autocrlf=false checkout" in (data_pins.check(f) or "")
+    assert "differs from its pin" in (bookdata.manifest_problem(f) or "")  # the book refuses it
+    assert "git -c core.autocrlf=false checkout" in (pin_writer.diagnose(f) or "")  # the lab says why
     (data / MANIFEST).write_bytes((data / MANIFEST).read_bytes().replace(b"\n", b"\r\n"))
     with pytest.raises(DataFileError, match="Windows line endings.*autocrlf=false checkout"):
         bookdata.read_manifest(data)

@@ -20,7 +20,7 @@ import land_gpu_out  # noqa: E402
 from andrea_lab.pipeline_timing import save_timing
 from andrea_edu.bench import load_results, suites  # noqa: E402
 from andrea_lab.bench import gpucheck  # noqa: E402
-from andrea_edu.data import read_manifest  # noqa: E402
+from andrea_edu.data import manifest_problem, read_manifest  # noqa: E402
 
 SLUG = "synthetic-test-gpu"
 
@@ -137,7 +137,7 @@ def test_landing_into_the_committed_folder_pins_what_it_lands(suite_out, tmp_pat
     for name in landed:
         sha = hashlib.sha256((data / name).read_bytes()).hexdigest()
         assert data_pins.PINS[name] == sha and f'    "{name}": "{sha}",' in text
-        assert data_pins.check(data / name) is None
+        assert manifest_problem(data / name) is None
     assert load_results("layout", device="gpu", data_dir_=data) is not None
 
 
@@ -231,7 +231,7 @@ def test_a_landing_killed_before_its_pins_is_finished_by_a_plain_retry(suite_out
     assert set(read_manifest(data)) == landed and not any(n in data_pins.PINS for n in landed)
     monkeypatch.setattr(pin_writer, "accept", real)
     assert land_gpu_out.main([str(suite_out), "--data", str(data)]) == 0
-    assert all(data_pins.check(data / n) is None for n in landed)
+    assert all(manifest_problem(data / n) is None for n in landed)
     other, _ = _copy(suite_out, tmp_path, "other")
     g = other / "gpucheck.json"
     g.write_text(json.dumps(json.loads(g.read_text()), indent=2))

@@ -215,7 +215,7 @@ def _load_weights(path: Path, wpath: Path, sha: str, cfg: AndreaConfig, seed: in
     _need(wpath.is_file(), path, f"weights file {wpath.name} is missing")
     too_big = size_problem(wpath)  # before a byte of it is read
     _need(too_big is None, path, f"weights file {wpath.name}: {too_big}")
-    from ..data_pins import sha256_file
+    from ..data import sha256_file
     _need(sha256_file(wpath) == sha, path,
           f"weights file {wpath.name} does not match the sha256 recorded in the run")
     try:
