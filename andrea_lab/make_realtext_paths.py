@@ -1,5 +1,5 @@
-"""The real-text model's path ablations, measured and committed (andrea_edu.heads.path_runs
-measures, reads and re-checks them):
+"""The real-text model's path ablations, measured and committed (andrea_lab.path_ablation measures
+and re-checks them, andrea_edu.heads.path_runs reads them):
 
     python -m andrea_lab.make_realtext_paths --out book/data/realtext_paths.json
 """
@@ -14,6 +14,7 @@ from andrea_edu.data import find_data
 from andrea_edu.heads import path_runs as PR
 from andrea_edu.heads import text_corpus as tc
 from andrea_edu.heads import text_training as TT
+from andrea_lab import path_ablation as PA
 from andrea_lab.arg_checks import check_out_file
 from andrea_lab.run_writers import save_paths
 
@@ -37,7 +38,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("no committed real-text run (book/data/realtext_run.json) found")
     run = TT.load_run(src)
     sha = PR.weights_sha256(src)
-    d = PR.measure(run, tc.corpus_cached(), sha)
+    d = PA.measure(run, tc.corpus_cached(), sha)
     save_paths(d, args.out, replace=args.replace)
     print(f"wrote {args.out}: {len(d['entries'])} entries, {d['provenance']['cpu_seconds']} s CPU, "
           f"{d['provenance']['wall_seconds']} s wall")

@@ -1,6 +1,6 @@
-"""The real-text run, made and committed (andrea_edu.heads.text_training trains, reads and
-re-checks it; see its docstring for the pins and the measured tolerances, which
-`measure_spread` and `compare_scores` here measure):
+"""The real-text run, made, committed and re-checked (andrea_edu.heads.text_training trains and
+reads it; see its docstring for the pins and the measured tolerances, which `measure_spread` and
+`compare_scores` here measure; `recheck_losses` re-trains its first steps in a pinned subprocess):
 
     python -m andrea_lab.make_realtext_run --out book/data/realtext_run.json
     python -m andrea_lab.make_realtext_run --toy-out book/data/toy_lab_model.json
@@ -15,6 +15,7 @@ import dataclasses
 import itertools
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -26,12 +27,69 @@ from andrea_edu.heads import measures as M
 from andrea_edu.heads import text_training as TT
 from andrea_edu.heads import training as toy_training
 from andrea_edu.heads.text_runs import RUN_FILE, TextSettings, default_settings, weights_path
-from andrea_edu.heads.text_training import CPU_PINS, RECHECK_STEPS, SCORE_TOL
+from andrea_edu.env import die_with_parent
+from andrea_edu.heads.text_training import CPU_PINS, SCORE_TOL
 from andrea_edu.heads.run import Run, SettingsError
 from andrea_lab.run_writers import outputs_exist, save_run, save_toy, toy_weights_path
 
 MODULE = "andrea_lab.make_realtext_run"  # for `python -m` (this file may run as __main__)
 PROG = "python -m " + MODULE
+
+
+# ---------------------------------------------------------------- the re-check, in a pinned subprocess
+RECHECK_STEPS = 40
+RECHECK_TOL = 1e-4  # nats: measured (measure_spread), see heads.text_training's docstring
+
+
+def pinned_env(pins: dict | None = None) -> dict:
+    """This process's environment with the three knobs set as `pins` says (CPU_PINS by default;
+    a value None removes that knob). ANDREA_CPU_ISA=asis makes `import andrea_edu` leave the knobs
+    as set here: it neither fills in one left unset (an unset knob really is the library's own
+    choice) nor drops the pins ("native" would drop them: the re-check then ran unpinned)."""
+    env = dict(os.environ)
+    env["ANDREA_CPU_ISA"] = "asis"
+    for k, v in (CPU_PINS if pins is None else pins).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
+def recheck_losses(settings: TextSettings, n_steps: int = RECHECK_STEPS, pins: dict | None = None,
+                   timeout: float = 300) -> dict:
+    """The first n_steps training losses of `settings`, trained in a subprocess with `pins`
+    (CPU_PINS by default; {} or values None to leave the machine's defaults)."""
+    cmd = [sys.executable, "-m", MODULE, "--recheck", str(n_steps), "--settings",
+           json.dumps(dataclasses.asdict(settings))]
+    env = pinned_env(pins)
+    env["_ANDREA_PINNED"] = "1"
+    me = os.getpid()   # the re-check dies with this process (kill -9 of it included)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                         preexec_fn=(lambda: die_with_parent(me)) if os.name == "posix" else None)
+    if out.returncode != 0:
+        raise RuntimeError(f"re-check subprocess failed ({out.returncode}): "
+                           f"{out.stderr.strip().splitlines()[-1] if out.stderr.strip() else ''}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def compare_recheck(run: Run, re: dict, tol: float = RECHECK_TOL) -> dict:
+    """A re-check's losses (`recheck_losses`) against the committed run's first ones."""
+    n = len(re["train_loss"])
+    diff = np.abs(np.asarray(re["train_loss"]) - run.train_loss[:n])
+    return {"steps": n, "max_abs_diff": float(diff.max()), "tol": tol,
+            "agrees": bool(diff.max() <= tol), "cpu_capability": re["cpu_capability"],
+            "pins": re["pins"], "wall_seconds": re["wall_seconds"]}
+
+
+def recheck_record(settings: TextSettings, n_steps: int) -> dict:
+    """The first n_steps training losses of `settings`, with the numerics they ran under: what
+    `recheck_losses` reads back from its pinned subprocess."""
+    r = TT.train(settings, progress=False, stop_after=n_steps)
+    return {"train_loss": r.train_loss.tolist(), "wall_seconds": r.wall_seconds,
+            "cpu_seconds": r.cpu_seconds,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "pins": {k: os.environ.get(k) for k in CPU_PINS}}
 
 
 def _reexec_pinned(argv: list[str]) -> None:
@@ -41,7 +99,7 @@ def _reexec_pinned(argv: list[str]) -> None:
     if os.environ.get("_ANDREA_PINNED") or (
             set_ and torch.backends.cpu.get_cpu_capability() == CPU_PINS["ATEN_CPU_CAPABILITY"].upper()):
         return
-    env = TT.pinned_env()
+    env = pinned_env()
     env["_ANDREA_PINNED"] = "1"
     os.execve(sys.executable, [sys.executable, "-m", MODULE, *argv], env)
 
@@ -146,11 +204,11 @@ def measure_spread(n_steps: int = RECHECK_STEPS, settings: TextSettings | None =
     """The re-check's first n_steps losses under every combination of the three knobs (each set
     to its pin or left unset), against the pinned run: {combination: max |loss difference|}."""
     s = settings or default_settings(False)
-    ref = TT.recheck_losses(s, n_steps)
+    ref = recheck_losses(s, n_steps)
     out = {}
     for values in itertools.product(*[(None, v) for v in CPU_PINS.values()]):
         pins = dict(zip(CPU_PINS, values))
-        r = TT.recheck_losses(s, n_steps, pins=pins)
+        r = recheck_losses(s, n_steps, pins=pins)
         key = ", ".join(f"{k}={v or 'unset'}" for k, v in pins.items())
         out[key] = {"max_abs_diff": float(np.max(np.abs(np.subtract(r["train_loss"],
                                                                     ref["train_loss"])))),
@@ -160,7 +218,7 @@ def measure_spread(n_steps: int = RECHECK_STEPS, settings: TextSettings | None =
     # must not pass.
     for key, changed in (("2 torch threads (another summation order)", dict(threads=2)),
                          ("learning rate x 1.001 (a real change)", dict(lr=s.lr * 1.001))):
-        r = TT.recheck_losses(dataclasses.replace(s, **changed), n_steps)
+        r = recheck_losses(dataclasses.replace(s, **changed), n_steps)
         out[key] = {"max_abs_diff": float(np.max(np.abs(np.subtract(r["train_loss"],
                                                                     ref["train_loss"])))),
                     "cpu_capability": r["cpu_capability"], "wall_seconds": r["wall_seconds"]}
@@ -186,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         return fail(PROG, problem)
     assert s is not None
     if args.recheck and not args.measure_spread:
-        print(json.dumps(TT.recheck_record(s, args.recheck)))
+        print(json.dumps(recheck_record(s, args.recheck)))
         return 0
     if args.measure_spread:
         for k, v in measure_spread(args.recheck or RECHECK_STEPS).items():
@@ -202,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None and args.toy_out is None:
         return fail(PROG, "give --out PATH, --toy-out PATH or --recheck N")
     if args.no_pin and not os.environ.get("_ANDREA_NATIVE"):  # knobs left to the libraries
-        env = TT.pinned_env(dict.fromkeys(CPU_PINS))
+        env = pinned_env(dict.fromkeys(CPU_PINS))
         env["_ANDREA_NATIVE"] = "1"
         os.execve(sys.executable, [sys.executable, "-m", MODULE, *raw], env)
     if not args.no_pin:

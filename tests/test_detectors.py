@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from andrea_lab import make_realtext_run as RR
 from andrea_lab.run_writers import save_run
 from andrea_edu.data import DataFileError, find_data
 from andrea_edu.config import AndreaConfig
@@ -166,10 +167,24 @@ def test_run_file_round_trip_and_one_line_errors(tiny_run, tmp_path):
 
 def test_recheck_comparison_uses_the_tolerance(tiny_run):
     _, _, run = tiny_run
-    close = {"train_loss": (run.train_loss[:3] + TT.RECHECK_TOL / 2).tolist(),
+    close = {"train_loss": (run.train_loss[:3] + RR.RECHECK_TOL / 2).tolist(),
              "cpu_capability": "AVX2", "pins": {}, "wall_seconds": 1.0}
-    far = dict(close, train_loss=(run.train_loss[:3] + 10 * TT.RECHECK_TOL).tolist())
-    assert TT.compare_recheck(run, close)["agrees"] and not TT.compare_recheck(run, far)["agrees"]
+    far = dict(close, train_loss=(run.train_loss[:3] + 10 * RR.RECHECK_TOL).tolist())
+    assert RR.compare_recheck(run, close)["agrees"] and not RR.compare_recheck(run, far)["agrees"]
+
+
+def test_the_committed_run_trains_alike_again_for_its_first_steps():
+    """The re-check the chapter "Heads on real text" once ran live: the committed run's first 10
+    training steps, trained again in a subprocess with its CPU pins, within RECHECK_TOL."""
+    path = find_data(TT.RUN_FILE)
+    if path is None:
+        pytest.skip("no committed real-text run next to this checkout")
+    run = TT.load_run(path, with_model=False)
+    same, what = tc.same_corpus(run.provenance["corpus"], tc.corpus_cached())
+    if not same:
+        pytest.skip(f"another Python's standard library: {what}")
+    r = RR.compare_recheck(run, RR.recheck_losses(run.settings, 10))
+    assert r["steps"] == 10 and r["agrees"], r
 
 
 def test_committed_run_finds_a_previous_token_head():

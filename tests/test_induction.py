@@ -1,4 +1,4 @@
-"""heads.composition, heads.paths, heads.induction on a hand-built two-layer model whose answer is
+"""heads.composition, andrea_lab.path_ablation, heads.induction on a hand-built two-layer model whose answer is
 known: layer 0 head 0 is a previous-token head, layer 1 head 0 an induction head that reads it
 through its keys (K-composition) and copies; the other head of each layer is small noise."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from andrea_edu.config import AndreaConfig
 from andrea_edu.heads import circuits as K
 from andrea_edu.heads import composition as CO
 from andrea_edu.heads import induction as IN
-from andrea_edu.heads import paths as PA
+from andrea_lab import path_ablation as PA
 from andrea_edu.heads import text_corpus as tc
 from andrea_edu.heads.batch import Batch
 from andrea_edu.model import AndreaModel
@@ -233,7 +233,7 @@ def test_committed_path_ablations_validate_and_recheck(tmp_path):
         pytest.skip("no committed real-text run or path ablations next to this checkout")
     sha = PR.weights_sha256(run_path)
     d = PR.load_paths(paths_path, sha)
-    assert len(d["entries"]) == len(PR.grid(8)) + 2 * len(PR.ROUTES)
+    assert len(d["entries"]) == len(PA.grid(8)) + 2 * len(PR.ROUTES) == len(PR.expected_entries(8))
     assert PR.as_grid(d, 8).shape == (8, 8)
     with pytest.raises(DataFileError, match="other weights"):
         PR.load_paths(paths_path, "0" * 64)
@@ -247,7 +247,7 @@ def test_committed_path_ablations_validate_and_recheck(tmp_path):
     same, _ = tc.same_corpus(run.provenance["corpus"], tc.corpus_cached())
     if not same:
         pytest.skip("another Python's standard library: the windows differ")
-    r = PR.recheck(run, tc.corpus_cached(), d, ["L0H5 -> L1H1 q"])
+    r = PA.recheck(run, tc.corpus_cached(), d, ["L0H5 -> L1H1 q"])
     assert r["agrees"], r
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from andrea_edu.heads import path_runs, text_runs, training
+from andrea_edu.heads import text_runs, training
 from andrea_edu.heads.run import Run
+from andrea_lab import path_ablation
 
 DATA = Path(__file__).resolve().parents[1] / "book" / "data"
 
@@ -56,4 +57,4 @@ def test_a_lab_specific_reading_refuses_the_other_labs_run():
     with pytest.raises(ValueError, match="no ablation standard errors"):
         toy.summary(0.01)
     with pytest.raises(ValueError, match="run: a real-text run .* this is a toy run"):
-        path_runs.ablation_windows(toy, corpus=None)  # type: ignore[arg-type]
+        path_ablation.ablation_windows(toy, corpus=None)  # type: ignore[arg-type]

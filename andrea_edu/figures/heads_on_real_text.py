@@ -252,7 +252,7 @@ def source_rows(rows, verdict: str, ids: dict, rep, tol: float, gpt2=None):
 
 
 # ---------------------------------------------------------------- circuits across layers
-# (heads.composition, heads.paths / path_runs, heads.induction)
+# (heads.composition, heads.path_runs, heads.induction)
 def fig_composition(sc, base):
     """sc (3, nh, nh) [kind, layer-0 writer, layer-1 reader]; each panel shows score / baseline
     mean, annotated with the score."""

@@ -22,8 +22,9 @@ weights that read it (diag(gamma_0) W_V^h1 for the writer, diag(gamma_1) W_Q^h2,
 the reader), ignore the centering (a projection that removes one direction of 128), the division
 by std (one number per position: the scores are ratios of norms, so it cancels) and beta (a
 constant input, not a path from h1). Layer 0's MLP, which also reads h1's output before layer 1
-does, is left out: these scores are the direct path h1 -> h2 only. `path_ablation` (module
-`heads.paths`) measures the whole effect, MLP included.
+does, is left out: these scores are the direct path h1 -> h2 only. Path ablation (the laboratory's
+`andrea_lab.path_ablation`, committed as book/data/realtext_paths.json) measures the whole effect,
+MLP included.
 
 Baseline. The same score between random matrices of the same shapes (W_Q, W_K, W_V of (C, hs),
 W_O of (hs, C), entries i.i.d. normal: the scores do not depend on their scale), over many draws:

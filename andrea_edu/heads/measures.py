@@ -3,7 +3,7 @@ the uniform baseline, the best head per pattern, pattern losses, ablations, solo
 
 The one home of these measures for the toy laboratory (chapter "Why heads specialize":
 `heads.training` calls them during and after training, the chapter on the trained model) and
-for real text (chapter "Heads on real text": `heads.text_training`, `heads.paths`, the chapter).
+for real text (chapter "Heads on real text": `heads.text_training`, the chapter; path ablations: `andrea_lab.path_ablation`).
 `key_score` is the one head scorer of every laboratory: the pattern scores here, the trained
 encoder's probes (`heads.trained.patterns.head_table`) and the induction offsets and identifier
 readings (`heads.induction`) only say which (window, query, key) triples to read.

@@ -1,8 +1,8 @@
 """The real-text model's path ablations, measured once and committed (the laboratory writes them:
-andrea_lab.make_realtext_paths), validated on load, re-checked live.
+andrea_lab.make_realtext_paths, with andrea_lab.path_ablation), validated on load.
 
 Introduced in the chapter "Heads on real text" (section "Circuits across layers"). Each entry removes
-one set of paths (`heads.paths`) on the committed run's held-out ablation windows
+one set of paths (`andrea_lab.path_ablation`) on the committed run's held-out ablation windows
 (`text_training.ABLATION_SEED`, `ablation_batch` windows, the same windows as the run's head
 ablation) and records the destination head's pattern change and the loss change:
 
@@ -10,7 +10,7 @@ ablation) and records the destination head's pattern change and the loss change:
     the previous-token head and L0H5 into every layer-1 head, q, k and v apart       48 entries
     the previous-token head and L0H5 into every layer-1 head at once ("qkv")          2 entries
     the previous-token head and L0H5 into the other readers alone: layer 0's MLP,
-    layer 1's MLP, the output (`paths.forward_route`; no pattern, tv null)             6 entries
+    layer 1's MLP, the output (`forward_route`; no pattern, tv null)             6 entries
 
     python -m andrea_lab.make_realtext_paths --out book/data/realtext_paths.json
 
@@ -19,27 +19,20 @@ other weights, in one line.
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import platform
-import time
 from pathlib import Path
 
 import numpy as np
-from andrea_edu.data import DataFileError
 
 from .. import data as bookdata
-from . import paths as PA
-from . import text_corpus as tc
-from .batch import Batch
-from .run import Run
-from .text_runs import TextSettings, _need
+from ..data import DataFileError
+from .text_runs import _need
 
 PATHS_FILE = "realtext_paths.json"
 SCHEMA = 1
 WRITERS = (1, 5)  # the previous-token head and the head whose ablation costs brackets most
 ROUTES = {"mlp0": "MLP0", "mlp1": "MLP1", "out": "output"}  # reader -> label
-RECHECK_TOL = 1e-4  # nats and TV: the float noise of one re-run is ~1e-7; see recheck()
+INPUTS = ("q", "k", "v")  # a later head's inputs a path can be removed from
 
 
 def weights_sha256(run_path: Path) -> str:
@@ -50,66 +43,14 @@ def weights_sha256(run_path: Path) -> str:
         raise DataFileError(f"{run_path}: names no weights sha256 ({type(e).__name__})") from None
 
 
-def grid(n_head: int, writers=WRITERS) -> list[tuple[str, list[PA.Path]]]:
-    """(label, paths) of every entry, in the file's order."""
-    out = [(f"L0H{a} -> L1H{b} qkv", [PA.Path(0, a, 1, b, "qkv")])
-           for a in range(n_head) for b in range(n_head)]
-    out += [(f"L0H{a} -> L1H{b} {i}", [PA.Path(0, a, 1, b, i)])
-            for a in writers for b in range(n_head) for i in PA.INPUTS]
-    out += [(f"L0H{a} -> every L1 head qkv", [PA.Path(0, a, 1, b, "qkv") for b in range(n_head)])
-            for a in writers]
-    return out
-
-
-def ablation_windows(run: Run, corpus: tc.Corpus, n: int | None = None) -> Batch:
-    from .text_training import ABLATION_SEED
-    if not isinstance(run.settings, TextSettings):
-        raise ValueError(f"run: a real-text run (heads.text_runs.load_run) is needed; this is a "
-                         f"{run.lab} run")
-    return tc.labelled_batch(corpus, n or run.settings.ablation_batch, run.settings.seq_len,
-                             seed=ABLATION_SEED)
-
-
-def measure(run: Run, corpus: tc.Corpus, weights_sha256: str, entries=None) -> dict:
-    """Every entry of `grid` (or the given (label, paths) list) on the run's ablation windows."""
-    if run.model is None:
-        raise ValueError("run.model is None: load the run with its weights (with_model=True)")
-    full = entries is None
-    entries = grid(run.settings.n_head) if entries is None else entries
-    batch = ablation_windows(run, corpus)
-    t0, c0 = time.perf_counter(), time.process_time()
-    r = PA.path_effects(run.model, batch, [p for _, p in entries])
-    routes = []
-    if full:
-        for a in WRITERS:
-            rr = PA.route_effects(run.model, batch, (0, a), list(ROUTES))
-            routes += [{"label": f"L0H{a} -> {name}", "paths": [[0, a, reader]], "tv": None,
-                        "loss": np.round(rr["loss"][j], 6).tolist(),
-                        "loss_se": np.round(rr["loss_se"][j], 6).tolist()}
-                       for j, (reader, name) in enumerate(ROUTES.items())]
-    return {"schema": SCHEMA, "weights_sha256": weights_sha256,
-            "windows": {"seed": "text_training.ABLATION_SEED", "n": batch.idx.shape[0],
-                        "seq_len": batch.idx.shape[1]},
-            "base_loss": np.round(r["base_loss"], 6).tolist(),
-            "entries": [{"label": lab, "paths": [[p.src_layer, p.src_head, p.dst_layer,
-                                                  p.dst_head, p.inputs] for p in ps],
-                         "tv": round(float(r["tv"][j]), 6),
-                         "loss": np.round(r["loss"][j], 6).tolist(),
-                         "loss_se": np.round(r["loss_se"][j], 6).tolist()}
-                        for j, (lab, ps) in enumerate(entries)] + routes,
-            "provenance": bookdata.new_provenance(
-                "path ablations of the committed real-text model (heads.paths)",
-                "python -m andrea_lab.make_realtext_paths --out book/data/" + PATHS_FILE,
-                machine=platform.machine(),
-                code_sha256=hashlib.sha256(Path(PA.__file__).read_bytes()).hexdigest()[:16],
-                cpu_seconds=round(time.process_time() - c0, 1),
-                wall_seconds=round(time.perf_counter() - t0, 1))}
-
-
 def expected_entries(n_head: int) -> list[tuple[str, list]]:
-    """(label, paths as stored) of every entry a complete file holds, in its order."""
-    out = [(lab, [[p.src_layer, p.src_head, p.dst_layer, p.dst_head, p.inputs] for p in ps])
-           for lab, ps in grid(n_head)]
+    """(label, paths as stored) of every entry a complete file holds, in its order: a path is
+    [src_layer, src_head, dst_layer, dst_head, inputs], a route to another reader [0, head, reader]."""
+    out = [(f"L0H{a} -> L1H{b} qkv", [[0, a, 1, b, "qkv"]]) for a in range(n_head) for b in range(n_head)]
+    out += [(f"L0H{a} -> L1H{b} {i}", [[0, a, 1, b, i]])
+            for a in WRITERS for b in range(n_head) for i in INPUTS]
+    out += [(f"L0H{a} -> every L1 head qkv", [[0, a, 1, b, "qkv"] for b in range(n_head)])
+            for a in WRITERS]
     return out + [(f"L0H{a} -> {name}", [[0, a, reader]]) for a in WRITERS
                   for reader, name in ROUTES.items()]
 
@@ -191,18 +132,3 @@ def as_grid(d: dict, n_head: int, key: str = "tv", col: int = 0) -> np.ndarray:
     return out
 
 
-def recheck(run: Run, corpus: tc.Corpus, d: dict, labels: list[str]) -> dict:
-    """Re-measure the `labels` entries on the same windows; the largest difference from the file
-    (tv and loss, nats) against RECHECK_TOL (the file rounds to 1e-6)."""
-    known = dict(grid(run.settings.n_head))
-    for lab in labels:
-        if lab not in known:
-            raise ValueError(f"label={lab!r} is not an entry; e.g. {next(iter(known))!r}")
-    fresh = measure(run, corpus, d["weights_sha256"], [(lab, known[lab]) for lab in labels])
-    diff = 0.0
-    for e in fresh["entries"]:
-        old = entry(d, e["label"])
-        diff = max(diff, abs(e["tv"] - old["tv"]),
-                   float(np.nanmax(np.abs(np.subtract(e["loss"], old["loss"], dtype=float)))))
-    return {"labels": labels, "max_abs_diff": diff, "tol": RECHECK_TOL,
-            "agrees": bool(diff <= RECHECK_TOL), "cpu_seconds": fresh["provenance"]["cpu_seconds"]}

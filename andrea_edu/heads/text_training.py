@@ -10,9 +10,10 @@ losses, scores, ablation) and the model's weights beside it (`realtext_model.pt`
 JSON), both atomically (temporary file + os.replace). `load_run` validates the JSON and says in one
 line which file is wrong and why.
 
-The live re-check (`recheck_losses`, or `--recheck N`) trains the schedule's first RECHECK_STEPS
-steps again, in a subprocess with the same pins, and compares its training losses with the
-committed ones (stored to 5 decimals): they must agree within RECHECK_TOL.
+The laboratory's re-check (`andrea_lab.make_realtext_run.recheck_losses`, or `--recheck N`; the
+tests run it) trains the schedule's first `RECHECK_STEPS` steps again, in a subprocess with the same
+pins, and compares its training losses with the committed ones (stored to 5 decimals): they must
+agree within RECHECK_TOL.
 
 How the tolerances were measured (python -m andrea_lab.make_realtext_run --measure-spread, on an
 Intel Xeon with AVX-512, 2 cores; and two full runs):
@@ -33,15 +34,10 @@ knobs removed (the command pins them otherwise).
 """
 from __future__ import annotations
 
-import dataclasses
 import importlib
-import json
-import math
 import os
 import platform
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -49,7 +45,7 @@ import numpy as np
 import torch
 
 from .. import env
-from ..env import book_build, die_with_parent
+from ..env import book_build
 from ..model import AndreaModel
 from . import detectors as D, measures as M
 from . import text_corpus as tc
@@ -66,10 +62,7 @@ CPU_PINS = dict(getattr(env, "PINNED_ISA", None) or
 
 EVAL_SEED = 2024  # validation windows of every evaluation
 ABLATION_SEED = 2025  # held-out windows of the final ablation
-RECHECK_STEPS = 40
-RECHECK_TOL = 1e-4  # nats: measured, see the module docstring
 SCORE_TOL = 0.01  # absolute score: measured, see the module docstring
-MODULE = "andrea_edu.heads.text_training"  # the re-check subprocess: python -m MODULE --recheck
 
 
 def train(settings: TextSettings | None = None, progress: bool = True,
@@ -176,79 +169,3 @@ def provenance(corpus: tc.Corpus) -> dict:
         "a small ANDREA trained on the Python standard library's source, CPU",
         "python -m andrea_lab.make_realtext_run --out book/data/" + RUN_FILE,
         **cpu_keys(), code_hash=code_hash(), corpus=dict(corpus.provenance))
-
-
-# ---------------------------------------------------------------- the pinned subprocess
-def pinned_env(pins: dict | None = None) -> dict:
-    """This process's environment with the three knobs set as `pins` says (CPU_PINS by default;
-    a value None removes that knob). ANDREA_CPU_ISA=asis makes `import andrea_edu` leave the knobs
-    as set here: it neither fills in one left unset (an unset knob really is the library's own
-    choice) nor drops the pins ("native" would drop them: the re-check then ran unpinned)."""
-    env = dict(os.environ)
-    env["ANDREA_CPU_ISA"] = "asis"
-    for k, v in (CPU_PINS if pins is None else pins).items():
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = v
-    return env
-
-
-def recheck_losses(settings: TextSettings, n_steps: int = RECHECK_STEPS, pins: dict | None = None,
-                   timeout: float = 300) -> dict:
-    """The first n_steps training losses of `settings`, trained in a subprocess with `pins`
-    (CPU_PINS by default; {} or values None to leave the machine's defaults)."""
-    cmd = [sys.executable, "-m", MODULE, "--recheck", str(n_steps), "--settings",
-           json.dumps(dataclasses.asdict(settings))]
-    env = pinned_env(pins)
-    env["_ANDREA_PINNED"] = "1"
-    me = os.getpid()   # the re-check dies with this process (kill -9 of it included)
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
-                         preexec_fn=(lambda: die_with_parent(me)) if os.name == "posix" else None)
-    if out.returncode != 0:
-        raise RuntimeError(f"re-check subprocess failed ({out.returncode}): "
-                           f"{out.stderr.strip().splitlines()[-1] if out.stderr.strip() else ''}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def compare_recheck(run: Run, re: dict, tol: float = RECHECK_TOL) -> dict:
-    n = len(re["train_loss"])
-    diff = np.abs(np.asarray(re["train_loss"]) - run.train_loss[:n])
-    return {"steps": n, "max_abs_diff": float(diff.max()), "tol": tol,
-            "agrees": bool(diff.max() <= tol), "cpu_capability": re["cpu_capability"],
-            "pins": re["pins"], "wall_seconds": re["wall_seconds"]}
-
-
-def recheck_record(settings: TextSettings, n_steps: int) -> dict:
-    """The first n_steps training losses of `settings`, with the numerics they ran under: what
-    `recheck_losses` reads back from its pinned subprocess."""
-    r = train(settings, progress=False, stop_after=n_steps)
-    return {"train_loss": r.train_loss.tolist(), "wall_seconds": r.wall_seconds,
-            "cpu_seconds": r.cpu_seconds,
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "pins": {k: os.environ.get(k) for k in CPU_PINS}}
-
-
-def _recheck_main(argv: list[str] | None = None) -> int:
-    """python -m andrea_edu.heads.text_training --recheck N --settings JSON: the subprocess
-    `recheck_losses` runs; prints `recheck_record` as one JSON line and writes nothing (making
-    and writing runs is the laboratory's: python -m andrea_lab.make_realtext_run)."""
-    import argparse
-    ap = argparse.ArgumentParser(prog="python -m " + MODULE,
-                                 description="The first N training losses of a run, as JSON.")
-    ap.add_argument("--recheck", type=int, required=True, help="how many steps, 1..steps")
-    ap.add_argument("--settings", required=True, help="TextSettings fields as a JSON object")
-    a = ap.parse_args(argv)
-    try:
-        s = TextSettings.from_json(a.settings, base=default_settings(False))
-        s.check()
-    except (SettingsError, TypeError) as e:
-        ap.error(f"--settings: {e}")
-    if not 1 <= a.recheck <= s.steps:
-        ap.error(f"--recheck: {a.recheck} is not allowed; an integer in 1..{s.steps}")
-    print(json.dumps(recheck_record(s, a.recheck)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_recheck_main())

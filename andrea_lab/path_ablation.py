@@ -1,4 +1,9 @@
-"""Path ablation: remove one head's output from one later head's query, key or value input only.
+"""Path ablation, the laboratory's instrument behind book/data/realtext_paths.json: remove one
+head's output from one later head's query, key or value input only, and measure the change.
+
+The chapter "Heads on real text" (section "Circuits across layers") reads the committed file
+(`andrea_edu.heads.path_runs.load_paths`); this module measures it
+(`python -m andrea_lab.make_realtext_paths`) and re-checks it (`recheck`, in the tests).
 
 Introduced in the chapter "Heads on real text" (section "Circuits across layers"). Ablating a head
 (`AndreaModel.ablate`, zeroing its row block of W_O) removes it from every reader at once: every
@@ -31,10 +36,21 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..model import AndreaModel, attention_probabilities
-from ..projections import head_contributions, project_c_attn
+import hashlib
+import platform
+import time
+from pathlib import Path as FilePath
 
-INPUTS = ("q", "k", "v")
+from andrea_edu import data as bookdata
+from andrea_edu.heads import text_corpus as tc
+from andrea_edu.heads.batch import Batch
+from andrea_edu.heads.path_runs import INPUTS, PATHS_FILE, ROUTES, SCHEMA, WRITERS, entry, expected_entries
+from andrea_edu.heads.run import Run
+from andrea_edu.heads.text_runs import TextSettings
+from andrea_edu.model import AndreaModel, attention_probabilities
+from andrea_edu.projections import head_contributions, project_c_attn
+
+RECHECK_TOL = 1e-4  # nats and TV: the float noise of one re-run is ~1e-7; see recheck()
 
 
 @dataclass(frozen=True)
@@ -168,7 +184,7 @@ def path_effects(model: AndreaModel, batch, paths_list, chunk: int = 32) -> dict
 
     batch: a real-text `heads.batch.Batch`. Returns {"tv": (n,), "loss": (n, 4), "loss_se": (n, 4),
     "base_loss": (4,)}; tv is measured on the destination head of the entry's first path."""
-    from . import measures as M
+    from andrea_edu.heads import measures as M
     n = len(paths_list)
     for ps in paths_list:
         _check(model, ps)
@@ -233,7 +249,7 @@ def forward_route(model: AndreaModel, idx: torch.Tensor, src: tuple[int, int], r
 def route_effects(model: AndreaModel, batch, src: tuple[int, int], readers, chunk: int = 32) -> dict:
     """{"loss": (n, 4), "loss_se": (n, 4), "base_loss": (4,)}: the loss change (detectors.LOSS_KEYS)
     when head src is removed from each reader of `readers` alone (see `forward_route`)."""
-    from . import measures as M
+    from andrea_edu.heads import measures as M
     for r in readers:
         _reader_ok(model, src, r)
     rows = batch.idx.shape[0]
@@ -251,3 +267,72 @@ def route_effects(model: AndreaModel, batch, src: tuple[int, int], readers, chun
         loss[j] = M.pattern_losses(pos[j], batch) - base
         se[j] = M.standard_errors(M.window_means(pos[j], batch) - base_w)
     return {"loss": loss, "loss_se": se, "base_loss": base}
+
+
+def grid(n_head: int) -> list[tuple[str, list[Path]]]:
+    """(label, paths) of every head-to-head entry of a complete file, in its order
+    (`path_runs.expected_entries` without the routes to an MLP or the output)."""
+    return [(lab, [Path(*p) for p in ps]) for lab, ps in expected_entries(n_head)
+            if len(ps[0]) == 5]
+
+
+def ablation_windows(run: Run, corpus: tc.Corpus, n: int | None = None) -> Batch:
+    from andrea_edu.heads.text_training import ABLATION_SEED
+    if not isinstance(run.settings, TextSettings):
+        raise ValueError(f"run: a real-text run (heads.text_runs.load_run) is needed; this is a "
+                         f"{run.lab} run")
+    return tc.labelled_batch(corpus, n or run.settings.ablation_batch, run.settings.seq_len,
+                             seed=ABLATION_SEED)
+
+
+def measure(run: Run, corpus: tc.Corpus, weights_sha256: str, entries=None) -> dict:
+    """Every entry of `grid` (or the given (label, paths) list) on the run's ablation windows."""
+    if run.model is None:
+        raise ValueError("run.model is None: load the run with its weights (with_model=True)")
+    full = entries is None
+    entries = grid(run.settings.n_head) if entries is None else entries
+    batch = ablation_windows(run, corpus)
+    t0, c0 = time.perf_counter(), time.process_time()
+    r = path_effects(run.model, batch, [p for _, p in entries])
+    routes = []
+    if full:
+        for a in WRITERS:
+            rr = route_effects(run.model, batch, (0, a), list(ROUTES))
+            routes += [{"label": f"L0H{a} -> {name}", "paths": [[0, a, reader]], "tv": None,
+                        "loss": np.round(rr["loss"][j], 6).tolist(),
+                        "loss_se": np.round(rr["loss_se"][j], 6).tolist()}
+                       for j, (reader, name) in enumerate(ROUTES.items())]
+    return {"schema": SCHEMA, "weights_sha256": weights_sha256,
+            "windows": {"seed": "text_training.ABLATION_SEED", "n": batch.idx.shape[0],
+                        "seq_len": batch.idx.shape[1]},
+            "base_loss": np.round(r["base_loss"], 6).tolist(),
+            "entries": [{"label": lab, "paths": [[p.src_layer, p.src_head, p.dst_layer,
+                                                  p.dst_head, p.inputs] for p in ps],
+                         "tv": round(float(r["tv"][j]), 6),
+                         "loss": np.round(r["loss"][j], 6).tolist(),
+                         "loss_se": np.round(r["loss_se"][j], 6).tolist()}
+                        for j, (lab, ps) in enumerate(entries)] + routes,
+            "provenance": bookdata.new_provenance(
+                "path ablations of the committed real-text model (andrea_lab.path_ablation)",
+                "python -m andrea_lab.make_realtext_paths --out book/data/" + PATHS_FILE,
+                machine=platform.machine(),
+                code_sha256=hashlib.sha256(FilePath(__file__).read_bytes()).hexdigest()[:16],
+                cpu_seconds=round(time.process_time() - c0, 1),
+                wall_seconds=round(time.perf_counter() - t0, 1))}
+
+
+def recheck(run: Run, corpus: tc.Corpus, d: dict, labels: list[str]) -> dict:
+    """Re-measure the `labels` entries on the same windows; the largest difference from the file
+    (tv and loss, nats) against RECHECK_TOL (the file rounds to 1e-6)."""
+    known = dict(grid(run.settings.n_head))
+    for lab in labels:
+        if lab not in known:
+            raise ValueError(f"label={lab!r} is not an entry; e.g. {next(iter(known))!r}")
+    fresh = measure(run, corpus, d["weights_sha256"], [(lab, known[lab]) for lab in labels])
+    diff = 0.0
+    for e in fresh["entries"]:
+        old = entry(d, e["label"])
+        diff = max(diff, abs(e["tv"] - old["tv"]),
+                   float(np.nanmax(np.abs(np.subtract(e["loss"], old["loss"], dtype=float)))))
+    return {"labels": labels, "max_abs_diff": diff, "tol": RECHECK_TOL,
+            "agrees": bool(diff <= RECHECK_TOL), "cpu_seconds": fresh["provenance"]["cpu_seconds"]}
