@@ -13,10 +13,12 @@ checks, re-running pinned or unpinned).
     pipeline_timing  python -m andrea_lab.pipeline_timing: time per step, pipeline_<device>.json
                 (save_timing)
     make_realtext_run  python -m andrea_lab.make_realtext_run: the real-text run and the toy
-                chapter's model (its --recheck runs the book's own
-                andrea_edu.heads.text_training --recheck)
+                chapter's model; recheck_losses (--recheck) re-trains the run's first steps in
+                a pinned subprocess (the tests compare them with the committed run)
     make_realtext_paths  python -m andrea_lab.make_realtext_paths: the real-text model's path
                 ablations
+    path_ablation  the instrument behind them: one head's output removed from one later head's
+                q, k or v (forward, path_effects, route_effects), measure and recheck
     make_realtext_variant  python -m andrea_lab.make_realtext_variant: the longer real-text
                 variants
     make_sass_model  python -m andrea_lab.make_sass_model --out DIR: the SASS counts and time
