@@ -14,10 +14,18 @@ and -W fails). A row naming no registered claim fails the build the same way.
 A toy's row on a claim about trained transformers cannot decide it
 (andrea_edu.figures.verdicts.decides): only rows at the claim's scale decide (scale="trained": a
 trained model; the literature's findings, claims.PUBLISHED, listed as "Published work").
+
+The registry's file itself is checked here too (`check_registry`): the book build's extension
+runs it when it loads, so a bad claims.json stops the build in one line naming the entry.
 """
 from __future__ import annotations
 
-from andrea_edu.figures.claims import CLAIMS, PUBLISHED, fold
+import json
+import re
+from importlib import resources
+
+from andrea_edu.figures.claims import (CLAIMS, DATA, KINDS, PUBLISHED, SCALES, SOURCE,
+                                       TRAINED_TRANSFORMERS_SHOW_HEADS, Registered, fold, read)
 from andrea_edu.figures.verdicts import decides, find
 from andrea_edu.heads.verdict_words import (CAVEAT, DECISIVE, DOES_NOT_HOLD, NOT_MEASURED,
                                             NOT_OBSERVED, VERDICTS)
@@ -28,6 +36,9 @@ PUBLISHED_CHAPTER = "Published work"
 # no two chapters contradict each other today; a new contradiction fails the build until an
 # entry here says which evidence speaks at the claim's scale.
 RECONCILED: dict[str, tuple[str, str]] = {}
+
+
+_KEY = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
 
 
 class UnreconciledVerdicts(ValueError):
@@ -141,3 +152,94 @@ def group_claims(entries, reconciled: dict | None = None,
         except UnreconciledVerdicts as e:
             c["verdict"], c["how"], c["error"] = None, "unreconciled", str(e)
     return list(claims.values())
+
+
+# ---------------------------------------------------------------- the registry's file, checked
+def _text(value, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{DATA}: {where} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _one_of(value, allowed, where: str):
+    if value not in allowed:
+        raise ValueError(f"{DATA}: {where} must be one of {tuple(allowed)}, got {value!r}")
+    return value
+
+
+def _phrasing(p, where: str) -> str | tuple[str, str]:
+    if isinstance(p, str):
+        return _text(p, where)
+    if not (isinstance(p, list) and len(p) == 2):
+        raise ValueError(f"{DATA}: {where} must be a string or [text, scale], got {p!r}")
+    return _text(p[0], where), _one_of(p[1], SCALES[1:], f"{where}'s scale")
+
+
+def check_registry(raw: str | None = None) -> tuple[tuple[Registered, ...],
+                                                   dict[str, list[tuple[str, str]]]]:
+    """The claim registry's file (`raw`, default the one shipped in andrea_edu) checked, values as
+    well as structure: known kinds, scales and verdict words, sections that are headings of the
+    source, the source's claims in its order, one key per claim, non-empty texts, no phrasing
+    that names two claims, published findings only for registered claims about trained
+    transformers. ValueError in one line naming the entry, the field and the allowed values, on
+    the first bad one; else the registry as andrea_edu.figures.claims.read reads it."""
+    if raw is None:
+        raw = resources.files("andrea_edu.figures").joinpath(DATA).read_text(encoding="utf-8")
+    d = json.loads(raw)
+    if not isinstance(d, dict) or set(d) - {"about", "sections", "claims", "published"}:
+        raise ValueError(f"{DATA}: top level must be an object with keys about, sections, "
+                         f"claims, published, got {sorted(d) if isinstance(d, dict) else d!r}")
+    for field in ("sections", "claims"):
+        if not isinstance(d.get(field), list):
+            raise ValueError(f"{DATA}: {field} must be a list, got {d.get(field)!r}")
+    sections = [_text(s, "sections[]") for s in d["sections"]]
+    claims: list[Registered] = []
+    keys: set[str] = set()
+    texts: dict[str, str] = {}     # folded text -> key
+    last_source = -1
+    for i, c in enumerate(d["claims"]):
+        key = c.get("key") if isinstance(c, dict) else None
+        if not isinstance(key, str) or not _KEY.fullmatch(key) or key in keys:
+            raise ValueError(f"{DATA}: claims[{i}].key must be a new lower-case-hyphenated key, "
+                             f"got {key!r}")
+        keys.add(key)
+        extra = set(c) - {"key", "kind", "text", "section", "trained", "phrasings", "reading"}
+        if extra:
+            raise ValueError(f"{DATA}: claim {key!r} has unknown fields {sorted(extra)}")
+        kind = _one_of(c.get("kind"), KINDS, f"claim {key!r}: kind")
+        section = _one_of(c.get("section"), sections, f"claim {key!r}: section")
+        if kind == SOURCE:
+            if sections.index(section) < last_source:
+                raise ValueError(f"{DATA}: claim {key!r}: the source's claims must follow the "
+                                 f"source's order, got {section!r} after a later section")
+            last_source = sections.index(section)
+        trained = c.get("trained", False)
+        if not isinstance(trained, bool):
+            raise ValueError(f"{DATA}: claim {key!r}: trained must be true or false, "
+                             f"got {trained!r}")
+        phrasings = tuple(_phrasing(p, f"claim {key!r}: phrasings[{j}]")
+                          for j, p in enumerate(c.get("phrasings", [])))
+        for p in (_text(c.get("text"), f"claim {key!r}: text"), *phrasings):
+            t = fold(p if isinstance(p, str) else p[0])
+            if texts.setdefault(t, key) != key:
+                raise ValueError(f"{DATA}: claim {key!r}: the text {t!r} already names claim "
+                                 f"{texts[t]!r}")
+        reading = _text(c["reading"], f"claim {key!r}: reading") if "reading" in c else ""
+        claims.append(Registered(key, kind, c["text"], section, trained, phrasings, reading))
+    if not claims:
+        raise ValueError(f"{DATA}: claims must hold at least one claim")
+    trained_keys = {r.key for r in claims if r.trained}
+    published: dict[str, list[tuple[str, str]]] = {}
+    if not isinstance(d.get("published", {}), dict):
+        raise ValueError(f"{DATA}: published must be an object {{claim key: [findings]}}")
+    for key, found in d.get("published", {}).items():
+        _one_of(key, sorted(trained_keys), "published: a key")
+        if not (isinstance(found, list) and found and all(isinstance(f, dict) for f in found)):
+            raise ValueError(f"{DATA}: published[{key!r}] must be a non-empty list of "
+                             "{verdict, finding}")
+        published[key] = [(_one_of(f.get("verdict"), VERDICTS, f"published[{key!r}].verdict"),
+                           _text(f.get("finding"), f"published[{key!r}].finding"))
+                          for f in found]
+    if TRAINED_TRANSFORMERS_SHOW_HEADS not in keys:
+        raise ValueError(f"{DATA}: claims must hold the key {TRAINED_TRANSFORMERS_SHOW_HEADS!r}")
+    return read(raw)

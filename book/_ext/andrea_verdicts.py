@@ -9,7 +9,8 @@ link back to its box, the published findings where the book's evidence is not at
 scale, and one combined verdict (andrea_lab.verdict_page.combine), after a line that counts
 the combined verdicts. A build warning (an error under -W), and a row that says so, for: two
 chapters contradicting each other on one claim, unreconciled; a row naming no registered claim;
-a registered claim no chapter checks (unless `andrea_verdicts_require_all = False`).
+a registered claim no chapter checks (unless `andrea_verdicts_require_all = False`). The
+registry's file is checked when the extension loads (andrea_lab.verdict_page.check_registry).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from sphinx.util.docutils import SphinxDirective
 # One source of truth for the verdicts and their icons (the chapters' box,
 # andrea_edu.figures.verdicts) and for how they combine (the laboratory's andrea_lab.verdict_page).
 from andrea_edu.figures.verdicts import CANNOT_DECIDE, CANNOT_DECIDE_ICON, ICONS, VERDICTS, fold
-from andrea_lab.verdict_page import PUBLISHED_CHAPTER, group_claims
+from andrea_lab.verdict_page import PUBLISHED_CHAPTER, check_registry, group_claims
 
 logger = logging.getLogger(__name__)
 
@@ -209,6 +210,7 @@ def _resolve(app, doctree, fromdocname):
 
 
 def setup(app):
+    check_registry()  # a bad claims.json stops the build here, in one line naming the entry
     app.add_node(verdict_list)
     app.add_config_value("andrea_verdicts_require_all", True, "env")
     app.add_directive("andrea-verdict", VerdictDirective)
