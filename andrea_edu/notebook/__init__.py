@@ -3,8 +3,9 @@
     slider    one plotting function, two front ends: live ipywidgets sliders in a running
               kernel, a self-contained static HTML slider in the book build; measure_update
               (what one live update costs on the reader's machine)
-    live      the slider's live renderer: frames drawn on one background thread, the last move
-              wins, idle time draws the positions one step away ahead
+    live      the slider's live renderer: frames kept per position, drawn on one background
+              thread that serves a queue of sliders (the last move wins), then the positions
+              one step away, ahead of the reader
     kernel_cell  kernels written in a cell (%%cuda, run_kernel): NVRTC's evidence, a run on the
               CPU simulator, and what went wrong said in words (race, out of bounds, ...)
     kernel_puzzles  the CUDA puzzles of "One kernel, many heads": statement, hints, starter,
