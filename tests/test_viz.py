@@ -2,6 +2,7 @@
 andrea_edu.figures.viz (the shared figure helpers)."""
 from __future__ import annotations
 
+import html
 import html.parser
 import json
 import re
@@ -189,6 +190,40 @@ def test_book_build_env_selects_static(monkeypatch):
     assert not isinstance(S.slider(plot_bars, n_head=[1, 2]), HTML)
 
 
+def shown(box, timeout: float = 10.0) -> dict:
+    """What a live slider shows once its wanted position is on screen, read from the figure's
+    HTML as a reader's browser gets it: the position (data-andrea-key), whether its frame was
+    kept or drawn for this move (data-andrea-source), the PNG, or the message shown instead."""
+    import base64
+    import time
+
+    end = time.monotonic() + timeout
+    while True:
+        with box.live.lock:  # held while a frame is put on screen
+            if box.live.shown == box.live.wanted:
+                value = box.figure.value
+                break
+        assert time.monotonic() < end, f"the wanted position did not show in {timeout} s"
+        time.sleep(0.01)
+    key, source = (re.search(rf'data-andrea-{a}="([^"]*)"', value) for a in ("key", "source"))
+    png = re.search(r'src="data:image/png;base64,([^"]+)"', value)
+    msg = re.search(r"</b>: (.*)</div>$", value)
+    assert key and source and (png or msg), value[:300]
+    return {"key": html.unescape(key.group(1)), "source": source.group(1),
+            "png": base64.b64decode(png.group(1)) if png else None,
+            "message": html.unescape(msg.group(1)) if msg else None}
+
+
+def idle(box, timeout: float = 20.0) -> None:
+    """Wait until the drawing thread has nothing left to draw for this slider."""
+    import time
+
+    end = time.monotonic() + timeout
+    while box.live.todo() is not None:
+        assert time.monotonic() < end, f"still drawing after {timeout} s"
+        time.sleep(0.01)
+
+
 def test_live_mode_returns_widgets_that_redraw(monkeypatch):
     import ipywidgets as widgets
 
@@ -200,9 +235,10 @@ def test_live_mode_returns_widgets_that_redraw(monkeypatch):
     assert [s.description for s in sliders] == ["n_head", "head_dim"]
     assert all(s.continuous_update is False for s in sliders)
     assert box.figure in box.children and isinstance(box.figure, widgets.HTML)
-    first = box.current["png"]
-    assert first is not None and box.current["kw"] == {"n_head": 2, "head_dim": 8}
-    assert re.search(r"updated in \d+ ms", box.timing.value) and box.update_ms > 0
+    now = shown(box)
+    first = now["png"]
+    assert first is not None and now["key"] == "n_head=2, head_dim=8"
+    assert re.search(r"updated in \d+ ms", box.timing.value)
     # The figure carries its alt text (and shows it as a caption) and names its position.
     img = [a for t, a in parse(box.figure.value).tags if t == "img"]
     assert img[0]["alt"] == "2 bars (n_head=2, head_dim=8)"
@@ -210,14 +246,15 @@ def test_live_mode_returns_widgets_that_redraw(monkeypatch):
     assert 'data-andrea-key="n_head=2, head_dim=8"' in box.figure.value
     assert "<figcaption" in box.figure.value
     box.sliders["n_head"].value = 4
-    assert box.wait(10) and box.current["kw"] == {"n_head": 4, "head_dim": 8}
-    assert box.current["png"] not in (None, first)
+    now = shown(box)
+    assert now["key"] == "n_head=4, head_dim=8" and now["png"] not in (None, first)
     box.sliders["head_dim"].value = 16
-    assert box.wait(10) and box.current["png"] is None and "exceeds 32" in box.current["message"]
+    now = shown(box)
+    assert now["png"] is None and "exceeds 32" in now["message"]
     assert "andrea-live-msg" in box.figure.value and "exceeds 32" in box.figure.value
     box.sliders["head_dim"].value = 8  # seen before: shown from the kept frame, not redrawn
-    assert box.wait(10) and box.current["source"] == "ready"
-    assert box.current["png"] == box.live.frames[(2, 0)].png
+    now = shown(box)
+    assert now["source"] == "ready" and now["png"] == box.live.frames[(2, 0)].png
     for w in box.children:
         w.close()
     box.close()
@@ -249,9 +286,9 @@ def test_live_background_draws_ahead_and_the_last_move_wins():
     for n in (2, 4, 1, 4):  # quick moves while it is busy
         box.sliders["n_head"].value = n
     gate.set()
-    assert box.wait(10) and box.current["kw"] == {"n_head": 4, "head_dim": 8}
-    assert box.current["source"] == "drawn"
-    assert box.live.wait_idle(20)
+    now = shown(box)
+    assert now["key"] == "n_head=4, head_dim=8" and now["source"] == "drawn"
+    idle(box)
     drawn = [(n, d) for n, d, _ in calls]
     assert drawn == [(1, 8), (2, 8), (4, 8)]  # the last move next; n_head=1 was kept
     assert {t for _, _, t in calls[1:]} == {"andrea-slider-render"}
@@ -265,12 +302,12 @@ def test_live_draws_one_step_ahead_of_where_the_slider_stands():
     from andrea_edu.notebook.slider import live_widget
 
     box = live_widget(plot_bars, n_head=[1, 2, 3, 4, 5], head_dim=[8])
-    assert box.live.wait_idle(20)
+    idle(box)
     assert set(box.live.frames) == {(1, 0), (2, 0), (3, 0)}  # start 3: itself, 2 and 4
     box.sliders["n_head"].value = 4  # drawn ahead: shown at once, its own neighbour drawn
-    assert box.wait(10) and box.current["source"] == "ready"
+    assert shown(box)["source"] == "ready"
     assert "kept, drawn in" in box.timing.value
-    assert box.live.wait_idle(20)
+    idle(box)
     assert set(box.live.frames) == {(1, 0), (2, 0), (3, 0), (4, 0)}
     box.close()
 
@@ -285,9 +322,9 @@ def test_a_plot_that_raises_on_the_drawing_thread_shows_its_error():
 
     box = live_widget(plot, n_head=[1, 2, 3, 4, 5, 6], default={"n_head": 1})
     box.sliders["n_head"].value = 3
-    assert box.wait(10) and box.current["message"] == "plot_fn raised ValueError: no three"
+    assert shown(box)["message"] == "plot_fn raised ValueError: no three"
     box.sliders["n_head"].value = 4  # the thread goes on
-    assert box.wait(10) and box.current["png"] is not None
+    assert shown(box)["png"] is not None
     box.close()
 
 

@@ -121,7 +121,7 @@ class LiveFigure:
 
     def __init__(self, make, show, shape: tuple, frames: dict):
         self.make, self._show, self.shape, self.frames = make, show, shape, frames
-        self.lock = threading.Condition(threading.RLock())
+        self.lock = threading.RLock()
         self.wanted: tuple | None = None
         self.shown: tuple | None = None
         self.asked_at = time.perf_counter()
@@ -148,22 +148,10 @@ class LiveFigure:
             self.frames.setdefault(key, frame)
             if key == self.wanted and self.shown != key:
                 self._put(key, "drawn")
-            self.lock.notify_all()
 
     def _put(self, key: tuple, source: str) -> None:
         self.shown = key
         self._show(key, self.frames[key], source, self.asked_at)
-        self.lock.notify_all()
-
-    def wait(self, timeout: float = 30.0) -> bool:
-        """Block until the wanted position is on screen (tests; never called by the widget)."""
-        with self.lock:
-            return self.lock.wait_for(lambda: self.shown == self.wanted, timeout)
-
-    def wait_idle(self, timeout: float = 30.0) -> bool:
-        """Block until nothing is left to draw for this slider (tests); False on timeout."""
-        with self.lock:
-            return self.lock.wait_for(lambda: self.todo() is None, timeout)
 
     def todo(self) -> tuple | None:
         """The next position to draw: the wanted one, else one a step away on one slider."""

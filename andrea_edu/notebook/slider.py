@@ -256,8 +256,7 @@ def live_widget(plot_fn, *, alt="", title=None, valid=None, default=None,
                 dpi: int = live.LIVE_DPI, **params):
     """ipywidgets front end: one SelectionSlider per parameter, how long the update took, and
     the figure (an HTML widget: the PNG with alt text and a caption, or the message shown
-    instead), its frames kept and drawn by ``live.LiveFigure``. The box's ``current`` is what
-    is on screen; ``wait()`` blocks until the last move shows (tests)."""
+    instead), its frames kept and drawn by ``live.LiveFigure`` (the box's ``live``)."""
     import ipywidgets as widgets
 
     params, start = _checked(plot_fn, valid, dpi, params, default)
@@ -279,9 +278,7 @@ def live_widget(plot_fn, *, alt="", title=None, valid=None, default=None,
         # text for sighted readers, aria-hidden so that a screen reader reads it once.
         alt_text, at = _alt_text(alt, kws[key]), html.escape(_label(kws[key]))
         tag = f'data-andrea-key="{at}" data-andrea-source="{source}"'
-        box.update_ms = ms = (time.perf_counter() - asked_at) * 1e3
-        box.current = {"kw": kws[key], "png": frame.png, "message": frame.message,
-                       "alt": alt_text, "source": source}  # what is shown (tests read it)
+        ms = (time.perf_counter() - asked_at) * 1e3
         if frame.png is None:
             figure.value = (f'<div class="andrea-live-msg" role="status" {tag} style="padding:'
                             f'1em;border:1px dashed #999"><b>{at}</b>: '
@@ -303,8 +300,7 @@ def live_widget(plot_fn, *, alt="", title=None, valid=None, default=None,
     title_row = [widgets.HTML(f"<b>{html.escape(title)}</b>")] if title else []
     box = widgets.VBox(title_row + list(sliders.values()) + [timing, figure])
     box.add_class("andrea-slider-live")
-    box.sliders, box.figure, box.timing, box.live, box.wait = (sliders, figure, timing, state,
-                                                                state.wait)
+    box.sliders, box.figure, box.timing, box.live = sliders, figure, timing, state
     state.move(tuple(params[n].index(start[n]) for n in params), here=True)
     for s in sliders.values():
         s.observe(lambda _: state.move(tuple(params[n].index(sliders[n].value) for n in params)),
