@@ -1,6 +1,6 @@
 """The chapter's main run read from committed data (andrea_edu.heads.chapter_run): the weights and
-the sweep entry make one run, each check fails on another run's numbers, and other settings are
-trained as before."""
+the sweep entry make one run, each check fails on another run's numbers, other settings are
+trained as before, and the run's first steps train alike again (andrea_lab.make_sweep.recheck)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,6 +14,7 @@ from andrea_edu.heads import chapter_run as CR
 from andrea_edu.heads import text_runs as TR
 from andrea_edu.heads import training as S
 from andrea_edu.heads.sweep import load_sweep
+from andrea_lab import make_sweep as MS
 
 DATA = Path(__file__).resolve().parents[1] / "book" / "data"
 
@@ -61,10 +62,9 @@ def test_weights_that_are_not_the_entrys_stop_the_chapter_in_one_line(monkeypatc
     assert "eval_loss" in str(e.value) and "\n" not in str(e.value)
 
 
-def test_the_assembled_run_is_the_entry_with_its_model_and_a_live_recheck(stored):
-    run, checks = CR.chapter_run(CR.committed_settings(), first_steps=5, progress=False)
-    assert checks is not None and checks["weights"]["ok"] and checks["retrain"]["ok"]
-    assert checks["retrain"]["first_steps"] == 5
+def test_the_assembled_run_is_the_entry_with_its_model(stored):
+    run, checks = CR.chapter_run(CR.committed_settings(), progress=False)
+    assert checks is not None and checks["weights"]["ok"] and "retrain" not in checks
     assert run.model is not None and run.settings == stored.settings
     assert np.array_equal(run.scores[:-1], stored.scores[:-1])  # the history is the entry's
     assert np.abs(run.scores[-1] - stored.scores[-1]).max() <= 5e-4 + CR.OTHER_NUMERICS
@@ -72,18 +72,20 @@ def test_the_assembled_run_is_the_entry_with_its_model_and_a_live_recheck(stored
     assert len(run.probes) == stored.settings.n_probes and run.grad_norm.shape[0] == 10
 
 
+def test_the_chapters_run_trains_alike_again_for_its_first_steps(stored):
+    """The re-check the chapter once ran live (now the laboratory's: andrea_lab.make_sweep):
+    the committed run's first steps, trained again, against its sweep entry."""
+    prov, _ = load_sweep(DATA / "specialization_sweep.json")
+    live = S.train(CR.committed_settings(), progress=False, stop_after=5)
+    chk = MS.recheck(live, stored, prov, 5)
+    assert chk["ok"] and chk["first_steps"] == 5, chk
+
+
 def test_other_settings_are_trained_not_read():
     s = S.Settings(n_head=2, d_model=16, n_layer=1, seq_len=12, batch_size=4, steps=3,
                    eval_every=1, eval_batch=8, n_probes=1, probe_batch=4)
     run, checks = CR.chapter_run(s, progress=False)
     assert checks is None and run.model is not None and len(run.train_loss) == 3
-
-
-@pytest.mark.parametrize("bad", [0, 201, 2.5])
-def test_first_steps_outside_what_is_stored_is_one_line(bad):
-    with pytest.raises(ValueError) as e:
-        CR.chapter_run(CR.committed_settings(), first_steps=bad, progress=False)
-    assert "first_steps" in str(e.value) and "1..200" in str(e.value)
 
 
 def test_the_gradient_figure_draws_a_stored_run_per_probe_window(stored):

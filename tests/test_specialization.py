@@ -11,7 +11,8 @@ from andrea_edu.heads import training as S
 from andrea_edu.heads.gradient_pressure import MIN_SOLO, classify, gradient_pressure, sign_test
 from andrea_edu.model import AndreaModel
 from andrea_edu.data import find_data
-from andrea_edu.heads.sweep import DATA_NAME, compare_runs, load_sweep, recheck
+from andrea_edu.heads.sweep import DATA_NAME, load_sweep
+from andrea_lab.make_sweep import compare_runs, recheck
 from andrea_lab.make_sweep import save_sweep
 from andrea_edu.heads.two_places import two_places_table
 
@@ -273,7 +274,7 @@ def test_one_softmax_loses_half_two_heads_lose_nothing():
 
 # ------------------------------------------------------------------ the full run (slow)
 # Claims rest on the committed multi-seed sweep (deterministic data: rounding cannot flip a
-# test); the live run is only checked against its committed entry (heads.sweep.recheck: exact
+# test); the live run is only checked against its committed entry (andrea_lab.make_sweep.recheck: exact
 # under the same CPU instruction-set pins, within the measured cross-ISA spread otherwise) and
 # against margins stated here. A live score is compared with the committed one within
 # S.SCORE_MARGIN (0.1): the same run scored 0.505 on one x86 CPU and 0.428 on another.

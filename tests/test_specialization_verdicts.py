@@ -11,6 +11,7 @@ import pytest
 
 from andrea_edu import env
 from andrea_edu.heads import sweep as W
+from andrea_lab import make_sweep as MS
 from andrea_lab.make_sweep import pattern_heads
 from andrea_edu.heads.gradient_pressure import (CAVEAT_RATIO, RATIO_MARGIN, VERDICT_RATIO,
                                                 Pressure, Unmeasured, gradient_pressure)
@@ -111,18 +112,18 @@ def test_recheck_says_which_comparison_it_made(committed):
     live = copy.deepcopy(stored)
     live.train_loss = stored.train_loss + 3e-5  # within the file's rounding
     same = {**prov, "cpu_numerics": env.cpu_provenance()}
-    chk = W.recheck(live, stored, same)
+    chk = MS.recheck(live, stored, same)
     if env.same_cpu_numerics(env.cpu_provenance(), env.cpu_provenance()):
         assert chk["mode"] == "exact" and chk["ok"] and "bit-exact" in chk["says"]
         live.train_loss = stored.train_loss + 1e-3  # bits differ under the same pins: refused
-        assert not W.recheck(live, stored, same)["ok"]
+        assert not MS.recheck(live, stored, same)["ok"]
     else:  # ARM, another build, or pins off: only the tolerance is promised
         assert chk["mode"] == "tolerance"
     arm = {**env.cpu_provenance(), "machine": "aarch64"}  # a producer whose bits cannot match
     other = {**prov, "cpu_numerics": arm}
-    live.train_loss = stored.train_loss + W.CROSS_ISA_SPREAD / 2
-    chk = W.recheck(live, stored, other)
+    live.train_loss = stored.train_loss + MS.CROSS_ISA_SPREAD / 2
+    chk = MS.recheck(live, stored, other)
     assert chk["mode"] == "tolerance" and chk["ok"] and "measured cross-ISA spread" in chk["says"]
-    live.train_loss = stored.train_loss + 2 * W.CROSS_ISA_SPREAD
-    assert not W.recheck(live, stored, other)["ok"]
+    live.train_loss = stored.train_loss + 2 * MS.CROSS_ISA_SPREAD
+    assert not MS.recheck(live, stored, other)["ok"]
 

@@ -7,14 +7,13 @@ probes with each head's gradient norm averaged between them, ablation, correlati
 final weights are toy_lab_model.pt (written by heads.text_training --toy-out; evaluations and
 probes draw no randomness, so that run's weights are this one's).
 
-`chapter_run(settings)` puts them together into a `heads.run.Run` with its model, and checks them
-now, against each other and against this machine:
-  * the weights are the run's: evaluated now, they give the entry's final losses, scores,
-    ablation table and head correlations (`final_state`, `check_weights`); the run's final
-    state is this evaluation, done live (`training.train` computes the same after its last step);
-  * the training is this code's: the first FIRST_STEPS steps are trained again now and compared
-    with the entry (`sweep.recheck`: bit-exact under the producer's CPU numerics, within the
-    measured cross-ISA spread elsewhere).
+`chapter_run(settings)` puts them together into a `heads.run.Run` with its model, and checks that
+the weights are the run's: evaluated now, they give the entry's final losses, scores, ablation
+table and head correlations (`final_state`, `check_weights`); the run's final state is this
+evaluation, done live (`training.train` computes the same after its last step). That the training
+is this code's is the laboratory's check, not the page's: the tests train the first steps again and
+compare them with the entry (`andrea_lab.make_sweep.recheck`: bit-exact under the producer's CPU
+numerics, within the measured cross-ISA spread elsewhere).
 Why read it rather than train it: besides the time, 1,500 steps under other CPU numerics are
 another run (sweep.MEASURED_CROSS_CPU_FINAL_LOSS); read, the page shows the run its sweep, its
 seed rule and its statistics describe, on any machine. Other settings (fast mode, a reader's
@@ -33,9 +32,8 @@ from andrea_edu.heads import training as S
 from andrea_edu.heads.corpus import make_batch
 from andrea_edu.heads.measures import ablation, pattern_losses, scores_from_maps
 from andrea_edu.heads.per_head import head_output_correlations
-from andrea_edu.heads.run import KEEP_TRAIN_STEPS, Run, torch_threads
+from andrea_edu.heads.run import Run, torch_threads
 
-FIRST_STEPS = 100  # re-trained live: 1/15 of the run, the steps sweep.recheck compares
 STORED_ROUNDING = {"eval_loss": 5e-5, "ablation": 5e-5, "scores": 5e-4, "correlations": 5e-4}
 # Evaluating the same weights under other CPU numerics moves a loss or a score by float rounding
 # only. Measured on an AMD EPYC (the committed weights, final_state): ATen AVX-512 unpinned and
@@ -89,22 +87,17 @@ def _sweep_entry(settings: S.Settings):
     return (prov, stored) if stored is not None and stored.settings == settings else (None, None)
 
 
-def chapter_run(settings: S.Settings, first_steps: int = FIRST_STEPS,
-                progress: bool = True) -> tuple[Run, dict | None]:
+def chapter_run(settings: S.Settings, progress: bool = True) -> tuple[Run, dict | None]:
     """(run, checks). For the committed run's settings, when the sweep and the weights are at
     hand: the sweep's entry with the model loaded and its final state (losses, scores, ablation,
     correlations) evaluated now from the weights, and checks = {"weights": check_weights(...),
-    "retrain": sweep.recheck(...) of the first `first_steps` steps trained now, "exact": whether
-    this machine has the producer's CPU numerics, "provenance": the sweep's}; DataFileError
+    "exact": whether this machine has the producer's CPU numerics, "provenance": the sweep's,
+    "weights_path"}; DataFileError
     (one line) when the weights are not the entry's run. For any other settings (fast mode, a
     change), or when a file is missing: training.train_cached(settings), checks None."""
     from andrea_edu.heads import text_runs as TR
-    from andrea_edu.heads.sweep import recheck
     if not isinstance(settings, S.Settings):
         raise TypeError(f"settings must be a training.Settings, got {type(settings).__name__}")
-    if not (isinstance(first_steps, int) and 1 <= first_steps <= KEEP_TRAIN_STEPS):
-        raise ValueError(f"first_steps={first_steps!r} is not allowed; an int in "
-                         f"1..{KEEP_TRAIN_STEPS} (the steps a stored run keeps)")
     if settings != committed_settings():
         return S.train_cached(settings, progress=progress), None
     prov, stored = _sweep_entry(settings)
@@ -127,11 +120,9 @@ def chapter_run(settings: S.Settings, first_steps: int = FIRST_STEPS,
         raise DataFileError(f"{toy_path}: the weights evaluated now differ from the sweep "
                               f"entry's final {worst} by {weights['diff'][worst]:.2g} (allowed "
                               f"{weights['allowed'][worst]:.2g}): not the run the sweep records")
-    live = S.train(settings, progress=progress, stop_after=first_steps)
-    retrain = recheck(live, stored, prov, first_steps)
     run = dataclasses.replace(
         stored, eval_loss=np.vstack([stored.eval_loss[:-1], now["eval_loss"]]),
         scores=np.concatenate([stored.scores[:-1], now["scores"][None]]),
         ablation=now["ablation"], correlations=now["correlations"], model=model)
-    return run, {"weights": weights, "retrain": retrain, "exact": exact, "provenance": prov,
+    return run, {"weights": weights, "exact": exact, "provenance": prov,
                  "weights_path": toy_path}

@@ -7,16 +7,17 @@ chapters' sweep are computed once by the laboratory's command line and committed
     python -m andrea_lab.make_sweep --out book/data/specialization_sweep.json
 
 The file records how it was made (machine, versions, commit, date, settings, command, a hash of
-the code that produced the numbers, the wall and CPU time of every run). A chapter that loads it
-re-runs a configuration live and compares (`compare_runs`): single-threaded training is
-bit-for-bit repeatable on one machine, and stays within rounding on another CPU for the first
-steps (later steps may drift: training amplifies rounding differences).
+the code that produced the numbers, the wall and CPU time of every run). The laboratory re-runs a
+configuration and compares (`andrea_lab.make_sweep.compare_runs`, run by the tests):
+single-threaded training is bit-for-bit repeatable on one machine, and stays within rounding on
+another CPU for the first steps (later steps may drift: training amplifies rounding differences).
 
 Bits and machines: the committed file is produced with the CPU instruction sets pinned to AVX2
 (andrea_edu.env.pin_cpu_isa; its provenance says so under "cpu_numerics"). A re-check on a machine
 with the same pins expects the stored numbers up to their 4-decimal rounding; anywhere else (ARM,
 another torch build, pins switched off) it allows the spread measured across instruction-set
-settings on one machine (`recheck`, CROSS_ISA_SPREAD), and says which comparison it made.
+settings on one machine (`andrea_lab.make_sweep.recheck`, CROSS_ISA_SPREAD), and says which
+comparison it made.
 
 Validation: `load_sweep` checks the file against SWEEP_SCHEMA plus the invariants a run must
 satisfy (finite losses, one run per (n_head, seed), settings that match the key), and fails with
@@ -29,11 +30,10 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from andrea_edu.env import cpu_name, cpu_provenance, same_cpu_numerics
+from andrea_edu.env import cpu_name
 from andrea_edu.data import (DataFileError, data_search_dirs, find_data, first_nonfinite,
                              manifest_problem, new_provenance, where_looked)
 from andrea_edu.heads.run import Run, array_of_shape
@@ -46,10 +46,9 @@ DATA_NAME = "specialization_sweep.json"
 
 def code_hash() -> str:
     """sha256 of the source of every module whose code decides the sweep's numbers."""
-    from andrea_edu import attention, config, env, model, projections
+    from andrea_edu import attention, config, env, model, projections  # attention: the module
     from andrea_edu.heads import (corpus, gradient_pressure, measures as head_measures, per_head,
                                   run as run_record, toy_calls, training as specialization)
-    # `attention` here is the function andrea_edu exports (its source alone), as recorded so far
     return env.code_hash((attention, config, corpus, model, projections, head_measures,
                           specialization, gradient_pressure, per_head, toy_calls, run_record))
 
@@ -283,75 +282,3 @@ def load_sweep(path=None) -> tuple[dict, dict]:
     except (KeyError, TypeError, ValueError) as e:
         raise DataFileError(f"{path}: a run cannot be rebuilt ({type(e).__name__}: {e})") from None
     return data["provenance"], runs
-
-
-# ---------------------------------------------------------------- re-checking a stored run
-# The spread of the training loss over the first 100 steps of the chapter's n_head-4 runs (seeds
-# 1 and 2) across the instruction-set settings one machine can select (an Intel Xeon with AVX-512
-# and AVX512-FP16, torch 2.14.1+cu130, MKL 2024.2, oneDNN 3.12; one knob at a time and combined:
-# ATEN_CPU_CAPABILITY default/avx2/avx512, MKL_CBWR AUTO/COMPATIBLE/AVX2/AVX2,STRICT/AVX512,
-# ONEDNN_MAX_CPU_ISA AVX2/ALL, the three pins together; 12 settings per seed): largest
-# difference 1.44e-2 (seed 2: MKL_CBWR=COMPATIBLE with the other two pins, against the pinned
-# run; seed 1: 5.7e-3). Two x86 machines without pins differed by 1.4e-3 on seed 1. A re-check
-# without matching pins allows twice the measured spread. Under the same pins two runs are
-# bit-identical (measured: each pinned run twice, and against the sweep's committed entries).
-MEASURED_ISA_SPREAD_100 = 1.5e-2
-CROSS_ISA_SPREAD = 2 * MEASURED_ISA_SPREAD_100  # first 100 steps, different numerics
-ROUNDING = 5e-5  # train_loss is stored rounded to 4 decimals
-# After 1500 steps runs with different numerics are different runs: between the unpinned
-# AVX-512 EPYC sweep and the pinned AVX2 sweep (same code, same seeds, all 15 runs) the final
-# per-pattern losses differed by up to 0.57 (median 0.013), the best head's score by up to 0.36
-# (median 0.096), a single run's gradient-pressure ratio by up to 85 %, while the pooled ratio over
-# the 15 runs moved by 0.7 % (1.050 -> 1.044) and the n_head-4 pattern verdicts did not change.
-# So a re-check without matching pins compares the first steps only; the final losses are
-# reported, not judged.
-MEASURED_CROSS_CPU_FINAL_LOSS = 0.57
-
-
-def compare_runs(live: Run, stored: Run, first_steps: int = 100) -> dict:
-    """How closely a live run reproduces a stored one with the same Settings: the largest
-    training-loss difference over the first steps (a stored run keeps KEEP_TRAIN_STEPS of
-    them, rounded to 4 decimals: identical runs differ by up to 5e-5) and, when both runs went
-    the whole way, the differences of the final evaluation losses."""
-    if live.settings != stored.settings:
-        raise ValueError(f"settings differ: live {live.settings} vs stored {stored.settings}")
-    n = min(first_steps, len(live.train_loss), len(stored.train_loss))
-    diff = np.abs(np.asarray(live.train_loss[:n]) - np.asarray(stored.train_loss[:n]))
-    out: dict[str, Any] = {"first_steps": n, "max_diff_first_steps": float(diff.max())}
-    full = live.settings.steps
-    if live.eval_steps[-1] == stored.eval_steps[-1] == full:
-        out["final_loss_diff"] = {k: abs(live.final_loss[k] - stored.final_loss[k])
-                                  for k in live.final_loss}
-    return out
-
-
-def recheck(live: Run, stored: Run, stored_prov: dict | None, first_steps: int = 100) -> dict:
-    """compare_runs plus the verdict, and which comparison it was:
-    "exact" when this process runs with the same CPU numerics as the file's producer (x86 of
-    the same vendor, the three ISA pins alike, the same ATen capability): the first steps must match to the file's
-    rounding (ROUNDING), and so must the final losses when both runs went the whole way;
-    "tolerance" otherwise: the first steps within CROSS_ISA_SPREAD, the spread measured across
-    instruction-set settings for the chapter's run (the final losses are reported only: with
-    other numerics it is another run, see MEASURED_CROSS_CPU_FINAL_LOSS).
-    Returns compare_runs' dict plus mode, allowed, ok and a one-line `says`."""
-    cmp = compare_runs(live, stored, first_steps)
-    here = cpu_provenance()
-    there = (stored_prov or {}).get("cpu_numerics")
-    exact = same_cpu_numerics(here, there)
-    allowed = ROUNDING if exact else CROSS_ISA_SPREAD
-    ok = cmp["max_diff_first_steps"] <= allowed
-    final = cmp.get("final_loss_diff")
-    if final and exact:  # the same bits all the way: the stored 4-decimal rounding only
-        ok = ok and max(final.values()) <= ROUNDING
-    why = ("same CPU numerics as the file (ISA pins "
-           f"{here['isa_settings']}, ATen {here['aten_cpu_capability']}): bit-exact up to the "
-           f"stored rounding {ROUNDING:g}" if exact else
-           "different CPU numerics from the file's producer (here: "
-           f"{here['machine']}, {here['cpu']}, ATen {here['aten_cpu_capability']}, pins "
-           f"{here['isa_settings'] if any(here['isa_settings'].values()) else 'none'}): within "
-           f"the measured cross-ISA spread {allowed:g}")
-    says = (f"{'reproduced' if ok else 'NOT reproduced'}: largest training-loss difference over "
-            f"the first {cmp['first_steps']} steps {cmp['max_diff_first_steps']:.2g} "
-            f"({why})")
-    return {**cmp, "mode": "exact" if exact else "tolerance", "allowed": allowed, "ok": ok,
-            "says": says}
