@@ -209,12 +209,9 @@ def _mutations():
 
 
 @pytest.mark.parametrize("mutate", _mutations(), ids=lambda f: f.__name__)
-@pytest.mark.parametrize("validator", ["jsonschema", "builtin"])
-def test_invalid_results_are_rejected(cpu_results, mutate, validator, monkeypatch):
+def test_invalid_results_are_rejected(cpu_results, mutate):
     _, out = cpu_results
     good = json.loads((out / "bench_layout_cpu.json").read_text())
-    if validator == "builtin":  # as on the GPU image, which has no jsonschema
-        monkeypatch.setitem(sys.modules, "jsonschema", None)
     bench.validate_result(copy.deepcopy(good))
     bad = copy.deepcopy(good)
     mutate(bad)
@@ -223,6 +220,29 @@ def test_invalid_results_are_rejected(cpu_results, mutate, validator, monkeypatc
     with pytest.raises(ValueError):
         write_results(bad, out / "never")
     assert not (out / "never").exists() or not list((out / "never").iterdir())
+
+
+def test_without_jsonschema_the_writer_checks_values_and_says_so(cpu_results, tmp_path,
+                                                                 monkeypatch, capsys):
+    """The GPU image's first stage has no jsonschema: the writer checks the values
+    (results.check_values: a timing out of order is still refused, nothing written), writes a
+    valid file, and says on stderr, once per file, that its schema was not checked (the landing
+    checks it: tests/test_land_gpu_out.py)."""
+    _, out = cpu_results
+    good = json.loads((out / "bench_layout_cpu.json").read_text())
+    monkeypatch.setitem(sys.modules, "jsonschema", None)  # as on the GPU image's first stage
+    bad = copy.deepcopy(good)
+    next(r for r in bad["records"] if r["status"] == "ok")["min_ms"] = -1.0
+    with pytest.raises(ValueError, match="min <= median"):
+        write_results(bad, tmp_path / "never")
+    assert not (tmp_path / "never").exists()
+    for _ in range(2):  # a checkpoint rewrites the file: said once
+        path = write_results(copy.deepcopy(good), tmp_path, replace=True)
+    err = capsys.readouterr().err
+    assert err.count("written without schema validation") == 1, err
+    assert err.startswith(f"[bench] {path.name}:") and "land_gpu_out" in err, err
+    monkeypatch.delitem(sys.modules, "jsonschema")
+    bench.validate_result(json.loads(path.read_text()))  # what was written is valid
 
 
 # ---------------------------------------------------------------- validate before timing

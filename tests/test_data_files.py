@@ -60,7 +60,7 @@ def _mutate(kind, obj):
 
 @pytest.mark.parametrize("kind, reason", [
     ("negative", "min <= median"), ("times_1000", "flops / median"),
-    ("negative_tflops", "negative"), ("no_n_head", "n_head"),
+    ("negative_tflops", "less than the minimum of 0"), ("no_n_head", "n_head"),
     ("gpu_data_in_cpu_file", "holds GPU results")])
 def test_loader_names_the_file_and_the_reason(layout, kind, reason):
     folder, good = layout

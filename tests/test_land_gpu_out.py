@@ -108,6 +108,30 @@ def test_a_damaged_or_foreign_file_stops_the_landing_and_nothing_lands(suite_out
         assert (data / "SHA256SUMS").read_text() == ""
 
 
+@pytest.mark.parametrize("damage, words", [
+    (lambda r: r.update(status="fine"), "records/0/status"),
+    (lambda r: r.update(speedup=2.0), "'speedup' does not match any of the regexes"),
+    (lambda r: r.update(max_abs_err=3.0), "records/0/max_abs_err"),
+    (lambda r: r["params"].update(dtype="float8"), "records/0/params/dtype"),
+])
+def test_a_record_the_schema_refuses_stops_the_landing_in_one_line(suite_out, tmp_path, capsys,
+                                                                  damage, words):
+    """The GPU image's first stage writes without jsonschema (andrea_lab.bench.writer says so):
+    the landing validates every results file whole (schema and values, with jsonschema) and
+    refuses a record the schema does not match in one line naming the file and the place."""
+    out = tmp_path / "out"
+    shutil.copytree(suite_out, out)
+    f = out / f"bench_layout_{SLUG}.json"
+    obj = json.loads(f.read_text())
+    damage(obj["records"][0])
+    f.write_text(json.dumps(obj))
+    data = _data(tmp_path)
+    assert land_gpu_out.main([str(out), "--data", str(data)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f.name in err and "schema" in err and words in err, err
+    assert "(nothing landed)" in err and (data / "SHA256SUMS").read_text() == ""
+
+
 def test_landing_into_the_committed_folder_pins_what_it_lands(suite_out, tmp_path, monkeypatch):
     """Into book/data (here a folder read as it: pin_writer.pin_folder) the landing writes each
     file's pin into andrea_edu/data_pins.py (here a copy): the book reads what landed, and the
