@@ -9,8 +9,10 @@ the rest; this folder holds the core and nothing else (tests/test_architecture.p
     core (this folder)  config       AndreaConfig, the presets, exact parameter counts
                         projections  per-head vs fused Q/K/V vs c_attn, split/merge heads, W_O
                         layout       how the heads sit in memory: views, strides, contiguity
-                        attention    the one entry point: which backend ran, and why
-                        model        a small GPT-style ANDREA (nn.Module); its forward calls attention
+                        attention    reference_attention: attention in plain torch, the lesson
+                        dispatch     the one entry point to every backend: which ran, and why
+                        model        a small GPT-style ANDREA (nn.Module); its forward runs the
+                                     attention it was given (reference_attention by default)
                         env          run-time switches (fast mode, book build, CPU ISA pins)
                         data         committed data, read: finder, manifest, DataFileError, load
                         data_pins    the committed data's SHA-256 pins, checked wherever it is read
@@ -29,40 +31,25 @@ here imports.
 # Importing the package changes nothing in os.environ and loads no torch: the names below are
 # imported on first use (PEP 562), so `import andrea_edu.env` stays light and a chapter's first
 # cell can pin the CPU instruction sets (andrea_edu.env.setup_kernel) before torch loads.
-import sys as _sys
-import types as _types
-
 from typing import TYPE_CHECKING
 
 from andrea_edu.env import __version__
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers (never run)
-    from andrea_edu.attention import Decision, attention, choose_backend, reference_attention
+    from andrea_edu.attention import reference_attention
+    from andrea_edu.dispatch import Decision, choose_backend
     from andrea_edu.config import ANDREA_12M, ANDREA_120M, AndreaConfig, param_counts
     from andrea_edu.model import AndreaModel
     from andrea_edu.projections import merge_heads, split_heads
 
-_LAZY = {"Decision": "attention", "attention": "attention", "choose_backend": "attention",
+_LAZY = {"Decision": "dispatch", "choose_backend": "dispatch",
          "reference_attention": "attention", "ANDREA_12M": "config", "ANDREA_120M": "config",
          "AndreaConfig": "config", "param_counts": "config", "AndreaModel": "model",
          "merge_heads": "projections", "split_heads": "projections"}
 
-__all__ = ["ANDREA_120M", "ANDREA_12M", "AndreaConfig", "AndreaModel", "Decision", "attention",
+__all__ = ["ANDREA_120M", "ANDREA_12M", "AndreaConfig", "AndreaModel", "Decision",
            "choose_backend", "merge_heads", "param_counts", "reference_attention",
            "split_heads", "__version__"]
-
-
-class _Package(_types.ModuleType):
-    """This package's module type: `andrea_edu.attention` stays the function when the submodule
-    of the same name loads (the import system would set the module there), as it always was."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if name == "attention" and isinstance(value, _types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-_sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str):

@@ -12,7 +12,7 @@ The same code serves every configuration, from a 2-layer toy to `AndreaModel(AND
 
 attn is the library's path, with weights stored [in_features, out_features] so X . W reads as code:
   q, k, v = projections.project_c_attn(x, c_attn, nh)   c_attn [C, 3C] = [W_Q | W_K | W_V]
-  y = attention.attention(q, k, v, causal=True, backend=...)               (B, nh, T, hs)
+  y = attn(q, k, v, causal=True)   reference_attention unless another is given (B, nh, T, hs)
   out = projections.output_projection(y, W_O)           W_O [C, C]; rows h*hs:(h+1)*hs read head h
 mlp: GELU(x . W_in) . W_out with W_in [C, 4C], W_out [4C, C]. No linear layer has a bias (the
 source counts attention as exactly 4 x d_model^2); each LayerNorm has a weight and a bias.
@@ -20,6 +20,10 @@ With cfg.bias (GPT-2, loaded by heads/gpt2.py) c_attn, W_O, W_in and W_out carry
 b_O, b_in, b_out; cfg.gelu="tanh" is GPT-2's GELU; cfg.layer_norm_eps every LayerNorm's eps.
 Hook points (as TransformerLens names them): `with model.hooks({"attn.probs": fn}):` calls
 fn(layer, probs) in every forward, probs (B, nh, T, T) the layer's detached attention probabilities.
+The attention a model runs is a value, not a name: `AndreaModel(cfg)` runs the plain
+`attention.reference_attention`; a chapter that runs the kernels passes the dispatcher's
+`AndreaModel(cfg, attn=dispatch.Backend("auto"))`; any callable (q, k, v, causal) -> y will do,
+and `model.backend` is its name ("reference", "auto", a function's __name__).
 Names: B batch, T seq_len, C d_model, nh n_head, hs head_dim, L n_layer.
 """
 from __future__ import annotations
@@ -34,7 +38,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from andrea_edu.attention import attention, backends, softmax_scores
+from andrea_edu.attention import reference_attention, softmax_scores
 from andrea_edu.config import AndreaConfig, param_counts
 from andrea_edu.projections import output_projection, project_c_attn, zero_head
 
@@ -43,6 +47,9 @@ PART_ATTENTION = "attention (W_Q, W_K, W_V, W_O)"
 PART_MLP = "MLP"
 PART_EMBEDDINGS = "embeddings (token + position)"
 PART_LAYERNORM = "LayerNorms"
+
+# What a model runs as its attention: (q, k, v, causal=...) -> y, each (B, nh, T, hs).
+AttentionFn = Callable[..., torch.Tensor]
 
 # What a hook (`AndreaModel.hooks`) may observe: name -> what fn(layer, tensor) receives.
 HOOK_POINTS = {"attn.probs": "(B, nh, T, T) attention probabilities, detached"}
@@ -80,10 +87,10 @@ class SelfAttention(nn.Module):
     b_attn: nn.Parameter | None  # registered with register_parameter (None without cfg.bias)
     b_O: nn.Parameter | None
 
-    def __init__(self, cfg: AndreaConfig, backend: str = "reference"):
+    def __init__(self, cfg: AndreaConfig, attn: AttentionFn = reference_attention):
         super().__init__()
         C = cfg.d_model
-        self.n_head, self.head_dim, self.backend = cfg.n_head, cfg.head_dim, backend
+        self.n_head, self.head_dim, self.attention = cfg.n_head, cfg.head_dim, attn
         self.c_attn = nn.Parameter(torch.empty(C, 3 * C))  # [W_Q | W_K | W_V], X . W
         self.W_O = nn.Parameter(torch.empty(C, C))  # concat(heads) . W_O
         # GPT-2's biases (cfg.bias): b_attn [3C] = [b_Q | b_K | b_V], b_O [C]; None otherwise.
@@ -96,12 +103,17 @@ class SelfAttention(nn.Module):
         if self.b_attn is not None:
             b_q, b_k, b_v = self.b_attn.view(3, self.n_head, 1, self.head_dim)  # 3 x (nh, 1, hs)
             q, k, v = q + b_q, k + b_k, v + b_v  # (B, nh, T, hs) each
-        y = attention(q, k, v, causal=True, backend=self.backend)  # (B, nh, T, hs)
+        y = self.attention(q, k, v, causal=True)  # (B, nh, T, hs)
         if "attn.probs" in self.hooks:  # computed only when hooked (AndreaModel.hooks)
             probs = attention_probabilities(q.detach(), k.detach())  # (B, nh, T, T)
             self.hooks["attn.probs"](probs)
         out = output_projection(y, self.W_O)  # (B, T, C)
         return out if self.b_O is None else out + self.b_O
+
+    @property
+    def backend(self) -> str:
+        """The name of the attention this layer runs (`attention_name`)."""
+        return attention_name(self.attention)
 
 
 class MLP(nn.Module):
@@ -129,10 +141,10 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-LayerNorm transformer block: x + attn(ln_1(x)), then x + mlp(ln_2(x))."""
 
-    def __init__(self, cfg: AndreaConfig, backend: str = "reference"):
+    def __init__(self, cfg: AndreaConfig, attn: AttentionFn = reference_attention):
         super().__init__()
         self.ln_1 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
-        self.attn = SelfAttention(cfg, backend)
+        self.attn = SelfAttention(cfg, attn)
         self.ln_2 = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.mlp = MLP(cfg)
 
@@ -156,18 +168,38 @@ class Blocks(nn.ModuleList):
         return cast(Iterator[Block], super().__iter__())  # ModuleList types its items as Module
 
 
-def _check_backend(backend) -> None:
-    """One line naming the allowed backends when `backend` is not one of them."""
-    if backend not in backends():
-        raise ValueError(f"backend={backend!r} is not one of {backends()}")
+def attention_name(attn: AttentionFn) -> str:
+    """A readable name for an attention callable: "reference" for `reference_attention`, its
+    `name` when it has one as a str (the dispatcher's Backend: "auto", "sdpa", ...), else its
+    function name."""
+    if attn is reference_attention:
+        return "reference"
+    name = getattr(attn, "name", None)
+    return name if isinstance(name, str) else getattr(attn, "__name__", type(attn).__name__)
+
+
+def _check_attn(attn) -> AttentionFn:
+    """`attn`, or reference_attention for None; one line when it is not callable (a backend
+    name among them: the model takes the callable, e.g. the dispatcher's Backend("sdpa"))."""
+    if attn is None:
+        return reference_attention
+    if isinstance(attn, str):
+        raise TypeError(f"attn={attn!r} is a name; pass a callable (q, k, v, causal) -> y: None "
+                        f"(reference_attention) or andrea_edu.dispatch.Backend({attn!r})")
+    if not callable(attn):
+        raise TypeError(f"attn={attn!r} is not callable; allowed: None (reference_attention) or "
+                        f"a callable (q, k, v, causal) -> y such as andrea_edu.dispatch.Backend")
+    return attn
 
 
 class AndreaModel(nn.Module):
     """A GPT-style ANDREA: see the module docstring. `AndreaModel(ANDREA_120M)` has exactly
     `param_counts(ANDREA_120M).total` parameters.
 
-    backend: the `attention()` backend every layer uses. "reference" (plain torch, the default)
-        supports backward; the CUDA backends are forward-only and need CUDA tensors.
+    attn: the attention every layer runs, a callable (q, k, v, causal) -> y; None (the default)
+        is `reference_attention` (plain torch, supports backward). The dispatcher's
+        `dispatch.Backend(name)` runs a kernel backend (forward-only; the CUDA ones need CUDA
+        tensors). `model.backend` is its name.
     seed: initialisation is reproducible from it (GPT-2's: normal std 0.02, the two projections
         that write into the residual stream, W_O and W_out, scaled by 1/sqrt(2 n_layer)).
     device: where the parameters live. device="meta" allocates nothing and skips the
@@ -175,12 +207,12 @@ class AndreaModel(nn.Module):
         (on the CPU, ANDREA-120M takes about 2 s, mostly allocating and filling 0.5 GB).
     """
 
-    def __init__(self, cfg: AndreaConfig, backend: str = "reference", seed: int = 0,
+    def __init__(self, cfg: AndreaConfig, attn: AttentionFn | None = None, seed: int = 0,
                  device: str | torch.device = "cpu"):
         super().__init__()
         if not isinstance(cfg, AndreaConfig):
             raise TypeError(f"cfg must be an AndreaConfig, got {type(cfg).__name__}")
-        _check_backend(backend)  # before allocating the weights (seconds for ANDREA-120M)
+        attn = _check_attn(attn)  # before allocating the weights (seconds for ANDREA-120M)
         if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
             raise TypeError(f"seed={seed!r} must be an int >= 0 (it seeds the initialisation)")
         try:
@@ -197,7 +229,7 @@ class AndreaModel(nn.Module):
         with torch.device(device):
             self.wte = nn.Parameter(torch.empty(cfg.vocab_size, C))  # token embedding = head
             self.wpe = nn.Parameter(torch.empty(cfg.block_size, C))  # learned positions
-            self.blocks = Blocks(Block(cfg, backend) for _ in range(cfg.n_layer))
+            self.blocks = Blocks(Block(cfg, attn) for _ in range(cfg.n_layer))
             self.ln_f = nn.LayerNorm(C, eps=cfg.layer_norm_eps)
         if torch.device(device).type != "meta":
             self.reset_parameters(seed)
@@ -218,13 +250,19 @@ class AndreaModel(nn.Module):
 
     @property
     def backend(self) -> str:
+        """The name of the attention every layer runs (`attention_name`)."""
         return self.blocks[0].attn.backend
 
-    def set_backend(self, backend: str) -> None:
-        """Switch every layer's attention backend (a name of `attention.backends()`)."""
-        _check_backend(backend)
+    @property
+    def attention(self) -> AttentionFn:
+        """The attention callable every layer runs."""
+        return self.blocks[0].attn.attention
+
+    def set_attention(self, attn: AttentionFn | None) -> None:
+        """Run `attn` in every layer (None: reference_attention); refused as in __init__."""
+        attn = _check_attn(attn)
         for b in self.blocks:
-            b.attn.backend = backend
+            b.attn.attention = attn
 
     # ------------------------------------------------------------------ forward
     def hidden(self, idx: torch.Tensor) -> torch.Tensor:
@@ -291,7 +329,7 @@ class AndreaModel(nn.Module):
     def hooks(self, fns: Mapping[str, Callable[[int, torch.Tensor], object]]):
         """Within the block, every forward calls fns[name](layer, tensor) at each layer's hook
         point `name` (a key of HOOK_POINTS); the hooks in place before are restored on exit.
-        "attn.probs" gets the (B, nh, T, T) probabilities recomputed beside the `attention()` call
+        "attn.probs" gets the (B, nh, T, T) probabilities recomputed beside the attention call
         (a backend such as a CUDA kernel never materialises them)."""
         for name, fn in fns.items():
             if name not in HOOK_POINTS or not callable(fn):

@@ -39,7 +39,7 @@ def save_timing(timing: StepTiming, out_dir=None, replace: bool = False) -> Path
 
 
 def _parser(presets) -> argparse.ArgumentParser:
-    from andrea_edu.attention import BACKENDS
+    from andrea_edu.dispatch import BACKENDS
 
     ap = argparse.ArgumentParser(prog="python -m andrea_lab.pipeline_timing",
                                  description="Time each step of one ANDREA forward pass and write "
@@ -94,6 +94,7 @@ def main(argv=None) -> int:
     from andrea_lab.arg_checks import (check_device, check_int, check_out_dir, fail,
                                        first_problem)
     from andrea_edu.config import PRESETS
+    from andrea_edu.dispatch import Backend
     from andrea_edu.model import AndreaModel
 
     ap = _parser(PRESETS)
@@ -128,7 +129,7 @@ def main(argv=None) -> int:
     try:
         with sigterm_interrupts():
             # built on the CPU (its seeded initialisation uses a CPU generator), then moved
-            model = AndreaModel(cfg, backend=a.backend).to(device=dev, dtype=DTYPES[a.dtype])
+            model = AndreaModel(cfg, attn=Backend(a.backend)).to(device=dev, dtype=DTYPES[a.dtype])
             t = PT.time_steps(model, a.B, a.T, repeats=a.repeats, warmup=2)
             print(t.label())
             for k, v in t.shares().items():

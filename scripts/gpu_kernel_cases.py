@@ -1,5 +1,5 @@
-"""Run each CUDA kernel once, through andrea_edu.attention(), for a tool that watches the process:
-compute-sanitizer (memcheck, racecheck, synccheck, initcheck) or Nsight Compute (ncu).
+"""Run each CUDA kernel once, through andrea_edu.dispatch.attention(), for a tool that watches
+the process: compute-sanitizer (memcheck, racecheck, synccheck, initcheck) or Nsight Compute (ncu).
 
     python scripts/gpu_kernel_cases.py small      v1, v2, v3 at small shapes: tails (T not a
                                                   multiple of 16 or 64), B=1, one head, causal
@@ -31,8 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from andrea_edu import attention  # noqa: E402
-from andrea_edu.attention import compare_to_reference  # noqa: E402
+from andrea_edu.dispatch import attention, compare_to_reference  # noqa: E402
 from andrea_edu.kernels import registry  # noqa: E402
 
 SMALL = [  # backend, dtype, B, nh, T, hs, causal

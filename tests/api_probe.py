@@ -24,19 +24,18 @@ def cases() -> list[tuple[str, str, Callable[[Any], Any], list]]:
     import numpy as np
     import torch
 
-    import importlib
-
     import tempfile
 
     from andrea_edu import config as C, data as DATA, layout as L, projections as P
-    from andrea_edu.heads import gpt2 as G
+    from andrea_lab import gpt2_small as G
     from andrea_edu.heads.corpus import make_batch
     from andrea_edu.kernels import nvrtc
     from andrea_edu.model import AndreaModel
     from andrea_lab import store as ST
     from andrea_edu.heads import detectors as D, measures as M, toy_calls as TC
     from andrea_edu.notebook import slider as S
-    A = importlib.import_module("andrea_edu.attention")  # the package exports the function
+    from andrea_edu import dispatch as A
+    from andrea_edu.attention import reference_attention
 
     q = _t(1, 2, 4, 8)
     X = _t(1, 4, 12)
@@ -60,7 +59,7 @@ def cases() -> list[tuple[str, str, Callable[[Any], Any], list]]:
          ["no", 1, None, "yes"]),
         ("attention", "q", lambda v: A.attention(v, q, q), [_t(2, 4, 8), q.numpy(), None,
                                                             _t(1, 2, 4, 8, dtype=torch.float64)[..., :0]]),
-        ("reference_attention", "causal", lambda v: A.reference_attention(q, q, q, causal=v),
+        ("reference_attention", "causal", lambda v: reference_attention(q, q, q, causal=v),
          ["no", 0.5]),
         ("choose_backend", "head_dim", lambda v: A.choose_backend(v, torch.float16, "cpu"),
          [0, -8, 8.0, "64", NAN]),
@@ -125,7 +124,7 @@ def cases() -> list[tuple[str, str, Callable[[Any], Any], list]]:
         ("config_from_hf", "n_embd", lambda v: G.config_from_hf(dict(hf, n_embd=v)), [0, "768", None]),
         ("memory_map", "shape", lambda v: L.memory_map("BTC", v), [(1024, 1024, 12, 64)]),
         ("reference_attention", "seq_len",
-         lambda v: A.reference_attention(*(_t(1, 1, v, 8, dtype=torch.float16),) * 3), [2**21]),
+         lambda v: reference_attention(*(_t(1, 1, v, 8, dtype=torch.float16),) * 3), [2**21]),
         ("attention", "seq_len", lambda v: A.attention(*(_t(1, 1, v, 8, dtype=torch.float16),) * 3),
          [2**21]),
         ("store.write_json_atomic", "path", lambda v: ST.write_json_atomic(v, {}),

@@ -7,8 +7,8 @@ Layers, from the bottom:
     kernels   the .cu sources and everything about them (compiler, launcher, emulator, limits):
               imports nothing of the package outside itself
     core      the package's root: config, env, data (committed data, read), projections, layout,
-              attention (the dispatcher, which uses the kernels) and model (whose forward calls
-              the dispatcher)
+              attention (plain torch), dispatch (the dispatcher, which uses the kernels) and model
+              (whose forward runs the attention it is given)
     heads, pipeline, bench      computation and measurement (heads and pipeline may use bench)
     notebook  the tooling that shows chapters (slider, live renderer, kernel cells)
     figures   one module per chapter plus shared drawing helpers: they draw, never measure
@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "andrea_edu"
 SUBPACKAGES = ("kernels", "heads", "pipeline", "bench", "notebook", "figures")
 CORE = ("andrea_edu.config", "andrea_edu.env", "andrea_edu.data", "andrea_edu.data_pins",
-        "andrea_edu.projections", "andrea_edu.layout", "andrea_edu.attention", "andrea_edu.model")
+        "andrea_edu.projections", "andrea_edu.layout", "andrea_edu.attention", "andrea_edu.dispatch",
+        "andrea_edu.model")
 TOOLING_LIBRARIES = ("ipywidgets", "nbclient", "nbconvert", "nbformat", "jupyter_client", "zmq")
 TIMERS = ("perf_counter", "perf_counter_ns", "process_time", "monotonic", "monotonic_ns",
           "Event", "elapsed_time", "synchronize", "time_fn", "time_fns", "timeit")
@@ -189,7 +190,7 @@ def test_the_layer_rule_catches_a_planted_upward_import():
     """The rule is not vacuous: the model importing the figures, or a kernel the dispatcher,
     is refused."""
     planted = {"andrea_edu.model": {"andrea_edu.figures.viz"},
-               "andrea_edu.kernels.grid": {"andrea_edu.attention"}}
+               "andrea_edu.kernels.grid": {"andrea_edu.dispatch"}}
     bad = [m for m, deps in planted.items() for d in deps if layer(d) not in ALLOWED[layer(m)]]
     assert bad == ["andrea_edu.model", "andrea_edu.kernels.grid"]
 

@@ -1,4 +1,4 @@
-"""Tests of andrea_edu.attention: backends agree, the dispatcher decides and says why, bad input
+"""Tests of andrea_edu.attention and andrea_edu.dispatch: backends agree, the dispatcher decides and says why, bad input
 is refused with a message that names the fix."""
 from __future__ import annotations
 
@@ -9,18 +9,17 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from andrea_edu.attention import (
+from andrea_edu.attention import reference_attention
+from andrea_edu.dispatch import (
     BACKENDS,
     TOLERANCE,
-    V1_MAX_HEAD_DIM,
-    V2_HEAD_DIMS,
-    V3_HEAD_DIMS,
+    Backend,
     Decision,
     attention,
     choose_backend,
     compare_to_reference,
-    reference_attention,
 )
+from andrea_edu.kernels.limits import V1_MAX_HEAD_DIM, V2_HEAD_DIMS, V3_HEAD_DIMS
 from andrea_edu.kernels.launch import has_gpu
 
 HAS_GPU = has_gpu()
@@ -206,6 +205,23 @@ def test_argument_errors():
         attention(q, q, q, backend="gpu")
     with pytest.raises(ValueError, match=r"needs CUDA tensors.*backend='emulator'"):
         attention(q, q, q, backend="cuda-wmma")
+
+
+def test_a_backend_is_attention_with_its_name_fixed():
+    """dispatch.Backend (what a model runs): the same output and decision as attention() with
+    that backend and pad; a name or pad outside the allowed values is refused in one line."""
+    q, k, v = (_t(2, 3, 9, 16) for _ in range(3))
+    emu = Backend("emulator")
+    assert emu.name == "emulator" and Backend("auto", pad=True).name == "auto+pad"
+    assert torch.equal(emu(q, k, v, causal=True), attention(q, k, v, True, "emulator"))
+    out, d = emu.with_decision(q, k, v, causal=True)
+    assert torch.equal(out, attention(q, k, v, True, "emulator")) and d.backend == "emulator"
+    assert Backend().with_decision(q, k, v)[1].backend == "reference"  # auto, on the CPU
+    for bad, match in ((dict(backend="flash"), r"backend='flash' is not one of \('auto', "
+                        r"'reference', 'sdpa'"), (dict(pad="yes"), r"pad='yes' must be True or False")):
+        with pytest.raises(ValueError, match=match) as e:
+            Backend(**bad)  # type: ignore[arg-type]  # the wrong values under test
+        assert "\n" not in str(e.value)
 
 
 # ------------------------------------------------------------------ on a GPU

@@ -486,8 +486,8 @@ def test_the_headline_sweep_times_dispatch_with_pad_and_cold_beside_warm():
     its warm one, each labelled."""
     import inspect
 
-    from andrea_edu.attention import attention
     from andrea_edu.bench import cases, suites
+    from andrea_edu.dispatch import attention
     assert cases.dispatched_backends()[0] == "auto"
     assert ("auto:pad" in cases.dispatched_backends()) == (
         "pad" in inspect.signature(attention).parameters)

@@ -8,7 +8,7 @@ from typing import Any, cast
 import pytest
 import torch
 
-from andrea_edu.attention import attention
+from andrea_edu.attention import reference_attention
 from andrea_edu.config import AndreaConfig
 from andrea_edu.heads import circuits as K
 from andrea_edu.model import AndreaModel
@@ -35,7 +35,7 @@ def test_ov_gives_the_heads_term_of_the_output():
     x = torch.randn(2, 12, 32, generator=torch.Generator().manual_seed(2))
     X = m.blocks[0].ln_1(x)
     q, k, v = project_c_attn(X, m.blocks[0].attn.c_attn, 4)
-    y = attention(q, k, v, causal=True, backend="reference")  # (B, nh, T, hs)
+    y = reference_attention(q, k, v, causal=True)  # (B, nh, T, hs)
     parts = head_contributions(y, m.blocks[0].attn.W_O)  # (nh, B, T, C)
     A = K.causal_softmax(q @ k.transpose(-2, -1) / math.sqrt(8))  # (B, nh, T, T)
     for h in range(4):

@@ -14,7 +14,7 @@ import shutil
 import pytest
 import torch
 
-from andrea_edu.attention import attention, choose_backend, compare_to_reference
+from andrea_edu.dispatch import attention, choose_backend, compare_to_reference
 from andrea_edu.kernels import cpu_sim, registry
 
 pytestmark = pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")),

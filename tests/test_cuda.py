@@ -23,7 +23,9 @@ from hypothesis import strategies as st
 from andrea_edu import kernels as cuda
 from andrea_edu.kernels import nvrtc, registry
 from andrea_edu.kernels import launch as cuda_launch, toolkit as cuda_toolkit, occupancy
-from andrea_edu.attention import TOLERANCE, V2_HEAD_DIMS, compare_to_reference, reference_attention
+from andrea_edu.attention import reference_attention
+from andrea_edu.dispatch import TOLERANCE, compare_to_reference
+from andrea_edu.kernels.limits import V2_HEAD_DIMS
 
 HAS_GPU = cuda.has_gpu()
 NO_GPU = "no CUDA GPU visible to torch (torch.cuda.is_available() is False)"

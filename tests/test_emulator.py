@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cu_loops
-from andrea_edu.attention import TOLERANCE, compare_to_reference, reference_attention
+from andrea_edu.attention import reference_attention
+from andrea_edu.dispatch import TOLERANCE, compare_to_reference
 from andrea_edu.kernels import registry
 from andrea_edu.kernels.emulator import LaunchTrace, emulate
 from andrea_edu.kernels.spec import parse_constants

@@ -129,16 +129,18 @@ def test_worklog_unprecomputed_head_dim_is_one_line(monkeypatch):
 
 def _bad_model_backend():
     from andrea_edu.config import ANDREA_12M
+    from andrea_edu.dispatch import Backend
     from andrea_edu.model import AndreaModel
 
-    AndreaModel(ANDREA_12M, backend="sdp", device="meta")
+    AndreaModel(ANDREA_12M, attn=Backend("sdp"), device="meta")
 
 
 def _bad_set_backend():
     from andrea_edu.config import ANDREA_12M
+    from andrea_edu.dispatch import Backend
     from andrea_edu.model import AndreaModel
 
-    AndreaModel(ANDREA_12M, device="meta").set_backend("flash")
+    AndreaModel(ANDREA_12M, device="meta").set_attention(Backend("flash"))
 
 
 def _bad_kernel_facts_gpu():

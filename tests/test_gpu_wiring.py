@@ -35,7 +35,7 @@ import torch
 
 driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings is not installed")
 
-from andrea_edu import attention  # noqa: E402  (the readers' entry point, a function)
+from andrea_edu.dispatch import attention  # noqa: E402  (the readers' entry point to the kernels)
 from andrea_edu.kernels import launch, nvrtc  # noqa: E402
 from andrea_edu.kernels import toolkit  # noqa: E402
 

@@ -6,7 +6,7 @@ import torch
 
 from andrea_edu.kernels import launch as cuda_launch
 from andrea_lab.bench import gpucheck
-from andrea_edu.attention import V2_HEAD_DIMS, V3_HEAD_DIMS
+from andrea_edu.kernels.limits import V2_HEAD_DIMS, V3_HEAD_DIMS
 
 
 def test_without_gpu_it_exits_nonzero_and_writes_nothing(monkeypatch, tmp_path, capsys):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from andrea_lab import store
-from andrea_edu.attention import choose_backend
+from andrea_edu.dispatch import choose_backend
 from andrea_edu.bench import dispatched, load_results
 from andrea_edu.figures import config_mirrors_hardware as figs
 from andrea_edu.kernels import head_dim_evidence as he

@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 
-from andrea_edu.attention import choose_backend
+from andrea_edu.dispatch import choose_backend
 
 
 @pytest.mark.parametrize("kw, match", [

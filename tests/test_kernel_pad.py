@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from andrea_edu.attention import choose_backend, compare_to_reference
+from andrea_edu.dispatch import choose_backend, compare_to_reference
 from andrea_edu.kernels import emulator, registry, v3pad
 from andrea_edu.kernels.v3 import V3_HEAD_DIMS
 

@@ -27,7 +27,7 @@ import pytest
 import torch
 
 import andrea_edu
-from andrea_edu.attention import attention, backends, choose_backend
+from andrea_edu.dispatch import attention, backends, choose_backend
 from andrea_edu.kernels import grid, nvrtc, registry, sass, time_model
 from andrea_edu.kernels.emulator import emulate
 from andrea_edu.kernels.spec import KernelSpec

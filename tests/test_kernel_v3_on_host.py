@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from andrea_edu.attention import compare_to_reference
+from andrea_edu.dispatch import compare_to_reference
 from andrea_edu.kernels import registry
 from andrea_edu.kernels.grid import grid_shape
 from andrea_edu.kernels.nvrtc import shared_bytes

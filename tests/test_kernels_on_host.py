@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from andrea_edu import kernels as cuda
-from andrea_edu.attention import compare_to_reference
+from andrea_edu.dispatch import compare_to_reference
 from andrea_edu.kernels.nvrtc import _tile
 
 HERE = Path(__file__).parents[1] / "andrea_edu" / "kernels" / "host_sim"  # the simulator (package data)

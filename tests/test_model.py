@@ -5,8 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from andrea_edu.attention import attention
+from andrea_edu.attention import reference_attention
 from andrea_edu.config import ANDREA_12M, ANDREA_120M, AndreaConfig, param_counts
+from andrea_edu.dispatch import Backend
 from andrea_edu.model import (AndreaModel, attention_probabilities, count_parameters,
                               count_parameters_by_part, part_of)
 from andrea_edu.projections import project_c_attn
@@ -82,10 +83,48 @@ def test_sdpa_backend_gives_the_reference_logits():
     model = AndreaModel(TOY)
     idx = _idx(TOY)
     ref, _ = model(idx)
-    model.set_backend("sdpa")
+    assert model.backend == "reference" and model.attention is reference_attention
+    model.set_attention(Backend("sdpa"))
     assert model.backend == "sdpa"
     out, _ = model(idx)
     assert torch.allclose(out, ref, atol=1e-5)
+
+
+def test_the_model_runs_the_attention_it_is_given_and_names_it():
+    """attn is a value: any callable (q, k, v, causal) runs in every layer, causal, and
+    model.backend is its name; None is reference_attention."""
+    seen = []
+
+    def my_attention(q, k, v, causal=False):
+        seen.append((tuple(q.shape), causal))
+        return reference_attention(q, k, v, causal)
+
+    idx = _idx(TOY)
+    model, ref = AndreaModel(TOY, attn=my_attention, seed=1), AndreaModel(TOY, seed=1)
+    assert model.backend == "my_attention" and model.attention is my_attention
+    assert torch.equal(model(idx)[0], ref(idx)[0])
+    assert seen == [((3, 4, 11, 8), True)] * TOY.n_layer
+    assert AndreaModel(TOY, attn=Backend("auto", pad=True)).backend == "auto+pad"
+    model.set_attention(None)
+    assert model.backend == "reference" and all(
+        b.attn.attention is reference_attention for b in model.blocks)
+
+
+@pytest.mark.parametrize("bad,match", [
+    ("sdpa", r"attn='sdpa' is a name; pass a callable .*Backend\('sdpa'\)"),
+    (3, r"attn=3 is not callable; allowed: None \(reference_attention\) or a callable")])
+def test_a_bad_attention_is_refused_in_one_line_before_any_weight(bad, match, monkeypatch):
+    def no_allocation(*a, **k):
+        raise AssertionError("a weight was allocated before attn was checked")
+    with monkeypatch.context() as m:
+        m.setattr(torch, "empty", no_allocation)
+        with pytest.raises(TypeError, match=match) as e:
+            AndreaModel(ANDREA_120M, attn=bad)
+    assert "\n" not in str(e.value)
+    model = AndreaModel(TOY)
+    with pytest.raises(TypeError, match=match):
+        model.set_attention(bad)
+    assert model.backend == "reference"  # unchanged
 
 
 def test_the_model_is_causal():
@@ -113,7 +152,7 @@ def test_hooked_probabilities_are_what_attention_applied():
     assert torch.allclose(P.sum(-1), torch.ones(3, 4, 11), atol=1e-6)
     assert torch.all(P.triu(diagonal=1) == 0)  # no attention to the future
     q, k, v = project_c_attn(inputs[0], model.blocks[1].attn.c_attn, 4)
-    assert torch.allclose(P @ v, attention(q, k, v, causal=True, backend="reference"), atol=1e-6)
+    assert torch.allclose(P @ v, reference_attention(q, k, v, causal=True), atol=1e-6)
     assert all(b.attn.hooks == {} for b in model.blocks)  # the hooks end with the block
     assert model.attention_maps(idx).shape == (2, 3, 4, 11, 11)
 

@@ -19,6 +19,7 @@ from andrea_lab import pipeline_timing as lab_timing
 from andrea_edu.pipeline import tracer as PTR
 from andrea_edu.bench.timing import attention_flops, matmul_flops
 from andrea_edu.config import ANDREA_120M, AndreaConfig, param_counts
+from andrea_edu.dispatch import Backend
 from andrea_edu.model import AndreaModel
 from andrea_edu.projections import project_c_attn
 from andrea_edu.pipeline.tracer import trace_token
@@ -28,7 +29,7 @@ TINY = AndreaConfig(d_model=32, n_head=4, n_layer=3, vocab_size=64, block_size=1
 
 @pytest.fixture(scope="module")
 def model():
-    return AndreaModel(TINY, backend="auto", seed=1)
+    return AndreaModel(TINY, attn=Backend("auto"), seed=1)
 
 
 def ids(B=2, T=7, seed=0, V=TINY.vocab_size):
@@ -369,7 +370,7 @@ def fake_timing(spike=None, median_spike=None):
 
 @pytest.fixture(scope="module")
 def wide_steps():
-    return P.layer_steps(AndreaModel(WIDE, backend="auto", seed=0), 2, 8)
+    return P.layer_steps(AndreaModel(WIDE, attn=Backend("auto"), seed=0), 2, 8)
 
 
 def test_step_noise_flags_a_planted_spike_and_the_summary_refuses_a_share(wide_steps):
@@ -506,7 +507,7 @@ def test_qkv_intensity_by_hand():
     (lambda: P.kernel_vs_projections(ANDREA_120M, []), "lengths"),
     (lambda: P.qkv_intensity(ANDREA_120M, [1, 16.5]), "tokens"),
     (lambda: PT.memory_bandwidth(megabytes=0), "megabytes"),
-    (lambda: trace_token(AndreaModel(TINY), ids(), backend="flash"), "backend"),
+    (lambda: trace_token(AndreaModel(TINY), ids(), attn=Backend("flash")), "backend"),
     (lambda: trace_token(AndreaModel(TINY), ids(), dtype=torch.int8), "dtype"),
 ])
 def test_exercise_knobs_outside_the_allowed_give_one_line(call, name):
@@ -532,7 +533,7 @@ def test_memory_bandwidth_and_a_group_at_it(model):
 def test_trace_knobs_leave_the_model_as_it_was(model):
     base = trace_token(model, ids(), layer=1, b=1, t=3, keep=True)
     assert PTR.differences(base, trace_token(model, ids(), layer=1, b=1, t=3)) == []
-    emu = trace_token(model, ids(), layer=1, b=1, t=3, backend="reference")
+    emu = trace_token(model, ids(), layer=1, b=1, t=3, attn=Backend("reference"))
     assert model.backend == "auto" and model.wte.dtype == torch.float32
     diffs = dict(PTR.differences(base, emu))
     assert "note:" in diffs["attention kernel, all heads"]

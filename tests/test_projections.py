@@ -274,7 +274,7 @@ def test_zero_head_removes_exactly_that_heads_contribution(s, data):
 def test_zeroing_a_heads_value_columns_or_its_w_o_rows_gives_the_same_output():
     """Head k's W_V column block at zero makes its values, so its output, zero: the layer's
     output is the one zero_head gives (W_O's rows), up to rounding; W_Q's columns do not."""
-    from andrea_edu.attention import attention
+    from andrea_edu.attention import reference_attention
 
     B, T, C, nh, k = 2, 5, 12, 3, 1
     P = Projections.random(C, nh, seed=3)
@@ -282,7 +282,7 @@ def test_zeroing_a_heads_value_columns_or_its_w_o_rows_gives_the_same_output():
 
     def layer(W_Q, W_V, W_O):
         q, kk, v = project_fused(X, W_Q, P.W_K, W_V, nh)
-        return output_projection(attention(q, kk, v, causal=True, backend="reference"), W_O)
+        return output_projection(reference_attention(q, kk, v, causal=True), W_O)
 
     rows = layer(P.W_Q, P.W_V, zero_head(P.W_O, k, nh))
     cols = layer(P.W_Q, zero_head_columns(P.W_V, k, nh), P.W_O)

@@ -117,11 +117,11 @@ def test_importing_andrea_edu_changes_no_environment_variable():
             "before = dict(os.environ)\n"
             "import andrea_edu, andrea_edu.env\n"
             "light = 'torch' not in sys.modules\n"
-            "andrea_edu.AndreaModel, andrea_edu.attention  # the lazy names, loaded\n"
+            "andrea_edu.AndreaModel, andrea_edu.reference_attention  # the lazy names, loaded\n"
             "changed = sorted(k for k in set(before) | set(os.environ)\n"
             "                 if before.get(k) != os.environ.get(k))\n"
             "print(json.dumps({'light': light, 'changed': changed,\n"
-            "                  'fn': callable(andrea_edu.attention)}))")
+            "                  'fn': callable(andrea_edu.reference_attention)}))")
     got = json.loads(_py(code).strip().splitlines()[-1])
     assert got == {"light": True, "changed": [], "fn": True}
 

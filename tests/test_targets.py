@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from andrea_edu.attention import choose_backend
+from andrea_edu.dispatch import choose_backend
 from andrea_edu.kernels import occupancy, targets
 
 fp32, fp16, bf16 = torch.float32, torch.float16, torch.bfloat16

@@ -354,7 +354,7 @@ def test_the_kernel_source_on_the_host_computes_a_real_layer(model, tmp_path, ve
     """The .cu file itself (andrea_edu/kernels/host_sim: every thread a fiber, random resume order) on
     layer 2's real q, k, v at head_dim 32."""
     from andrea_edu import kernels as cuda
-    from andrea_edu.attention import compare_to_reference
+    from andrea_edu.dispatch import compare_to_reference
     from andrea_edu.kernels.nvrtc import _tile
     from test_kernels_on_host import _CT, HERE, _host_source
     q, k, v, out = K.layer_case(model, SENTENCES[2], 2)

@@ -128,41 +128,41 @@ ATTRIBUTE = '''def _planted_misspelt_attribute(q):
 
 
 def test_the_slice_is_clean_before_planting(tmp_path, cache):
-    """The control: the copied attention.py has no error, so what follows is the plant's."""
+    """The control: the copied dispatch.py has no error, so what follows is the plant's."""
     root = _slice(tmp_path, cache)
-    assert _check(root, "andrea_edu/attention.py") == []
+    assert _check(root, "andrea_edu/dispatch.py") == []
 
 
 def test_mypy_finds_the_launch_attention_bug_of_issue_22(tmp_path, cache):
     root = _slice(tmp_path, cache)
-    _plant(root, "andrea_edu/attention.py", LAUNCH_OLD[0], LAUNCH_NEW[0])
-    line = _plant(root, "andrea_edu/attention.py", LAUNCH_OLD[1], LAUNCH_NEW[1])
-    errors = _check(root, "andrea_edu/attention.py")
+    _plant(root, "andrea_edu/dispatch.py", LAUNCH_OLD[0], LAUNCH_NEW[0])
+    line = _plant(root, "andrea_edu/dispatch.py", LAUNCH_OLD[1], LAUNCH_NEW[1])
+    errors = _check(root, "andrea_edu/dispatch.py")
     assert len(errors) == 1, errors
-    assert re.search(rf"attention\.py:{line}: error: Module has no attribute \"launch_attention\""
+    assert re.search(rf"dispatch\.py:{line}: error: Module has no attribute \"launch_attention\""
                      r".*\[attr-defined\]", errors[0]), errors
 
 
 def test_mypy_finds_a_wrong_call_arity_in_an_unannotated_function(tmp_path, cache):
     root = _slice(tmp_path, cache)
-    line = _plant(root, "andrea_edu/attention.py", None, ARITY)
-    errors = _check(root, "andrea_edu/attention.py")
+    line = _plant(root, "andrea_edu/dispatch.py", None, ARITY)
+    errors = _check(root, "andrea_edu/dispatch.py")
     assert len(errors) == 1, errors
-    assert re.search(rf"attention\.py:{line + 1}: error: Too many arguments for "
+    assert re.search(rf"dispatch\.py:{line + 1}: error: Too many arguments for "
                      r"\"reference_attention\".*\[call-arg\]", errors[0]), errors
 
 
 def test_mypy_finds_a_misspelt_class_attribute(tmp_path, cache):
     root = _slice(tmp_path, cache)
-    line = _plant(root, "andrea_edu/attention.py", None, ATTRIBUTE)
-    errors = _check(root, "andrea_edu/attention.py")
+    line = _plant(root, "andrea_edu/dispatch.py", None, ATTRIBUTE)
+    errors = _check(root, "andrea_edu/dispatch.py")
     assert len(errors) == 1, errors
-    assert re.search(rf"attention\.py:{line + 2}: error: \"Decision\" has no attribute "
+    assert re.search(rf"dispatch\.py:{line + 2}: error: \"Decision\" has no attribute "
                      r"\"reasons\".*\[attr-defined\]", errors[0]), errors
 
 
 def test_without_check_untyped_defs_the_unannotated_bug_would_pass(tmp_path, cache):
     """Why mypy.ini sets check_untyped_defs: without it the body above is never looked at."""
     root = _slice(tmp_path, cache, check_untyped_defs=False)
-    _plant(root, "andrea_edu/attention.py", None, ARITY)
-    assert _check(root, "andrea_edu/attention.py") == []
+    _plant(root, "andrea_edu/dispatch.py", None, ARITY)
+    assert _check(root, "andrea_edu/dispatch.py") == []

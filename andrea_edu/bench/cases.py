@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 
 from andrea_edu.bench import timing as bench
-from andrea_edu.attention import attention, reference_attention
+from andrea_edu.attention import reference_attention
+from andrea_edu.dispatch import attention
 from andrea_edu.kernels import registry
 from andrea_edu.bench.runner import (DTYPE, HOST_PATH, N_HEAD, PREPARE, TIMED, _params,
                                      _progress, _Runner, _shape_table)

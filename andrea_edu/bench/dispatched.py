@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from andrea_edu.attention import attention, choose_backend, compare_to_reference
+from andrea_edu.dispatch import attention, choose_backend, compare_to_reference
 from andrea_edu.bench import timing
 from andrea_edu.kernels import head_dim_evidence as evidence
 from andrea_edu.kernels import registry, time_model

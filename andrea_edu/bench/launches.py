@@ -3,7 +3,7 @@ chapter "One kernel, many heads".
 
     batched_vs_looped(B, n_head, T, head_dim, backend="reference", ...) -> LaunchComparison
 
-Both paths go through the dispatcher (andrea_edu.attention), so with a CUDA backend each call is
+Both paths go through the dispatcher (andrea_edu.dispatch), so with a CUDA backend each call is
 one kernel launch: the loop launches B * n_head grids of one block each where the batched call
 launches one grid of B * n_head blocks. Validated (batched == looped) before anything is timed,
 then timed in turns by the book's one timer (bench.timing.time_fns), on the current torch threads.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from andrea_edu.attention import attention
+from andrea_edu.dispatch import attention
 from andrea_edu.bench import timing
 from andrea_edu.kernels.grid import _pos_int
 

@@ -445,9 +445,9 @@ def time_fn(fn, device: str, repeats: int = 10, warmup: int = 3) -> dict:
 
 
 def tolerance(dtype) -> tuple[float, float]:
-    """(atol, rtol) of andrea_edu.attention.TOLERANCE: one set of tolerances for the library,
+    """(atol, rtol) of andrea_edu.dispatch.TOLERANCE: one set of tolerances for the library,
     gpucheck and the benchmarks (bf16 keeps 8 bits of mantissa, fp16 11, fp32 24)."""
-    from andrea_edu.attention import TOLERANCE
+    from andrea_edu.dispatch import TOLERANCE
     return TOLERANCE[dtype]
 
 

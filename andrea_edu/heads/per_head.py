@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from andrea_edu.attention import attention
+from andrea_edu.attention import reference_attention
 from andrea_edu.heads.batch import Batch
 from andrea_edu.model import AndreaModel
 from andrea_edu.projections import head_contributions, project_c_attn
@@ -58,7 +58,7 @@ def head_outputs(model: AndreaModel, idx: torch.Tensor) -> list[torch.Tensor]:
         if att.b_attn is not None:
             b_q, b_k, b_v = att.b_attn.view(3, att.n_head, 1, att.head_dim)  # 3 x (nh, 1, hs)
             q, k, v = q + b_q, k + b_k, v + b_v
-        out.append(attention(q, k, v, causal=True, backend="reference"))  # (B, nh, T, hs)
+        out.append(reference_attention(q, k, v, causal=True))  # (B, nh, T, hs)
     return out
 
 

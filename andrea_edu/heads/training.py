@@ -92,7 +92,7 @@ def train(settings: Settings | None = None, progress: bool = True,
     n_steps = s.steps_to_run(stop_after)
     t0, c0 = time.perf_counter(), time.process_time()
     with torch_threads(s.threads):
-        model = AndreaModel(s.model_config(), backend="reference", seed=s.seed)
+        model = AndreaModel(s.model_config(), seed=s.seed)
         rng = random.Random(s.seed)
         ev = make_batch(s.eval_batch, s.seq_len, seed=EVAL_SEED)
         pb = make_batch(s.probe_batch, s.seq_len, seed=EVAL_SEED + 1)
@@ -155,7 +155,7 @@ def model_after(steps: int, settings: Settings | None = None) -> AndreaModel:
         raise ValueError(f"steps={steps!r} must be an int in 0..{s.steps} (the schedule's "
                          f"length{', fast mode' if s.steps == FAST['steps'] else ''})")
     with torch_threads(s.threads):
-        model = AndreaModel(s.model_config(), backend="reference", seed=s.seed)
+        model = AndreaModel(s.model_config(), seed=s.seed)
         rng = random.Random(s.seed)
 
         def next_batch():

@@ -30,7 +30,7 @@
 
 Chapters: "How CUDA stores the heads", "One kernel, many heads", "The configuration mirrors the
 hardware", "Why twelve heads, not one wider head". Nothing here imports the dispatcher
-(andrea_edu.attention): the dispatcher imports this.
+(andrea_edu.dispatch): the dispatcher imports this.
 
 The names below are the API a chapter calls: `from andrea_edu import kernels` then
 `kernels.compile_attention(...)`.

@@ -10,7 +10,7 @@ The CUBIN is compiled for the tensor's own architecture by andrea_edu.kernels.nv
 loaded once per (device, specialization) with cuModuleLoadData, and launched with cuLaunchKernel
 on torch's current stream of that device, so it orders correctly with torch's own work.
 This low-level entry point never copies: it raises when an input is not contiguous (the
-dispatcher `andrea_edu.attention.attention` copies and says so instead).
+dispatcher `andrea_edu.dispatch.attention` copies and says so instead).
 
 Errors (each names what is wrong and the fix): GpuUnavailableError (suggests backend="emulator"),
 DriverTooOldError (gives the driver's CUDA version and NVRTC's), ValueError/TypeError for CPU

@@ -13,7 +13,7 @@ __global__ function in a `%%cuda NAME` cell (or a Python string); `run_kernel` t
    (two barrier orders disagree), named a missing __syncthreads when one order reads NaN;
    shared memory read before any thread wrote it (the NaN goes away when shared memory starts
    as zeros); an output element never written; a wrong value at (batch, head, row, column),
-   against `expect` with the tolerances of andrea_edu.attention.TOLERANCE.
+   against `expect` with the tolerances of andrea_edu.dispatch.TOLERANCE.
 It runs on the CPU even where a GPU is present (launching an arbitrary signature on the GPU is
 not wired: kernels.launch knows the attention kernels' arguments only).
 
@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from andrea_edu.attention import TOLERANCE
+from andrea_edu.dispatch import TOLERANCE
 from andrea_edu.kernels import cpu_sim, nvrtc, sass
 from andrea_edu.kernels import toolkit as tk
 

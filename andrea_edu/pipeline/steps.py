@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from andrea_edu.attention import attention
+from andrea_edu.dispatch import Backend
 from andrea_edu.bench.timing import attention_flops, matmul_flops
 from andrea_edu.projections import merge_heads
 
@@ -341,8 +341,11 @@ def block_in_steps(block, x, mark, layer: int = 0):
     q, k, v = mark(layer, "split_qkv", qkv.split(C, dim=2))  # 3 x (B, T, C), views
     q, k, v = mark(layer, "view_heads", tuple(t.view(B, T, nh, C // nh) for t in (q, k, v)))  # 3 x (B, T, nh, hs)
     q, k, v = mark(layer, "transpose", tuple(t.transpose(1, 2) for t in (q, k, v)))  # 3 x (B, nh, T, hs)
-    y, decision = attention(q, k, v, causal=CAUSAL, backend=attn.backend, return_decision=True)
-    y = mark(layer, "attention", y, decision=decision)  # (B, nh, T, hs)
+    if isinstance(attn.attention, Backend):  # the dispatcher: it also says which backend ran, why
+        y, decision = attn.attention.with_decision(q, k, v, causal=CAUSAL)
+        y = mark(layer, "attention", y, decision=decision)  # (B, nh, T, hs)
+    else:                                    # a plain callable, reference_attention by default
+        y = mark(layer, "attention", attn.attention(q, k, v, causal=CAUSAL))  # (B, nh, T, hs)
     y = mark(layer, "concat", merge_heads(y))  # (B, T, C), a copy
     a = mark(layer, "W_O", y @ attn.W_O)  # (B, T, C)
     x = mark(layer, "residual_1", x + a)  # (B, T, C)

@@ -117,7 +117,7 @@ class StepTiming:
     steps: list  # [{"layer", "name", "median_ms", "min_ms"}], forward order
     forward_ms: float  # median of the plain model(idx), no marks
     marked_forward_ms: float  # median of the marked pass, all steps together
-    decision: dict  # the attention Decision of layer 0, as a dict
+    decision: dict  # the attention Decision of layer 0, as a dict ({}: no dispatcher ran)
     ops: dict  # {step name: [aten ops]}
     kernels: dict  # {step name: [CUDA kernel names]}; {} on a CPU
     provenance: dict

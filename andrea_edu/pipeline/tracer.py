@@ -144,26 +144,26 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 @torch.no_grad()
 def trace_token(model, idx, layer: int = 0, b: int = 0, t: int | None = None,
-                n_values: int = 4, keep: bool = False, backend: str | None = None,
+                n_values: int = 4, keep: bool = False, attn=None,
                 dtype: torch.dtype | None = None) -> Trace:
     """Run `model` on idx (B, T) up to layer `layer`, then that layer step by step, recording
     token (b, t) at every step (t defaults to the last position). keep: store every step's
     full tensor in `Trace.tensors` (for checks against a plain forward).
 
-    backend: run every layer's attention with this backend (a name of `attention.backends()`)
+    attn: run every layer's attention with this callable (e.g. `dispatch.Backend("emulator")`)
     for this trace only; dtype (one of DTYPES): trace a copy of the model cast to it. The model
     itself is left as it was."""
     if dtype is not None and dtype not in DTYPES:
         raise ValueError(f"dtype={dtype!r} is not one of {[str(d) for d in DTYPES]}")
     if dtype is not None and dtype != model.wte.dtype:
         model = copy.deepcopy(model).to(dtype)
-    if backend is not None:
-        before = model.backend
-        model.set_backend(backend)  # one line naming the backends when it is not one
+    if attn is not None:
+        before = model.attention
+        model.set_attention(attn)  # one line when it is not a callable
         try:
             return trace_token(model, idx, layer, b, t, n_values, keep)
         finally:
-            model.set_backend(before)
+            model.set_attention(before)
     if not isinstance(idx, torch.Tensor) or idx.dim() != 2 or idx.dtype != torch.long:
         raise ValueError(f"idx must be a (batch, seq_len) torch.long tensor, got "
                          f"{type(idx).__name__} {tuple(getattr(idx, 'shape', ()))}")

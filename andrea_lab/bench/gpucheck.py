@@ -3,14 +3,14 @@
     python -m andrea_lab.bench gpu-check --out DIR
 
 On a machine with an NVIDIA GPU this
-  1. sweeps the readers' entry point, `andrea_edu.attention(q, k, v, causal, backend=...)`, with
-     backend cuda-naive (v1), cuda-wmma (v2) and cuda-flash (v3, on sm_80+) against the fp32
-     reference, over the property cases of the CPU tests: seq_len 1 and tails that are not a
-     multiple of 16 or 64, batch 1, one head, causal or not, head_dims, and each dtype the
-     backend runs (fp32 only on cuda-naive); then a few calls with backend="auto" whose
-     decision must be the one `choose_backend` makes for this GPU. A case passes when the
-     backend that ran is the one expected (no silent fallback) and the output is within
-     andrea_edu.attention.TOLERANCE of the reference;
+  1. sweeps the readers' entry point, `andrea_edu.dispatch.attention(q, k, v, causal,
+     backend=...)`, with backend cuda-naive (v1), cuda-wmma (v2) and cuda-flash (v3, on
+     sm_80+) against the fp32 reference, over the property cases of the CPU tests: seq_len 1
+     and tails that are not a multiple of 16 or 64, batch 1, one head, causal or not,
+     head_dims, and each dtype the backend runs (fp32 only on cuda-naive); then a few calls
+     with backend="auto" whose decision must be the one `choose_backend` makes for this GPU.
+     A case passes when the backend that ran is the one expected (no silent fallback) and the
+     output is within andrea_edu.dispatch.TOLERANCE of the reference;
   2. runs the `gpu`-marked tests (pytest in a subprocess, ANDREA_FAST=1, --noconftest: the
      tests' conftest loads Jupyter pieces a bare GPU image lacks), when the tests folder is
      present beside the package;
@@ -49,7 +49,7 @@ from andrea_edu.data import DataFileError
 
 from andrea_edu.kernels import registry
 from andrea_edu.kernels.limits import V3_MIN_SM
-from andrea_edu.attention import attention, choose_backend, compare_to_reference
+from andrea_edu.dispatch import attention, choose_backend, compare_to_reference
 
 SHAPES = [(1, 1, 1), (1, 1, 17), (2, 3, 77), (1, 12, 256), (3, 2, 65), (1, 2, 1000)]  # B, nh, T
 # head_dims no kernel is compiled for, run by a kernel whose tile covers them (v1's CHUNKS):
@@ -294,7 +294,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     t0 = time.perf_counter()
     report: dict[str, Any] = dict(
-        schema="andrea_edu.gpucheck/2", entry_point="andrea_edu.attention(backend=...)",
+        schema="andrea_edu.gpucheck/2", entry_point="andrea_edu.dispatch.attention(backend=...)",
         complete=False, device=device_info(),
         versions=dict(andrea_edu=__version__, torch=torch.__version__,
                       torch_cuda=torch.version.cuda, python=sys.version.split()[0]),

@@ -1,19 +1,19 @@
-"""A BERT-style encoder on the book's own code: all-MiniLM-L6-v2 run through `attention()`
+"""A BERT-style encoder on the book's own code: all-MiniLM-L6-v2 run through `reference_attention`
 (chapter "Why heads specialize").
 
 Every layer is BERT's post-LayerNorm block, written with the book's pieces:
 
     x = LN(word_emb[ids] + pos_emb[0..T-1] + type_emb[0])             # (B, T, C)
     q, k, v = project_fused(x, W_Q, W_K, W_V, nh) + biases            # 3 x (B, nh, T, hs)
-    heads = attention(q, k, v, causal=False)                          # (B, nh, T, hs)
+    heads = attn(q, k, v, causal=False)     # reference_attention    # (B, nh, T, hs)
     x = LN(x + output_projection(heads, W_O) + b_O)                   # concat . W_O
     x = LN(x + GELU_erf(x W_in + b_in) W_out + b_out)
 
 Weights are stored in the book's convention (X . W, [in, out]): BERT's nn.Linear keeps [out, in],
-so each matrix is transposed once at load. `attention()` returns the heads' outputs, not their
+so each matrix is transposed once at load. The attention returns the heads' outputs, not their
 probabilities; the probabilities are computed beside it from the same q and k (softmax(q k^T /
 sqrt(hs))), and `probs @ v` equals the heads' output (checked in the tests).
-Padding: none. `attention()` takes no mask, so sentences run one length at a time: `run_texts`
+Padding: none. The attention takes no mask, so sentences run one length at a time: `run_texts`
 tokenizes without padding, sorts by length and batches only sentences of equal length, so no
 position ever attends to a pad. Ablation zeros chosen heads' outputs before W_O.
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from ...attention import attention
+from ...attention import reference_attention
 from ...projections import output_projection, project_fused, split_heads
 from . import weights as W
 
@@ -156,20 +156,21 @@ class MiniLM:
     def _ln(self, x, wb):
         return F.layer_norm(x, (self.cfg.d_model,), wb[0], wb[1], self.cfg.eps)
 
-    def forward(self, ids: torch.Tensor, ablate=(), keep_qkv=(), backend: str = "auto"
+    def forward(self, ids: torch.Tensor, ablate=(), keep_qkv=(), attn=reference_attention
                 ) -> Forward:
         """ids: (B, T) token ids, no padding (every row a real sentence of length T).
-        ablate: (layer, head) pairs whose output is zeroed before W_O."""
+        ablate: (layer, head) pairs whose output is zeroed before W_O. attn: the attention every
+        layer runs, a callable (q, k, v, causal) -> heads (reference_attention by default)."""
         c = self.cfg
         if ids.dim() != 2 or not 1 <= ids.shape[1] <= c.max_positions:
             raise ValueError(f"ids must be (batch, seq_len) with 1 <= seq_len <= "
                              f"{c.max_positions}, got shape {tuple(ids.shape)}")
         T = ids.shape[1]
         x = self.wte[ids] + self.wpe[:T] + self.wtt[0]              # (B, T, C)
-        return self.layers_from(self._ln(x, self.ln_e), 0, ablate, keep_qkv, backend)
+        return self.layers_from(self._ln(x, self.ln_e), 0, ablate, keep_qkv, attn)
 
     def layers_from(self, x: torch.Tensor, start: int, ablate=(), keep_qkv=(),
-                    backend: str = "auto") -> Forward:
+                    attn=reference_attention) -> Forward:
         """Layers start..L-1 on x (B, T, C), the input of layer `start` (its hidden[start])."""
         c = self.cfg
         drop: dict[int, list[int]] = {}
@@ -181,7 +182,7 @@ class MiniLM:
             q, k, v = project_fused(x, L["W_Q"], L["W_K"], L["W_V"], c.n_head)  # (B, nh, T, hs)
             q, k, v = (t + split_heads(b.view(1, 1, -1), c.n_head)           # bias per head
                        for t, b in ((q, L["b_Q"]), (k, L["b_K"]), (v, L["b_V"])))
-            heads = attention(q, k, v, causal=False, backend=backend)        # (B, nh, T, hs)
+            heads = attn(q, k, v, causal=False)                             # (B, nh, T, hs)
             probs = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(c.head_dim), dim=-1)
             if i in drop:
                 heads = heads.clone()

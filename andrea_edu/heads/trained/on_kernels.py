@@ -4,8 +4,8 @@
 The encoder keeps one layer's q, k, v (1, nh, T, hs) for a sentence; each kernel version's
 emulator (andrea_edu.kernels.emulator: its grid, tiles and online softmax, block by block) runs
 them in every dtype the version takes, and its output is compared with the model's own attention
-output for that layer (fp32, through attention()'s reference), and with the fp32 reference on
-the same rounded inputs, whose tolerance (attention.TOLERANCE) the kernels are held to.
+output for that layer (fp32, through `reference_attention`), and with the fp32 reference on
+the same rounded inputs, whose tolerance (dispatch.TOLERANCE) the kernels are held to.
 
     layer_case(model, text, layer) -> (q, k, v, model_out)
     through_kernels(q, k, v, model_out) -> [row per (kernel, dtype)]
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from ...attention import TOLERANCE, compare_to_reference
+from ...dispatch import TOLERANCE, compare_to_reference
 from ...kernels import emulator, registry
 
 
