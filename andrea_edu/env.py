@@ -106,26 +106,6 @@ def pin_cpu_isa(warn: bool = True) -> dict[str, str]:
     return isa_settings()
 
 
-def die_with_parent(parent: int | None = None) -> bool:
-    """Ask the kernel to SIGKILL this process when its parent dies (Linux prctl
-    PR_SET_PDEATHSIG, through ctypes): a child doing a command's work then stops when the
-    process the user sees is killed, kill -9 included. `parent`: the pid the caller expects as
-    its parent; if it is already gone (it died before the call), exit at once. True when set
-    (False off Linux). Used as a subprocess preexec_fn and as a process pool's initializer."""
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-    import signal
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        ok = libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return False
-    if parent is not None and os.getppid() != parent:
-        os._exit(137)  # the parent died between the fork and the prctl
-    return ok
-
-
 THREAD_CAP = 4  # a notebook kernel's thread pools: enough for the book's sizes, kind to a busy laptop
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 

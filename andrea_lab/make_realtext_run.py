@@ -27,9 +27,9 @@ from andrea_edu.heads import measures as M
 from andrea_edu.heads import text_training as TT
 from andrea_edu.heads import training as toy_training
 from andrea_edu.heads.text_runs import RUN_FILE, TextSettings, default_settings, weights_path
-from andrea_edu.env import die_with_parent
 from andrea_edu.heads.text_training import CPU_PINS, SCORE_TOL
 from andrea_edu.heads.run import Run, SettingsError
+from andrea_lab.process import die_with_parent
 from andrea_lab.run_writers import outputs_exist, save_run, save_toy, toy_weights_path
 
 MODULE = "andrea_lab.make_realtext_run"  # for `python -m` (this file may run as __main__)

@@ -42,7 +42,7 @@ def _worker_start(parent: int) -> None:
     terminal sends to every process of the group, to the parent (which stops the workers)."""
     import signal
 
-    from andrea_edu.env import die_with_parent
+    from andrea_lab.process import die_with_parent
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(parent)
 

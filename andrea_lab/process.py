@@ -9,9 +9,11 @@ dropped, passes signals on to that child, and exits as a shell reports a process
     child_status, signal_name a child's exit status, a killing signal said in one line
     sigterm_interrupts()      SIGTERM/SIGHUP as Ctrl-C, so a command saves what it measured;
     stop_signal(e)            which signal that was (the command exits 128 + it)
-The pins themselves (PINNED_ISA, pin_cpu_isa, pinning_wanted) and die_with_parent stay in
-andrea_edu.env: the chapters and the book's live re-checks use them too. Only the laboratory's
-commands, scripts and tests import this module. Standard library only.
+    die_with_parent(parent)   the kernel SIGKILLs this process when its parent dies (a child's
+                              preexec_fn, a process pool's initializer)
+The pins themselves (PINNED_ISA, pin_cpu_isa, pinning_wanted) stay in andrea_edu.env: the
+chapters use them too. Only the laboratory's commands, scripts and tests import this module.
+Standard library only.
 """
 from __future__ import annotations
 
@@ -19,7 +21,27 @@ import contextlib
 import os
 import sys
 
-from andrea_edu.env import ISA_KNOBS, PINNED_ISA, die_with_parent, is_x86, pinning_wanted
+from andrea_edu.env import ISA_KNOBS, PINNED_ISA, is_x86, pinning_wanted
+
+
+def die_with_parent(parent: int | None = None) -> bool:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux prctl
+    PR_SET_PDEATHSIG, through ctypes): a child doing a command's work then stops when the
+    process the user sees is killed, kill -9 included. `parent`: the pid the caller expects as
+    its parent; if it is already gone (it died before the call), exit at once. True when set
+    (False off Linux). Used as a subprocess preexec_fn and as a process pool's initializer."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    import signal
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        ok = libc.prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return False
+    if parent is not None and os.getppid() != parent:
+        os._exit(137)  # the parent died between the fork and the prctl
+    return ok
 
 
 def rerun_pinned(module: str) -> int | None:

@@ -102,7 +102,7 @@ def test_a_pool_worker_ends_when_its_parent_is_killed(tmp_path):
     code = LOAD_ENV + textwrap.dedent(f"""
         import os, time
         from concurrent.futures import ProcessPoolExecutor
-        with ProcessPoolExecutor(1, initializer=env.die_with_parent,
+        with ProcessPoolExecutor(1, initializer=process.die_with_parent,
                                  initargs=(os.getpid(),)) as ex:
             pid = ex.submit(os.getpid).result()
             open({str(tmp_path / 'pid')!r}, 'w').write(str(pid))
