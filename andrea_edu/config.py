@@ -52,7 +52,7 @@ class AndreaConfig:
     block_size: int = 1024
     mlp_ratio: int = 4
     name: str = "custom"
-    # GPT-2 compatibility (heads/gpt2.py loads GPT-2's weights with these set); the defaults are
+    # GPT-2 compatibility (andrea_lab/gpt2_small.py loads GPT-2's weights with these set); the defaults are
     # ANDREA's: no linear biases (the source's 4 x d_model^2), exact erf GELU, LayerNorm eps 1e-5.
     bias: bool = False  # a bias on c_attn (3C), W_O (C), W_in (4C) and W_out (C), as GPT-2 has
     gelu: str = "exact"  # "exact" (erf) or "tanh" (GPT-2's approximation, "gelu_new")

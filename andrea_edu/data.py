@@ -449,6 +449,7 @@ LOADERS: dict[str, Kind] = {
                              "load_variant"),
     "toy_lab_model": Kind("toy_lab_model.json", "andrea_edu.heads.text_runs", "load_toy"),
     "realtext_paths": Kind("realtext_paths.json", "andrea_edu.heads.path_runs", "load_paths"),
+    "realtext_gpt2": Kind("realtext_gpt2.json", "andrea_edu.heads.text_runs", "load_gpt2_scores"),
     "bench_headdim": Kind("bench_headdim_*.json", "andrea_edu.bench.results", "load_results",
                           ("headdim",)),
     "bench_projections": Kind("bench_projections_*.json", "andrea_edu.bench.results",

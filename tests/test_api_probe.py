@@ -87,7 +87,7 @@ def test_element_offset_refuses_negative_or_float_strides(stride, at):
 
 def test_gpt2_weights_holding_nan_are_refused_in_one_line():
     transformers = pytest.importorskip("transformers")
-    from andrea_edu.heads import gpt2 as G
+    from andrea_lab import gpt2_small as G
     hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
         n_layer=1, n_head=2, n_embd=8, vocab_size=11, n_positions=8))
     sd = {k: v.detach().clone() for k, v in hf.state_dict().items()}

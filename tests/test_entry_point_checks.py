@@ -105,7 +105,7 @@ def _hf_state(n_layer=2, n_embd=64, n_head=4):
 
 
 def test_another_gpt2_size_is_one_short_line(tmp_path):
-    from andrea_edu.heads import gpt2 as G
+    from andrea_lab import gpt2_small as G
     from safetensors.torch import save_file
     state, _ = _hf_state()
     path = tmp_path / "model.safetensors"
@@ -118,7 +118,7 @@ def test_another_gpt2_size_is_one_short_line(tmp_path):
 
 
 def test_a_wrong_head_count_is_refused_when_the_config_says_so():
-    from andrea_edu.heads import gpt2 as G
+    from andrea_lab import gpt2_small as G
     state, hf_cfg = _hf_state(n_head=4)
     right = G.config_from_hf(hf_cfg)
     G.from_gpt2(state, right, hf_cfg)  # loads
@@ -131,7 +131,7 @@ def test_a_wrong_head_count_is_refused_when_the_config_says_so():
 
 
 def test_a_torch_save_file_is_one_line(tmp_path):
-    from andrea_edu.heads import gpt2 as G
+    from andrea_lab import gpt2_small as G
     state, _ = _hf_state()
     path = tmp_path / "pytorch_model.bin"
     torch.save(state, path)

@@ -1,4 +1,4 @@
-"""heads.gpt2 and the GPT-2 options of AndreaConfig/AndreaModel: a randomly initialised
+"""andrea_lab.gpt2_small and the GPT-2 options of AndreaConfig/AndreaModel: a randomly initialised
 transformers GPT-2 (small config, nothing downloaded) gives the same logits in AndreaModel."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from andrea_edu.config import ANDREA_120M, AndreaConfig, param_counts
-from andrea_edu.heads import gpt2 as G
+from andrea_lab import gpt2_small as G
 from andrea_edu.model import AndreaModel, count_parameters, count_parameters_by_part
 
 transformers = pytest.importorskip("transformers")
@@ -124,8 +124,46 @@ def test_detectors_run_on_a_gpt2_shaped_model_with_another_tokenizer():
     def pieces(text):
         spans = [m.span() for m in re.finditer(r"\w{1,2}|\s+|.", text)]
         return [hash(text[a:b]) % 101 for a, b in spans], spans
-    b = tc.token_batch(corpus, pieces, 3, 40, seed=0)
+    b = G.token_batch(corpus, pieces, 3, 40, seed=0)
     S = M.head_scores(ours, b, chunk=2)
     assert S.shape == (3, 2, 4) and torch.isfinite(S[tc.PREV]).all()
     assert D.scores_verdict(S, M.baseline(b), tol=0.02) in ("holds", "holds with a caveat",
                                                              "does not hold")
+
+
+def test_the_laboratorys_gpt2_record_is_what_the_chapter_reads(tmp_path):
+    """andrea_lab.gpt2_small.measure on a GPT-2-shaped model (12 layers x 12 heads, tiny width,
+    random weights) and a made-up tokenizer, written by the laboratory's writer and read back by
+    the chapter's loader; a value out of range is refused in one line naming the field."""
+    import json
+    import re
+
+    import numpy as np
+
+    from andrea_edu.data import DataFileError
+    from andrea_edu.heads import text_corpus as tc
+    from andrea_edu.heads.text_runs import GPT2_FILE, load_gpt2_scores
+    from andrea_lab.run_writers import save_paths
+
+    class Pieces:  # a transformers-style fast tokenizer: ids and character offsets
+        def __call__(self, text, return_offsets_mapping=True, add_special_tokens=False):
+            spans = [m.span() for m in re.finditer(r"\w{1,2}|\s+|.", text)]
+            return {"input_ids": [hash(text[a:b]) % 101 for a, b in spans], "offset_mapping": spans}
+
+    cfg = transformers.GPT2Config(n_embd=24, n_layer=12, n_head=12, vocab_size=101, n_positions=40,
+                                  bos_token_id=0, eos_token_id=0, attn_implementation="eager")
+    torch.manual_seed(0)
+    model = G.from_transformers(transformers.GPT2LMHeadModel(cfg).eval())
+    d = G.measure(model, Pieces(), tc.corpus_cached(), B=2, T=32)
+    out = tmp_path / GPT2_FILE
+    save_paths(d, out)
+    scores, base = load_gpt2_scores(out)
+    assert scores.shape == (3, 12, 12) and base.shape == (3,)
+    np.testing.assert_allclose(scores[~np.isnan(scores)],
+                               np.asarray(d["scores"], dtype=float)[~np.isnan(scores)])
+    bad = json.loads(out.read_text())
+    bad["scores"][1][3][4] = 1.5
+    save_paths(bad, out, replace=True)  # the manifest vouches for it: the values must not
+    with pytest.raises(DataFileError) as e:
+        load_gpt2_scores(out)
+    assert "scores must lie in [0, 1]" in str(e.value) and "\n" not in str(e.value)

@@ -9,6 +9,7 @@ import torch
 
 from andrea_edu.heads import text_corpus as tc
 from andrea_edu.heads.batch import Batch
+from andrea_lab.gpt2_small import token_batch  # labels carried over to another tokenizer
 
 SNIPPET = '''def f(a, b):
     """A docstring with ( and [ that are not brackets."""
@@ -153,7 +154,7 @@ def test_token_batch_with_a_character_tokenizer_equals_the_character_batch(corpu
         return corpus.encode(text).tolist(), [(i, i + 1) for i in range(len(text))]
     T = 48
     a = tc.labelled_batch(corpus, 6, 8 * T, seed=5, split="train")  # same windows drawn
-    b = tc.token_batch(corpus, chars, 6, T, seed=5, split="train")
+    b = token_batch(corpus, chars, 6, T, seed=5, split="train")
     assert b.where == a.where
     assert torch.equal(b.idx, a.idx[:, :T]) and torch.equal(b.key, a.key[:, :, :T])
 
@@ -164,7 +165,7 @@ def test_token_batch_with_word_tokens_keeps_labels_that_fit_token_boundaries(cor
     def words(text):
         spans = [m.span() for m in re.finditer(r"\w{1,2}|\s+|.", text)]  # names in 2-char pieces
         return [hash(text[a:b]) % 50 for a, b in spans], spans
-    b = tc.token_batch(corpus, words, 6, 40, seed=2, split="train")
+    b = token_batch(corpus, words, 6, 40, seed=2, split="train")
     t = np.arange(40)
     for p in tc.PATTERNS:
         m = b.mask(p).numpy()

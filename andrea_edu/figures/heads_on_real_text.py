@@ -213,7 +213,7 @@ def _gpt2_rows(scores, base) -> list[list[str]]:
 
 
 def show_gpt2_scores(scores, base) -> None:
-    """GPT-2 small's best head per pattern, as a table (when its weights are on the machine)."""
+    """GPT-2 small's best head per pattern, as a table (when the laboratory measured it)."""
     table(["pattern", "best head of GPT-2 small", "score", "uniform", "ratio",
            f"heads at >= {D.FOUND_RATIO:g}x"], _gpt2_rows(scores, base))
 

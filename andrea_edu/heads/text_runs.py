@@ -5,6 +5,8 @@ these names), the laboratory writes them (andrea_lab.run_writers); the record is
 the one run type of both laboratories. A run is a JSON file (settings, provenance, losses,
 scores, ablation) plus the model's weights beside it (`realtext_model.pt`), the JSON holding
 their sha256. `load_run` raises DataFileError with one line that names the file and the reason.
+`load_gpt2_scores` reads GPT-2 small's head scores on the same corpus, which the laboratory
+measures where GPT-2's weights are (andrea_lab.gpt2_small).
 """
 from __future__ import annotations
 
@@ -264,3 +266,34 @@ def load_toy(path: Path):
     wpath, sha = _weights_entry(d, path)
     model = _load_weights(path, wpath, sha, s.model_config(), s.seed)
     return s, sc, model, cpu
+
+
+# ---------------------------------------------------------------- GPT-2 small's heads, measured
+GPT2_FILE = "realtext_gpt2.json"
+GPT2_COMMAND = ("python -m andrea_lab.gpt2_small --out book/data/" + GPT2_FILE
+                + "   (where GPT-2 small's weights are: its --help says how to point at them)")
+GPT2_SHAPE = (3, 12, 12)  # patterns (PREV, BRACKET, IDENT) x GPT-2 small's 12 layers x 12 heads
+
+
+def load_gpt2_scores(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """GPT-2 small's pattern scores on the corpus's held-out windows, as the laboratory measured
+    them where GPT-2's weights were (GPT2_COMMAND): (scores GPT2_SHAPE in [0, 1], NaN for a
+    pattern without a labelled query; the uniform baseline (3,) in (0, 1), NaN likewise, and NaN
+    exactly where the scores are). DataFileError, one line naming the file and field, otherwise."""
+    path = Path(path)
+    d = _read_json(path)
+    for k in ("scores", "baseline", "windows", "provenance"):
+        _need(k in d, path, f"missing key {k!r}")
+    s = _numeric(d, "scores", path, GPT2_SHAPE)
+    base = _numeric(d, "baseline", path, (GPT2_SHAPE[0],))
+    _need(bool(np.all(np.isnan(s) | ((s >= 0) & (s <= 1)))), path, "scores must lie in [0, 1]")
+    _need(bool(np.all(np.isnan(base) | ((base > 0) & (base < 1)))), path,
+          "baseline must lie in (0, 1)")
+    for p in range(GPT2_SHAPE[0]):
+        _need(bool(np.isnan(base[p])) == bool(np.isnan(s[p]).all()), path,
+              f"pattern {p}: its scores are missing exactly when its baseline is (no query)")
+    w = d["windows"]
+    _need(isinstance(w, dict) and all(isinstance(w.get(k), int) and not isinstance(w.get(k), bool)
+                                      and w[k] > 0 for k in ("n", "seq_len")), path,
+          "windows.n and windows.seq_len must be positive integers")
+    return s, base

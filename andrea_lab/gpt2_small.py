@@ -1,7 +1,12 @@
-"""GPT-2's weights in AndreaModel: ANDREA-120M has GPT-2 small's shape, so its weights load as is.
+"""GPT-2 small's heads on the book's corpus, measured and committed where GPT-2's weights are:
 
-Introduced in the chapter "Heads on real text" (its optional GPT-2 section runs the detectors on
-GPT-2 small when the weights are on this machine).
+    python -m andrea_lab.gpt2_small --out book/data/realtext_gpt2.json
+
+ANDREA-120M has GPT-2 small's shape, so GPT-2's weights load into AndreaModel as they are; the
+command scores every head on the real-text chapter's held-out windows, cut into GPT-2's tokens
+(`token_batch`), with the chapter's detectors, and writes the scores and the uniform baseline. The
+chapter "Heads on real text" reads that file (`heads.text_runs.load_gpt2_scores`) in its Evidence
+section; without it, it says how to make it.
 
 What GPT-2 needs beyond ANDREA's defaults (AndreaConfig options, defaults unchanged):
     bias=True            c_attn, c_proj (our W_O), c_fc (W_in) and the MLP's c_proj (W_out) have biases
@@ -26,20 +31,32 @@ No download happens here: `local_gpt2_small()` looks in the Hugging Face cache o
 """
 from __future__ import annotations
 
+import argparse
 import os
+import random
 import re
+import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from ..config import ANDREA_120M, AndreaConfig
-from ..model import AndreaModel
+from andrea_edu.config import ANDREA_120M, AndreaConfig
+from andrea_edu.data import new_provenance
+from andrea_edu.heads import measures as M
+from andrea_edu.heads import text_corpus as tc
+from andrea_edu.heads.batch import Batch
+from andrea_edu.heads.text_corpus import BRACKET, IDENT, PREV, Corpus, _window_offsets
+from andrea_edu.heads.text_runs import GPT2_FILE, GPT2_SHAPE, SCHEMA
+from andrea_edu.heads.text_training import EVAL_SEED  # the chapter's held-out windows
+from andrea_edu.model import AndreaModel
 
 GPT2_SMALL = ANDREA_120M.replace(bias=True, gelu="tanh", layer_norm_eps=1e-5, name="GPT-2 small")
 HF_REPOS = ("openai-community/gpt2", "gpt2")  # the same weights under the new and the old name
 HOW_TO_GET = ("set ANDREA_GPT2_SAFETENSORS to the path of GPT-2 small's weights, one "
               "`model.safetensors` file (124M parameters, about 0.5 GB; transformers' local cache "
-              "is searched too), then run this page again")
+              "is searched too), then run this command again")
 
 _RENAME = [
     (r"^wte\.weight$", "wte"), (r"^wpe\.weight$", "wpe"),
@@ -250,8 +267,119 @@ def local_tokenizer():
 
 
 def tokenize_with_offsets(tokenizer):
-    """`text -> (ids, offsets)` for `text_corpus.token_batch`, from a transformers fast tokenizer."""
+    """`text -> (ids, offsets)` for `token_batch`, from a transformers fast tokenizer."""
     def tokenize(text: str):
         enc = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
         return enc["input_ids"], enc["offset_mapping"]
     return tokenize
+
+
+# ---------------------------------------------------------------- GPT-2's tokens, labelled
+def token_batch(corpus: Corpus, tokenize, B: int, T: int, seed: int, split: str = "valid",
+                chars_per_window: int | None = None) -> Batch:
+    """B labelled windows of T tokens of another tokenizer, `tokenize(text) -> (ids, offsets)`
+    with offsets[i] = (start, end) characters of token i. The character labels carry over where
+    token boundaries allow: a bracket where the closer starts its token (query: the token before
+    it; key: the opener's token); an identifier copy where the query character ends its token and
+    the key character starts one (query and key: those tokens). Windows are drawn as in
+    `labelled_batch`, chars_per_window characters long (8 T by default), cut to T + 1 tokens."""
+    files = {"valid": corpus.valid, "train": corpus.train}[split]
+    n_chars = chars_per_window or 8 * T
+    rng = random.Random(seed)
+    idx, keys, where = [], [], []
+    for f, s in _window_offsets(files, B, n_chars, rng):
+        text = f.text[s: s + n_chars]
+        ids, offs = tokenize(text)
+        if len(ids) < T + 1:
+            raise ValueError(f"{n_chars} characters gave {len(ids)} tokens, fewer than T+1={T + 1}: "
+                             f"raise chars_per_window")
+        ids, offs = list(ids[: T + 1]), [tuple(o) for o in offs[: T]]
+        tok_of = np.full(len(text) + 1, -1, dtype=np.int64)  # character -> token (-1: none)
+        starts, ends = {}, {}
+        for i, (a, b) in enumerate(offs):
+            tok_of[a:b] = i
+            starts[a], ends[b] = i, i
+        lab = corpus.labels(f.name)
+        k = np.full((3, T), -1, dtype=np.int64)
+        k[PREV, 1:] = np.arange(T - 1)
+        for o, c in lab["pairs"]:
+            if s <= o and c < s + len(text) and (c - s) in starts and starts[c - s] >= 1:
+                q, key = starts[c - s] - 1, tok_of[o - s]
+                if 0 <= key <= q:
+                    k[BRACKET, q] = key
+        for qc in np.nonzero(lab["ident"][s: s + len(text)] >= 0)[0]:
+            kc = lab["ident"][s + qc] - s
+            if kc >= 0 and (qc + 1) in ends and kc in starts:
+                q, key = ends[qc + 1], starts[kc]
+                if key <= q:
+                    k[IDENT, q] = key
+        idx.append(np.asarray(ids, dtype=np.int64))
+        keys.append(k)
+        where.append((f.name, s))
+    a = torch.from_numpy(np.stack(idx))  # (B, T+1)
+    return Batch(idx=a[:, :-1], targets=a[:, 1:], key=torch.from_numpy(np.stack(keys, axis=1)),
+                     where=where)
+
+
+# ---------------------------------------------------------------- the measurement, written
+B_WINDOWS, T_TOKENS = 16, 256
+
+
+def measure(model: AndreaModel, tokenizer, corpus: Corpus, B: int = B_WINDOWS,
+            T: int = T_TOKENS) -> dict:
+    """The record `heads.text_runs.load_gpt2_scores` reads: every head's pattern scores on B
+    held-out windows of T GPT-2 tokens (the chapter's seed), the uniform baseline, provenance."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    batch = token_batch(corpus, tokenize_with_offsets(tokenizer), B, T, seed=EVAL_SEED)
+    scores = M.head_scores(model, batch, chunk=4).numpy()  # (3, L, nh)
+    if scores.shape != GPT2_SHAPE:
+        raise ValueError(f"scores have shape {scores.shape}, expected {GPT2_SHAPE} (GPT-2 small)")
+    nan_list = lambda a: [None if np.isnan(x) else round(float(x), 6) for x in a]  # noqa: E731
+    return {"schema": SCHEMA,
+            "scores": [[nan_list(row) for row in layer] for layer in scores],
+            "baseline": nan_list(M.baseline(batch)),
+            "windows": {"n": B, "seq_len": T, "seed": "text_training.EVAL_SEED",
+                        "tokenizer": "GPT-2 (byte-level BPE)"},
+            "provenance": new_provenance(
+                "GPT-2 small's head scores on the real-text corpus (andrea_lab.gpt2_small)",
+                "python -m andrea_lab.gpt2_small --out book/data/" + GPT2_FILE,
+                corpus=corpus.provenance.get("content_hash"),
+                cpu_seconds=round(time.process_time() - c0, 1),
+                wall_seconds=round(time.perf_counter() - t0, 1))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from andrea_lab.arg_checks import check_out_file, fail
+    from andrea_lab.run_writers import save_paths
+    prog = "python -m andrea_lab.gpt2_small"
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True, help="e.g. book/data/" + GPT2_FILE)
+    ap.add_argument("--replace", action="store_true", help="overwrite an existing --out")
+    ap.add_argument("--weights", type=Path, help="GPT-2 small's model.safetensors (default: "
+                    "ANDREA_GPT2_SAFETENSORS, then transformers' local cache)")
+    args = ap.parse_args(argv)
+    problem = (f"--out {args.out} must end in .json" if args.out.suffix != ".json" else
+               check_out_file("--out", str(args.out), GPT2_FILE))
+    if problem is None and args.out.exists() and not args.replace:
+        problem = f"--out {args.out} exists: pass --replace to overwrite committed data"
+    weights = args.weights or local_gpt2_small()
+    tokenizer = local_tokenizer()
+    if problem is None and (weights is None or not Path(weights).is_file()):
+        problem = f"--weights: GPT-2 small's weights are not on this machine: {HOW_TO_GET}"
+    if problem is None and tokenizer is None:
+        problem = ("GPT-2's tokenizer is not in transformers' local cache (never downloaded "
+                   "here): put openai-community/gpt2's tokenizer files there")
+    if problem or weights is None:  # before any work: one line, exit status 2
+        return fail(prog, problem or HOW_TO_GET)
+    try:
+        model = load_gpt2_small(Path(weights))
+    except GPT2FileError as e:
+        return fail(prog, str(e))
+    d = measure(model, tokenizer, tc.corpus_cached())
+    save_paths(d, args.out, replace=args.replace)
+    print(f"wrote {args.out}: {d['provenance']['cpu_seconds']} s CPU")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
