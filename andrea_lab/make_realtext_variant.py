@@ -19,6 +19,7 @@ from andrea_edu.heads import text_longer as TL
 from andrea_edu.heads import text_runs as R
 from andrea_edu.heads import text_training as TT
 from andrea_lab.arg_checks import check_out_file
+from andrea_lab.make_realtext_run import pinned_env
 from andrea_lab.run_writers import outputs_exist, save_variant
 
 
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
         except (ValueError, TypeError) as e:
             ap.error(f"--steps {args.steps}: {str(e).splitlines()[0]}")
     if not os.environ.get("_ANDREA_PINNED"):
-        env = TT.pinned_env()
+        env = pinned_env()
         env["_ANDREA_PINNED"] = "1"
         os.execve(sys.executable, [sys.executable, "-m", TL.MODULE, *raw], env)
     s = TL.variant_settings(args.variant, False)

@@ -151,7 +151,7 @@ def test_a_data_command_reruns_itself_pinned_when_started_without_the_pins(monke
     for f in ("make_sweep", "make_realtext_paths"):   # the laboratory's data commands
         assert f'rerun_pinned("andrea_lab.{f}")' in (REPO / "andrea_lab" / f"{f}.py").read_text()
     variant = (REPO / "andrea_lab" / "make_realtext_variant.py").read_text()
-    assert "TT.pinned_env()" in variant  # (re-runs itself)
+    assert "env = pinned_env()" in variant  # (re-runs itself, with make_realtext_run's pins)
 
 
 @needs_x86
@@ -280,18 +280,19 @@ def test_the_bench_command_times_unpinned(tmp_path):
 
 @needs_x86
 def test_the_real_text_recheck_child_keeps_the_pins_it_is_given():
-    """heads.text_training.pinned_env hands a child the three pins with ANDREA_CPU_ISA=asis: its
+    """andrea_lab.make_realtext_run.pinned_env hands a child the three pins with ANDREA_CPU_ISA=asis: its
     `import andrea_edu` must neither drop them (under "native" it did, and the "Heads on real
     text" re-check ran with ATen at AVX512) nor fill in a knob the parent left unset."""
     from andrea_edu.heads import text_training as TT
+    from andrea_lab.make_realtext_run import pinned_env
     code = ("import os, andrea_edu, torch; print('CAP', torch.backends.cpu.get_cpu_capability(), "
             "[os.environ.get(k) for k in andrea_edu.env.ISA_KNOBS])")
-    child = TT.pinned_env()
+    child = pinned_env()
     out = subprocess.run([sys.executable, "-c", code], env=child, capture_output=True, text=True,
                          timeout=120).stdout
     assert child["ANDREA_CPU_ISA"] == "asis"
     assert f"CAP AVX2 {[TT.CPU_PINS[k] for k in env.ISA_KNOBS]}" in out
-    part = TT.pinned_env({**TT.CPU_PINS, "ATEN_CPU_CAPABILITY": None})
+    part = pinned_env({**TT.CPU_PINS, "ATEN_CPU_CAPABILITY": None})
     out = subprocess.run([sys.executable, "-c", code], env=part, capture_output=True, text=True,
                          timeout=120).stdout
     assert "[None, 'AVX2,STRICT', 'AVX2']" in out       # the unset knob stays unset
