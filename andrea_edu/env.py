@@ -11,7 +11,7 @@ ANDREA_CPU_ISA       "avx2" (the default) pins the CPU instruction sets of torch
                      chapter that times on the CPU sets it and calls `pin_cpu_isa` before torch loads.
                      "asis" leaves the three knobs exactly as the environment has them (neither
                      filled in nor dropped): for a child whose parent chose each knob (the
-                     re-check of "Heads on real text", heads.text_training.pinned_env).
+                     real-text run's re-check, andrea_lab.make_realtext_run.pinned_env).
 ANDREA_DATA_DIR      the folder of committed measurements (else found: see `data_search_dirs`).
 ANDREA_GIT_COMMIT    the commit a copy without its .git folder was made from (`git_commit`).
 
