@@ -16,7 +16,7 @@ attn is the library's path, with weights stored [in_features, out_features] so X
   out = projections.output_projection(y, W_O)           W_O [C, C]; rows h*hs:(h+1)*hs read head h
 mlp: GELU(x . W_in) . W_out with W_in [C, 4C], W_out [4C, C]. No linear layer has a bias (the
 source counts attention as exactly 4 x d_model^2); each LayerNorm has a weight and a bias.
-With cfg.bias (GPT-2, loaded by heads/gpt2.py) c_attn, W_O, W_in and W_out carry biases b_attn,
+With cfg.bias (GPT-2, loaded by andrea_lab/gpt2_small.py) c_attn, W_O, W_in and W_out carry biases b_attn,
 b_O, b_in, b_out; cfg.gelu="tanh" is GPT-2's GELU; cfg.layer_norm_eps every LayerNorm's eps.
 Hook points (as TransformerLens names them): `with model.hooks({"attn.probs": fn}):` calls
 fn(layer, probs) in every forward, probs (B, nh, T, T) the layer's detached attention probabilities.
