@@ -323,16 +323,11 @@ def read_results_file(path, expect_device: str | None = None) -> dict:
     return obj
 
 
-def load_results(suite: str, device: str = "any", data_dir_=None,
-                 errors: str = "raise") -> dict | None:
-    """The committed results of one suite ("headdim", "projections", "layout"), or None when
-    there is no file.
-
-    device: "gpu" (any GPU file), "cpu", or "any" (a GPU file when one exists, else the CPU one).
-    A file that is there but invalid (damaged, truncated, out of range, the wrong device) is
-    never shown: errors="raise" raises DataFileError naming the file and the reason;
-    errors="warn" warns the same line and goes on to the next file.
-    """
+def _read_each(suite: str, device: str, data_dir_, errors: str):
+    """The committed results files of one suite, read and checked (`read_results_file`), in the
+    order device asks for ("gpu": every GPU file by name; "cpu"; "any": the GPU files, then the
+    CPU one). A file that is there but invalid, or listed but gone, raises DataFileError
+    (errors="raise") or warns the same line and is skipped (errors="warn")."""
     if suite not in SUITES:
         raise ValueError(f"suite={suite!r} is not one of {SUITES}")
     if device not in ("any", "gpu", "cpu"):
@@ -341,45 +336,40 @@ def load_results(suite: str, device: str = "any", data_dir_=None,
         raise ValueError(f"errors={errors!r} is not one of 'raise', 'warn'")
     folder = Path(data_dir_) if data_dir_ is not None else data_folder(f"bench_{suite}_*.json")
     if folder is None:
-        return None
-    gone = listed_but_missing(folder, f"bench_{suite}_*.json")
-    if gone:
+        return
+
+    def refuse(e: DataFileError) -> None:
         if errors == "raise":
-            raise DataFileError(gone)
-        warnings.warn(f"{gone} (skipped, not shown)", RuntimeWarning)
+            raise e
+        warnings.warn(f"{e} (skipped, not shown)", RuntimeWarning)
+    gone = listed_but_missing(folder, f"bench_{suite}_*.json")  # deleted: damage, not "no data"
+    if gone:
+        refuse(DataFileError(gone))
     files = sorted(folder.glob(f"bench_{suite}_*.json"))
-    gpu = [f for f in files if not f.name.endswith("_cpu.json")]
     cpu = [f for f in files if f.name.endswith("_cpu.json")]
-    order = {"gpu": gpu, "cpu": cpu, "any": gpu + cpu}[device]
-    for f in order:
+    gpu = [f for f in files if f not in cpu]
+    for f in {"gpu": gpu, "cpu": cpu, "any": gpu + cpu}[device]:
         try:
-            return read_results_file(f, expect_device="cpu" if f in cpu else "gpu")
+            obj = read_results_file(f, expect_device="cpu" if f in cpu else "gpu")
         except DataFileError as e:
-            if errors == "raise":
-                raise
-            warnings.warn(f"{e} (skipped, not shown)", RuntimeWarning)
-    return None
+            refuse(e)
+            continue
+        yield obj
+
+
+def load_results(suite: str, device: str = "any", data_dir_=None,
+                 errors: str = "raise") -> dict | None:
+    """The committed results of one suite ("headdim", "projections", "layout"): the first
+    valid file of `_read_each` (device "gpu": a GPU file, "cpu", "any": a GPU file when one
+    exists, else the CPU one), or None when there is none. A file that is there but invalid
+    (damaged, truncated, out of range, the wrong device) is never shown: errors="raise" raises
+    DataFileError naming the file and the reason; errors="warn" warns the same line and goes on
+    to the next file."""
+    return next(_read_each(suite, device, data_dir_, errors), None)
 
 
 def load_all_results(suite: str, data_dir_=None, errors: str = "raise") -> list[dict]:
     """Every committed GPU results file of one suite, one per GPU (an H100's and an H200's
     both, in file-name order), each read and checked as load_results reads one: where both
     exist, neither shadows the other. [] when there is none."""
-    if suite not in SUITES:
-        raise ValueError(f"suite={suite!r} is not one of {SUITES}")
-    if errors not in ("raise", "warn"):
-        raise ValueError(f"errors={errors!r} is not one of 'raise', 'warn'")
-    folder = Path(data_dir_) if data_dir_ is not None else data_folder(f"bench_{suite}_*.json")
-    if folder is None:
-        return []
-    out = []
-    for f in sorted(folder.glob(f"bench_{suite}_*.json")):
-        if f.name.endswith("_cpu.json"):
-            continue
-        try:
-            out.append(read_results_file(f, expect_device="gpu"))
-        except DataFileError as e:
-            if errors == "raise":
-                raise
-            warnings.warn(f"{e} (skipped, not shown)", RuntimeWarning)
-    return out
+    return list(_read_each(suite, "gpu", data_dir_, errors))
