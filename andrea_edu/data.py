@@ -249,7 +249,8 @@ def json_depth_problem(raw: bytes, limit: int = JSON_MAX_DEPTH) -> str | None:
     bare = re.sub(rb'"(?:[^"\\]|\\.)*"', b"", raw)  # strings hold no structure
     steps = np.frombuffer(bare.translate(None, bytes(c for c in range(256) if c not in b"[]{}")),
                           dtype=np.uint8)
-    deepest = int(np.cumsum(np.where((steps == 91) | (steps == 123), 1, -1)).max()) if steps.size else 0
+    depth = np.cumsum(np.where((steps == ord("[")) | (steps == ord("{")), 1, -1))
+    deepest = int(depth.max()) if steps.size else 0
     if deepest > limit:
         return (f"nests {deepest} levels deep, more than the {limit} a data file may; refused "
                 f"before parsing it (damaged, or not this book's data)")

@@ -217,7 +217,7 @@ def test_a_crlf_converted_file_is_named_with_a_remedy_that_works(tmp_path):
     f = data / "toy_lab_model.json"
     f.write_bytes(f.read_bytes().replace(b"\n", b"\r\n"))
     assert "differs from its pin" in (bookdata.manifest_problem(f) or "")  # the book refuses it
-    assert "git -c core.autocrlf=false checkout" in (pin_writer.diagnose(f) or "")  # the lab says why
+    assert "git -c core.autocrlf=false checkout" in (pin_writer.diagnose(f) or "")  # and why
     (data / MANIFEST).write_bytes((data / MANIFEST).read_bytes().replace(b"\n", b"\r\n"))
     with pytest.raises(DataFileError, match="Windows line endings.*autocrlf=false checkout"):
         bookdata.read_manifest(data)

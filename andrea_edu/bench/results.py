@@ -67,7 +67,8 @@ RECORD_SCHEMA = {
         "blas_calls": {"type": ["integer", "null"], "minimum": 0},
         "aten_ops": {"type": ["object", "null"], "additionalProperties": {"type": "integer",
                                                                          "minimum": 1}},
-        "quality_ok": {"type": "boolean"}, "quality_reason": _TEXT, "host_bound": {"type": "boolean"},
+        "quality_ok": {"type": "boolean"}, "quality_reason": _TEXT,
+        "host_bound": {"type": "boolean"},
         "timer": _TEXT, "cache": _TEXT, "cold": {"type": "object"},
         "sdpa_choice": _TEXT, "sdpa_eligible": {"type": "object",
                                                 "additionalProperties": {"type": "boolean"}},
@@ -109,7 +110,8 @@ SCHEMA = {
                            "cpu_threads": _COUNT, "cpu_count": _COUNT},
             # CPU results are labelled "CPU: <model>" and named *_cpu.json; a GPU's never are
             "if": {"properties": {"device_kind": {"const": "cpu"}}},
-            "then": {"properties": {"device": {"pattern": "^CPU"}, "device_slug": {"const": "cpu"}}},
+            "then": {"properties": {"device": {"pattern": "^CPU"},
+                                    "device_slug": {"const": "cpu"}}},
             "else": {"properties": {"device_slug": {"not": {"const": "cpu"}}}}},
         "settings": {"type": "object", "required": ["dtype", "repeats", "warmup", "timer"],
                      "properties": {"repeats": {"type": "integer", "minimum": 1},
@@ -197,9 +199,10 @@ def check_values(obj: dict, expect_device: str | None = None, file_name: str | N
     if expect_device in ("cpu", "gpu") and prov["device_kind"] != expect_device:
         raise ValueError(f"holds {prov['device_kind'].upper()} results ({prov['device']}) where "
                          f"{expect_device.upper()} results were asked for")
-    if file_name is not None and Path(file_name).name != f"bench_{suite}_{prov['device_slug']}.json":
+    want = f"bench_{suite}_{prov['device_slug']}.json"
+    if file_name is not None and Path(file_name).name != want:
         raise ValueError(f"its content ({suite}, {prov['device_kind']} {prov['device']!r}) belongs "
-                         f"in bench_{suite}_{prov['device_slug']}.json, not {Path(file_name).name}")
+                         f"in {want}, not {Path(file_name).name}")
     by_key: dict[tuple[str, str], dict] = {}
     first: dict[str, tuple[int, dict]] = {}
     cases: dict[str, set] = {}
@@ -223,8 +226,9 @@ def check_values(obj: dict, expect_device: str | None = None, file_name: str | N
     full = set().union(*cases.values()) if cases else set()
     lacking = next(((c, b) for c, b in cases.items() if b != full), None)
     if lacking:
-        raise ValueError(f"records: case {lacking[0]!r} lacks backend(s) {sorted(full - lacking[1])} "
-                         f"that the other cases have (one record per case and backend)")
+        raise ValueError(f"records: case {lacking[0]!r} lacks backend(s) "
+                         f"{sorted(full - lacking[1])} that the other cases have (one record per "
+                         f"case and backend)")
     if suite in SUITE_BACKENDS and recs and set(SUITE_BACKENDS[suite]) != full:
         raise ValueError(f"records: the {suite} suite measures the backends "
                          f"{list(SUITE_BACKENDS[suite])}, the file has {sorted(full)}")
@@ -271,7 +275,8 @@ def _check_record(suite: str, r: dict, at: str, by_key: dict, asked_repeats: int
     if r.get("flops") and r.get("tflops") is not None and not _close(
             r["tflops"], r["flops"] * per_s / 1e12, 1e-3):
         raise ValueError(f"{at}: tflops = {r['tflops']:.4g} but flops / median_ms gives "
-                         f"{r['flops'] * per_s / 1e12:.4g} (a timing or the FLOP count was changed)")
+                         f"{r['flops'] * per_s / 1e12:.4g} (a timing or the FLOP count was "
+                         f"changed)")
     if r.get("bytes_moved") is not None and r.get("gb_per_s") is not None and not _close(
             r["gb_per_s"], r["bytes_moved"] * per_s / 1e9, 1e-6):
         raise ValueError(f"{at}: gb_per_s = {r['gb_per_s']:.4g} but bytes_moved / median_ms "
