@@ -211,6 +211,7 @@ def layer_steps(model, B: int, T: int, layer: int = 0, dtype=None) -> list[Step]
         ("attention", tuple((n, (B, nh, T, hs)) for n in "qkv"), (B, nh, T, hs),
          dict(flops=attention_flops(B, nh, T, hs, CAUSAL),
               bytes=attention_bytes(B, nh, T, hs, dt)), "",
+         f"reference_attention(q, k, v, causal={CAUSAL})" if attn.backend == "reference" else
          f"attention(q, k, v, causal={CAUSAL}, backend={attn.backend!r})"),
         ("concat", (("y", (B, nh, T, hs)),), x, dict(flops=0.0, bytes=float(2 * N * C * isz)), "",
          "merge_heads(y)"),
