@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..env import check_real
-from .measures import best_heads
+from .measures import best_heads, check_real
 from .text_corpus import BRACKET, IDENT, PATTERN_NAMES, PATTERNS, PREV  # noqa: F401
 
 FOUND_RATIO = 5.0

@@ -43,11 +43,50 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from andrea_edu.env import check_scores
 from andrea_edu.heads.batch import Batch
 from andrea_edu.model import AndreaModel
 
 N_PATTERNS = 3  # both labs label three patterns, p = 0, 1, 2
+
+
+# ---------------------------------------------------------------- heads' argument checks
+# (the measures', the toy's calls' and the detectors' one-line errors)
+def check_real(name: str, value, lo: float | None = None, hi: float | None = None) -> float:
+    """value as a float when it is a real number (not bool, not text), finite, in [lo, hi];
+    else ValueError/TypeError in one line naming `name` and what is allowed."""
+    import math
+    import numbers
+    rng = ("" if lo is None and hi is None else
+           f" in [{lo:g}, {hi:g}]" if lo is not None and hi is not None else
+           f" >= {lo:g}" if lo is not None else f" <= {hi:g}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name}={value!r} must be a finite number{rng}, got "
+                        f"{type(value).__name__}")
+    v = float(value)
+    if not math.isfinite(v) or (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise ValueError(f"{name}={value!r} is not allowed; a finite number{rng}")
+    return v
+
+
+def check_scores(name: str, scores, n_patterns: int = N_PATTERNS, allow_nan: bool = True):
+    """scores as a float array of shape (n_patterns, n_layer, n_head), values in [0, 1] (NaN
+    where nothing was measured, when allowed); else one line naming `name` and the shape."""
+    try:
+        s = np.asarray(scores, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be numbers of shape ({n_patterns}, n_layer, n_head), got "
+                        f"{type(scores).__name__}") from None
+    if s.ndim != 3 or s.shape[0] != n_patterns or 0 in s.shape:
+        raise ValueError(f"{name} must have shape ({n_patterns}, n_layer, n_head) (one score per "
+                         f"pattern, layer and head), got {tuple(s.shape)}")
+    bad = ~np.isnan(s) & ((s < 0) | (s > 1)) if allow_nan else ~np.isfinite(s) | (s < 0) | (s > 1)
+    if bad.any() or np.isinf(s).any():
+        raise ValueError(f"{name}: scores must lie in [0, 1]"
+                         f"{' (NaN: not measured)' if allow_nan else ''}; "
+                         f"got {s[bad | np.isinf(s)].ravel()[0]!r}")
+    if np.isnan(s).all():
+        raise ValueError(f"{name}: every score is NaN; nothing was measured")
+    return s
 
 
 def _chunk(chunk, allow_none: bool = True) -> int | None:

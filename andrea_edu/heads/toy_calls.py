@@ -16,10 +16,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from andrea_edu.env import check_real, check_scores
 from andrea_edu.heads.batch import Batch
 from andrea_edu.heads.corpus import PATTERNS
-from andrea_edu.heads.measures import baseline, best_heads
+from andrea_edu.heads.measures import baseline, best_heads, check_real, check_scores
 
 PATTERN_NAMES = tuple(PATTERNS.values())  # ("previous token", "matching bracket", "recent entity")
 LOSS_KEYS = ("all",) + PATTERN_NAMES  # the columns of the toy's loss tables: whole batch, patterns
