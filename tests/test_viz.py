@@ -328,32 +328,6 @@ def test_a_plot_that_raises_on_the_drawing_thread_shows_its_error():
     box.close()
 
 
-def test_measure_update_is_the_median_of_the_timed_draws(monkeypatch):
-    """A clock the test controls (no wall-clock bound): each draw takes a known time, the first
-    (warm-up) is not counted, and the median of the others is returned."""
-    import types
-
-    from andrea_edu.notebook import live
-
-    took = iter([100.0, 3.0, 1.0, 2.0])   # the warm-up's time would win a mean or a max
-    now = [0.0]
-    drawn = []
-
-    def fake_draw(plot_fn, kw, dpi):
-        drawn.append(kw)
-        now[0] += next(took)
-    monkeypatch.setattr(live, "draw_png", fake_draw)
-    monkeypatch.setattr(S, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
-    assert S.measure_update(plot_bars, repeats=3, n_head=4, head_dim=8) == 2.0
-    assert drawn == [{"n_head": 4, "head_dim": 8}] * 4     # one warm-up, then three timed
-    with pytest.raises(ValueError, match="repeats"):
-        S.measure_update(plot_bars, repeats=0, n_head=1)
-
-
-def test_measure_update_times_a_real_draw():
-    assert S.measure_update(plot_bars, repeats=1, n_head=4, head_dim=8) > 0
-
-
 def test_head_colors_are_consistent_and_distinct():
     assert viz.head_colors(4) == viz.head_colors(12)[:4]
     many = viz.head_colors(48)

@@ -1,8 +1,8 @@
 """Notebook tooling: what runs and shows the chapters, not what they compute or draw.
 
     slider    one plotting function, two front ends: live ipywidgets sliders in a running
-              kernel, a self-contained static HTML slider in the book build; measure_update
-              (what one live update costs on the reader's machine)
+              kernel, a self-contained static HTML slider in the book build (each says what a
+              frame costs: the live one per frame drawn, the static one its median, data-frame-ms)
     live      the slider's live renderer: frames kept per position, drawn on one background
               thread that serves a queue of sliders (the last move wins), then the positions
               one step away, ahead of the reader

@@ -145,23 +145,6 @@ def static_frames(plot_fn, *, valid=None, dpi: int = DPI, **params) -> dict:
             for _, kw in _combinations(params) if _verdict(valid, kw) is None}
 
 
-def measure_update(plot_fn, *, repeats: int = 5, dpi: int = live.LIVE_DPI, **kw) -> float:
-    """Median seconds to draw one live frame (compute + draw to PNG) of ``plot_fn(**kw)``.
-
-    One warm-up call is not counted. This is what a live slider pays the first time it shows a
-    position on this machine; a position seen (or drawn ahead) before shows without it.
-    """
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
-    live.draw_png(plot_fn, kw, dpi=dpi)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        live.draw_png(plot_fn, kw, dpi=dpi)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 # The whole front end of the static slider. It reads the JSON next to it, so each block is
 # independent; the range inputs hold indices into each parameter's list of values.
 _JS = """(function(){
