@@ -6,7 +6,9 @@ never a silent result. tests/test_api_probe.py runs the table under hypothesis; 
 tests/api_probe.py` counts clear / deep / silent (the issue's before/after counts)."""
 from __future__ import annotations
 
+import atexit
 import math
+import shutil
 import sys
 from collections import Counter
 from typing import Any, Callable
@@ -45,7 +47,8 @@ def cases() -> list[tuple[str, str, Callable[[Any], Any], list]]:
     cfg = C.AndreaConfig(d_model=16, n_head=4, n_layer=1, vocab_size=8, block_size=8)
     tiny, tiny_b = cfg, cfg.replace(bias=True)
     hf = dict(n_embd=16, n_head=4, n_layer=1, vocab_size=8, n_positions=8)
-    scratch = tempfile.mkdtemp(prefix="andrea-api-probe-")
+    scratch = tempfile.mkdtemp(prefix="andrea-api-probe-")  # the paths below are refused in it
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)  # left behind by every run before
 
     def fig(**kw):
         import matplotlib.pyplot as plt
