@@ -12,8 +12,9 @@ book never imports. Here:
     one error      DataFileError: every loader raises it, one line naming the file and field
     one schema     PROVENANCE_KEYS and `provenance(record)`: a record's provenance block under
                    today's key names (older files' keys mapped at read time, never rewritten);
-                   `new_provenance(what, produced_by, **own)`, the one builder every writer
-                   calls, makes a block under those names (a dict: the laboratory writes it)
+                   `new_provenance(what, produced_by, **own)`, the one builder of a run's block,
+                   makes one under those names (a dict: the laboratory stamps its commit and
+                   code hash on and writes it)
     one table      LOADERS: kind -> Kind(file, loader module, loader function); `load(kind)`,
                    the one entry a chapter reads committed data through
 
@@ -390,32 +391,34 @@ def provenance(record: dict) -> dict:
     return out
 
 
+WRITER_KEYS = ("git_commit", "code_hash")  # added by the writer alone: andrea_lab.store.stamped
+
+
 def new_provenance(what: str, produced_by: str, **own) -> dict:
-    """The provenance block of a record written now, under today's keys (`PROVENANCE_KEYS`):
-    what it is, the command that made it, the UTC date, the CPU's numerics (the CPU, its
-    instruction-set pins and the level ATen used: `env.cpu_provenance`), the versions (python,
-    torch, numpy, andrea_edu), the platform and the commit; then the writer's own keys (`own`:
-    its device, settings, corpus, code hash, wall time...), which may not rename a shared one.
-    The one builder of every writer (bench results, the pipeline timing, the sweep, the real-text
-    runs and path ablations); `provenance(record)` reads what it builds. It only builds a dict:
-    the laboratory writes it."""
+    """The provenance block of a run made now, under today's keys (`PROVENANCE_KEYS`): what it
+    is, the command that made it, the UTC date, the CPU's numerics (`env.cpu_provenance`), the
+    versions (python, torch, numpy, andrea_edu) and the platform; then the run's own keys
+    (`own`: its device, settings, corpus, wall time...), which may not rename a shared one nor
+    set a writer's (`WRITER_KEYS`: the laboratory stamps them on when it writes the record).
+    The one builder of every run's block, a chapter's live run's too; `provenance(record)`
+    reads it."""
     import datetime
     import platform
 
     import numpy as np
     import torch
 
-    from andrea_edu.env import __version__, cpu_provenance, git_commit
+    from andrea_edu.env import __version__, cpu_provenance
     shared = {"what": what, "produced_by": produced_by,
               "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "cpu_numerics": cpu_provenance(), "python": platform.python_version(),
               "torch": torch.__version__, "numpy": np.__version__, "andrea_edu": __version__,
-              "platform": platform.platform(), "git_commit": git_commit()}
-    clash = sorted(k for k in own if k in shared
+              "platform": platform.platform()}
+    clash = sorted(k for k in own if k in shared or k in WRITER_KEYS
                    or any(k in olds for olds in PROVENANCE_KEYS.values()))
     if clash:
-        raise ValueError(f"own={clash}: shared provenance keys or their older names; the "
-                         f"builder sets {', '.join(shared)} itself")
+        raise ValueError(f"own={clash}: shared provenance keys, their older names or a "
+                         f"writer's; the builder sets {', '.join(shared)} itself")
     return {**shared, **own}
 
 

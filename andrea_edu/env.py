@@ -13,7 +13,6 @@ ANDREA_CPU_ISA       "avx2" (the default) pins the CPU instruction sets of torch
                      filled in nor dropped): for a child whose parent chose each knob (the
                      real-text run's re-check, andrea_lab.make_realtext_run.pinned_env).
 ANDREA_DATA_DIR      the folder of committed measurements (else found: see `data_search_dirs`).
-ANDREA_GIT_COMMIT    the commit a copy without its .git folder was made from (`git_commit`).
 
 Why pin: on one machine two seeded CPU trainings are bit-identical, but ATen, MKL and oneDNN each
 pick kernels by the CPU's instruction set (AVX2 vs AVX-512), and the low bits grow through
@@ -171,41 +170,6 @@ def runs_on(device: str) -> bool:
     print("device='cuda': no CUDA GPU visible to torch here (torch.cuda.is_available() is False); "
           "run this cell on a machine with an NVIDIA GPU, or on Colab with a GPU runtime")
     return False
-
-
-def code_hash(parts) -> str:
-    """The one hash of the code that decided a result's numbers, as provenance records it: the
-    sha256 (first 16 hex digits) of the source text of each of `parts` (a module: its file
-    whole; a function or class: its definition), in the order given."""
-    import hashlib
-    import inspect
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(inspect.getsource(part).encode())
-    return h.hexdigest()[:16]
-
-
-def git_commit() -> str:
-    """The commit every provenance block records: ANDREA_GIT_COMMIT when set (a copy without its
-    .git folder), else HEAD of the repository andrea_edu sits in, plus "-dirty (files)" naming
-    the files under andrea_edu/ that differ from it; "unknown" without git or a repository."""
-    if os.environ.get("ANDREA_GIT_COMMIT"):
-        return os.environ["ANDREA_GIT_COMMIT"]
-    import subprocess
-    here = Path(__file__).resolve().parent  # andrea_edu/
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=here, capture_output=True, text=True,
-                              timeout=10).stdout
-
-    try:
-        sha = git("rev-parse", "HEAD").strip()
-        if not sha:
-            return "unknown"
-        changed = git("status", "--porcelain", "--", ".")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    files = sorted(line[3:] for line in changed.splitlines() if line[3:])
-    return sha + (f"-dirty ({', '.join(files)})" if files else "")
 
 
 def isa_settings() -> dict[str, str]:

@@ -31,7 +31,8 @@ checks, re-running pinned or unpinned).
     store       the one manifest writer: write_files_as_unit (temporary file + rename per
                 file, SHA256SUMS last: the commit point), write_json_atomic, seal_folder,
                 default_out_dir; committed_reason (why writing a path would change committed
-                data: every writer asks it)
+                data: every writer asks it); stamped (what only a writer adds to a record's
+                provenance: git_commit, code_hash)
     arg_checks  argument checks shared by every command line here and scripts/readme_figure.py,
                 run before any work (one line naming the flag, exit status 2)
     execute_chapters  python -m andrea_lab.execute_chapters book/*.ipynb: chapters run headless

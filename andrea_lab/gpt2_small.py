@@ -51,6 +51,7 @@ from andrea_edu.heads.text_corpus import BRACKET, IDENT, PREV, Corpus, _window_o
 from andrea_edu.heads.text_runs import GPT2_FILE, GPT2_SHAPE, SCHEMA
 from andrea_edu.heads.text_training import EVAL_SEED  # the chapter's held-out windows
 from andrea_edu.model import AndreaModel
+from andrea_lab.store import stamped
 
 GPT2_SMALL = ANDREA_120M.replace(bias=True, gelu="tanh", layer_norm_eps=1e-5, name="GPT-2 small")
 HF_REPOS = ("openai-community/gpt2", "gpt2")  # the same weights under the new and the old name
@@ -340,12 +341,12 @@ def measure(model: AndreaModel, tokenizer, corpus: Corpus, B: int = B_WINDOWS,
             "baseline": nan_list(M.baseline(batch)),
             "windows": {"n": B, "seq_len": T, "seed": "text_training.EVAL_SEED",
                         "tokenizer": "GPT-2 (byte-level BPE)"},
-            "provenance": new_provenance(
+            "provenance": stamped(new_provenance(
                 "GPT-2 small's head scores on the real-text corpus (andrea_lab.gpt2_small)",
                 "python -m andrea_lab.gpt2_small --out book/data/" + GPT2_FILE,
                 corpus=corpus.provenance.get("content_hash"),
                 cpu_seconds=round(time.process_time() - c0, 1),
-                wall_seconds=round(time.perf_counter() - t0, 1))}
+                wall_seconds=round(time.perf_counter() - t0, 1)))}
 
 
 def main(argv: list[str] | None = None) -> int:

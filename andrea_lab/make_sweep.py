@@ -26,7 +26,7 @@ from andrea_edu.heads.run import Run
 from andrea_edu.heads.sweep import DATA_NAME, N_HEADS, SEEDS, validate_sweep
 from andrea_edu.heads.training import Settings, default_settings, train
 from andrea_lab.arg_checks import check_int, check_out_file, fail, first_problem
-from andrea_lab.store import default_out_dir, write_json_atomic
+from andrea_lab.store import default_out_dir, stamped, write_json_atomic
 
 MAX_SEED = 2**32 - 1  # numpy's and Python's generators take any; torch's and numpy's legacy ones not
 
@@ -92,10 +92,20 @@ def make_runs(n_heads, seeds, base: Settings, workers: int, progress: bool = Tru
                                  *([command] if command else [])), runs
 
 
+def sweep_code() -> tuple:
+    """The modules whose code decides the sweep's numbers, hashed into its provenance."""
+    from andrea_edu import attention, config, model, projections  # attention: the module
+    from andrea_edu.heads import (corpus, gradient_pressure, measures as head_measures, per_head,
+                                  run as run_record, toy_calls, training as specialization)
+    return (attention, config, corpus, model, projections, head_measures, specialization,
+            gradient_pressure, per_head, toy_calls, run_record)
+
+
 def save_sweep(path, prov: dict, runs: dict) -> Path:
     """Write the sweep atomically (temporary file + rename: an interrupted write leaves the old
-    file whole); the payload is validated first, so a file this writes always loads."""
-    payload = {"provenance": prov,
+    file whole); the payload is validated first, so a file this writes always loads. Its
+    provenance is the run's stamped with the commit and the hash of `sweep_code()`."""
+    payload = {"provenance": stamped(prov, sweep_code()),
                "runs": [{"n_head": n, "seed": s, **r.to_dict()} for (n, s), r in runs.items()]}
     validate_sweep(payload, str(path))
     return write_json_atomic(path, payload, manifest=True, separators=(",", ":"))

@@ -49,6 +49,7 @@ from andrea_edu.heads.run import Run
 from andrea_edu.heads.text_runs import TextSettings
 from andrea_edu.model import AndreaModel, attention_probabilities
 from andrea_edu.projections import head_contributions, project_c_attn
+from andrea_lab.store import stamped
 
 RECHECK_TOL = 1e-4  # nats and TV: the float noise of one re-run is ~1e-7; see recheck()
 
@@ -312,13 +313,13 @@ def measure(run: Run, corpus: tc.Corpus, weights_sha256: str, entries=None) -> d
                          "loss": np.round(r["loss"][j], 6).tolist(),
                          "loss_se": np.round(r["loss_se"][j], 6).tolist()}
                         for j, (lab, ps) in enumerate(entries)] + routes,
-            "provenance": bookdata.new_provenance(
+            "provenance": stamped(bookdata.new_provenance(
                 "path ablations of the committed real-text model (andrea_lab.path_ablation)",
                 "python -m andrea_lab.make_realtext_paths --out book/data/" + PATHS_FILE,
                 machine=platform.machine(),
                 code_sha256=hashlib.sha256(FilePath(__file__).read_bytes()).hexdigest()[:16],
                 cpu_seconds=round(time.process_time() - c0, 1),
-                wall_seconds=round(time.perf_counter() - t0, 1))}
+                wall_seconds=round(time.perf_counter() - t0, 1)))}
 
 
 def recheck(run: Run, corpus: tc.Corpus, d: dict, labels: list[str]) -> dict:

@@ -14,7 +14,7 @@ import torch
 
 from andrea_edu.pipeline import timing as PT
 from andrea_edu.pipeline.timing import DTYPES, StepTiming, pipeline_file_name
-from andrea_lab.store import committed_reason, default_out_dir, write_json_atomic
+from andrea_lab.store import committed_reason, default_out_dir, stamped, write_json_atomic
 
 
 def save_timing(timing: StepTiming, out_dir=None, replace: bool = False) -> Path:
@@ -26,7 +26,8 @@ def save_timing(timing: StepTiming, out_dir=None, replace: bool = False) -> Path
     whose SHA256SUMS and pins a new file changes too) is written only with replace=True."""
     out = Path(out_dir) if out_dir is not None else default_out_dir()
     path = out / timing.file_name()
-    StepTiming.from_dict(timing.to_dict())  # what is written must load again
+    d = dict(timing.to_dict(), provenance=stamped(timing.provenance))  # + the commit
+    StepTiming.from_dict(d)  # what is written must load again
     why = None if replace else committed_reason(path)
     if why:
         raise FileExistsError(f"{path} {why}; a timing is written there only when asked "
@@ -35,7 +36,7 @@ def save_timing(timing: StepTiming, out_dir=None, replace: bool = False) -> Path
         raise FileExistsError(f"{path} exists; a new timing does not replace it unless asked "
                               f"(replace=True, on the command line --replace, or another "
                               f"--out)")
-    return write_json_atomic(path, timing.to_dict(), manifest=True, indent=1)
+    return write_json_atomic(path, d, manifest=True, indent=1)
 
 
 def _parser(presets) -> argparse.ArgumentParser:

@@ -2,7 +2,9 @@
 chapter's model, the path ablations and the longer variants (each refuses an existing file
 unless replace=True; `outputs_exist` names those that exist, for the commands to refuse them
 before the work). The book reads them with andrea_edu.heads.text_runs.load_run / load_toy,
-path_runs.load_paths and text_longer.load_variant.
+path_runs.load_paths and text_longer.load_variant. A record's provenance is stamped when written
+(store.stamped: the commit, and for a real-text run the hash of `text_code()`, the code that
+decides its numbers).
 """
 from __future__ import annotations
 
@@ -17,7 +19,23 @@ import torch
 from andrea_edu.heads import text_longer as TL
 from andrea_edu.heads.run import Run
 from andrea_edu.heads.text_runs import SCHEMA, weights_path
-from andrea_lab.store import write_files_as_unit
+from andrea_lab.store import stamped, write_files_as_unit
+
+
+def text_code() -> tuple:
+    """The code that decides a real-text run's numbers, hashed into its provenance: the corpus,
+    the measures and detectors, the model, the projections and attention it uses, the settings
+    and training loop, and the run record that rounds what is stored (heads.run.Run) (not its
+    tolerances, which are measured after a run exists)."""
+    import importlib
+
+    from andrea_edu.heads import text_training as TT
+    from andrea_edu.heads.run import RunSettings, fit
+    from andrea_edu.heads.text_runs import TextSettings
+    mods = [importlib.import_module("andrea_edu." + name) for name in
+            ("model", "projections", "attention", "heads.text_corpus", "heads.measures",
+             "heads.detectors")]
+    return (*mods, RunSettings, TextSettings, fit, TT.train, Run)
 
 
 def toy_weights_path(path: Path) -> Path:
@@ -55,6 +73,7 @@ def save_run(run: Run, path: Path, replace: bool = False) -> list[Path]:
     exists, unless replace=True. Returns the paths written."""
     path = Path(path)
     d = run.to_dict()
+    d["provenance"] = stamped(d["provenance"], text_code())
     if run.model is None:
         _refuse_existing([path], replace)
         write_files_as_unit([(path, lambda p: p.write_text(json.dumps(d, indent=1) + "\n"))],
@@ -77,7 +96,7 @@ def save_toy(run, path: Path, provenance: dict, replace: bool = False) -> list[P
     d = {"schema": SCHEMA, "settings": dataclasses.asdict(run.settings),
          "scores_after": np.round(np.asarray(run.scores_after, dtype=float), 4).tolist(),
          "wall_seconds": round(run.wall_seconds, 2), "cpu_seconds": round(run.cpu_seconds, 2),
-         "provenance": provenance}
+         "provenance": stamped(provenance)}
     _write_json_with_weights(path, wpath, state, d)
     return [wpath, path]
 

@@ -15,7 +15,9 @@ folder removes them.
 `write_json_atomic` is the one-file case; `seal_folder` lists a folder's files in a new manifest
 (what a test, or a person who has checked data by hand, does to make the book read it);
 `committed_reason` says why writing a path would change committed data (every writer asks it
-before writing, and refuses committed data unless asked to replace it).
+before writing, and refuses committed data unless asked to replace it). `stamped` adds what only a
+writer records to a record's provenance: the commit (`git_commit`) and the code hash
+(`code_hash`); the run's own block is built when the run is made (`andrea_edu.data.new_provenance`).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import os
 import re
 from pathlib import Path
 
+import andrea_edu
 from andrea_edu.data import MANIFEST, name_problem, read_manifest
 
 _TEMP = re.compile(r"\..+\.andrea-\d+-[0-9a-f]+\.tmp")  # a writer's temporary file, whole name
@@ -233,3 +236,58 @@ def default_out_dir() -> Path:
     if here == book or book in here.parents:
         return REPO / "andrea_runs"
     return here / "andrea_runs"
+
+
+# ---------------------------------------------------------------- what only a writer records
+EDU_DIR = Path(andrea_edu.__file__).resolve().parent  # the reader's package: whose commit is named
+
+
+def stamped(prov: dict, code=None) -> dict:
+    """A record's provenance as a writer stores it: the run's block (`andrea_edu.data.
+    new_provenance`, built when the run was made) plus the commit its code came from
+    (`git_commit`) and, given `code` (modules, functions, classes), the hash of the code that
+    decided its numbers (`code_hash`). A key the block already has stays as it is: a record
+    written again (a checkpoint's next write, a file landed from the GPU) keeps what it was
+    stamped with."""
+    out = dict(prov)
+    if "git_commit" not in out:
+        out["git_commit"] = git_commit()
+    if code is not None and "code_hash" not in out:
+        out["code_hash"] = code_hash(code)
+    return out
+
+
+def code_hash(parts) -> str:
+    """The one hash of the code that decided a result's numbers, as provenance records it: the
+    sha256 (first 16 hex digits) of the source text of each of `parts` (a module: its file
+    whole; a function or class: its definition), in the order given."""
+    import hashlib
+    import inspect
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(inspect.getsource(part).encode())
+    return h.hexdigest()[:16]
+
+
+def git_commit() -> str:
+    """The commit every written record's provenance names (`stamped`): ANDREA_GIT_COMMIT when
+    set (a copy without its .git folder), else HEAD of the repository andrea_edu sits in
+    (`EDU_DIR`), plus "-dirty (files)" naming the files under andrea_edu/ that differ from it;
+    "unknown" without git or a repository."""
+    if os.environ.get("ANDREA_GIT_COMMIT"):
+        return os.environ["ANDREA_GIT_COMMIT"]
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=EDU_DIR, capture_output=True, text=True,
+                              timeout=10).stdout
+
+    try:
+        sha = git("rev-parse", "HEAD").strip()
+        if not sha:
+            return "unknown"
+        changed = git("status", "--porcelain", "--", ".")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    files = sorted(line[3:] for line in changed.splitlines() if line[3:])
+    return sha + (f"-dirty ({', '.join(files)})" if files else "")

@@ -17,7 +17,7 @@ from andrea_edu import bench
 from andrea_edu.bench import cases as bench_cases, suites, timing
 from andrea_lab.bench import cli
 from andrea_lab.bench.writer import write_results
-from andrea_lab.store import seal_folder
+from andrea_lab.store import seal_folder, stamped
 
 REPO = Path(__file__).resolve().parents[1]
 CHAPTER = REPO / "book" / "config_mirrors_hardware.ipynb"
@@ -291,7 +291,7 @@ def test_cpu_runs_on_one_thread_and_restores_it():
 def test_deadline_skips_cases_instead_of_timing(tmp_path):
     res = suites.run_suite("layout", fast=True, progress=False, deadline=0.0)
     assert {r["status"] for r in res["records"]} == {"skipped"}
-    bench.validate_result(res)
+    bench.validate_result(dict(res, provenance=stamped(res["provenance"])))  # as written
 
 
 # ---------------------------------------------------------------- CLI plumbing
@@ -335,7 +335,7 @@ def test_gpu_headdim_sweep_validates_and_times():
     res = suites.run_suite("headdim", device="cuda", fast=True, progress=False,
                                 head_dims=[64, 72], shapes=["ANDREA-120M"], series=["n_head"],
                                 backends=("sdpa", "cuda-naive", "cuda-wmma"))
-    bench.validate_result(res)
+    bench.validate_result(dict(res, provenance=stamped(res["provenance"])))  # as written
     by = {(r["params"]["head_dim"], r["backend"]): r for r in res["records"]}
     assert by[(64, "cuda-wmma")]["ran"] == "cuda-wmma"
     assert by[(72, "cuda-wmma")]["ran"] == "cuda-naive"  # the dispatcher's fallback
@@ -507,7 +507,7 @@ def test_the_headline_sweep_times_dispatch_with_pad_and_cold_beside_warm():
             c["input_sets"] == 64, c
         assert "_prepare" not in r
     from andrea_edu.bench import validate_result
-    validate_result(obj)
+    validate_result(dict(obj, provenance=stamped(obj["provenance"])))  # as the writer writes it
     with pytest.raises(ValueError, match="not in"):
         suites.run_suite("headdim", device="cpu", fast=True, progress=False,
                          backends=("sdpa", "auto:fast"), head_dims=(16,))

@@ -96,7 +96,10 @@ def test_measurement_source_has_only_the_fields_a_file_holds():
     assert src is not None and None not in src.values()
     assert "driver" not in src and "cuda" not in src and src["file"] == "bench_headdim_cpu.json"
     live = measurement_source(res, live=res)
-    assert live is not None and live["file"] == "live"
+    assert live is not None and live["file"] == "live" and src["commit"] == "abc"
+    unwritten = dict(res, provenance={k: v for k, v in res["provenance"].items()
+                                      if k != "git_commit"})  # a live run: no commit stamped
+    assert "commit" not in (measurement_source(unwritten, live=unwritten) or {})
     gpu = measurement_source(dict(res, provenance=dict(res["provenance"], device_kind="gpu")))
     assert gpu is not None and gpu["cuda"] == "13" and "driver" not in gpu
     assert measurement_source(None) is None

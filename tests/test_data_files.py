@@ -201,11 +201,14 @@ def _pipeline_dict():
             "kernels": {}, "provenance": {"device_slug": "cpu"}}
 
 
-def test_pipeline_round_trip_and_validation(tmp_path):
+def test_pipeline_round_trip_and_validation(tmp_path, monkeypatch):
+    import dataclasses
+    monkeypatch.setenv("ANDREA_GIT_COMMIT", "abc123")
     t = PT.StepTiming.from_dict(_pipeline_dict())
     path = save_timing(t, tmp_path)
     assert path.name == "pipeline_cpu.json"
-    assert PT.load_pipeline_timing("cpu", data_dir_=tmp_path) == t
+    assert PT.load_pipeline_timing("cpu", data_dir_=tmp_path) == dataclasses.replace(
+        t, provenance={**t.provenance, "git_commit": "abc123"})  # the writer stamps the commit
     (tmp_path / "SHA256SUMS").unlink()  # a scratch folder: the value checks alone, next
     changes: tuple[tuple[tuple[Any, ...], str], ...] = (
         (("steps", 0, "min_ms", -1.0), "min"), (("forward_ms", None), "forward_ms"))
@@ -296,12 +299,15 @@ def test_provenance_reads_older_keys_under_todays_names():
         D.provenance({"provenance": [1]})
 
 
-def test_every_writer_builds_its_provenance_with_the_one_builder():
+def test_every_writer_builds_its_provenance_with_the_one_builder(monkeypatch):
     """New records get today's keys: the shared ones from data.new_provenance, then each
-    writer's own; an own key that is a shared one or an older name of one is refused."""
+    writer's own; an own key that is a shared one, an older name of one or a writer's stamp
+    (git_commit, code_hash) is refused. The writer's stamp (store.stamped) adds the commit and,
+    given the code, its hash, and keeps a block's own (a record written again keeps them)."""
     import dataclasses
 
     from andrea_edu import data as D
+    from andrea_lab import store
     from andrea_edu.bench import timing
     from andrea_edu.heads import sweep, text_training as TT
     from andrea_edu.heads.training import default_settings
@@ -315,6 +321,13 @@ def test_every_writer_builds_its_provenance_with_the_one_builder():
         assert shared <= set(b) and not old & set(b), name
         assert D.provenance(b) == b, name  # read back as written: nothing to map
     assert blocks["sweep"]["base_settings"] == dataclasses.asdict(default_settings())
-    for bad in ("date", "cpu_provenance", "command", "git_commit"):
+    for bad in ("date", "cpu_provenance", "command", "git_commit", "code_hash"):
         with pytest.raises(ValueError, match=r"own=\['" + bad):
             D.new_provenance("w", "c", **{bad: 1})
+    monkeypatch.setenv("ANDREA_GIT_COMMIT", "abc123")
+    run = blocks["sweep"]
+    assert not set(D.WRITER_KEYS) & set(run)  # made by a run, not yet written
+    got = store.stamped(run, (store,))
+    assert got == {**run, "git_commit": "abc123", "code_hash": store.code_hash((store,))}
+    assert len(got["code_hash"]) == 16 and store.code_hash((D,)) != got["code_hash"]
+    assert store.stamped({**run, "git_commit": "old"})["git_commit"] == "old"  # kept

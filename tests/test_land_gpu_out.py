@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import land_gpu_out  # noqa: E402
 
 from andrea_lab.pipeline_timing import save_timing
+from andrea_lab.store import stamped
 from andrea_edu.bench import load_results, suites  # noqa: E402
 from andrea_lab.bench import gpucheck  # noqa: E402
 from andrea_edu.data import manifest_problem, read_manifest  # noqa: E402
@@ -33,6 +34,7 @@ def suite_out(tmp_path_factory):
     obj = suites.run_suite("layout", device="cpu", fast=True, progress=False)
     obj["provenance"].update(device_kind="gpu", device="Synthetic test GPU (not a measurement)",
                              device_slug=SLUG, driver="0.0", cuda="0.0")
+    obj["provenance"] = stamped(obj["provenance"])  # as the GPU suite's writer stamps it
     (out / f"bench_layout_{SLUG}.json").write_text(json.dumps(obj))
     rows = [dict(backend="cuda-naive", dtype="float32", B=1, n_head=1, seq_len=T, head_dim=8,
                  causal=False, passed=True, max_abs_err=0.0) for T in (1, 17)]

@@ -299,22 +299,25 @@ def test_the_real_text_recheck_child_keeps_the_pins_it_is_given():
 
 
 def test_one_commit_id_helper_names_the_changed_files(monkeypatch, tmp_path):
-    """env.git_commit, the one commit id every provenance block records: the override, HEAD with
-    the changed files under andrea_edu/, and "unknown" outside a repository."""
+    """store.git_commit, the one commit id every written record's provenance names (the writer
+    stamps it on: store.stamped): the override, HEAD with the changed files under andrea_edu/,
+    and "unknown" outside a repository."""
     import shutil
     import subprocess
 
     from andrea_edu import data, env
     from andrea_edu.bench import timing
+    from andrea_lab import store
     from andrea_lab.bench import gpucheck
     from andrea_edu.heads import sweep, text_training
 
-    for mod in (timing, gpucheck, sweep, text_training, data):  # no commit helper of their own
-        assert getattr(mod, "git_commit", env.git_commit) is env.git_commit, mod.__name__
+    for mod in (timing, gpucheck, sweep, text_training, data, env):  # no commit helper of their own
+        assert getattr(mod, "git_commit", store.git_commit) is store.git_commit, mod.__name__
         assert not hasattr(mod, "_git_commit"), mod.__name__
     monkeypatch.setenv("ANDREA_GIT_COMMIT", "abc123")
-    assert env.git_commit() == "abc123"
-    assert data.new_provenance("a test", "python -m x")["git_commit"] == "abc123"  # the builder
+    assert store.git_commit() == "abc123"
+    run = data.new_provenance("a test", "python -m x")  # a run's block: no commit yet
+    assert "git_commit" not in run and store.stamped(run)["git_commit"] == "abc123"
     monkeypatch.delenv("ANDREA_GIT_COMMIT")
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
@@ -327,12 +330,12 @@ def test_one_commit_id_helper_names_the_changed_files(monkeypatch, tmp_path):
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
                    **git)
     sha = subprocess.run(["git", "rev-parse", "HEAD"], **git, text=True).stdout.strip()
-    monkeypatch.setattr(env, "__file__", str(pkg / "env.py"))
-    assert env.git_commit() == sha
+    monkeypatch.setattr(store, "EDU_DIR", pkg)
+    assert store.git_commit() == sha
     (pkg / "env.py").write_text("x = 2\n")
-    assert env.git_commit() == f"{sha}-dirty (andrea_edu/env.py)"
+    assert store.git_commit() == f"{sha}-dirty (andrea_edu/env.py)"
     outside = tmp_path / "elsewhere" / "andrea_edu"
     outside.mkdir(parents=True)
-    monkeypatch.setattr(env, "__file__", str(outside / "env.py"))
+    monkeypatch.setattr(store, "EDU_DIR", outside)
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
-    assert env.git_commit() == "unknown"
+    assert store.git_commit() == "unknown"

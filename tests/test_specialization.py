@@ -246,15 +246,20 @@ def test_gradient_pressure_needs_enough_cells():
 
 
 # ------------------------------------------------------------------ sweep file
-def test_run_survives_json_and_the_sweep_file_round_trips(tmp_path, fast_run):
+def test_run_survives_json_and_the_sweep_file_round_trips(tmp_path, fast_run, monkeypatch):
+    from andrea_lab.make_sweep import sweep_code
+    from andrea_lab.store import code_hash
+
     d = json.loads(json.dumps(fast_run.to_dict()))
     back = S.Run.from_dict(d, S.Settings(**d["settings"]))
     assert back.settings == fast_run.settings
     assert np.allclose(back.train_loss, fast_run.train_loss, atol=5e-5)
     assert back.final_loss == pytest.approx(fast_run.final_loss, abs=5e-5)
+    monkeypatch.setenv("ANDREA_GIT_COMMIT", "abc123")
     path = save_sweep(tmp_path / "s.json", {"what": "test"}, {(4, FAST.seed): fast_run})
-    prov, runs = load_sweep(path)
-    assert prov == {"what": "test"} and list(runs) == [(4, FAST.seed)]
+    prov, runs = load_sweep(path)  # the run's block, stamped by the writer
+    assert prov == {"what": "test", "git_commit": "abc123", "code_hash": code_hash(sweep_code())}
+    assert list(runs) == [(4, FAST.seed)]
     cmp = compare_runs(fast_run, runs[(4, FAST.seed)])
     assert cmp["max_diff_first_steps"] <= 5e-5
     assert max(cmp["final_loss_diff"].values()) <= 5e-5

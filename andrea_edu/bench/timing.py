@@ -10,7 +10,7 @@
     timing_ok(t) -> (ok, why)                       may this timing carry a ratio or verdict?
                                                     (spread, scheduler quanta, waits, host-bound)
     check_close(out, ref, dtype, what)              validation before timing (ValidationError)
-    provenance(device, command)                     device, driver, CUDA, torch, commit, date...
+    provenance(device, command)                     device, driver, CUDA, torch, date...
 
 Rules every suite follows (as llm.c's dev/cuda and Triton's tutorials do):
   1. validate each backend's output against the fp32 reference BEFORE timing it; a wrong
@@ -86,7 +86,8 @@ def device_slug(name: str) -> str:
 def provenance(device: str, command: str = "", what: str = "timings") -> dict:
     """Where a measurement came from (goes into every file): the one schema's shared keys
     (`andrea_edu.data.new_provenance`: command as produced_by, UTC date, CPU numerics,
-    versions, commit) and the timing's own: device, driver, CUDA, threads, the load."""
+    versions) and the timing's own: device, driver, CUDA, threads, the load. The laboratory's
+    writer adds the commit when it writes the file (andrea_lab.store.stamped)."""
     from andrea_edu.data import new_provenance
 
     own: dict[str, Any] = {"device_kind": "gpu" if device == "cuda" else "cpu",

@@ -380,7 +380,7 @@ def head_dim_figure(head_dim: int, sweep: list[dict], seq_len: int = 1024,
 def measurement_source(res, live=None) -> dict | None:
     """Where a head_dim results file came from, only the fields it has (None: no file): device,
     the file (or "live" for the run `live` of this notebook), torch, CUDA and driver (a GPU's),
-    andrea_edu, commit, date, repeats, dtype."""
+    andrea_edu, commit (a written file's: a live run has none), date, repeats, dtype."""
     if res is None:
         return None
     p = provenance(res)  # today's keys, whichever a file was committed under
@@ -389,8 +389,10 @@ def measurement_source(res, live=None) -> dict | None:
            "torch": p["torch"]}
     if p.get("device_kind") == "gpu":
         out |= {k: p[k] for k in ("cuda", "driver") if p.get(k)}
-    return out | {"andrea_edu": p["andrea_edu"], "commit": str(p["git_commit"])[:12],
-                  "date": str(p["date_utc"])[:10], "repeats": res["settings"]["repeats"],
+    out["andrea_edu"] = p["andrea_edu"]
+    if p.get("git_commit"):  # stamped on by the laboratory's writer
+        out["commit"] = str(p["git_commit"])[:12]
+    return out | {"date": str(p["date_utc"])[:10], "repeats": res["settings"]["repeats"],
                   "dtype": str(res["settings"]["dtype"])}
 
 

@@ -44,24 +44,16 @@ SEEDS = (0, 1, 2)
 DATA_NAME = "specialization_sweep.json"
 
 
-def code_hash() -> str:
-    """sha256 of the source of every module whose code decides the sweep's numbers."""
-    from andrea_edu import attention, config, env, model, projections  # attention: the module
-    from andrea_edu.heads import (corpus, gradient_pressure, measures as head_measures, per_head,
-                                  run as run_record, toy_calls, training as specialization)
-    return env.code_hash((attention, config, corpus, model, projections, head_measures,
-                          specialization, gradient_pressure, per_head, toy_calls, run_record))
-
-
 def provenance(base: Settings, n_heads, seeds, wall_seconds: float,
                command: str = "andrea_edu.heads.sweep.run_sweep(...)") -> dict:
     """The sweep's provenance: the one schema's shared keys (`andrea_edu.data.new_provenance`)
-    and the sweep's own: the device, the code hash, the settings, the grid, the wall time."""
+    and the sweep's own: the device, the settings, the grid, the wall time (the laboratory's
+    writer adds the commit and the code hash: andrea_lab.make_sweep.save_sweep)."""
     return new_provenance(
         "specialization runs: toy ANDREA trained on andrea_edu.heads.corpus, per n_head and seed",
         command,
         device=f"CPU: {cpu_name()} ({os.cpu_count()} cores), one torch thread per run",
-        code_hash=code_hash(), base_settings=dataclasses.asdict(base), n_heads=list(n_heads),
+        base_settings=dataclasses.asdict(base), n_heads=list(n_heads),
         seeds=list(seeds), total_wall_seconds=round(wall_seconds, 1))
 
 

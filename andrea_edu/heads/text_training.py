@@ -34,7 +34,6 @@ knobs removed (the command pins them otherwise).
 """
 from __future__ import annotations
 
-import importlib
 import os
 import platform
 import random
@@ -49,7 +48,7 @@ from ..env import book_build
 from ..model import AndreaModel
 from . import detectors as D, measures as M
 from . import text_corpus as tc
-from .run import Run, RunSettings, SettingsError, fit, progress_bar, torch_threads
+from .run import Run, SettingsError, fit, progress_bar, torch_threads  # noqa: F401
 from .text_runs import (FAST, RUN_FILE, SCHEMA, TOY_FILE, WEIGHTS_FILE,  # noqa: F401
                         TextSettings, default_settings,
                         load_run, load_toy, toy_settings, weights_path)
@@ -142,17 +141,6 @@ def mkl_cbwr() -> str | None:
     return names.get(v & 0xFFFF, str(v & 0xFFFF)) + (",STRICT" if v & 0x10000 else "")
 
 
-def code_hash() -> str:
-    """Hash of the code that decides a run's numbers: the corpus, the measures and detectors, the
-    model, the projections and attention it uses, this module's settings and training loop, and
-    the run record that rounds what is stored (heads.run.Run)
-    (not its tolerances, which are measured after a run exists)."""
-    mods = [importlib.import_module("andrea_edu." + name) for name in
-            ("model", "projections", "attention", "heads.text_corpus", "heads.measures",
-             "heads.detectors")]
-    return env.code_hash((*mods, RunSettings, TextSettings, fit, train, Run))
-
-
 def cpu_keys() -> dict:
     """The CPU as the real-text chapter shows it under a run: name, machine, cores, ATen's
     level, the three pins, MKL's branch (a run's own provenance keys)."""
@@ -163,9 +151,10 @@ def cpu_keys() -> dict:
 
 def provenance(corpus: tc.Corpus) -> dict:
     """A run's provenance: the one schema's shared keys (`andrea_edu.data.new_provenance`) and
-    the run's own: its CPU (`cpu_keys`), the code hash and the corpus it read."""
+    the run's own: its CPU (`cpu_keys`) and the corpus it read (the laboratory's writer adds the
+    commit and the code hash: andrea_lab.run_writers.save_run)."""
     from ..data import new_provenance
     return new_provenance(
         "a small ANDREA trained on the Python standard library's source, CPU",
         "python -m andrea_lab.make_realtext_run --out book/data/" + RUN_FILE,
-        **cpu_keys(), code_hash=code_hash(), corpus=dict(corpus.provenance))
+        **cpu_keys(), corpus=dict(corpus.provenance))

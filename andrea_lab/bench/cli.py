@@ -216,7 +216,9 @@ def _save_incomplete(obj: dict, out, name: str | None = None) -> Path:
     incomplete_pipeline_<device>.json) beside the results (or in store.default_out_dir() when
     that folder is committed data): never a file the loaders read."""
     from andrea_edu.data import MANIFEST
-    from andrea_lab.store import write_json_atomic
+    from andrea_lab.store import stamped, write_json_atomic
+    if isinstance(obj.get("provenance"), dict):  # the commit, as every written record
+        obj = dict(obj, provenance=stamped(obj["provenance"]))
     folder = Path(out) if out is not None else default_out_dir()
     if (folder / MANIFEST).exists():
         folder = default_out_dir()

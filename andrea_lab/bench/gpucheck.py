@@ -44,7 +44,7 @@ from typing import Any, Callable
 
 import torch
 
-from andrea_edu.env import __version__, cpu_provenance, git_commit
+from andrea_edu.env import __version__, cpu_provenance
 from andrea_edu.data import DataFileError
 
 from andrea_edu.kernels import registry
@@ -290,7 +290,7 @@ def main(argv=None) -> int:
               "(torch.cuda.is_available() is False); nothing was written. On a CPU machine "
               "run the CPU tests (pytest) and use backend='emulator'.", file=sys.stderr)
         return 2
-    from andrea_lab.store import write_json_atomic
+    from andrea_lab.store import git_commit, write_json_atomic
     out = Path(args.out)
     t0 = time.perf_counter()
     report: dict[str, Any] = dict(

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from andrea_edu.bench.results import check_values, validate_result
-from andrea_lab.store import committed_reason, default_out_dir, write_json_atomic
+from andrea_lab.store import committed_reason, default_out_dir, stamped, write_json_atomic
 
 
 _SAID: set[str] = set()  # files whose missing schema check this process has said
@@ -44,7 +44,10 @@ def write_results(obj: dict, out_dir=None, replace: bool = False) -> Path:
 
     Refuses (FileExistsError, nothing written) to replace committed data
     (andrea_lab.store.committed_reason), or a file of full-size measurements with a fast run or
-    a run that measured nothing, unless replace=True (the CLI's --replace)."""
+    a run that measured nothing, unless replace=True (the CLI's --replace). The provenance
+    written is the run's, stamped with the commit (andrea_lab.store.stamped)."""
+    if isinstance(obj.get("provenance"), dict):  # else the validation says what is wrong
+        obj = dict(obj, provenance=stamped(obj["provenance"]))
     schema_checked = _validate(obj)
     out = Path(out_dir) if out_dir is not None else default_out_dir()
     path = out / f"bench_{obj['suite']}_{obj['provenance']['device_slug']}.json"
