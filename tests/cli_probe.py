@@ -49,6 +49,7 @@ def table() -> list[tuple[str, list[str]]]:
     SW, TT = "m:andrea_lab.make_sweep", "m:andrea_lab.make_realtext_run"
     TL, PR = "m:andrea_lab.make_realtext_variant", "m:andrea_lab.make_realtext_paths"
     TM, PT = "m:andrea_lab.make_sass_model", "m:andrea_lab.pipeline_timing"
+    G2 = "m:andrea_lab.gpt2_small"
     EX, XS = "m:andrea_lab.execute_chapters", "m:andrea_lab.chapter_exercises"
     rows = [(B, []), (B, ["--bogus"]), (B, ["nosuch"]), (B, ["layout", "--bogus"])]
     rows += [(B, ["layout", *a]) for a in (
@@ -81,6 +82,9 @@ def table() -> list[tuple[str, list[str]]]:
                                ["--out", str(DATA / "realtext_paths.json")], ["--out", "a.txt"],
                                ["--out", EVIL + ".json"])]
     rows += [(TM, a) for a in (["--bogus"], [], ["--out", NOWHERE], ["--out", "/dev/null/x"])]
+    rows += [(G2, a) for a in (["--bogus"], [], ["--out", "a.txt"], ["--out", ""],
+                               ["--out", NOWHERE + ".json"], ["--out", str(DATA / "realtext_paths.json")],
+                               ["--out", "g.json", "--weights", NOWHERE + ".safetensors"])]
     rows += [(PT, a) for a in (
         ["--bogus"], ["-B", "0"], ["-T", "0"], ["-T", "99999"], ["--repeats", "0"],
         ["--dtype", "int8"], ["--config", "X"], ["--device", "cuda"], ["--backend", "cuda-naive"],
@@ -111,7 +115,8 @@ class _TooLong(BaseException):
 WORK = [("andrea_edu.heads.sweep", "run_sweep"), ("andrea_lab.make_sweep", "make_runs"),
         ("andrea_edu.heads.text_training", "train"),
         ("andrea_lab.make_realtext_run", "measure_spread"), ("andrea_edu.heads.training", "train"),
-        ("andrea_edu.heads.path_runs", "measure"), ("andrea_lab.make_sass_model", "report"),
+        ("andrea_lab.path_ablation", "measure"), ("andrea_lab.make_sass_model", "report"),
+        ("andrea_lab.gpt2_small", "load_gpt2_small"), ("andrea_lab.gpt2_small", "measure"),
         ("andrea_edu.pipeline.timing", "time_steps"), ("andrea_edu.bench.suites", "run_suite"),
         ("andrea_lab.execute_chapters", "execute_notebook"),
         ("andrea_lab.chapter_exercises", "run_exercise")]
@@ -123,12 +128,13 @@ def _started(*a, **k):
 
 @contextlib.contextmanager
 def _no_long_work():
-    saved = []
-    for mod, attr in WORK:
-        m = importlib.import_module(mod)
-        saved.append((m, attr, getattr(m, attr)))
-        setattr(m, attr, _started)
+    # every function looked up before any is replaced: a name that is gone fails here, leaving
+    # nothing patched behind for the tests that run next in this process
+    saved = [(m, attr, getattr(m, attr)) for m, attr in
+             ((importlib.import_module(mod), attr) for mod, attr in WORK)]
     try:
+        for m, attr, _ in saved:
+            setattr(m, attr, _started)
         yield
     finally:
         for m, attr, fn in saved:

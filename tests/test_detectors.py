@@ -183,6 +183,7 @@ def test_the_committed_run_trains_alike_again_for_its_first_steps():
     same, what = tc.same_corpus(run.provenance["corpus"], tc.corpus_cached())
     if not same:
         pytest.skip(f"another Python's standard library: {what}")
+    assert isinstance(run.settings, TT.TextSettings)
     r = RR.compare_recheck(run, RR.recheck_losses(run.settings, 10))
     assert r["steps"] == 10 and r["agrees"], r
 
