@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import data as bookdata
 from ..data import DataFileError
-from .text_runs import _need
+from .text_runs import _need, need_windows
 
 PATHS_FILE = "realtext_paths.json"
 SCHEMA = 1
@@ -81,10 +81,7 @@ def load_paths(path: Path, weights_sha256: str | None = None) -> dict:
     if weights_sha256 is not None:
         _need(sha == weights_sha256, path,
               "measured on other weights than the committed run's (sha256 differs)")
-    w = d["windows"]
-    _need(isinstance(w, dict) and all(isinstance(w.get(k), int) and not isinstance(w.get(k), bool)
-                                      and w[k] > 0 for k in ("n", "seq_len")), path,
-          "windows.n and windows.seq_len must be positive integers")
+    need_windows(d, path)
     base = d["base_loss"]
     _need(isinstance(base, list) and len(base) == 4 and all(_is_num(x) and x > 0 for x in base),
           path, "base_loss must be 4 positive finite losses")

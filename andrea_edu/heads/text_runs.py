@@ -275,6 +275,15 @@ GPT2_COMMAND = ("python -m andrea_lab.gpt2_small --out book/data/" + GPT2_FILE
 GPT2_SHAPE = (3, 12, 12)  # patterns (PREV, BRACKET, IDENT) x GPT-2 small's 12 layers x 12 heads
 
 
+def need_windows(d: dict, path: Path) -> None:
+    """A measured record's `windows` (the held-out windows it was measured on): n and seq_len
+    positive integers; DataFileError, one line, otherwise."""
+    w = d["windows"]
+    _need(isinstance(w, dict) and all(isinstance(w.get(k), int) and not isinstance(w.get(k), bool)
+                                      and w[k] > 0 for k in ("n", "seq_len")), path,
+          "windows.n and windows.seq_len must be positive integers")
+
+
 def load_gpt2_scores(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """GPT-2 small's pattern scores on the corpus's held-out windows, as the laboratory measured
     them where GPT-2's weights were (GPT2_COMMAND): (scores GPT2_SHAPE in [0, 1], NaN for a
@@ -292,8 +301,5 @@ def load_gpt2_scores(path: Path) -> tuple[np.ndarray, np.ndarray]:
     for p in range(GPT2_SHAPE[0]):
         _need(bool(np.isnan(base[p])) == bool(np.isnan(s[p]).all()), path,
               f"pattern {p}: its scores are missing exactly when its baseline is (no query)")
-    w = d["windows"]
-    _need(isinstance(w, dict) and all(isinstance(w.get(k), int) and not isinstance(w.get(k), bool)
-                                      and w[k] > 0 for k in ("n", "seq_len")), path,
-          "windows.n and windows.seq_len must be positive integers")
+    need_windows(d, path)
     return s, base
